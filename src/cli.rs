@@ -1,0 +1,164 @@
+//! Command-line flags, as clap parses them. No checking beyond syntax and no I/O here:
+//! `plan.rs` turns these into a checked plan.
+
+use std::path::PathBuf;
+
+use clap::{Args as ClapArgs, Parser, Subcommand, ValueEnum};
+
+const ABOUT: &str = "Measure inter-process and network communication on Linux: Unix sockets, \
+TCP, UDP, pipes, FIFOs, POSIX message queues and shared memory.";
+
+const LONG_ABOUT: &str = "Measure inter-process and network communication on Linux: Unix sockets, \
+TCP, UDP, pipes, FIFOs, POSIX message queues and shared memory.
+
+With no command, runs the default suite: every local transport, one-way throughput at \
+64 B, 4 KiB, 64 KiB and 1 MiB, in about a minute, and prints one table.";
+
+const AFTER_HELP: &str = "Examples:
+  sockbench                                   the default suite (about a minute)
+  sockbench stream                            Unix stream socket, 64 KiB messages, 2 s
+  sockbench stream -t tcp,unix -s 4K,1M       two transports at two sizes
+  sockbench stream -t all -s 1..1M -d 1       every transport, sizes 1 B to 1 MiB
+  sockbench stream -t tcp --runs 5 --format json > tcp.json
+
+Exit status: 0 success, 1 a run failed, 2 bad usage, 130 interrupted.";
+
+/// Top-level arguments.
+#[derive(Debug, Parser)]
+#[command(name = "sockbench", version, about = ABOUT, long_about = LONG_ABOUT, after_help = AFTER_HELP)]
+pub struct Args {
+    /// The workload to run (default: the suite).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Output options, accepted before or after the command.
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// Workloads and other commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// One-way bulk throughput: a sender writes SIZE-byte messages as fast as it can, a
+    /// receiver reads them; reports bits/s, messages/s, CPU of each side and buffers.
+    #[command(after_help = "Examples:
+  sockbench stream -t tcp -s 128K -d 5
+  sockbench stream -t unix,pipe,shm -s 64K,1M --runs 5
+  sockbench stream -t udp -s 1K --rcvbuf 4M
+  sockbench stream -t tcp --bind 127.0.0.1:5300 --nodelay -s 64
+  sockbench stream -t tcp -P 4 --cpus 0,1
+
+Throughput is what the receiver got over its own interval (from the start until its last
+byte, including draining the buffers), so it is never more than what was delivered.")]
+    Stream(StreamArgs),
+    /// The default suite (what plain `sockbench` runs): every local transport at 64 B,
+    /// 4 KiB, 64 KiB and 1 MiB, one table with the fastest transport at each size.
+    Suite(SuiteArgs),
+}
+
+/// Output flags shared by every command.
+#[derive(Debug, ClapArgs)]
+pub struct OutputArgs {
+    /// What to print on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Table, global = true)]
+    pub format: Format,
+    /// Also write the JSON report to PATH after every scenario ("-" for stdout).
+    #[arg(long, value_name = "PATH", global = true)]
+    pub export_json: Option<PathBuf>,
+    /// Also write a CSV file (one row per scenario) to PATH after every scenario.
+    #[arg(long, value_name = "PATH", global = true)]
+    pub export_csv: Option<PathBuf>,
+    /// Also write a Markdown table to PATH after every scenario.
+    #[arg(long, value_name = "PATH", global = true)]
+    pub export_markdown: Option<PathBuf>,
+    /// No progress bar on stderr.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+}
+
+/// Output formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// A table for people, units chosen to read well.
+    Table,
+    /// The versioned JSON report (schema/report.schema.json), exact values in base units.
+    Json,
+    /// One row per scenario, exact values in base units.
+    Csv,
+    /// A Markdown table.
+    Markdown,
+}
+
+/// Flags of `stream`.
+#[derive(Debug, ClapArgs)]
+pub struct StreamArgs {
+    /// Transports, comma-separated, or `all`: unix, unix-dgram, unix-seqpacket, socketpair,
+    /// tcp, tcp6, udp, udp6, pipe, fifo, mq, shm.
+    #[arg(short, long, value_name = "LIST", default_value = "unix")]
+    pub transport: String,
+    /// Message sizes: a list (1,64,4K,64K,1M) or a range of powers of two (1..64M).
+    /// Suffixes K, M, G are binary (4K = 4096 bytes).
+    #[arg(short, long, value_name = "LIST|RANGE", default_value = "64K")]
+    pub size: String,
+    /// How long each measured run sends (2, 500ms, 1.5s).
+    #[arg(short, long, value_name = "TIME", conflicts_with_all = ["count", "bytes"])]
+    pub duration: Option<String>,
+    /// Send exactly N messages per run instead of running for a time.
+    #[arg(short = 'n', long, value_name = "N", conflicts_with = "bytes")]
+    pub count: Option<u64>,
+    /// Send exactly this many bytes per run (e.g. 1G); the last message may be short.
+    #[arg(long, value_name = "SIZE")]
+    pub bytes: Option<String>,
+    /// Unmeasured warm-up before each run, on its own connection (0 to skip).
+    #[arg(short, long, value_name = "TIME", default_value = "0.25s")]
+    pub warmup: String,
+    /// Measured repetitions per scenario; with 2 or more, the median, a 95% confidence
+    /// interval and the coefficient of variation are reported.
+    #[arg(short, long, value_name = "N", default_value_t = 1)]
+    pub runs: u32,
+    /// Requested send buffer: SO_SNDBUF for sockets, the pipe size for pipe and fifo, the
+    /// ring size for shm, the queue depth (in messages of SIZE) for mq.
+    #[arg(long, value_name = "SIZE")]
+    pub sndbuf: Option<String>,
+    /// Requested receive buffer (SO_RCVBUF; sockets only). Setting it turns off TCP's
+    /// receive-buffer autotuning.
+    #[arg(long, value_name = "SIZE")]
+    pub rcvbuf: Option<String>,
+    /// Disable Nagle's algorithm (TCP_NODELAY) on TCP.
+    #[arg(long)]
+    pub nodelay: bool,
+    /// Parallel streams: N sender/receiver pairs, each on its own connection and threads.
+    #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]
+    pub parallel: u32,
+    /// I/O engines, comma-separated, or `all`. Only `blocking` exists so far
+    /// (alias: blocking-sync).
+    #[arg(short, long, value_name = "LIST", default_value = "blocking")]
+    pub engine: String,
+    /// Pin the sender thread(s) to CPU A and the receiver thread(s) to CPU B.
+    #[arg(long, value_name = "A,B")]
+    pub cpus: Option<String>,
+    /// tcp/udp: address the receiver binds, IP or IP:PORT (default 127.0.0.1 or ::1, port
+    /// chosen by the kernel). Use a real interface address to leave loopback.
+    #[arg(long, value_name = "ADDR")]
+    pub bind: Option<String>,
+    /// tcp/udp: address the sender connects to (default: the bound address).
+    #[arg(long, value_name = "IP")]
+    pub connect: Option<String>,
+    /// Directory for Unix socket files and FIFOs (default: a private directory under
+    /// $XDG_RUNTIME_DIR or /tmp, removed afterwards).
+    #[arg(long, value_name = "DIR")]
+    pub path: Option<PathBuf>,
+}
+
+/// Flags of `suite`.
+#[derive(Debug, ClapArgs, Default)]
+pub struct SuiteArgs {
+    /// Measured time per cell.
+    #[arg(short, long, value_name = "TIME", default_value = "1s")]
+    pub duration: String,
+    /// Unmeasured warm-up per cell.
+    #[arg(short, long, value_name = "TIME", default_value = "0.1s")]
+    pub warmup: String,
+    /// Transports to include (default: all).
+    #[arg(short, long, value_name = "LIST", default_value = "all")]
+    pub transport: String,
+}

@@ -1,0 +1,190 @@
+//! CPU time of one thread (`getrusage(RUSAGE_THREAD)`) and of the whole machine
+//! (`/proc/stat`), as differences over the measured interval only.
+
+use std::time::Duration;
+
+use nix::sys::resource::{getrusage, UsageWho};
+use serde::Serialize;
+
+/// CPU time and context switches of the calling thread since it started.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ThreadCpu {
+    /// Time spent in user mode.
+    pub user: Duration,
+    /// Time spent in the kernel on this thread's behalf.
+    pub system: Duration,
+    /// Voluntary context switches (blocking waits).
+    pub voluntary_switches: u64,
+    /// Involuntary context switches (preemptions).
+    pub involuntary_switches: u64,
+}
+
+impl ThreadCpu {
+    /// Read the calling thread's counters. Returns zeros if the kernel refuses (never on
+    /// Linux), so a measurement is never lost to this.
+    pub fn now() -> ThreadCpu {
+        match getrusage(UsageWho::RUSAGE_THREAD) {
+            Ok(u) => ThreadCpu {
+                user: tv(u.user_time()),
+                system: tv(u.system_time()),
+                voluntary_switches: u.voluntary_context_switches().max(0) as u64,
+                involuntary_switches: u.involuntary_context_switches().max(0) as u64,
+            },
+            Err(_) => ThreadCpu::default(),
+        }
+    }
+
+    /// What was used between `earlier` and `self` (saturating, never negative).
+    pub fn since(&self, earlier: &ThreadCpu) -> ThreadCpu {
+        ThreadCpu {
+            user: self.user.saturating_sub(earlier.user),
+            system: self.system.saturating_sub(earlier.system),
+            voluntary_switches: self
+                .voluntary_switches
+                .saturating_sub(earlier.voluntary_switches),
+            involuntary_switches: self
+                .involuntary_switches
+                .saturating_sub(earlier.involuntary_switches),
+        }
+    }
+
+    /// Sum of two threads' usage.
+    pub fn plus(&self, other: &ThreadCpu) -> ThreadCpu {
+        ThreadCpu {
+            user: self.user + other.user,
+            system: self.system + other.system,
+            voluntary_switches: self.voluntary_switches + other.voluntary_switches,
+            involuntary_switches: self.involuntary_switches + other.involuntary_switches,
+        }
+    }
+
+    /// User plus system time.
+    pub fn total(&self) -> Duration {
+        self.user + self.system
+    }
+}
+
+fn tv(t: nix::sys::time::TimeVal) -> Duration {
+    Duration::new(t.tv_sec().max(0) as u64, (t.tv_usec().max(0) as u32) * 1000)
+}
+
+/// The aggregate `cpu` line of `/proc/stat`, in clock ticks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SystemTicks {
+    user: u64,
+    nice: u64,
+    system: u64,
+    idle: u64,
+    iowait: u64,
+    irq: u64,
+    softirq: u64,
+    steal: u64,
+}
+
+impl SystemTicks {
+    /// Read `/proc/stat` now; `None` if it is unreadable (then the figure is reported as null).
+    pub fn now() -> Option<SystemTicks> {
+        parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?)
+    }
+}
+
+/// Parse the first (`cpu `) line of `/proc/stat`.
+pub fn parse_proc_stat(text: &str) -> Option<SystemTicks> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    let at = |i: usize| v.get(i).copied().unwrap_or(0);
+    Some(SystemTicks {
+        user: at(0),
+        nice: at(1),
+        system: at(2),
+        idle: at(3),
+        iowait: at(4),
+        irq: at(5),
+        softirq: at(6),
+        steal: at(7),
+    })
+}
+
+/// Machine-wide CPU over the measured interval (all cores), from `/proc/stat`. Catches
+/// kernel work done outside the measured threads (softirq processing, other threads).
+/// Resolution is one clock tick (10 ms at USER_HZ=100), so short runs are coarse.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct SystemCpu {
+    /// Seconds of CPU spent in user mode (including nice) on all cores.
+    pub cpu_user_seconds: f64,
+    /// Seconds of CPU spent in the kernel, excluding interrupts.
+    pub cpu_system_seconds: f64,
+    /// Seconds of CPU spent in hard and soft interrupt handling (network stack work).
+    pub cpu_interrupt_seconds: f64,
+    /// All non-idle CPU seconds.
+    pub cpu_busy_seconds: f64,
+    /// Busy fraction of all cores over the interval, 0 to 1.
+    pub utilization: f64,
+}
+
+impl SystemCpu {
+    /// The difference between two readings.
+    pub fn between(a: &SystemTicks, b: &SystemTicks) -> SystemCpu {
+        let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+            .ok()
+            .flatten()
+            .filter(|&h| h > 0)
+            .unwrap_or(100) as f64;
+        let d = |x: u64, y: u64| y.saturating_sub(x) as f64 / hz;
+        let user = d(a.user, b.user) + d(a.nice, b.nice);
+        let system = d(a.system, b.system);
+        let interrupt = d(a.irq, b.irq) + d(a.softirq, b.softirq);
+        let busy = user + system + interrupt + d(a.steal, b.steal);
+        let idle = d(a.idle, b.idle) + d(a.iowait, b.iowait);
+        SystemCpu {
+            cpu_user_seconds: user,
+            cpu_system_seconds: system,
+            cpu_interrupt_seconds: interrupt,
+            cpu_busy_seconds: busy,
+            utilization: if busy + idle > 0.0 {
+                busy / (busy + idle)
+            } else {
+                0.0
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_aggregate_cpu_line_only() {
+        let t = parse_proc_stat("cpu  10 2 30 400 5 6 7 8 0 0\ncpu0 1 1 1 1 1 1 1 1\n").unwrap();
+        assert_eq!(t.user, 10);
+        assert_eq!(t.softirq, 7);
+        assert_eq!(t.steal, 8);
+    }
+
+    #[test]
+    fn system_cpu_difference_is_never_negative() {
+        let a = parse_proc_stat("cpu  100 0 100 100 0 0 0 0").unwrap();
+        let b = parse_proc_stat("cpu  50 0 300 300 0 0 0 0").unwrap();
+        let s = SystemCpu::between(&a, &b);
+        assert!(s.cpu_user_seconds >= 0.0);
+        assert!(s.utilization > 0.0 && s.utilization <= 1.0);
+    }
+
+    #[test]
+    fn thread_cpu_grows_with_work() {
+        let a = ThreadCpu::now();
+        let mut x = 0u64;
+        let t = std::time::Instant::now();
+        while t.elapsed() < Duration::from_millis(30) {
+            x = x.wrapping_mul(31).wrapping_add(7);
+        }
+        std::hint::black_box(x);
+        let used = ThreadCpu::now().since(&a);
+        assert!(used.total() >= Duration::from_millis(10), "{used:?}");
+    }
+}

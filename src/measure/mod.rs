@@ -1,0 +1,8 @@
+//! Measurement machinery: CPU accounting, statistics over repetitions, and units.
+//!
+//! Nothing here runs in a per-message hot path: workloads read the clock and CPU counters
+//! only at the edges of the measured interval.
+
+pub mod cpu;
+pub mod stats;
+pub mod units;

@@ -1,0 +1,223 @@
+//! Parsing and printing sizes, durations and rates.
+//!
+//! Sizes on the command line are binary (`4K` = 4096 bytes, as in iperf3 and dd); rates
+//! in tables are SI (`Gbit/s` = 10^9 bit/s, `GB/s` = 10^9 bytes/s), as in iperf3.
+//! JSON carries exact base units and never goes through this module's printers.
+
+use std::time::Duration;
+
+/// Parse one size: a number with an optional binary suffix `K`, `M`, `G` (or `KiB`, `MiB`,
+/// `GiB`, any case) and an optional trailing `B`. `1.5M` is allowed if it is whole bytes.
+///
+/// # Errors
+/// A message naming the bad text and the accepted forms.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let lower = t.to_ascii_lowercase();
+    let body = lower
+        .strip_suffix("ib")
+        .or_else(|| lower.strip_suffix('b'))
+        .unwrap_or(&lower);
+    let (num, mult) = match body.chars().last() {
+        Some('k') => (&body[..body.len() - 1], 1u64 << 10),
+        Some('m') => (&body[..body.len() - 1], 1 << 20),
+        Some('g') => (&body[..body.len() - 1], 1 << 30),
+        _ => (body, 1),
+    };
+    let bad = || {
+        format!("invalid size '{text}': use a number of bytes with an optional K, M or G suffix (binary), e.g. 64, 4K, 1M")
+    };
+    if num.is_empty() || !num.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(bad());
+    }
+    if let Ok(n) = num.parse::<u64>() {
+        return n
+            .checked_mul(mult)
+            .ok_or_else(|| format!("size '{text}' is too large"));
+    }
+    let f: f64 = num.parse().map_err(|_| bad())?;
+    let bytes = f * mult as f64;
+    if bytes.fract() != 0.0 || !bytes.is_finite() || bytes > u64::MAX as f64 {
+        return Err(format!("size '{text}' is not a whole number of bytes"));
+    }
+    Ok(bytes as u64)
+}
+
+/// Parse a size list: `1,64,4K` or a range `1..64M` (powers of two from the start,
+/// doubling, ending at the end value), or a mix: `1..1K,64K`.
+///
+/// # Errors
+/// A message naming the bad element.
+pub fn parse_size_list(text: &str) -> Result<Vec<u64>, String> {
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        if let Some((a, b)) = part.split_once("..") {
+            let (lo, hi) = (parse_size(a)?, parse_size(b)?);
+            if lo == 0 || lo > hi {
+                return Err(format!("invalid size range '{part}': write LOW..HIGH with 0 < LOW <= HIGH, e.g. 1..64M"));
+            }
+            let mut s = lo;
+            while s < hi {
+                out.push(s);
+                s = s.saturating_mul(2);
+            }
+            out.push(hi);
+        } else {
+            out.push(parse_size(part)?);
+        }
+    }
+    if out.is_empty() {
+        return Err("empty size list: give at least one size, e.g. --size 64K".into());
+    }
+    out.dedup();
+    Ok(out)
+}
+
+/// Parse a duration: seconds as a number (`2`, `0.5`) or with a unit (`500ms`, `2s`, `1m`).
+///
+/// # Errors
+/// A message naming the bad text.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix("us") {
+        (n, 1e-6)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (t, 1.0)
+    };
+    let v: f64 = num.trim().parse().map_err(|_| {
+        format!("invalid duration '{text}': use seconds (2, 0.5) or a unit (500ms, 2s, 1m)")
+    })?;
+    if !v.is_finite() || v < 0.0 || v * scale > 1e7 {
+        return Err(format!(
+            "invalid duration '{text}': must be between 0 and 10^7 seconds"
+        ));
+    }
+    Ok(Duration::from_secs_f64(v * scale))
+}
+
+/// A byte count for people: `64 B`, `4 KiB`, `1 MiB`, `1.5 MiB`.
+pub fn format_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i < UNITS.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    if v.fract() == 0.0 {
+        format!("{v:.0} {}", UNITS[i])
+    } else {
+        format!("{} {}", sig3(v), UNITS[i])
+    }
+}
+
+/// Three significant digits without a trailing `.0`.
+fn sig3(v: f64) -> String {
+    let s = if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    };
+    s
+}
+
+fn si(v: f64, unit: &str) -> String {
+    const PREFIX: [&str; 5] = ["", "k", "M", "G", "T"];
+    let mut x = v;
+    let mut i = 0;
+    while x.abs() >= 1000.0 && i < PREFIX.len() - 1 {
+        x /= 1000.0;
+        i += 1;
+    }
+    format!("{} {}{unit}", sig3(x), PREFIX[i])
+}
+
+/// A bit rate in SI units: `38.2 Gbit/s`.
+pub fn format_bits_per_second(bps: f64) -> String {
+    si(bps, "bit/s")
+}
+
+/// A byte rate in SI units: `4.77 GB/s`.
+pub fn format_bytes_per_second(bps: f64) -> String {
+    si(bps, "B/s")
+}
+
+/// A count rate in SI units: `1.23 M/s`.
+pub fn format_per_second(v: f64) -> String {
+    si(v, "/s").replace(" /s", "/s")
+}
+
+/// A duration in seconds for people: `1.50 s`, `250 ms`.
+pub fn format_seconds(s: f64) -> String {
+    if s >= 1.0 {
+        format!("{} s", sig3(s))
+    } else if s >= 1e-3 {
+        format!("{} ms", sig3(s * 1e3))
+    } else {
+        format!("{} µs", sig3(s * 1e6))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_are_binary_with_any_case_suffix() {
+        assert_eq!(parse_size("64").unwrap(), 64);
+        assert_eq!(parse_size("4K").unwrap(), 4096);
+        assert_eq!(parse_size("4kib").unwrap(), 4096);
+        assert_eq!(parse_size("1M").unwrap(), 1 << 20);
+        assert_eq!(parse_size("64MB").unwrap(), 64 << 20);
+        assert_eq!(parse_size("1.5K").unwrap(), 1536);
+        assert_eq!(parse_size("2G").unwrap(), 2 << 30);
+    }
+
+    #[test]
+    fn bad_sizes_are_rejected_with_the_text() {
+        for bad in ["abc", "", "K", "-1", "1.3", "4X", "99999999999999999999G"] {
+            let e = parse_size(bad).unwrap_err();
+            assert!(e.contains(bad) || bad.is_empty(), "{e}");
+        }
+    }
+
+    #[test]
+    fn ranges_double_from_low_to_high() {
+        assert_eq!(parse_size_list("1..8").unwrap(), vec![1, 2, 4, 8]);
+        assert_eq!(parse_size_list("1K..3K").unwrap(), vec![1024, 2048, 3072]);
+        assert_eq!(parse_size_list("1,64,4K").unwrap(), vec![1, 64, 4096]);
+        assert_eq!(parse_size_list("1..64M").unwrap().len(), 27);
+        assert!(parse_size_list("8..1").is_err());
+        assert!(parse_size_list("0..8").is_err());
+    }
+
+    #[test]
+    fn durations_take_units() {
+        assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("0.25s").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("1m").unwrap(), Duration::from_secs(60));
+        assert!(parse_duration("fast").is_err());
+        assert!(parse_duration("-1").is_err());
+    }
+
+    #[test]
+    fn human_units() {
+        assert_eq!(format_bytes(64), "64 B");
+        assert_eq!(format_bytes(4096), "4 KiB");
+        assert_eq!(format_bytes(1 << 20), "1 MiB");
+        assert_eq!(format_bytes(1536), "1.50 KiB");
+        assert_eq!(format_bits_per_second(38_212_000_000.0), "38.2 Gbit/s");
+        assert_eq!(format_bytes_per_second(999.0), "999 B/s");
+        assert_eq!(format_per_second(1_230_000.0), "1.23 M/s");
+        assert_eq!(format_seconds(0.25), "250 ms");
+    }
+}

@@ -1,0 +1,661 @@
+//! From flags to a checked plan: every value parsed, every combination checked, before
+//! any socket is opened. Problems are [`PlanError`]s (exit code 2).
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::cli::{Args, Command, Format, StreamArgs, SuiteArgs};
+use crate::engine::EngineKind;
+use crate::error::PlanError;
+use crate::measure::units::{format_bytes, parse_duration, parse_size, parse_size_list};
+use crate::transport::TransportKind;
+use crate::workload::{Stop, WorkloadKind};
+
+/// Longest Unix socket path Linux accepts (`sun_path` is 108 bytes with the final NUL).
+pub const UNIX_PATH_MAX: usize = 107;
+/// The longest file name a transport creates inside the run directory.
+const LONGEST_FILE_NAME: usize = "seqpacket-999999.sock".len();
+/// Largest message size accepted (each side allocates one buffer of this size per stream).
+pub const MAX_SIZE: u64 = 1 << 30;
+/// Sizes of the default suite.
+pub const SUITE_SIZES: [u64; 4] = [64, 4 << 10, 64 << 10, 1 << 20];
+
+/// How the stdout table is laid out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Layout {
+    /// One row per scenario.
+    #[default]
+    List,
+    /// The suite matrix: transports as rows, sizes as columns.
+    Suite,
+}
+
+/// One scenario: a workload over a transport through an engine at one size.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// The workload.
+    pub workload: WorkloadKind,
+    /// The transport.
+    pub transport: TransportKind,
+    /// The engine.
+    pub engine: EngineKind,
+    /// Message size in bytes.
+    pub size: u64,
+    /// When each measured run stops.
+    pub stop: Stop,
+    /// Warm-up per run.
+    pub warmup: Duration,
+    /// Measured runs.
+    pub runs: u32,
+    /// Parallel streams.
+    pub parallel: u32,
+    /// CPUs for sender and receiver threads.
+    pub cpus: Option<(usize, usize)>,
+    /// Requested send buffer.
+    pub sndbuf: Option<u64>,
+    /// Requested receive buffer.
+    pub rcvbuf: Option<u64>,
+    /// TCP_NODELAY.
+    pub nodelay: bool,
+    /// Receiver bind address (IP transports).
+    pub bind: Option<SocketAddr>,
+    /// Sender connect address (IP transports).
+    pub connect: Option<IpAddr>,
+}
+
+/// A combination left out of a multi-transport plan, with the reason.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Skipped {
+    /// The transport.
+    pub transport: TransportKind,
+    /// The size in bytes.
+    pub size_bytes: u64,
+    /// Why it cannot run.
+    pub reason: String,
+}
+
+/// Where output goes.
+#[derive(Clone, Debug)]
+pub struct Output {
+    /// stdout format.
+    pub format: Format,
+    /// File exports: format and path (`-` is stdout).
+    pub exports: Vec<(Format, PathBuf)>,
+    /// No progress bar.
+    pub quiet: bool,
+}
+
+/// Everything the runner needs.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// Scenarios in order.
+    pub scenarios: Vec<Scenario>,
+    /// Combinations that cannot run, left out of a multi-transport plan.
+    pub skipped: Vec<Skipped>,
+    /// Output settings.
+    pub output: Output,
+    /// Table layout.
+    pub layout: Layout,
+    /// `--path`: where socket files and FIFOs go (None: a private temporary directory).
+    pub path: Option<PathBuf>,
+}
+
+fn invalid(msg: impl Into<String>) -> PlanError {
+    PlanError::Invalid(msg.into())
+}
+
+/// Parse a transport list; `all` is every transport. Returns whether `all` was used.
+pub fn parse_transports(text: &str) -> Result<(Vec<TransportKind>, bool), PlanError> {
+    use clap::ValueEnum;
+    if text.trim() == "all" {
+        return Ok((TransportKind::ALL.to_vec(), true));
+    }
+    let mut out = Vec::new();
+    for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let t = TransportKind::from_str(name, true).map_err(|_| {
+            let names: Vec<_> = TransportKind::ALL.iter().map(|t| t.name()).collect();
+            invalid(format!(
+                "unknown transport '{name}': choose from {}, or all",
+                names.join(", ")
+            ))
+        })?;
+        if !out.contains(&t) {
+            out.push(t);
+        }
+    }
+    if out.is_empty() {
+        return Err(invalid(
+            "no transport given: e.g. --transport unix,tcp or --transport all",
+        ));
+    }
+    Ok((out, false))
+}
+
+/// Parse an engine list; `all` is every engine.
+pub fn parse_engines(text: &str) -> Result<Vec<EngineKind>, PlanError> {
+    use clap::ValueEnum;
+    if text.trim() == "all" {
+        return Ok(EngineKind::ALL.to_vec());
+    }
+    let mut out = Vec::new();
+    for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let e = EngineKind::from_str(name, true).map_err(|_| {
+            let names: Vec<_> = EngineKind::ALL.iter().map(|e| e.name()).collect();
+            invalid(format!(
+                "unknown engine '{name}': choose from {}, or all",
+                names.join(", ")
+            ))
+        })?;
+        if !out.contains(&e) {
+            out.push(e);
+        }
+    }
+    if out.is_empty() {
+        return Err(invalid("no engine given: e.g. --engine blocking"));
+    }
+    Ok(out)
+}
+
+fn sysctl(name: &str) -> Option<u64> {
+    crate::environment::read_sysctl_u64(&name.replace('.', "/"))
+}
+
+/// The largest message `transport` can carry with the requested send buffer, and what
+/// sets that limit; `None` for byte streams (no limit).
+pub fn max_message(transport: TransportKind, sndbuf: Option<u64>) -> Option<(u64, String)> {
+    match transport {
+        TransportKind::Udp => Some((
+            65_507,
+            "a UDP datagram over IPv4 carries at most 65507 bytes (the IP packet limit; no sysctl raises it)".into(),
+        )),
+        TransportKind::Udp6 => Some((
+            65_527,
+            "a UDP datagram over IPv6 carries at most 65527 bytes (the IPv6 payload limit; no sysctl raises it)".into(),
+        )),
+        TransportKind::UnixDgram | TransportKind::UnixSeqpacket => {
+            // The kernel refuses a datagram larger than the socket send buffer minus 32
+            // bytes (net/unix/af_unix.c); SO_SNDBUF is doubled and capped by wmem_max.
+            let wmem_max = sysctl("net.core.wmem_max").unwrap_or(212_992);
+            let wmem_default = sysctl("net.core.wmem_default").unwrap_or(212_992);
+            let buf = match sndbuf {
+                Some(n) => 2 * n.min(wmem_max),
+                None => wmem_default,
+            };
+            let how = match sndbuf {
+                Some(_) => format!("net.core.wmem_max = {wmem_max} caps --sndbuf; raise it with sysctl"),
+                None => format!(
+                    "the send buffer defaults to net.core.wmem_default = {wmem_default}; raise it with --sndbuf (up to net.core.wmem_max = {wmem_max})"
+                ),
+            };
+            Some((
+                buf.saturating_sub(32),
+                format!("a {transport} message must fit the socket send buffer minus 32 bytes ({how})"),
+            ))
+        }
+        TransportKind::Mq => {
+            let root = nix::unistd::geteuid().is_root();
+            let max = sysctl("fs.mqueue.msgsize_max").unwrap_or(8192);
+            if root {
+                Some((16 << 20, "a message queue message is at most 16 MiB (the kernel's HARD_MSGSIZEMAX)".into()))
+            } else {
+                Some((
+                    max,
+                    format!("a message queue message is at most fs.mqueue.msgsize_max = {max} bytes; raise it with sysctl"),
+                ))
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Why `transport` cannot carry `size`-byte messages, if it cannot.
+fn size_refusal(transport: TransportKind, size: u64, sndbuf: Option<u64>) -> Option<String> {
+    let (max, why) = max_message(transport, sndbuf)?;
+    (size > max).then(|| {
+        format!(
+            "size {} ({size} bytes) is too large for {transport}: {why}",
+            format_bytes(size)
+        )
+    })
+}
+
+fn parse_opt_size(name: &str, text: &Option<String>) -> Result<Option<u64>, PlanError> {
+    text.as_deref()
+        .map(|t| {
+            let n = parse_size(t).map_err(|e| invalid(format!("--{name}: {e}")))?;
+            if n == 0 {
+                return Err(invalid(format!("--{name} must be at least 1 byte")));
+            }
+            Ok(n)
+        })
+        .transpose()
+}
+
+fn parse_bind(text: &str) -> Result<SocketAddr, PlanError> {
+    let t = text.trim();
+    if let Ok(a) = t.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    let ip = t.trim_start_matches('[').trim_end_matches(']');
+    ip.parse::<IpAddr>()
+        .map(|ip| SocketAddr::new(ip, 0))
+        .map_err(|_| {
+            invalid(format!(
+                "invalid --bind '{text}': use an IP or IP:PORT, e.g. 127.0.0.1:5201 or [::1]:5201"
+            ))
+        })
+}
+
+fn parse_cpus(text: &str) -> Result<(usize, usize), PlanError> {
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let parts: Vec<_> = text.split(',').map(str::trim).collect();
+    let parse = |s: &str| {
+        s.parse::<usize>()
+            .ok()
+            .filter(|&c| c < cpus)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "invalid --cpus '{text}': give two CPU numbers below {cpus}, e.g. --cpus 0,1"
+                ))
+            })
+    };
+    match parts.as_slice() {
+        [a, b] => Ok((parse(a)?, parse(b)?)),
+        [a] => Ok((parse(a)?, parse(a)?)),
+        _ => Err(invalid(format!(
+            "invalid --cpus '{text}': give A,B (sender CPU, receiver CPU)"
+        ))),
+    }
+}
+
+/// The directory a run would use for socket files when `--path` is not given.
+pub fn default_dir_base() -> PathBuf {
+    std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_dir() && p.as_os_str().len() + 30 < UNIX_PATH_MAX)
+        .unwrap_or_else(std::env::temp_dir)
+}
+
+fn check_path(dir: &std::path::Path, explicit: bool) -> Result<(), PlanError> {
+    // The run directory adds "/sockbench-XXXXXX" when not explicit.
+    let extra = if explicit {
+        0
+    } else {
+        "/sockbench-XXXXXX".len()
+    };
+    let len = dir.as_os_str().len() + extra + 1 + LONGEST_FILE_NAME;
+    if len > UNIX_PATH_MAX {
+        return Err(invalid(format!(
+            "Unix socket paths under {} would be up to {len} bytes, over Linux's {UNIX_PATH_MAX}-byte limit (sun_path): \
+             use a shorter --path, e.g. --path /tmp",
+            dir.display()
+        )));
+    }
+    if explicit && !dir.is_dir() {
+        return Err(invalid(format!(
+            "--path {}: no such directory (create it first)",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+impl Plan {
+    /// Check the flags and build the plan.
+    ///
+    /// # Errors
+    /// [`PlanError`] for anything malformed, out of range or unsupported.
+    pub fn from_args(args: &Args) -> Result<Plan, PlanError> {
+        let mut exports = Vec::new();
+        for (fmt, p) in [
+            (Format::Json, &args.output.export_json),
+            (Format::Csv, &args.output.export_csv),
+            (Format::Markdown, &args.output.export_markdown),
+        ] {
+            if let Some(p) = p {
+                exports.push((fmt, p.clone()));
+            }
+        }
+        let output = Output {
+            format: args.output.format,
+            exports,
+            quiet: args.output.quiet,
+        };
+        match &args.command {
+            Some(Command::Stream(s)) => Plan::stream(s, output),
+            Some(Command::Suite(s)) => Plan::suite(s, output),
+            None => Plan::suite(
+                &SuiteArgs {
+                    duration: "1s".into(),
+                    warmup: "0.1s".into(),
+                    transport: "all".into(),
+                },
+                output,
+            ),
+        }
+    }
+
+    fn suite(args: &SuiteArgs, output: Output) -> Result<Plan, PlanError> {
+        let duration = parse_duration(&args.duration).map_err(invalid)?;
+        let warmup = parse_duration(&args.warmup).map_err(invalid)?;
+        if duration.is_zero() {
+            return Err(invalid("--duration must be more than 0"));
+        }
+        let (transports, _) = parse_transports(&args.transport)?;
+        let mut plan = Plan {
+            scenarios: Vec::new(),
+            skipped: Vec::new(),
+            output,
+            layout: Layout::Suite,
+            path: None,
+        };
+        for &transport in &transports {
+            for &size in &SUITE_SIZES {
+                if let Some(reason) = size_refusal(transport, size, None) {
+                    plan.skipped.push(Skipped {
+                        transport,
+                        size_bytes: size,
+                        reason,
+                    });
+                    continue;
+                }
+                plan.scenarios.push(Scenario {
+                    workload: WorkloadKind::Stream,
+                    transport,
+                    engine: EngineKind::Blocking,
+                    size,
+                    stop: Stop::Duration(duration),
+                    warmup,
+                    runs: 1,
+                    parallel: 1,
+                    cpus: None,
+                    sndbuf: None,
+                    rcvbuf: None,
+                    nodelay: false,
+                    bind: None,
+                    connect: None,
+                });
+            }
+        }
+        if transports.iter().any(|t| t.uses_path()) {
+            check_path(&default_dir_base(), false)?;
+        }
+        Ok(plan)
+    }
+
+    fn stream(a: &StreamArgs, output: Output) -> Result<Plan, PlanError> {
+        let (transports, all) = parse_transports(&a.transport)?;
+        let engines = parse_engines(&a.engine)?;
+        let sizes = parse_size_list(&a.size).map_err(|e| invalid(format!("--size: {e}")))?;
+        if let Some(&s) = sizes.iter().find(|&&s| s == 0) {
+            return Err(invalid(format!(
+                "--size {s}: a message must be at least 1 byte"
+            )));
+        }
+        if let Some(&s) = sizes.iter().find(|&&s| s > MAX_SIZE) {
+            return Err(invalid(format!(
+                "--size {}: the largest message size is {}",
+                format_bytes(s),
+                format_bytes(MAX_SIZE)
+            )));
+        }
+        let stop = match (&a.duration, a.count, &a.bytes) {
+            (_, Some(0), _) => return Err(invalid("--count must be at least 1")),
+            (_, Some(n), _) => Stop::Count(n),
+            (_, _, Some(b)) => {
+                Stop::Bytes(parse_opt_size("bytes", &Some(b.clone()))?.expect("bytes given"))
+            }
+            (Some(d), _, _) => {
+                let d = parse_duration(d).map_err(|e| invalid(format!("--duration: {e}")))?;
+                if d.is_zero() {
+                    return Err(invalid("--duration must be more than 0"));
+                }
+                Stop::Duration(d)
+            }
+            (None, None, None) => Stop::Duration(Duration::from_secs(2)),
+        };
+        let warmup = parse_duration(&a.warmup).map_err(|e| invalid(format!("--warmup: {e}")))?;
+        if a.runs == 0 {
+            return Err(invalid("--runs must be at least 1"));
+        }
+        if a.parallel == 0 || a.parallel > 256 {
+            return Err(invalid("--parallel must be between 1 and 256"));
+        }
+        let sndbuf = parse_opt_size("sndbuf", &a.sndbuf)?;
+        let rcvbuf = parse_opt_size("rcvbuf", &a.rcvbuf)?;
+        let cpus = a.cpus.as_deref().map(parse_cpus).transpose()?;
+        let bind = a.bind.as_deref().map(parse_bind).transpose()?;
+        let connect = a
+            .connect
+            .as_deref()
+            .map(|c| {
+                c.trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .parse::<IpAddr>()
+                    .map_err(|_| {
+                        invalid(format!(
+                            "invalid --connect '{c}': give an IP address, e.g. 127.0.0.1"
+                        ))
+                    })
+            })
+            .transpose()?;
+
+        // Options that only make sense for some transports.
+        let any = |f: fn(TransportKind) -> bool| transports.iter().any(|&t| f(t));
+        if (bind.is_some() || connect.is_some()) && !any(TransportKind::is_ip) {
+            return Err(invalid(
+                "--bind/--connect apply to tcp, tcp6, udp and udp6 only",
+            ));
+        }
+        if a.nodelay && !any(|t| matches!(t, TransportKind::Tcp | TransportKind::Tcp6)) {
+            return Err(invalid("--nodelay applies to tcp and tcp6 only"));
+        }
+        if rcvbuf.is_some() && !any(TransportKind::is_socket) {
+            return Err(invalid("--rcvbuf applies to sockets only (pipes, mq and shm have one buffer: use --sndbuf)"));
+        }
+        if a.path.is_some() && !any(TransportKind::uses_path) {
+            return Err(invalid(
+                "--path applies to unix, unix-dgram, unix-seqpacket and fifo only",
+            ));
+        }
+        if let Some(b) = bind {
+            if b.port() != 0
+                && (a.parallel > 1 || a.runs > 1 || !warmup.is_zero() || sizes.len() > 1)
+            {
+                // Each connection binds anew; a fixed port is reused in sequence, which is
+                // fine, but parallel streams would collide.
+                if a.parallel > 1 {
+                    return Err(invalid(
+                        "--bind with a fixed port cannot serve --parallel streams: use port 0",
+                    ));
+                }
+            }
+            for &t in transports.iter().filter(|t| t.is_ip()) {
+                if b.is_ipv6() != t.is_ipv6() && !all {
+                    return Err(invalid(format!(
+                        "--bind {b} is IPv{} but {t} is IPv{}: use {} or an address of the other family",
+                        if b.is_ipv6() { 6 } else { 4 },
+                        if t.is_ipv6() { 6 } else { 4 },
+                        if t.is_ipv6() { t.name().trim_end_matches('6').to_string() } else { format!("{t}6") }
+                    )));
+                }
+            }
+        }
+        if let (Some(b), Some(c)) = (bind, connect) {
+            if b.is_ipv6() != c.is_ipv6() {
+                return Err(invalid(
+                    "--bind and --connect must be of the same IP family",
+                ));
+            }
+        }
+        match &a.path {
+            Some(p) => check_path(p, true)?,
+            None if any(TransportKind::uses_path) => check_path(&default_dir_base(), false)?,
+            None => {}
+        }
+
+        let mut plan = Plan {
+            scenarios: Vec::new(),
+            skipped: Vec::new(),
+            output,
+            layout: Layout::List,
+            path: a.path.clone(),
+        };
+        for &engine in &engines {
+            for &transport in &transports {
+                if let Some(why) = engine.engine().refuses(transport) {
+                    return Err(PlanError::Unsupported(format!(
+                        "engine {engine} cannot drive {transport}: {why}"
+                    )));
+                }
+                let fam_mismatch =
+                    bind.is_some_and(|b| transport.is_ip() && b.is_ipv6() != transport.is_ipv6());
+                for &size in &sizes {
+                    if fam_mismatch {
+                        plan.skipped.push(Skipped {
+                            transport,
+                            size_bytes: size,
+                            reason: "--bind address is of the other IP family".into(),
+                        });
+                        continue;
+                    }
+                    if let Some(reason) = size_refusal(transport, size, sndbuf) {
+                        if all {
+                            plan.skipped.push(Skipped {
+                                transport,
+                                size_bytes: size,
+                                reason,
+                            });
+                            continue;
+                        }
+                        return Err(PlanError::Unsupported(reason));
+                    }
+                    plan.scenarios.push(Scenario {
+                        workload: WorkloadKind::Stream,
+                        transport,
+                        engine,
+                        size,
+                        stop,
+                        warmup,
+                        runs: a.runs,
+                        parallel: a.parallel,
+                        cpus,
+                        sndbuf,
+                        rcvbuf,
+                        nodelay: a.nodelay,
+                        bind: bind.filter(|_| transport.is_ip()),
+                        connect: connect.filter(|_| transport.is_ip()),
+                    });
+                }
+            }
+        }
+        if plan.scenarios.is_empty() {
+            return Err(PlanError::Unsupported(
+                "nothing to run: every transport/size combination was refused".into(),
+            ));
+        }
+        Ok(plan)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn plan(argv: &[&str]) -> Result<Plan, PlanError> {
+        let mut v = vec!["sockbench"];
+        v.extend_from_slice(argv);
+        Plan::from_args(&Args::try_parse_from(v).unwrap())
+    }
+
+    #[test]
+    fn no_arguments_is_the_suite_of_every_transport_at_four_sizes() {
+        let p = plan(&[]).unwrap();
+        assert_eq!(p.layout, Layout::Suite);
+        assert_eq!(
+            p.scenarios.len() + p.skipped.len(),
+            TransportKind::ALL.len() * 4
+        );
+        // UDP cannot carry 64 KiB or 1 MiB datagrams.
+        assert!(p
+            .skipped
+            .iter()
+            .any(|s| s.transport == TransportKind::Udp && s.size_bytes == 1 << 20));
+    }
+
+    #[test]
+    fn fails_for_unknown_transport() {
+        let e = plan(&["stream", "-t", "tcp,carrier-pigeon"]).unwrap_err();
+        assert!(
+            e.to_string().contains("unknown transport 'carrier-pigeon'"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn fails_for_size_zero_and_garbage() {
+        assert!(plan(&["stream", "-s", "0"])
+            .unwrap_err()
+            .to_string()
+            .contains("at least 1 byte"));
+        assert!(plan(&["stream", "-s", "abc"])
+            .unwrap_err()
+            .to_string()
+            .contains("invalid size 'abc'"));
+    }
+
+    #[test]
+    fn udp_size_limit_names_the_limit() {
+        let e = plan(&["stream", "-t", "udp", "-s", "64K"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("65507"), "{e}");
+    }
+
+    #[test]
+    fn unix_dgram_limit_names_the_sysctl() {
+        let e = plan(&["stream", "-t", "unix-dgram", "-s", "64M"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("net.core.wmem"), "{e}");
+    }
+
+    #[test]
+    fn all_transports_skip_what_cannot_carry_the_size() {
+        let p = plan(&["stream", "-t", "all", "-s", "1M"]).unwrap();
+        assert!(p.skipped.iter().any(|s| s.transport == TransportKind::Udp6));
+        assert!(p
+            .scenarios
+            .iter()
+            .any(|s| s.transport == TransportKind::Tcp));
+    }
+
+    #[test]
+    fn options_that_do_not_apply_are_refused() {
+        assert!(plan(&["stream", "-t", "unix", "--nodelay"]).is_err());
+        assert!(plan(&["stream", "-t", "pipe", "--bind", "127.0.0.1"]).is_err());
+        assert!(plan(&["stream", "-t", "tcp6", "--bind", "127.0.0.1"]).is_err());
+        assert!(plan(&["stream", "-t", "tcp", "--runs", "0"]).is_err());
+    }
+
+    #[test]
+    fn long_unix_path_is_refused() {
+        let long = format!("/tmp/{}", "d".repeat(100));
+        let e = plan(&["stream", "-t", "unix", "--path", &long])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("107"), "{e}");
+    }
+
+    #[test]
+    fn count_and_bytes_set_the_stop() {
+        let p = plan(&["stream", "-n", "1000"]).unwrap();
+        assert_eq!(p.scenarios[0].stop, Stop::Count(1000));
+        let p = plan(&["stream", "--bytes", "1M"]).unwrap();
+        assert_eq!(p.scenarios[0].stop, Stop::Bytes(1 << 20));
+    }
+}

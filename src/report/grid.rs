@@ -1,0 +1,261 @@
+//! The one table builder behind the terminal table and Markdown: a report becomes
+//! headers, rows of human-formatted cells, and notes (warnings, skipped combinations,
+//! the fastest transport per size).
+
+use std::collections::BTreeMap;
+
+use super::{Report, ScenarioResult};
+use crate::measure::units::{format_bits_per_second, format_bytes, format_per_second};
+use crate::plan::{Layout, SUITE_SIZES};
+
+/// Column alignment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Align {
+    /// Text.
+    Left,
+    /// Numbers.
+    Right,
+}
+
+/// A table ready to render.
+#[derive(Clone, Debug, Default)]
+pub struct Grid {
+    /// Column headers.
+    pub headers: Vec<String>,
+    /// Alignment per column.
+    pub align: Vec<Align>,
+    /// Rows of cells.
+    pub rows: Vec<Vec<String>>,
+    /// Lines printed under the table.
+    pub notes: Vec<String>,
+}
+
+fn pct(v: f64) -> String {
+    format!("{:.0}%", v * 100.0)
+}
+
+fn cell_or_error(r: &ScenarioResult, f: impl Fn(&ScenarioResult) -> Option<String>) -> String {
+    match (&r.error, f(r)) {
+        (_, Some(s)) => s,
+        (Some(_), None) => "failed".into(),
+        (None, None) => "-".into(),
+    }
+}
+
+/// Build the grid for a report.
+pub fn build(report: &Report) -> Grid {
+    let mut g = match report.layout {
+        Layout::List => list(report),
+        Layout::Suite => suite(report),
+    };
+    notes(report, &mut g);
+    g
+}
+
+fn list(report: &Report) -> Grid {
+    let rs = &report.results;
+    let engines = rs
+        .iter()
+        .map(|r| r.engine)
+        .collect::<std::collections::BTreeSet<_>>()
+        .len()
+        > 1;
+    let lossy = rs.iter().any(|r| r.messages_lost.is_some());
+    let multi = rs.iter().any(|r| r.options.runs > 1);
+    let parallel = rs.iter().any(|r| r.options.parallel > 1);
+    let mut g = Grid::default();
+    let mut col = |h: &str, a: Align| {
+        g.headers.push(h.into());
+        g.align.push(a);
+    };
+    col("transport", Align::Left);
+    if engines {
+        col("engine", Align::Left);
+    }
+    col("size", Align::Right);
+    if parallel {
+        col("streams", Align::Right);
+    }
+    col("throughput", Align::Right);
+    if multi {
+        col("±CV", Align::Right);
+    }
+    col("messages/s", Align::Right);
+    if lossy {
+        col("lost", Align::Right);
+    }
+    col("sender CPU", Align::Right);
+    col("receiver CPU", Align::Right);
+    col("CPU s/GB snd+rcv", Align::Right);
+    for r in rs {
+        let median_run = r.runs.first();
+        let mut row = vec![r.transport.to_string()];
+        if engines {
+            row.push(r.engine.to_string());
+        }
+        row.push(format_bytes(r.size_bytes));
+        if parallel {
+            row.push(r.options.parallel.to_string());
+        }
+        row.push(cell_or_error(r, |r| {
+            r.bits_per_second.map(format_bits_per_second)
+        }));
+        if multi {
+            row.push(
+                r.statistics
+                    .as_ref()
+                    .and_then(|s| s.bits_per_second.cv)
+                    .map(|cv| format!("{:.1}%", cv * 100.0))
+                    .unwrap_or_else(|| "-".into()),
+            );
+        }
+        row.push(cell_or_error(r, |r| {
+            r.messages_per_second.map(format_per_second)
+        }));
+        if lossy {
+            row.push(match r.messages_lost {
+                Some(l) if r.messages_sent > 0 => {
+                    format!("{l} ({:.2}%)", 100.0 * l as f64 / r.messages_sent as f64)
+                }
+                Some(l) => l.to_string(),
+                None => "-".into(),
+            });
+        }
+        row.push(
+            median_run
+                .map(|m| pct(m.sender.cpu_utilization))
+                .unwrap_or_else(|| "-".into()),
+        );
+        row.push(
+            median_run
+                .map(|m| pct(m.receiver.cpu_utilization))
+                .unwrap_or_else(|| "-".into()),
+        );
+        row.push(
+            match (r.sender_cpu_seconds_per_gb, r.receiver_cpu_seconds_per_gb) {
+                (Some(s), Some(c)) => format!("{:.3}", s + c),
+                _ => "-".into(),
+            },
+        );
+        g.rows.push(row);
+    }
+    g
+}
+
+fn suite(report: &Report) -> Grid {
+    let mut g = Grid {
+        headers: vec!["transport".into()],
+        align: vec![Align::Left],
+        ..Grid::default()
+    };
+    for s in SUITE_SIZES {
+        g.headers.push(format_bytes(s));
+        g.align.push(Align::Right);
+    }
+    let mut transports: Vec<_> = report.results.iter().map(|r| r.transport).collect();
+    transports.extend(report.skipped.iter().map(|s| s.transport));
+    transports.sort();
+    transports.dedup();
+    for t in transports {
+        let mut row = vec![t.to_string()];
+        for s in SUITE_SIZES {
+            let cell = match report
+                .results
+                .iter()
+                .find(|r| r.transport == t && r.size_bytes == s)
+            {
+                Some(r) => cell_or_error(r, |r| r.bits_per_second.map(format_bits_per_second)),
+                None if report
+                    .skipped
+                    .iter()
+                    .any(|k| k.transport == t && k.size_bytes == s) =>
+                {
+                    "n/a".into()
+                }
+                None => "".into(),
+            };
+            row.push(cell);
+        }
+        g.rows.push(row);
+    }
+    let mut fastest = Vec::new();
+    for s in SUITE_SIZES {
+        let best = report
+            .results
+            .iter()
+            .filter(|r| r.size_bytes == s)
+            .filter_map(|r| r.bits_per_second.map(|b| (r, b)))
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        if let Some((r, b)) = best {
+            fastest.push(format!(
+                "{} {} ({})",
+                format_bytes(s),
+                r.transport,
+                format_bits_per_second(b)
+            ));
+        }
+    }
+    if !fastest.is_empty() {
+        g.notes.push(format!("Fastest: {}", fastest.join(", ")));
+    }
+    g
+}
+
+fn notes(report: &Report, g: &mut Grid) {
+    if report.layout == Layout::Suite && !report.results.is_empty() {
+        g.notes.push(
+            "Throughput: received payload bits per second (SI: 1 Gbit/s = 10^9 bit/s), one-way stream.".into(),
+        );
+    }
+    let mut reasons: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for s in &report.skipped {
+        let why = s
+            .reason
+            .split_once(": ")
+            .map(|(_, w)| w.to_string())
+            .unwrap_or_else(|| s.reason.clone());
+        reasons.entry(why).or_default().push(format!(
+            "{} {}",
+            s.transport,
+            format_bytes(s.size_bytes)
+        ));
+    }
+    for (why, which) in reasons {
+        g.notes.push(format!("n/a: {}: {why}", which.join(", ")));
+    }
+    let mut by_kind: BTreeMap<&str, Vec<(String, &str)>> = BTreeMap::new();
+    for r in &report.results {
+        for w in &r.warnings {
+            by_kind
+                .entry(w.kind)
+                .or_default()
+                .push((r.label(), &w.message));
+        }
+        if let Some(e) = &r.error {
+            g.notes.push(format!("error: {}: {e}", r.label()));
+        }
+    }
+    for (kind, list) in by_kind {
+        if list.len() > 3 {
+            let labels: Vec<_> = list.iter().map(|(l, _)| l.as_str()).collect();
+            g.notes.push(format!(
+                "warning ({kind}) in {} scenarios: {}. For example, {}: {}",
+                list.len(),
+                labels.join(", "),
+                list[0].0,
+                list[0].1
+            ));
+        } else {
+            for (label, msg) in list {
+                g.notes.push(format!("warning: {label}: {msg}"));
+            }
+        }
+    }
+    for w in &report.warnings {
+        g.notes.push(format!("warning: {w}"));
+    }
+    if report.interrupted {
+        g.notes
+            .push("Interrupted: the table shows the scenarios that finished.".into());
+    }
+}

@@ -1,0 +1,303 @@
+//! The report: plain data that every exporter reads, and the exporters themselves.
+//!
+//! The JSON shape is the public interface (schema/report.schema.json, `SCHEMA_VERSION`):
+//! units live in key names, counters are unsigned, an unknown figure is `null`.
+//! Exporters never measure and workloads never format.
+
+pub mod csv;
+pub mod grid;
+pub mod json;
+pub mod markdown;
+pub mod progress;
+pub mod table;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::Serialize;
+
+use crate::cli::Format;
+use crate::engine::EngineKind;
+use crate::environment::Environment;
+use crate::measure::cpu::SystemCpu;
+use crate::measure::stats::Summary;
+use crate::plan::{Layout, Skipped};
+use crate::transport::TransportKind;
+use crate::workload::WorkloadKind;
+
+/// Version of the JSON report's shape; bumped on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The whole report.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// Version of this shape.
+    pub schema_version: u32,
+    /// The tool that wrote it.
+    pub tool: Tool,
+    /// The command line, argv as given.
+    pub command: Vec<String>,
+    /// The machine.
+    pub environment: Environment,
+    /// One object per finished scenario, in run order.
+    pub results: Vec<ScenarioResult>,
+    /// Combinations left out because they cannot work, with the reason.
+    pub skipped: Vec<Skipped>,
+    /// Warnings about the whole run.
+    pub warnings: Vec<String>,
+    /// True if Ctrl-C or SIGTERM stopped the run early (results hold what finished).
+    pub interrupted: bool,
+    /// Why the run failed, if it did; null otherwise.
+    pub error: Option<String>,
+    /// Table layout (not part of the JSON).
+    #[serde(skip)]
+    pub layout: Layout,
+}
+
+/// Name and version of the tool.
+#[derive(Clone, Debug, Serialize)]
+pub struct Tool {
+    /// Always "sockbench".
+    pub name: &'static str,
+    /// The crate version.
+    pub version: &'static str,
+}
+
+/// The options that shaped a scenario.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScenarioOptions {
+    /// Measured time per run, when the run was timed.
+    pub duration_seconds: Option<f64>,
+    /// Messages per run, with `--count`.
+    pub count: Option<u64>,
+    /// Bytes per run, with `--bytes`.
+    pub bytes: Option<u64>,
+    /// Warm-up per run.
+    pub warmup_seconds: f64,
+    /// Measured runs.
+    pub runs: u32,
+    /// Parallel streams.
+    pub parallel: u32,
+    /// Requested send buffer (null: the kernel default).
+    pub sndbuf_bytes: Option<u64>,
+    /// Requested receive buffer (null: the kernel default).
+    pub rcvbuf_bytes: Option<u64>,
+    /// TCP_NODELAY.
+    pub nodelay: bool,
+    /// Sender and receiver CPU, when pinned.
+    pub cpus: Option<[usize; 2]>,
+}
+
+/// CPU and timing of one side (all its threads, with `--parallel`).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SideFigures {
+    /// Length of this side's measured interval (the longest of its threads).
+    pub duration_seconds: f64,
+    /// User CPU of this side's threads over their intervals.
+    pub cpu_user_seconds: f64,
+    /// System CPU of this side's threads over their intervals.
+    pub cpu_system_seconds: f64,
+    /// CPU seconds per second of interval (1.0 = one core busy the whole time).
+    pub cpu_utilization: f64,
+    /// CPU seconds (user + system) per 10^9 payload bytes; null if nothing moved.
+    pub cpu_seconds_per_gb: Option<f64>,
+    /// Voluntary context switches.
+    pub voluntary_context_switches: u64,
+    /// Involuntary context switches.
+    pub involuntary_context_switches: u64,
+}
+
+/// The figures of one measured run.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunFigures {
+    /// The receiver's measured interval: from the start to its last byte.
+    pub duration_seconds: f64,
+    /// Payload bytes the sender sent.
+    pub bytes_sent: u64,
+    /// Payload bytes the receiver received.
+    pub bytes_received: u64,
+    /// Messages sent.
+    pub messages_sent: u64,
+    /// Messages received (byte streams: bytes received / size, rounded up).
+    pub messages_received: u64,
+    /// Messages sent but not received (unreliable transports); null where nothing can be lost.
+    pub messages_lost: Option<u64>,
+    /// Received payload bits per second of the receiver's interval.
+    pub bits_per_second: f64,
+    /// Received payload bytes per second.
+    pub bytes_per_second: f64,
+    /// Received messages per second.
+    pub messages_per_second: f64,
+    /// The sending side.
+    pub sender: SideFigures,
+    /// The receiving side.
+    pub receiver: SideFigures,
+    /// Machine-wide CPU over the run (null if /proc/stat is unreadable).
+    pub system: Option<SystemCpu>,
+    /// Send buffer the kernel granted (SO_SNDBUF as read back, pipe size, ring size).
+    pub sndbuf_bytes: Option<u64>,
+    /// Receive buffer the kernel granted (SO_RCVBUF as read back).
+    pub rcvbuf_bytes: Option<u64>,
+    /// TCP maximum segment size.
+    pub mss_bytes: Option<u64>,
+}
+
+/// Statistics across the measured runs of a scenario.
+#[derive(Clone, Debug, Serialize)]
+pub struct Statistics {
+    /// Received bits per second.
+    pub bits_per_second: Summary,
+    /// Received messages per second.
+    pub messages_per_second: Summary,
+}
+
+/// One scenario's result.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScenarioResult {
+    /// The workload.
+    pub workload: WorkloadKind,
+    /// The transport.
+    pub transport: TransportKind,
+    /// The engine.
+    pub engine: EngineKind,
+    /// Message size.
+    pub size_bytes: u64,
+    /// The options that shaped it.
+    pub options: ScenarioOptions,
+    /// Median over runs of received bits per second; null if no run finished.
+    pub bits_per_second: Option<f64>,
+    /// Median over runs of received bytes per second.
+    pub bytes_per_second: Option<f64>,
+    /// Median over runs of received messages per second.
+    pub messages_per_second: Option<f64>,
+    /// Total payload bytes sent over all measured runs.
+    pub bytes_sent: u64,
+    /// Total payload bytes received over all measured runs.
+    pub bytes_received: u64,
+    /// Total messages sent over all measured runs.
+    pub messages_sent: u64,
+    /// Total messages received over all measured runs.
+    pub messages_received: u64,
+    /// Total messages lost (unreliable transports; null elsewhere).
+    pub messages_lost: Option<u64>,
+    /// Median over runs of the sender's CPU seconds per 10^9 bytes.
+    pub sender_cpu_seconds_per_gb: Option<f64>,
+    /// Median over runs of the receiver's CPU seconds per 10^9 bytes.
+    pub receiver_cpu_seconds_per_gb: Option<f64>,
+    /// Statistics across runs; null if no run finished.
+    pub statistics: Option<Statistics>,
+    /// Every measured run.
+    pub runs: Vec<RunFigures>,
+    /// What looks odd about this scenario.
+    pub warnings: Vec<Warning>,
+    /// Why the scenario failed, if it did.
+    pub error: Option<String>,
+}
+
+/// A warning attached to a scenario.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Warning {
+    /// A stable identifier: `unstable`, `buffer-clamped`, `cpu-saturated`, `datagram-loss`.
+    pub kind: &'static str,
+    /// The explanation, with what to try.
+    pub message: String,
+}
+
+impl ScenarioResult {
+    /// A short label: `tcp 64 KiB` (plus the engine when it is not the default).
+    pub fn label(&self) -> String {
+        let mut s = format!(
+            "{} {}",
+            self.transport,
+            crate::measure::units::format_bytes(self.size_bytes)
+        );
+        if self.engine != EngineKind::Blocking {
+            s.push_str(&format!(" ({})", self.engine));
+        }
+        s
+    }
+}
+
+/// Turns a report into bytes of one format.
+pub trait Exporter {
+    /// Serialize the report.
+    ///
+    /// # Errors
+    /// Only if serialization itself fails.
+    fn serialize(&self, report: &Report) -> anyhow::Result<Vec<u8>>;
+}
+
+/// The exporter for a format.
+pub fn exporter(format: Format) -> Box<dyn Exporter> {
+    match format {
+        Format::Table => Box::new(table::Table),
+        Format::Json => Box::new(json::Json),
+        Format::Csv => Box::new(csv::Csv),
+        Format::Markdown => Box::new(markdown::Markdown),
+    }
+}
+
+/// Writes the `--export-*` files; called after every scenario so an interrupted run
+/// loses nothing. Files are replaced atomically (write, then rename).
+pub struct ExportManager {
+    exports: Vec<(Format, PathBuf)>,
+}
+
+impl ExportManager {
+    /// Exports to these paths (`-` means stdout, written only at the end).
+    pub fn new(exports: Vec<(Format, PathBuf)>) -> ExportManager {
+        ExportManager { exports }
+    }
+
+    /// Write every file export now.
+    ///
+    /// # Errors
+    /// If a file cannot be written, naming it.
+    pub fn write_files(&self, report: &Report) -> anyhow::Result<()> {
+        for (format, path) in &self.exports {
+            if path.as_os_str() != "-" {
+                write_atomic(path, &exporter(*format).serialize(report)?)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Formats exported to stdout (`--export-json -`).
+    pub fn stdout_formats(&self) -> Vec<Format> {
+        self.exports
+            .iter()
+            .filter(|(_, p)| p.as_os_str() == "-")
+            .map(|(f, _)| *f)
+            .collect()
+    }
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.sockbench-tmp"));
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_data()?;
+        std::fs::rename(&tmp, path)
+    };
+    write()
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            e
+        })
+        .with_context(|| {
+            format!(
+                "cannot write {}: check that the directory exists and is writable",
+                path.display()
+            )
+        })
+}

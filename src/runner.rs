@@ -1,0 +1,527 @@
+//! Runs a plan: per scenario, per run, open the transport, warm up on a throwaway
+//! connection, start both sides together, collect what each measured, and turn it into
+//! figures; export after every scenario.
+//!
+//! Placement: today both sides are threads of this process (pinned with `--cpus`); the
+//! sides only share the transport and a peer link, so another placement only changes how
+//! they are started.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Barrier};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context};
+
+use crate::interrupt;
+use crate::measure::cpu::{SystemCpu, SystemTicks};
+use crate::measure::stats::{median, Summary};
+use crate::measure::units::format_bytes;
+use crate::plan::{Plan, Scenario};
+use crate::report::progress::Progress;
+use crate::report::{
+    ExportManager, Report, RunFigures, ScenarioOptions, ScenarioResult, SideFigures, Statistics,
+    Warning,
+};
+use crate::transport::{open_pair, LinkInfo, TransportOptions};
+use crate::workload::stream::Stream;
+use crate::workload::{peer_link, Side, SideReport, Stop, Workload};
+
+/// How long a run may take beyond its planned duration before it is declared stalled.
+const STALL_GRACE: Duration = Duration::from_secs(15);
+/// How long after Ctrl-C the runner waits for the sides before it leaves them behind.
+const INTERRUPT_GRACE: Duration = Duration::from_millis(600);
+/// A side thread's CPU use above this fraction of a core counts as saturated.
+const SATURATED: f64 = 0.9;
+/// Coefficient of variation above which runs are said to disagree.
+const UNSTABLE_CV: f64 = 0.05;
+
+/// The run's private directory for socket files and FIFOs, removed on drop.
+enum RunDir {
+    Private(tempfile::TempDir),
+    User(PathBuf),
+}
+
+impl RunDir {
+    fn path(&self) -> PathBuf {
+        match self {
+            RunDir::Private(t) => t.path().to_path_buf(),
+            RunDir::User(p) => p.clone(),
+        }
+    }
+}
+
+/// Why a run did not produce figures.
+enum RunError {
+    Interrupted,
+    Failed(anyhow::Error),
+}
+
+impl From<anyhow::Error> for RunError {
+    fn from(e: anyhow::Error) -> Self {
+        RunError::Failed(e)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Sender,
+    Receiver,
+}
+
+/// One measured run, before it becomes figures.
+struct Raw {
+    senders: Vec<SideReport>,
+    receivers: Vec<SideReport>,
+    system: Option<SystemCpu>,
+    link: LinkInfo,
+}
+
+/// Runs a plan and fills a report.
+pub struct Runner<'a> {
+    plan: &'a Plan,
+    exports: &'a ExportManager,
+    dir: Option<RunDir>,
+    next_id: AtomicUsize,
+}
+
+impl<'a> Runner<'a> {
+    /// A runner for `plan` that writes `exports` after every scenario.
+    pub fn new(plan: &'a Plan, exports: &'a ExportManager) -> Runner<'a> {
+        Runner {
+            plan,
+            exports,
+            dir: None,
+            next_id: AtomicUsize::new(0),
+        }
+    }
+
+    /// Run every scenario, appending results to `report`. Stops early on Ctrl-C (the
+    /// report then says `interrupted`). A failed scenario is recorded and the rest go on.
+    ///
+    /// # Errors
+    /// Only for failures outside any scenario (the run directory, writing exports).
+    pub fn run(&mut self, report: &mut Report) -> anyhow::Result<()> {
+        if self.plan.scenarios.iter().any(|s| s.transport.uses_path()) {
+            self.dir = Some(match &self.plan.path {
+                Some(p) => RunDir::User(p.clone()),
+                None => RunDir::Private(
+                    tempfile::Builder::new()
+                        .prefix("sockbench-")
+                        .tempdir_in(crate::plan::default_dir_base())
+                        .context("cannot create a private directory for socket files")?,
+                ),
+            });
+        }
+        let progress = Progress::new(self.plan.scenarios.len() as u64, self.plan.output.quiet);
+        for sc in &self.plan.scenarios {
+            progress.set_message(format!(
+                "{} {} {}",
+                sc.workload,
+                sc.transport,
+                format_bytes(sc.size)
+            ));
+            match self.scenario(sc) {
+                Some(result) => report.results.push(result),
+                None => {
+                    report.interrupted = true;
+                    break;
+                }
+            }
+            progress.inc();
+            self.exports.write_files(report)?;
+            if interrupt::requested() {
+                report.interrupted = true;
+                break;
+            }
+        }
+        progress.finish();
+        self.dir = None; // removes the private directory
+        if report.interrupted {
+            self.exports.write_files(report)?;
+        }
+        Ok(())
+    }
+
+    fn transport_options(&self, sc: &Scenario) -> TransportOptions {
+        TransportOptions {
+            sndbuf: sc.sndbuf.map(|n| n as usize),
+            rcvbuf: sc.rcvbuf.map(|n| n as usize),
+            nodelay: sc.nodelay,
+            bind: sc.bind,
+            connect: sc.connect,
+            dir: self.dir.as_ref().map(RunDir::path).unwrap_or_default(),
+            message_bytes: sc.size as usize,
+        }
+    }
+
+    /// All runs of a scenario; `None` if Ctrl-C came before they finished. A failure is a
+    /// result whose `error` says why.
+    fn scenario(&self, sc: &Scenario) -> Option<ScenarioResult> {
+        let mut raws = Vec::new();
+        let mut error = None;
+        for _ in 0..sc.runs {
+            let outcome = (|| {
+                if !sc.warmup.is_zero() {
+                    self.run_once(sc, Stop::Duration(sc.warmup))?;
+                }
+                self.run_once(sc, sc.stop)
+            })();
+            match outcome {
+                Ok(raw) => raws.push(raw),
+                Err(RunError::Interrupted) => return None,
+                Err(RunError::Failed(e)) => {
+                    error = Some(format!("{e:#}"));
+                    break;
+                }
+            }
+        }
+        let mut result = figures(sc, &raws);
+        result.error = error.or_else(|| check_agreement(sc, &result));
+        Some(result)
+    }
+
+    fn workload(&self, sc: &Scenario, stop: Stop) -> Arc<dyn Workload> {
+        Arc::new(Stream {
+            size: sc.size as usize,
+            stop,
+            framing: sc.transport.framing(),
+            reliable: sc.transport.reliable(),
+        })
+    }
+
+    /// One run: open `parallel` pairs, start all sides at once, wait for their reports.
+    fn run_once(&self, sc: &Scenario, stop: Stop) -> Result<Raw, RunError> {
+        if interrupt::requested() {
+            return Err(RunError::Interrupted);
+        }
+        let opts = self.transport_options(sc);
+        let engine = sc.engine.engine();
+        let workload = self.workload(sc, stop);
+        let streams = sc.parallel as usize;
+        let mut pairs = Vec::with_capacity(streams);
+        for _ in 0..streams {
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            let pair = open_pair(sc.transport, &opts, id)?;
+            pairs.push(pair);
+        }
+        let link = pairs[0].info.clone();
+        let start = Arc::new(Barrier::new(2 * streams + 1));
+        let (tx, rx) = mpsc::channel::<(Role, std::io::Result<SideReport>)>();
+        let mut handles: Vec<JoinHandle<()>> = Vec::new();
+        for (i, pair) in pairs.into_iter().enumerate() {
+            let (send_link, recv_link) = peer_link();
+            let sender = engine
+                .attach(pair.sender)
+                .context("the engine cannot take the sending end")?;
+            let receiver = engine
+                .attach(pair.receiver)
+                .context("the engine cannot take the receiving end")?;
+            for (role, conn, link, cpu) in [
+                (Role::Receiver, receiver, recv_link, sc.cpus.map(|c| c.1)),
+                (Role::Sender, sender, send_link, sc.cpus.map(|c| c.0)),
+            ] {
+                let side = Side {
+                    conn,
+                    link,
+                    start: Arc::clone(&start),
+                };
+                let workload = Arc::clone(&workload);
+                let tx = tx.clone();
+                let name = format!(
+                    "sb-{}-{i}",
+                    if role == Role::Sender { "send" } else { "recv" }
+                );
+                let h = std::thread::Builder::new()
+                    .name(name)
+                    .spawn(move || {
+                        if let Some(c) = cpu {
+                            pin(c);
+                        }
+                        let r = match role {
+                            Role::Sender => workload.sender(side),
+                            Role::Receiver => workload.receiver(side),
+                        };
+                        let _ = tx.send((role, r));
+                    })
+                    .context("cannot start a thread")?;
+                handles.push(h);
+            }
+        }
+        drop(tx);
+        start.wait();
+        let t0 = SystemTicks::now();
+        let started = Instant::now();
+        let limit = match stop {
+            Stop::Duration(d) => Some(d + STALL_GRACE),
+            _ => None,
+        };
+        let (mut senders, mut receivers) = (Vec::new(), Vec::new());
+        let mut interrupted_at: Option<Instant> = None;
+        let mut failure: Option<(Instant, anyhow::Error)> = None;
+        while senders.len() + receivers.len() < 2 * streams {
+            match rx.recv_timeout(Duration::from_millis(20)) {
+                Ok((role, Ok(r))) => match role {
+                    Role::Sender => senders.push(r),
+                    Role::Receiver => receivers.push(r),
+                },
+                Ok((role, Err(e))) => {
+                    let side = if role == Role::Sender {
+                        "sender"
+                    } else {
+                        "receiver"
+                    };
+                    if failure.is_none() {
+                        failure = Some((
+                            Instant::now(),
+                            anyhow!(e).context(format!("{} {side} failed", sc.transport)),
+                        ));
+                    }
+                    // Count it so the loop can end when the others finish.
+                    match role {
+                        Role::Sender => senders.push(SideReport::default()),
+                        Role::Receiver => receivers.push(SideReport::default()),
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            if interrupt::requested()
+                && interrupted_at.get_or_insert_with(Instant::now).elapsed() > INTERRUPT_GRACE
+            {
+                return Err(RunError::Interrupted);
+            }
+            if let Some((at, _)) = &failure {
+                if at.elapsed() > Duration::from_secs(1) {
+                    break;
+                }
+            }
+            if limit.is_some_and(|l| started.elapsed() > l) {
+                return Err(RunError::Failed(anyhow!(
+                    "{} run stalled: no end after {:.0} s; the transport may be wedged",
+                    sc.transport,
+                    started.elapsed().as_secs_f64()
+                )));
+            }
+        }
+        let t1 = SystemTicks::now();
+        if let Some((_, e)) = failure {
+            return Err(RunError::Failed(e));
+        }
+        for h in handles {
+            let _ = h.join();
+        }
+        if senders.iter().any(|s| s.interrupted) {
+            return Err(RunError::Interrupted);
+        }
+        Ok(Raw {
+            senders,
+            receivers,
+            system: t0.zip(t1).map(|(a, b)| SystemCpu::between(&a, &b)),
+            link,
+        })
+    }
+}
+
+fn pin(cpu: usize) {
+    let mut set = nix::sched::CpuSet::new();
+    if set.set(cpu).is_ok() {
+        let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
+    }
+}
+
+fn side_figures(sides: &[SideReport], bytes: u64) -> SideFigures {
+    let secs = sides
+        .iter()
+        .map(|s| s.elapsed.as_secs_f64())
+        .fold(0.0, f64::max);
+    let cpu = sides
+        .iter()
+        .fold(crate::measure::cpu::ThreadCpu::default(), |a, s| {
+            a.plus(&s.cpu)
+        });
+    let total = cpu.total().as_secs_f64();
+    SideFigures {
+        duration_seconds: secs,
+        cpu_user_seconds: cpu.user.as_secs_f64(),
+        cpu_system_seconds: cpu.system.as_secs_f64(),
+        cpu_utilization: if secs > 0.0 { total / secs } else { 0.0 },
+        cpu_seconds_per_gb: (bytes > 0).then(|| total / (bytes as f64 / 1e9)),
+        voluntary_context_switches: cpu.voluntary_switches,
+        involuntary_context_switches: cpu.involuntary_switches,
+    }
+}
+
+fn run_figures(sc: &Scenario, raw: &Raw) -> RunFigures {
+    let sum = |v: &[SideReport], f: fn(&SideReport) -> u64| v.iter().map(f).sum::<u64>();
+    let bytes_sent = sum(&raw.senders, |s| s.bytes);
+    let bytes_received = sum(&raw.receivers, |s| s.bytes);
+    let messages_sent = sum(&raw.senders, |s| s.messages);
+    let messages_received = sum(&raw.receivers, |s| s.messages);
+    let receiver = side_figures(&raw.receivers, bytes_received);
+    let sender = side_figures(&raw.senders, bytes_sent);
+    let secs = receiver.duration_seconds;
+    let rate = |n: u64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
+    RunFigures {
+        duration_seconds: secs,
+        bytes_sent,
+        bytes_received,
+        messages_sent,
+        messages_received,
+        messages_lost: (!sc.transport.reliable())
+            .then(|| messages_sent.saturating_sub(messages_received)),
+        bits_per_second: rate(bytes_received) * 8.0,
+        bytes_per_second: rate(bytes_received),
+        messages_per_second: rate(messages_received),
+        sender,
+        receiver,
+        system: raw.system,
+        sndbuf_bytes: raw.link.sndbuf_bytes,
+        rcvbuf_bytes: raw.link.rcvbuf_bytes,
+        mss_bytes: raw.link.mss_bytes,
+    }
+}
+
+/// Turn the raw runs of a scenario into its result, with statistics and warnings.
+fn figures(sc: &Scenario, raws: &[Raw]) -> ScenarioResult {
+    let runs: Vec<RunFigures> = raws.iter().map(|r| run_figures(sc, r)).collect();
+    let col = |f: fn(&RunFigures) -> f64| runs.iter().map(f).collect::<Vec<_>>();
+    let bits = col(|r| r.bits_per_second);
+    let msgs = col(|r| r.messages_per_second);
+    let opt_median =
+        |f: fn(&RunFigures) -> Option<f64>| median(&runs.iter().filter_map(f).collect::<Vec<_>>());
+    let statistics = Summary::of(&bits)
+        .zip(Summary::of(&msgs))
+        .map(|(b, m)| Statistics {
+            bits_per_second: b,
+            messages_per_second: m,
+        });
+    let lost =
+        (!sc.transport.reliable()).then(|| runs.iter().filter_map(|r| r.messages_lost).sum());
+    let mut result = ScenarioResult {
+        workload: sc.workload,
+        transport: sc.transport,
+        engine: sc.engine,
+        size_bytes: sc.size,
+        options: ScenarioOptions {
+            duration_seconds: match sc.stop {
+                Stop::Duration(d) => Some(d.as_secs_f64()),
+                _ => None,
+            },
+            count: match sc.stop {
+                Stop::Count(n) => Some(n),
+                _ => None,
+            },
+            bytes: match sc.stop {
+                Stop::Bytes(n) => Some(n),
+                _ => None,
+            },
+            warmup_seconds: sc.warmup.as_secs_f64(),
+            runs: sc.runs,
+            parallel: sc.parallel,
+            sndbuf_bytes: sc.sndbuf,
+            rcvbuf_bytes: sc.rcvbuf,
+            nodelay: sc.nodelay,
+            cpus: sc.cpus.map(|(a, b)| [a, b]),
+        },
+        bits_per_second: median(&bits),
+        bytes_per_second: median(&col(|r| r.bytes_per_second)),
+        messages_per_second: median(&msgs),
+        bytes_sent: runs.iter().map(|r| r.bytes_sent).sum(),
+        bytes_received: runs.iter().map(|r| r.bytes_received).sum(),
+        messages_sent: runs.iter().map(|r| r.messages_sent).sum(),
+        messages_received: runs.iter().map(|r| r.messages_received).sum(),
+        messages_lost: lost,
+        sender_cpu_seconds_per_gb: opt_median(|r| r.sender.cpu_seconds_per_gb),
+        receiver_cpu_seconds_per_gb: opt_median(|r| r.receiver.cpu_seconds_per_gb),
+        statistics,
+        runs,
+        warnings: Vec::new(),
+        error: None,
+    };
+    result.warnings = warnings(sc, &result);
+    result
+}
+
+/// Reliable transports must deliver exactly what was sent.
+fn check_agreement(sc: &Scenario, r: &ScenarioResult) -> Option<String> {
+    if !sc.transport.reliable() {
+        return None;
+    }
+    let bad = r
+        .runs
+        .iter()
+        .find(|f| f.bytes_sent != f.bytes_received || f.messages_sent != f.messages_received)?;
+    Some(format!(
+        "sender and receiver disagree: sent {} bytes in {} messages, received {} bytes in {} messages; \
+         a reliable transport must deliver everything, so this is a bug: please report it",
+        bad.bytes_sent, bad.messages_sent, bad.bytes_received, bad.messages_received
+    ))
+}
+
+fn warnings(sc: &Scenario, r: &ScenarioResult) -> Vec<Warning> {
+    let mut out = Vec::new();
+    if let Some(cv) = r.statistics.as_ref().and_then(|s| s.bits_per_second.cv) {
+        if cv > UNSTABLE_CV {
+            out.push(Warning {
+                kind: "unstable",
+                message: format!(
+                    "runs disagree: throughput varies by {:.1}% (coefficient of variation); close other programs, \
+                     pin threads with --cpus, or raise --runs and --duration",
+                    cv * 100.0
+                ),
+            });
+        }
+    }
+    if let Some(first) = r.runs.first() {
+        let clamp = |what: &str, asked: Option<u64>, got: Option<u64>, sysctl: &str| {
+            let (asked, got) = (asked?, got?);
+            // Linux doubles SO_SNDBUF/SO_RCVBUF for bookkeeping; less than double means clamped.
+            (sc.transport.is_socket() && got < asked.saturating_mul(2)).then(|| Warning {
+                kind: "buffer-clamped",
+                message: format!(
+                    "{what} of {} was requested but the kernel granted {} (half of it usable): it is capped by {sysctl}; \
+                     raise it with `sysctl -w {sysctl}=...`",
+                    format_bytes(asked),
+                    format_bytes(got)
+                ),
+            })
+        };
+        out.extend(clamp(
+            "--sndbuf",
+            sc.sndbuf,
+            first.sndbuf_bytes,
+            "net.core.wmem_max",
+        ));
+        out.extend(clamp(
+            "--rcvbuf",
+            sc.rcvbuf,
+            first.rcvbuf_bytes,
+            "net.core.rmem_max",
+        ));
+        for (name, side) in [("sender", &first.sender), ("receiver", &first.receiver)] {
+            let per_thread = side.cpu_utilization / sc.parallel as f64;
+            if per_thread >= SATURATED {
+                out.push(Warning {
+                    kind: "cpu-saturated",
+                    message: format!(
+                        "the {name} kept {:.0}% of a core busy: the figure is bounded by CPU, not by the transport",
+                        per_thread * 100.0
+                    ),
+                });
+            }
+        }
+    }
+    if let Some(lost) = r.messages_lost.filter(|&l| l > 0) {
+        out.push(Warning {
+            kind: "datagram-loss",
+            message: format!(
+                "{lost} of {} datagrams were lost: the sender outran the receiver; try a larger --rcvbuf",
+                r.messages_sent
+            ),
+        });
+    }
+    out
+}

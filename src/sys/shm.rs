@@ -1,0 +1,342 @@
+//! A single-producer, single-consumer byte ring in a POSIX shared-memory object.
+//!
+//! The producer and the consumer each map the object themselves (as two processes would),
+//! so the ring works between threads of one process and between processes alike. The object
+//! is unlinked as soon as both ends are mapped, so nothing is left in `/dev/shm` even if the
+//! process is killed.
+//!
+//! Layout: a header of three cache lines (`head`, written only by the producer; `tail`,
+//! written only by the consumer; `closed` flags) followed by `capacity` bytes of data,
+//! `capacity` a power of two. `head` and `tail` count bytes ever written and read, so
+//! `head - tail` is the fill level and neither ever wraps in practice (u64).
+//!
+//! Waiting: a side that finds the ring full (producer) or empty (consumer) spins briefly,
+//! then yields, then sleeps in short naps, rechecking the peer's `closed` flag so a vanished
+//! peer is noticed.
+
+use std::ffi::CString;
+use std::io;
+use std::num::NonZeroUsize;
+use std::os::fd::OwnedFd;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use nix::fcntl::OFlag;
+use nix::sys::mman::{mmap, munmap, shm_open, shm_unlink, MapFlags, ProtFlags};
+use nix::sys::stat::Mode;
+use nix::unistd::ftruncate;
+
+const LINE: usize = 128;
+const HEADER: usize = 4 * LINE;
+const PRODUCER_CLOSED: u32 = 1;
+const CONSUMER_CLOSED: u32 = 2;
+
+#[repr(C, align(128))]
+struct Padded<T>(T);
+
+#[repr(C)]
+struct Header {
+    head: Padded<AtomicU64>,
+    tail: Padded<AtomicU64>,
+    closed: Padded<AtomicU32>,
+    capacity: Padded<AtomicU64>,
+}
+
+/// One mapping of the ring.
+struct Mapping {
+    base: NonNull<u8>,
+    len: usize,
+    capacity: usize,
+}
+
+// SAFETY: the mapping is plain shared memory; all cross-thread access to the header goes
+// through atomics and the data area is handed over with acquire/release on head/tail.
+unsafe impl Send for Mapping {}
+
+impl Mapping {
+    fn map(fd: &OwnedFd, len: usize) -> io::Result<Mapping> {
+        let size = NonZeroUsize::new(len).ok_or_else(|| io::Error::other("empty mapping"))?;
+        // SAFETY: we map a fresh region (addr None) of an object we sized to `len`; the
+        // returned pointer stays valid until `munmap` in Drop.
+        let ptr = unsafe {
+            mmap(
+                None,
+                size,
+                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                MapFlags::MAP_SHARED,
+                fd,
+                0,
+            )
+        }?;
+        Ok(Mapping {
+            base: ptr.cast(),
+            len,
+            capacity: len - HEADER,
+        })
+    }
+
+    fn header(&self) -> &Header {
+        // SAFETY: the mapping starts with a Header-sized, 128-aligned (page-aligned) area
+        // that is only accessed through atomics.
+        unsafe { &*(self.base.as_ptr() as *const Header) }
+    }
+
+    fn data(&self) -> *mut u8 {
+        // SAFETY: HEADER < len, so the offset stays inside the mapping.
+        unsafe { self.base.as_ptr().add(HEADER) }
+    }
+
+    /// Copy `src` into the ring at byte position `pos` (modulo capacity), wrapping.
+    fn copy_in(&self, pos: u64, src: &[u8]) {
+        let cap = self.capacity;
+        let start = (pos as usize) & (cap - 1);
+        let first = src.len().min(cap - start);
+        // SAFETY: start + first <= cap and src.len() - first <= cap - first; the producer
+        // owns the free region [head, tail + cap) exclusively until it publishes head.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.data().add(start), first);
+            std::ptr::copy_nonoverlapping(src.as_ptr().add(first), self.data(), src.len() - first);
+        }
+    }
+
+    /// Copy from the ring at `pos` into `dst`, wrapping.
+    fn copy_out(&self, pos: u64, dst: &mut [u8]) {
+        let cap = self.capacity;
+        let start = (pos as usize) & (cap - 1);
+        let first = dst.len().min(cap - start);
+        // SAFETY: as in copy_in; the consumer owns the filled region [tail, head) until it
+        // publishes tail.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.data().add(start), dst.as_mut_ptr(), first);
+            std::ptr::copy_nonoverlapping(
+                self.data(),
+                dst.as_mut_ptr().add(first),
+                dst.len() - first,
+            );
+        }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: base/len came from a successful mmap and nothing borrows them any more.
+        let _ = unsafe { munmap(self.base.cast(), self.len) };
+    }
+}
+
+/// Create a ring of at least `capacity` bytes (rounded up to a power of two) and return its
+/// producer and consumer ends. `name` must start with `/`; the object is unlinked before
+/// this returns.
+///
+/// # Errors
+/// Fails if the shared-memory object cannot be created, sized or mapped.
+pub fn ring(name: &str, capacity: usize) -> io::Result<(Producer, Consumer)> {
+    let capacity = capacity.max(4096).next_power_of_two();
+    let cname = CString::new(name).map_err(io::Error::other)?;
+    let fd = shm_open(
+        cname.as_c_str(),
+        OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_RDWR,
+        Mode::from_bits_truncate(0o600),
+    )?;
+    let result = (|| {
+        ftruncate(&fd, (HEADER + capacity) as i64)?;
+        let producer = Mapping::map(&fd, HEADER + capacity)?;
+        producer
+            .header()
+            .capacity
+            .0
+            .store(capacity as u64, Ordering::Release);
+        // The consumer opens the object by name, as a second process would.
+        let fd2 = shm_open(cname.as_c_str(), OFlag::O_RDWR, Mode::empty())?;
+        let consumer = Mapping::map(&fd2, HEADER + capacity)?;
+        Ok::<_, io::Error>((producer, consumer))
+    })();
+    let _ = shm_unlink(cname.as_c_str());
+    let (p, c) = result?;
+    Ok((
+        Producer {
+            map: p,
+            head: 0,
+            cached_tail: 0,
+        },
+        Consumer {
+            map: c,
+            tail: 0,
+            cached_head: 0,
+        },
+    ))
+}
+
+/// Bounded wait: spin, then yield, then nap; returns Err if the peer closed.
+struct Backoff(u32);
+
+impl Backoff {
+    fn wait(&mut self) {
+        self.0 += 1;
+        if self.0 < 256 {
+            std::hint::spin_loop();
+        } else if self.0 < 512 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+}
+
+/// The writing end of a ring.
+pub struct Producer {
+    map: Mapping,
+    head: u64,
+    cached_tail: u64,
+}
+
+impl Producer {
+    /// Write up to `src.len()` bytes, waiting while the ring is full. Returns how many
+    /// bytes were written (at least one for a non-empty `src`).
+    ///
+    /// # Errors
+    /// `BrokenPipe` if the consumer has gone.
+    pub fn write(&mut self, src: &[u8]) -> io::Result<usize> {
+        if src.is_empty() {
+            return Ok(0);
+        }
+        let cap = self.map.capacity as u64;
+        let hdr = self.map.header();
+        let mut backoff = Backoff(0);
+        let free = loop {
+            let free = cap - (self.head - self.cached_tail);
+            if free > 0 {
+                break free;
+            }
+            self.cached_tail = hdr.tail.0.load(Ordering::Acquire);
+            if self.head - self.cached_tail < cap {
+                continue;
+            }
+            if hdr.closed.0.load(Ordering::Acquire) & CONSUMER_CLOSED != 0 {
+                return Err(io::ErrorKind::BrokenPipe.into());
+            }
+            backoff.wait();
+        };
+        let n = (free as usize).min(src.len());
+        self.map.copy_in(self.head, &src[..n]);
+        self.head += n as u64;
+        hdr.head.0.store(self.head, Ordering::Release);
+        Ok(n)
+    }
+
+    /// Mark the stream finished: the consumer reads what is left, then end of data.
+    pub fn close(&mut self) {
+        self.map
+            .header()
+            .closed
+            .0
+            .fetch_or(PRODUCER_CLOSED, Ordering::AcqRel);
+    }
+
+    /// The ring's data capacity in bytes.
+    pub fn capacity(&self) -> usize {
+        self.map.capacity
+    }
+}
+
+impl Drop for Producer {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// The reading end of a ring.
+pub struct Consumer {
+    map: Mapping,
+    tail: u64,
+    cached_head: u64,
+}
+
+impl Consumer {
+    /// Read up to `dst.len()` bytes, waiting while the ring is empty. Returns 0 once the
+    /// producer has closed and everything it wrote has been read.
+    pub fn read(&mut self, dst: &mut [u8]) -> usize {
+        if dst.is_empty() {
+            return 0;
+        }
+        let hdr = self.map.header();
+        let mut backoff = Backoff(0);
+        let avail = loop {
+            let avail = self.cached_head - self.tail;
+            if avail > 0 {
+                break avail;
+            }
+            self.cached_head = hdr.head.0.load(Ordering::Acquire);
+            if self.cached_head > self.tail {
+                continue;
+            }
+            if hdr.closed.0.load(Ordering::Acquire) & PRODUCER_CLOSED != 0 {
+                // Re-read head: the producer may have written just before closing.
+                self.cached_head = hdr.head.0.load(Ordering::Acquire);
+                if self.cached_head == self.tail {
+                    return 0;
+                }
+                continue;
+            }
+            backoff.wait();
+        };
+        let n = (avail as usize).min(dst.len());
+        self.map.copy_out(self.tail, &mut dst[..n]);
+        self.tail += n as u64;
+        hdr.tail.0.store(self.tail, Ordering::Release);
+        n
+    }
+}
+
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        self.map
+            .header()
+            .closed
+            .0
+            .fetch_or(CONSUMER_CLOSED, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_carries_bytes_in_order_across_wraps_and_reports_end() {
+        let name = format!("/sockbench-test-{}", std::process::id());
+        let (mut p, mut c) = ring(&name, 4096).unwrap();
+        let t = std::thread::spawn(move || {
+            let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+            let mut off = 0;
+            while off < data.len() {
+                off += p.write(&data[off..(off + 3000).min(data.len())]).unwrap();
+            }
+            p.close();
+        });
+        let mut got = Vec::new();
+        let mut buf = [0u8; 1777];
+        loop {
+            let n = c.read(&mut buf);
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        t.join().unwrap();
+        assert_eq!(got.len(), 100_000);
+        assert!(got.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8));
+        assert!(!std::path::Path::new(&format!("/dev/shm{name}")).exists());
+    }
+
+    #[test]
+    fn producer_sees_broken_pipe_when_consumer_is_gone() {
+        let name = format!("/sockbench-test2-{}", std::process::id());
+        let (mut p, c) = ring(&name, 4096).unwrap();
+        drop(c);
+        let big = vec![0u8; 8192];
+        assert_eq!(p.write(&big).unwrap(), 4096);
+        assert_eq!(p.write(&big).unwrap_err().kind(), io::ErrorKind::BrokenPipe);
+    }
+}

@@ -1,0 +1,295 @@
+//! Transports: what carries the bytes between the two sides of a workload.
+//!
+//! Each transport opens a connected [`Pair`] of [`Conn`]s: the receiving side is set up
+//! first (it binds or creates), the sending side connects to it, exactly as two processes
+//! would. Engines and workloads only ever see `Conn`. Every file-system name a transport
+//! makes (socket file, FIFO, message queue, shared-memory object) is removed as soon as
+//! both ends are open, so an interrupted or killed run leaves nothing behind.
+//!
+//! This module does not time or count anything; that is the workload's job.
+
+mod mq;
+mod pipe;
+mod shm;
+mod tcp;
+mod udp;
+mod unix;
+
+use std::fmt;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::ValueEnum;
+use serde::Serialize;
+
+/// The transport the user selects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransportKind {
+    /// Unix-domain stream socket (`SOCK_STREAM`) on a socket file.
+    Unix,
+    /// Unix-domain datagram socket (`SOCK_DGRAM`): reliable and ordered on Linux.
+    UnixDgram,
+    /// Unix-domain sequenced-packet socket (`SOCK_SEQPACKET`).
+    UnixSeqpacket,
+    /// TCP over IPv4 (127.0.0.1 unless `--bind`/`--connect` say otherwise).
+    Tcp,
+    /// TCP over IPv6 (::1 by default).
+    Tcp6,
+    /// UDP over IPv4: datagrams can be lost; loss is counted.
+    Udp,
+    /// UDP over IPv6.
+    Udp6,
+    /// An anonymous pipe (`pipe2`).
+    Pipe,
+    /// A named pipe (`mkfifo`) in the run's private directory.
+    Fifo,
+    /// A connected pair of Unix stream sockets (`socketpair`), no file-system name.
+    Socketpair,
+    /// A POSIX message queue (`mq_open`).
+    Mq,
+    /// A shared-memory ring: no kernel in the data path, the reference for copy cost.
+    Shm,
+}
+
+impl TransportKind {
+    /// Every transport, in the order tables list them.
+    pub const ALL: [TransportKind; 12] = [
+        TransportKind::Unix,
+        TransportKind::UnixDgram,
+        TransportKind::UnixSeqpacket,
+        TransportKind::Socketpair,
+        TransportKind::Tcp,
+        TransportKind::Tcp6,
+        TransportKind::Udp,
+        TransportKind::Udp6,
+        TransportKind::Pipe,
+        TransportKind::Fifo,
+        TransportKind::Mq,
+        TransportKind::Shm,
+    ];
+
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            TransportKind::Unix => "unix",
+            TransportKind::UnixDgram => "unix-dgram",
+            TransportKind::UnixSeqpacket => "unix-seqpacket",
+            TransportKind::Tcp => "tcp",
+            TransportKind::Tcp6 => "tcp6",
+            TransportKind::Udp => "udp",
+            TransportKind::Udp6 => "udp6",
+            TransportKind::Pipe => "pipe",
+            TransportKind::Fifo => "fifo",
+            TransportKind::Socketpair => "socketpair",
+            TransportKind::Mq => "mq",
+            TransportKind::Shm => "shm",
+        }
+    }
+
+    /// Whether one send is one message at the receiver (datagram-like) or a byte stream.
+    pub fn framing(self) -> Framing {
+        match self {
+            TransportKind::UnixDgram
+            | TransportKind::UnixSeqpacket
+            | TransportKind::Udp
+            | TransportKind::Udp6
+            | TransportKind::Mq => Framing::Message,
+            _ => Framing::Stream,
+        }
+    }
+
+    /// Whether everything sent is delivered (so both sides' counts must agree).
+    pub fn reliable(self) -> bool {
+        !matches!(self, TransportKind::Udp | TransportKind::Udp6)
+    }
+
+    /// Whether the transport needs a file-system path (socket file or FIFO).
+    pub fn uses_path(self) -> bool {
+        matches!(
+            self,
+            TransportKind::Unix
+                | TransportKind::UnixDgram
+                | TransportKind::UnixSeqpacket
+                | TransportKind::Fifo
+        )
+    }
+
+    /// Whether the transport runs over IP and so takes `--bind`/`--connect`.
+    pub fn is_ip(self) -> bool {
+        matches!(
+            self,
+            TransportKind::Tcp | TransportKind::Tcp6 | TransportKind::Udp | TransportKind::Udp6
+        )
+    }
+
+    /// Whether the transport is IPv6.
+    pub fn is_ipv6(self) -> bool {
+        matches!(self, TransportKind::Tcp6 | TransportKind::Udp6)
+    }
+
+    /// Whether `--sndbuf`/`--rcvbuf` mean socket buffers (`SO_SNDBUF`/`SO_RCVBUF`).
+    pub fn is_socket(self) -> bool {
+        !matches!(
+            self,
+            TransportKind::Pipe | TransportKind::Fifo | TransportKind::Mq | TransportKind::Shm
+        )
+    }
+}
+
+impl fmt::Display for TransportKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How messages map onto the transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    /// A byte stream: writes may be split or merged.
+    Stream,
+    /// One send is one message at the receiver.
+    Message,
+}
+
+/// Everything a transport needs to open a pair. Built by the plan from the options.
+#[derive(Clone, Debug, Default)]
+pub struct TransportOptions {
+    /// Requested send buffer in bytes (`SO_SNDBUF`, pipe size, ring size).
+    pub sndbuf: Option<usize>,
+    /// Requested receive buffer in bytes (`SO_RCVBUF`).
+    pub rcvbuf: Option<usize>,
+    /// Disable Nagle's algorithm on TCP.
+    pub nodelay: bool,
+    /// Address (and optional port) the receiving side binds to, for IP transports.
+    pub bind: Option<SocketAddr>,
+    /// Address the sending side connects to, for IP transports (default: the bound one).
+    pub connect: Option<IpAddr>,
+    /// Directory for socket files and FIFOs.
+    pub dir: PathBuf,
+    /// Largest message the workload will send (sizes message queues).
+    pub message_bytes: usize,
+}
+
+/// What the kernel actually granted for a pair, for the report.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct LinkInfo {
+    /// The sender's send buffer as the kernel reports it (`SO_SNDBUF`, pipe size, ring size).
+    pub sndbuf_bytes: Option<u64>,
+    /// The receiver's receive buffer as the kernel reports it (`SO_RCVBUF`).
+    pub rcvbuf_bytes: Option<u64>,
+    /// TCP maximum segment size of the sending socket.
+    pub mss_bytes: Option<u64>,
+    /// Where the receiving side listened (address:port or path), for the report.
+    pub endpoint: Option<String>,
+}
+
+/// One end of an open transport. Blocking by default; engines may change that.
+pub trait Conn: Send {
+    /// Send up to `buf.len()` bytes (a whole message for message transports).
+    fn send(&mut self, buf: &[u8]) -> io::Result<usize>;
+    /// Receive into `buf`. `Ok(0)` means the peer finished (end of data).
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize>;
+    /// Tell the receiver that no more data follows: shut down, close, or send the
+    /// transport's end marker (an empty message on message transports).
+    fn finish(&mut self) -> io::Result<()>;
+    /// Bound how long `recv` may block (`None`: forever). Only needed on unreliable
+    /// transports, where the end marker itself can be lost.
+    fn set_recv_timeout(&mut self, _timeout: Option<Duration>) -> io::Result<()> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+    /// The descriptor, for engines that wait for readiness (`None` for `shm`).
+    fn raw_fd(&self) -> Option<RawFd>;
+}
+
+/// Both ends of a freshly opened transport.
+pub struct Pair {
+    /// The sending end (connects).
+    pub sender: Box<dyn Conn>,
+    /// The receiving end (binds, listens, creates).
+    pub receiver: Box<dyn Conn>,
+    /// What the kernel granted.
+    pub info: LinkInfo,
+}
+
+/// Open a connected pair over `kind`. `id` makes file-system names unique within the run.
+///
+/// # Errors
+/// Setup failures (address in use, permission, limits), with the address or path named.
+pub fn open_pair(kind: TransportKind, opts: &TransportOptions, id: usize) -> anyhow::Result<Pair> {
+    match kind {
+        TransportKind::Unix => unix::stream(opts, id),
+        TransportKind::UnixDgram => unix::dgram(opts, id),
+        TransportKind::UnixSeqpacket => unix::seqpacket(opts, id),
+        TransportKind::Socketpair => unix::socketpair(opts),
+        TransportKind::Tcp | TransportKind::Tcp6 => tcp::pair(kind.is_ipv6(), opts),
+        TransportKind::Udp | TransportKind::Udp6 => udp::pair(kind.is_ipv6(), opts),
+        TransportKind::Pipe => pipe::anonymous(opts),
+        TransportKind::Fifo => pipe::fifo(opts, id),
+        TransportKind::Mq => mq::pair(opts, id),
+        TransportKind::Shm => shm::pair(opts, id),
+    }
+}
+
+/// A `Conn` over any socket (`socket2::Socket`); message sockets signal the end with an
+/// empty datagram, stream-like ones with `shutdown(SHUT_WR)`.
+pub(crate) struct SocketConn {
+    sock: socket2::Socket,
+    end_with_empty_message: bool,
+}
+
+impl SocketConn {
+    pub(crate) fn new(sock: socket2::Socket, end_with_empty_message: bool) -> Box<dyn Conn> {
+        Box::new(SocketConn {
+            sock,
+            end_with_empty_message,
+        })
+    }
+}
+
+impl Conn for SocketConn {
+    fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+        io::Write::write(&mut self.sock, buf)
+    }
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        io::Read::read(&mut self.sock, buf)
+    }
+    fn finish(&mut self) -> io::Result<()> {
+        if self.end_with_empty_message {
+            self.sock.send(&[]).map(drop)
+        } else {
+            self.sock.shutdown(std::net::Shutdown::Write)
+        }
+    }
+    fn set_recv_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.sock.set_read_timeout(timeout)
+    }
+    fn raw_fd(&self) -> Option<RawFd> {
+        Some(self.sock.as_fd().as_raw_fd())
+    }
+}
+
+/// Apply the requested socket buffer sizes to a socket (before connect/listen, so TCP's
+/// window scale reflects them).
+pub(crate) fn apply_buffers(sock: &socket2::Socket, opts: &TransportOptions) -> io::Result<()> {
+    if let Some(n) = opts.sndbuf {
+        sock.set_send_buffer_size(n)?;
+    }
+    if let Some(n) = opts.rcvbuf {
+        sock.set_recv_buffer_size(n)?;
+    }
+    Ok(())
+}
+
+/// Read back the buffers the kernel granted.
+pub(crate) fn granted_buffers(sender: &socket2::Socket, receiver: &socket2::Socket) -> LinkInfo {
+    LinkInfo {
+        sndbuf_bytes: sender.send_buffer_size().ok().map(|n| n as u64),
+        rcvbuf_bytes: receiver.recv_buffer_size().ok().map(|n| n as u64),
+        mss_bytes: None,
+        endpoint: None,
+    }
+}

@@ -1,0 +1,115 @@
+//! POSIX message queues. The queue is unlinked as soon as both ends are open; the end of
+//! data is an empty message.
+//!
+//! Limits (see mq_overview(7)): a message may not exceed `fs.mqueue.msgsize_max` (8192 by
+//! default) without CAP_SYS_RESOURCE, a queue holds at most `fs.mqueue.msg_max` messages,
+//! and all queues of a user together may not exceed RLIMIT_MSGQUEUE bytes.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+
+use anyhow::Context;
+use nix::errno::Errno;
+use nix::mqueue::{mq_open, mq_receive, mq_send, mq_unlink, MQ_OFlag, MqAttr, MqdT};
+use nix::sys::resource::{getrlimit, setrlimit, Resource};
+use nix::sys::stat::Mode;
+
+use super::{Conn, LinkInfo, Pair, TransportOptions};
+
+struct MqConn {
+    q: Option<MqdT>,
+}
+
+fn io_err(e: Errno) -> io::Error {
+    io::Error::from_raw_os_error(e as i32)
+}
+
+impl Conn for MqConn {
+    fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let q = self.q.as_ref().ok_or(io::ErrorKind::BrokenPipe)?;
+        mq_send(q, buf, 0).map_err(io_err)?;
+        Ok(buf.len())
+    }
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let q = self.q.as_ref().ok_or(io::ErrorKind::BrokenPipe)?;
+        let mut prio = 0;
+        mq_receive(q, buf, &mut prio).map_err(io_err)
+    }
+    fn finish(&mut self) -> io::Result<()> {
+        self.send(&[]).map(drop)
+    }
+    fn raw_fd(&self) -> Option<RawFd> {
+        self.q.as_ref().map(|q| q.as_fd().as_raw_fd())
+    }
+}
+
+/// The queue depth: `fs.mqueue.msg_max`, or enough for `--sndbuf` bytes.
+fn depth(opts: &TransportOptions) -> i64 {
+    let msg_max = crate::environment::read_sysctl_u64("fs/mqueue/msg_max").unwrap_or(10) as i64;
+    match opts.sndbuf {
+        Some(n) => ((n / opts.message_bytes.max(1)) as i64).clamp(1, msg_max.max(1)),
+        None => msg_max.max(1),
+    }
+}
+
+/// Raise RLIMIT_MSGQUEUE if this queue would not fit (allowed up to the hard limit, or
+/// beyond it with CAP_SYS_RESOURCE).
+fn ensure_rlimit(bytes: u64) {
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_MSGQUEUE) {
+        if soft < bytes {
+            let want = bytes.max(soft);
+            if setrlimit(Resource::RLIMIT_MSGQUEUE, want, want.max(hard)).is_err() {
+                let _ = setrlimit(Resource::RLIMIT_MSGQUEUE, hard.min(want), hard);
+            }
+        }
+    }
+}
+
+/// Open a queue pair: the receiver creates it, the sender opens it by name.
+pub fn pair(opts: &TransportOptions, id: usize) -> anyhow::Result<Pair> {
+    let name = format!("/sockbench-{}-{id}", std::process::id());
+    let cname = CString::new(name.clone())?;
+    let msgsize = opts.message_bytes.max(1) as i64;
+    let maxmsg = depth(opts);
+    // Kernel accounting per queue: messages plus a pointer each (mq_overview(7)).
+    ensure_rlimit((maxmsg * (msgsize + 64)) as u64 + 4096);
+    let attr = MqAttr::new(0, maxmsg, msgsize, 0);
+    let receiver = mq_open(
+        cname.as_c_str(),
+        MQ_OFlag::O_CREAT | MQ_OFlag::O_EXCL | MQ_OFlag::O_RDONLY | MQ_OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o600),
+        Some(&attr),
+    )
+    .map_err(|e| {
+        let hint = match e {
+            Errno::EINVAL => format!(
+                " (message size {msgsize} B or depth {maxmsg} exceeds fs.mqueue.msgsize_max / fs.mqueue.msg_max)"
+            ),
+            Errno::EMFILE => " (the queue does not fit RLIMIT_MSGQUEUE: raise it with `ulimit -q`)".into(),
+            Errno::ENOSYS => " (this kernel has no POSIX message queues)".into(),
+            _ => String::new(),
+        };
+        anyhow::Error::new(io_err(e)).context(format!("cannot create message queue {name}{hint}"))
+    })?;
+    let sender = mq_open(
+        cname.as_c_str(),
+        MQ_OFlag::O_WRONLY | MQ_OFlag::O_CLOEXEC,
+        Mode::empty(),
+        None,
+    );
+    let _ = mq_unlink(cname.as_c_str());
+    let sender = sender
+        .map_err(io_err)
+        .with_context(|| format!("cannot open message queue {name}"))?;
+    Ok(Pair {
+        sender: Box::new(MqConn { q: Some(sender) }),
+        receiver: Box::new(MqConn { q: Some(receiver) }),
+        info: LinkInfo {
+            sndbuf_bytes: Some((maxmsg * msgsize) as u64),
+            rcvbuf_bytes: None,
+            mss_bytes: None,
+            endpoint: Some(name),
+        },
+    })
+}

@@ -1,0 +1,99 @@
+//! Unix-domain sockets: stream, datagram, sequenced-packet and `socketpair`.
+
+use std::path::Path;
+
+use anyhow::Context;
+use socket2::{Domain, SockAddr, Socket, Type};
+
+use super::{apply_buffers, granted_buffers, Pair, SocketConn, TransportOptions};
+
+/// Removes a socket file when dropped, so a failed setup leaves nothing behind either.
+struct Unlink<'a>(&'a Path);
+
+impl Drop for Unlink<'_> {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(self.0);
+    }
+}
+
+fn bind(ty: Type, path: &Path, opts: &TransportOptions) -> anyhow::Result<Socket> {
+    let sock = Socket::new(Domain::UNIX, ty, None).context("cannot create a Unix socket")?;
+    apply_buffers(&sock, opts).context("cannot set socket buffer sizes")?;
+    let addr =
+        SockAddr::unix(path).with_context(|| format!("bad Unix socket path {}", path.display()))?;
+    sock.bind(&addr).with_context(|| {
+        format!(
+            "cannot bind Unix socket {}: remove the file if no server uses it, or pick another --path",
+            path.display()
+        )
+    })?;
+    Ok(sock)
+}
+
+fn connect(ty: Type, path: &Path, opts: &TransportOptions) -> anyhow::Result<Socket> {
+    let sock = Socket::new(Domain::UNIX, ty, None).context("cannot create a Unix socket")?;
+    apply_buffers(&sock, opts).context("cannot set socket buffer sizes")?;
+    sock.connect(&SockAddr::unix(path)?)
+        .with_context(|| format!("cannot connect to Unix socket {}", path.display()))?;
+    Ok(sock)
+}
+
+fn connected(
+    ty: Type,
+    name: &str,
+    opts: &TransportOptions,
+    end_with_empty: bool,
+) -> anyhow::Result<Pair> {
+    let path = opts.dir.join(name);
+    let listener = bind(ty, &path, opts)?;
+    let _unlink = Unlink(&path);
+    let (sender, receiver) = if ty == Type::DGRAM {
+        (connect(ty, &path, opts)?, listener)
+    } else {
+        listener.listen(1).context("cannot listen on Unix socket")?;
+        let sender = connect(ty, &path, opts)?;
+        let (receiver, _) = listener.accept().context("cannot accept on Unix socket")?;
+        (sender, receiver)
+    };
+    let mut info = granted_buffers(&sender, &receiver);
+    info.endpoint = Some(path.display().to_string());
+    Ok(Pair {
+        sender: SocketConn::new(sender, end_with_empty),
+        receiver: SocketConn::new(receiver, end_with_empty),
+        info,
+    })
+}
+
+/// `SOCK_STREAM` on a socket file.
+pub fn stream(opts: &TransportOptions, id: usize) -> anyhow::Result<Pair> {
+    connected(Type::STREAM, &format!("unix-{id}.sock"), opts, false)
+}
+
+/// `SOCK_DGRAM` on a socket file; the end of data is an empty datagram.
+pub fn dgram(opts: &TransportOptions, id: usize) -> anyhow::Result<Pair> {
+    connected(Type::DGRAM, &format!("dgram-{id}.sock"), opts, true)
+}
+
+/// `SOCK_SEQPACKET` on a socket file; the end of data is `shutdown(SHUT_WR)`.
+pub fn seqpacket(opts: &TransportOptions, id: usize) -> anyhow::Result<Pair> {
+    connected(
+        Type::SEQPACKET,
+        &format!("seqpacket-{id}.sock"),
+        opts,
+        false,
+    )
+}
+
+/// `socketpair(AF_UNIX, SOCK_STREAM)`.
+pub fn socketpair(opts: &TransportOptions) -> anyhow::Result<Pair> {
+    let (sender, receiver) =
+        Socket::pair(Domain::UNIX, Type::STREAM, None).context("socketpair failed")?;
+    apply_buffers(&sender, opts).context("cannot set socket buffer sizes")?;
+    apply_buffers(&receiver, opts).context("cannot set socket buffer sizes")?;
+    let info = granted_buffers(&sender, &receiver);
+    Ok(Pair {
+        sender: SocketConn::new(sender, false),
+        receiver: SocketConn::new(receiver, false),
+        info,
+    })
+}

@@ -1,0 +1,134 @@
+//! Workloads: what the two sides of a connection do with it.
+//!
+//! A workload is written as two sides, a sender and a receiver, that share nothing but
+//! the transport ([`Conn`]) and a [`PeerLink`], a tiny out-of-band channel for "I am done"
+//! that never carries measured data (in one process it is a channel; between processes or
+//! hosts it becomes the control connection). Each side times and counts itself, reading
+//! the clock and its thread's CPU only at the edges of its measured interval.
+
+pub mod stream;
+
+use std::fmt;
+use std::io;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+use clap::ValueEnum;
+use serde::Serialize;
+
+use crate::measure::cpu::ThreadCpu;
+use crate::transport::Conn;
+
+/// The workload the user selects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadKind {
+    /// One-way bulk transfer.
+    Stream,
+}
+
+impl fmt::Display for WorkloadKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            WorkloadKind::Stream => "stream",
+        })
+    }
+}
+
+/// When the sender stops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// After this long.
+    Duration(Duration),
+    /// After this many messages.
+    Count(u64),
+    /// After this many bytes (the last message may be short).
+    Bytes(u64),
+}
+
+/// What one side measured over its measured interval.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SideReport {
+    /// Payload bytes this side sent or received.
+    pub bytes: u64,
+    /// Messages this side sent or received (for byte streams: bytes / message size, rounded up).
+    pub messages: u64,
+    /// Length of this side's measured interval.
+    pub elapsed: Duration,
+    /// This thread's CPU over the interval.
+    pub cpu: ThreadCpu,
+    /// The run was cut short by Ctrl-C.
+    pub interrupted: bool,
+}
+
+/// Out-of-band signals between the two sides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeerSignal {
+    /// The sender has sent everything it will send.
+    SenderDone,
+    /// The receiver has seen the end of data.
+    ReceiverDone,
+}
+
+/// One side's end of the out-of-band link to its peer.
+pub struct PeerLink {
+    tx: Sender<PeerSignal>,
+    rx: Receiver<PeerSignal>,
+}
+
+/// A connected pair of peer links.
+pub fn peer_link() -> (PeerLink, PeerLink) {
+    let (a_tx, b_rx) = mpsc::channel();
+    let (b_tx, a_rx) = mpsc::channel();
+    (
+        PeerLink { tx: a_tx, rx: a_rx },
+        PeerLink { tx: b_tx, rx: b_rx },
+    )
+}
+
+impl PeerLink {
+    /// Tell the peer something; a vanished peer is ignored (it no longer cares).
+    pub fn signal(&self, s: PeerSignal) {
+        let _ = self.tx.send(s);
+    }
+
+    /// Whether the peer has sent `s` (without waiting); also true if the peer is gone.
+    pub fn has(&self, s: PeerSignal) -> bool {
+        self.wait_for(s, Duration::ZERO)
+    }
+
+    /// Wait up to `timeout` for `s`; true if it came or the peer is gone.
+    pub fn wait_for(&self, s: PeerSignal, timeout: Duration) -> bool {
+        match self.rx.recv_timeout(timeout) {
+            Ok(got) => got == s,
+            Err(RecvTimeoutError::Disconnected) => true,
+            Err(RecvTimeoutError::Timeout) => false,
+        }
+    }
+}
+
+/// Everything one side of a run gets.
+pub struct Side {
+    /// The transport end, already attached to the engine.
+    pub conn: Box<dyn Conn>,
+    /// The out-of-band link to the peer.
+    pub link: PeerLink,
+    /// Every side of the run (and the runner) meets here; the measured interval starts
+    /// when it opens.
+    pub start: Arc<Barrier>,
+}
+
+/// The two sides of a workload.
+pub trait Workload: Send + Sync {
+    /// Run the sending side to completion.
+    ///
+    /// # Errors
+    /// An I/O error from the transport.
+    fn sender(&self, side: Side) -> io::Result<SideReport>;
+    /// Run the receiving side to completion.
+    ///
+    /// # Errors
+    /// An I/O error from the transport.
+    fn receiver(&self, side: Side) -> io::Result<SideReport>;
+}
