@@ -194,9 +194,8 @@ pub fn max_message(transport: TransportKind, sndbuf: Option<u64>) -> Option<(u64
             ))
         }
         TransportKind::Mq => {
-            let root = nix::unistd::geteuid().is_root();
             let max = sysctl("fs.mqueue.msgsize_max").unwrap_or(8192);
-            if root {
+            if has_cap_sys_resource() {
                 Some((16 << 20, "a message queue message is at most 16 MiB (the kernel's HARD_MSGSIZEMAX)".into()))
             } else {
                 Some((
@@ -207,6 +206,22 @@ pub fn max_message(transport: TransportKind, sndbuf: Option<u64>) -> Option<(u64
         }
         _ => None,
     }
+}
+
+/// Whether this process may exceed message-queue limits (CAP_SYS_RESOURCE, bit 24 of
+/// CapEff in /proc/self/status); being root is not enough inside many containers.
+fn has_cap_sys_resource() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let hex = s
+                .lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))?
+                .trim()
+                .to_string();
+            u64::from_str_radix(&hex, 16).ok()
+        })
+        .is_some_and(|caps| caps & (1 << 24) != 0)
 }
 
 /// Why `transport` cannot carry `size`-byte messages, if it cannot.

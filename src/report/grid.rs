@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use super::{Report, ScenarioResult};
 use crate::measure::units::{format_bits_per_second, format_bytes, format_per_second};
 use crate::plan::{Layout, SUITE_SIZES};
+use crate::transport::TransportKind;
 
 /// Column alignment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -237,11 +238,10 @@ fn notes(report: &Report, g: &mut Grid) {
     }
     for (kind, list) in by_kind {
         if list.len() > 3 {
-            let labels: Vec<_> = list.iter().map(|(l, _)| l.as_str()).collect();
             g.notes.push(format!(
-                "warning ({kind}) in {} scenarios: {}. For example, {}: {}",
+                "warning ({kind}) in {} of {} scenarios (each is listed in the JSON report). For example, {}: {}",
                 list.len(),
-                labels.join(", "),
+                report.results.len(),
                 list[0].0,
                 list[0].1
             ));

@@ -29,6 +29,8 @@ use nix::unistd::ftruncate;
 
 const LINE: usize = 128;
 const HEADER: usize = 4 * LINE;
+/// Large copies are published in pieces of this size so the two sides overlap.
+const PIECE: usize = 32 << 10;
 const PRODUCER_CLOSED: u32 = 1;
 const CONSUMER_CLOSED: u32 = 2;
 
@@ -174,9 +176,9 @@ struct Backoff(u32);
 impl Backoff {
     fn wait(&mut self) {
         self.0 += 1;
-        if self.0 < 256 {
+        if self.0 < 1 << 14 {
             std::hint::spin_loop();
-        } else if self.0 < 512 {
+        } else if self.0 < (1 << 14) + 256 {
             std::thread::yield_now();
         } else {
             std::thread::sleep(Duration::from_micros(50));
@@ -219,9 +221,12 @@ impl Producer {
             backoff.wait();
         };
         let n = (free as usize).min(src.len());
-        self.map.copy_in(self.head, &src[..n]);
-        self.head += n as u64;
-        hdr.head.0.store(self.head, Ordering::Release);
+        // Publish in pieces so the consumer copies out while we copy in.
+        for piece in src[..n].chunks(PIECE) {
+            self.map.copy_in(self.head, piece);
+            self.head += piece.len() as u64;
+            hdr.head.0.store(self.head, Ordering::Release);
+        }
         Ok(n)
     }
 
@@ -282,9 +287,11 @@ impl Consumer {
             backoff.wait();
         };
         let n = (avail as usize).min(dst.len());
-        self.map.copy_out(self.tail, &mut dst[..n]);
-        self.tail += n as u64;
-        hdr.tail.0.store(self.tail, Ordering::Release);
+        for piece in dst[..n].chunks_mut(PIECE) {
+            self.map.copy_out(self.tail, piece);
+            self.tail += piece.len() as u64;
+            hdr.tail.0.store(self.tail, Ordering::Release);
+        }
         n
     }
 }

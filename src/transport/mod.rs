@@ -35,6 +35,8 @@ pub enum TransportKind {
     UnixDgram,
     /// Unix-domain sequenced-packet socket (`SOCK_SEQPACKET`).
     UnixSeqpacket,
+    /// A connected pair of Unix stream sockets (`socketpair`), no file-system name.
+    Socketpair,
     /// TCP over IPv4 (127.0.0.1 unless `--bind`/`--connect` say otherwise).
     Tcp,
     /// TCP over IPv6 (::1 by default).
@@ -47,8 +49,6 @@ pub enum TransportKind {
     Pipe,
     /// A named pipe (`mkfifo`) in the run's private directory.
     Fifo,
-    /// A connected pair of Unix stream sockets (`socketpair`), no file-system name.
-    Socketpair,
     /// A POSIX message queue (`mq_open`).
     Mq,
     /// A shared-memory ring: no kernel in the data path, the reference for copy cost.
