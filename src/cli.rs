@@ -96,9 +96,10 @@ pub struct StreamArgs {
     #[arg(short, long, value_name = "LIST", default_value = "unix")]
     pub transport: String,
     /// Message sizes: a list (1,64,4K,64K,1M) or a range of powers of two (1..64M).
-    /// Suffixes K, M, G are binary (4K = 4096 bytes).
-    #[arg(short, long, value_name = "LIST|RANGE", default_value = "64K")]
-    pub size: String,
+    /// Suffixes K, M, G are binary (4K = 4096 bytes). Default: 64K, but 1472 for udp and
+    /// udp6 (a datagram that fits a 1500-byte Ethernet MTU) and 8K for mq.
+    #[arg(short, long, value_name = "LIST|RANGE")]
+    pub size: Option<String>,
     /// How long each measured run sends (2, 500ms, 1.5s).
     #[arg(short, long, value_name = "TIME", conflicts_with_all = ["count", "bytes"])]
     pub duration: Option<String>,

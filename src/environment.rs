@@ -22,7 +22,7 @@ const SYSCTLS: [&str; 11] = [
 ];
 
 /// Where a run happened.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Environment {
     /// `uname -sr` and build string.
     pub kernel: String,

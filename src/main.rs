@@ -66,6 +66,13 @@ fn main() -> ExitCode {
         eprintln!("sockbench: error: {e:#}");
         return ExitCode::from(FAILED);
     }
+    for r in report.results.iter().filter(|r| r.error.is_some()) {
+        eprintln!(
+            "sockbench: error: {}: {}",
+            r.label(),
+            r.error.as_deref().unwrap_or_default()
+        );
+    }
     if let Some(e) = &report.error {
         eprintln!("sockbench: error: {e}");
     }

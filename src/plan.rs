@@ -65,7 +65,7 @@ pub struct Scenario {
 }
 
 /// A combination left out of a multi-transport plan, with the reason.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema)]
 pub struct Skipped {
     /// The transport.
     pub transport: TransportKind,
@@ -222,6 +222,15 @@ fn has_cap_sys_resource() -> bool {
             u64::from_str_radix(&hex, 16).ok()
         })
         .is_some_and(|caps| caps & (1 << 24) != 0)
+}
+
+/// The message size when `--size` is not given.
+pub fn default_size(transport: TransportKind) -> u64 {
+    match transport {
+        TransportKind::Udp | TransportKind::Udp6 => 1472,
+        TransportKind::Mq => 8 << 10,
+        _ => 64 << 10,
+    }
 }
 
 /// Why `transport` cannot carry `size`-byte messages, if it cannot.
@@ -404,13 +413,17 @@ impl Plan {
     fn stream(a: &StreamArgs, output: Output) -> Result<Plan, PlanError> {
         let (transports, all) = parse_transports(&a.transport)?;
         let engines = parse_engines(&a.engine)?;
-        let sizes = parse_size_list(&a.size).map_err(|e| invalid(format!("--size: {e}")))?;
-        if let Some(&s) = sizes.iter().find(|&&s| s == 0) {
+        let sizes = match &a.size {
+            Some(text) => Some(parse_size_list(text).map_err(|e| invalid(format!("--size: {e}")))?),
+            None => None,
+        };
+        let given = sizes.clone().unwrap_or_default();
+        if let Some(&s) = given.iter().find(|&&s| s == 0) {
             return Err(invalid(format!(
                 "--size {s}: a message must be at least 1 byte"
             )));
         }
-        if let Some(&s) = sizes.iter().find(|&&s| s > MAX_SIZE) {
+        if let Some(&s) = given.iter().find(|&&s| s > MAX_SIZE) {
             return Err(invalid(format!(
                 "--size {}: the largest message size is {}",
                 format_bytes(s),
@@ -477,16 +490,12 @@ impl Plan {
             ));
         }
         if let Some(b) = bind {
-            if b.port() != 0
-                && (a.parallel > 1 || a.runs > 1 || !warmup.is_zero() || sizes.len() > 1)
-            {
-                // Each connection binds anew; a fixed port is reused in sequence, which is
-                // fine, but parallel streams would collide.
-                if a.parallel > 1 {
-                    return Err(invalid(
-                        "--bind with a fixed port cannot serve --parallel streams: use port 0",
-                    ));
-                }
+            // Each connection binds anew: a fixed port is reused in sequence, which is fine,
+            // but parallel streams would collide.
+            if b.port() != 0 && a.parallel > 1 {
+                return Err(invalid(
+                    "--bind with a fixed port cannot serve --parallel streams: use port 0",
+                ));
             }
             for &t in transports.iter().filter(|t| t.is_ip()) {
                 if b.is_ipv6() != t.is_ipv6() && !all {
@@ -528,6 +537,9 @@ impl Plan {
                 }
                 let fam_mismatch =
                     bind.is_some_and(|b| transport.is_ip() && b.is_ipv6() != transport.is_ipv6());
+                let sizes = sizes
+                    .clone()
+                    .unwrap_or_else(|| vec![default_size(transport)]);
                 for &size in &sizes {
                     if fam_mismatch {
                         plan.skipped.push(Skipped {

@@ -16,7 +16,19 @@ use serde::Serialize;
 use crate::transport::{Conn, TransportKind};
 
 /// The engine the user selects.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, ValueEnum)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    ValueEnum,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum EngineKind {
     /// Blocking system calls, one thread per side (the classic `blocking-sync` mode).

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 /// Summary of one figure over the measured runs.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Summary {
     /// Number of runs.
     pub runs: usize,

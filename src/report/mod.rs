@@ -30,7 +30,7 @@ use crate::workload::WorkloadKind;
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// The whole report.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Report {
     /// Version of this shape.
     pub schema_version: u32,
@@ -56,7 +56,7 @@ pub struct Report {
 }
 
 /// Name and version of the tool.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Tool {
     /// Always "sockbench".
     pub name: &'static str,
@@ -65,7 +65,7 @@ pub struct Tool {
 }
 
 /// The options that shaped a scenario.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct ScenarioOptions {
     /// Measured time per run, when the run was timed.
     pub duration_seconds: Option<f64>,
@@ -90,7 +90,7 @@ pub struct ScenarioOptions {
 }
 
 /// CPU and timing of one side (all its threads, with `--parallel`).
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct SideFigures {
     /// Length of this side's measured interval (the longest of its threads).
     pub duration_seconds: f64,
@@ -109,7 +109,7 @@ pub struct SideFigures {
 }
 
 /// The figures of one measured run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct RunFigures {
     /// The receiver's measured interval: from the start to its last byte.
     pub duration_seconds: f64,
@@ -144,7 +144,7 @@ pub struct RunFigures {
 }
 
 /// Statistics across the measured runs of a scenario.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Statistics {
     /// Received bits per second.
     pub bits_per_second: Summary,
@@ -153,7 +153,7 @@ pub struct Statistics {
 }
 
 /// One scenario's result.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct ScenarioResult {
     /// The workload.
     pub workload: WorkloadKind,
@@ -196,7 +196,7 @@ pub struct ScenarioResult {
 }
 
 /// A warning attached to a scenario.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Warning {
     /// A stable identifier: `unstable`, `buffer-clamped`, `cpu-saturated`, `datagram-loss`.
     pub kind: &'static str,

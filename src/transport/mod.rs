@@ -26,7 +26,19 @@ use clap::ValueEnum;
 use serde::Serialize;
 
 /// The transport the user selects.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, ValueEnum)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    ValueEnum,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum TransportKind {
     /// Unix-domain stream socket (`SOCK_STREAM`) on a socket file.

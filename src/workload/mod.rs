@@ -21,7 +21,7 @@ use crate::measure::cpu::ThreadCpu;
 use crate::transport::Conn;
 
 /// The workload the user selects.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, ValueEnum, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum WorkloadKind {
     /// One-way bulk transfer.

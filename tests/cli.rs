@@ -1,0 +1,166 @@
+//! Bad input: every usage error exits 2 with a message that says what to try, before
+//! anything runs; runtime failures exit 1.
+
+mod common;
+
+use common::Sandbox;
+use predicates::prelude::*;
+
+fn usage_error(args: &[&str], expect: &str) {
+    let sb = Sandbox::new();
+    sb.cmd()
+        .args(args)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(expect))
+        .stdout(predicate::str::is_empty());
+    assert!(
+        sb.leftovers().is_empty(),
+        "left behind: {:?}",
+        sb.leftovers()
+    );
+}
+
+#[test]
+fn fails_for_unknown_transport() {
+    usage_error(
+        &["stream", "-t", "carrier-pigeon"],
+        "unknown transport 'carrier-pigeon': choose from unix",
+    );
+}
+
+#[test]
+fn fails_for_unknown_engine() {
+    usage_error(&["stream", "-e", "warp"], "unknown engine 'warp'");
+}
+
+#[test]
+fn fails_for_size_that_is_not_a_number() {
+    usage_error(&["stream", "--size", "abc"], "invalid size 'abc'");
+}
+
+#[test]
+fn fails_for_size_zero() {
+    usage_error(&["stream", "--size", "0"], "at least 1 byte");
+}
+
+#[test]
+fn fails_for_udp_datagram_over_the_ip_limit() {
+    usage_error(&["stream", "-t", "udp", "-s", "64K"], "at most 65507 bytes");
+}
+
+#[test]
+fn fails_for_unix_dgram_over_the_send_buffer_and_names_the_sysctl() {
+    usage_error(
+        &["stream", "-t", "unix-dgram", "-s", "1M"],
+        "net.core.wmem_default",
+    );
+}
+
+#[test]
+fn fails_for_mq_over_msgsize_max_and_names_the_sysctl() {
+    // 32 MiB is over even the privileged hard limit (16 MiB).
+    usage_error(&["stream", "-t", "mq", "-s", "32M"], "too large for mq");
+}
+
+#[test]
+fn fails_for_unix_path_over_107_bytes() {
+    let sb = Sandbox::new();
+    let long = sb.path().join("d".repeat(100));
+    std::fs::create_dir(&long).unwrap();
+    sb.cmd()
+        .args(["stream", "-t", "unix", "--path"])
+        .arg(&long)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("107-byte limit"));
+}
+
+#[test]
+fn fails_for_conflicting_stop_conditions() {
+    usage_error(
+        &["stream", "--duration", "1", "--count", "10"],
+        "cannot be used with",
+    );
+}
+
+#[test]
+fn fails_for_options_that_do_not_apply() {
+    usage_error(
+        &["stream", "-t", "unix", "--nodelay"],
+        "--nodelay applies to tcp",
+    );
+    usage_error(
+        &["stream", "-t", "pipe", "--bind", "127.0.0.1"],
+        "--bind/--connect apply to tcp",
+    );
+    usage_error(
+        &["stream", "-t", "tcp6", "--bind", "127.0.0.1"],
+        "IPv4 but tcp6 is IPv6",
+    );
+    usage_error(&["stream", "--runs", "0"], "--runs must be at least 1");
+    usage_error(&["stream", "--cpus", "0,999"], "invalid --cpus");
+    usage_error(&["stream", "--duration", "soon"], "invalid duration 'soon'");
+}
+
+#[test]
+fn fails_for_unknown_format() {
+    usage_error(&["--format", "xml"], "invalid value 'xml'");
+}
+
+#[test]
+fn port_in_use_is_a_runtime_failure_that_names_the_port() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port();
+    let sb = Sandbox::new();
+    sb.cmd()
+        .args(["stream", "-t", "tcp", "-d", "0.1", "-w", "0", "--bind"])
+        .arg(format!("127.0.0.1:{port}"))
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(format!(
+            "port {port} on 127.0.0.1 is already in use"
+        )));
+}
+
+#[test]
+fn failed_run_still_writes_valid_json_with_the_error() {
+    let busy = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port();
+    let sb = Sandbox::new();
+    let out = sb
+        .cmd()
+        .args([
+            "stream", "-t", "udp", "-s", "1K", "-d", "0.1", "-w", "0", "--format", "json", "-q",
+            "--bind",
+        ])
+        .arg(format!("127.0.0.1:{port}"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["error"]
+        .as_str()
+        .unwrap()
+        .contains("1 of 1 scenarios failed"));
+    assert!(v["results"][0]["error"]
+        .as_str()
+        .unwrap()
+        .contains("already in use"));
+    assert!(v["results"][0]["bits_per_second"].is_null());
+}
+
+#[test]
+fn help_teaches_with_examples() {
+    let sb = Sandbox::new();
+    sb.cmd()
+        .args(["stream", "--help"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Examples:").and(predicate::str::contains("--transport")));
+    sb.cmd()
+        .arg("--version")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(env!("CARGO_PKG_VERSION")));
+}

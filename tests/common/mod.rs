@@ -1,0 +1,91 @@
+//! Shared helpers for the CLI tests: run the built binary in an isolated temporary
+//! directory (TMPDIR and XDG_RUNTIME_DIR point into it) so each test can check that
+//! nothing was left behind.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+/// A sandbox directory for one test.
+pub struct Sandbox {
+    pub dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    pub fn new() -> Sandbox {
+        Sandbox {
+            dir: tempfile::Builder::new()
+                .prefix("sbt")
+                .tempdir_in("/tmp")
+                .unwrap(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The sockbench command, with its temporary directories inside the sandbox.
+    pub fn cmd(&self) -> Command {
+        let mut c = Command::cargo_bin("sockbench").unwrap();
+        c.env("TMPDIR", self.path())
+            .env("XDG_RUNTIME_DIR", self.path())
+            .env_remove("RUST_BACKTRACE");
+        c
+    }
+
+    /// Files and directories left in the sandbox (none is the goal).
+    pub fn leftovers(&self) -> Vec<String> {
+        std::fs::read_dir(self.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.ends_with(".json") && !n.ends_with(".csv") && !n.ends_with(".md"))
+            .collect()
+    }
+}
+
+/// Shared-memory objects sockbench left in /dev/shm.
+pub fn shm_leftovers() -> Vec<String> {
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("sockbench-") && !n.starts_with("sockbench-test"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Run sockbench with `args` plus `--format json -q`, expect success, parse stdout.
+pub fn json(sb: &Sandbox, args: &[&str]) -> Value {
+    let out = sb
+        .cmd()
+        .args(args)
+        .args(["--format", "json", "-q"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "sockbench {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
+}
+
+/// Unsigned integer at a JSON pointer.
+pub fn u(v: &Value, ptr: &str) -> u64 {
+    v.pointer(ptr)
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("{ptr} missing in {v}"))
+}
+
+/// Float at a JSON pointer.
+pub fn f(v: &Value, ptr: &str) -> f64 {
+    v.pointer(ptr)
+        .and_then(Value::as_f64)
+        .unwrap_or_else(|| panic!("{ptr} missing in {v}"))
+}
