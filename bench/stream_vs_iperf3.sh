@@ -25,6 +25,10 @@
 #   PORT            iperf3 server port on 127.0.0.1 (default 5299; a free one is
 #                   picked if it is taken)
 #   MEMCPY_SECONDS  seconds per memcpy measurement (default 2)
+#   NO_BUILD        1 = skip `cargo build` and use target/release/sockbench as it is
+#
+# Run it on an otherwise idle machine: any other load (a compile, a test run)
+# shows up in both tools' throughput and CPU figures.
 #
 # With the defaults it takes about 2.5 minutes on a 2-core machine
 # (iperf3 comparison: 2 sizes x 5 rounds x 2 tools x ~3.3 s; copy limit:
@@ -74,10 +78,14 @@ if ! command -v iperf3 >/dev/null; then
     command -v iperf3 >/dev/null || die "iperf3 installation failed"
 fi
 
-echo "building sockbench (release)..." >&2
-if ! cargo build --release --locked -q >"$TMP/build.log" 2>&1; then
-    cat "$TMP/build.log" >&2
-    die "cargo build --release --locked failed"
+if [[ ${NO_BUILD:-0} == 1 ]]; then
+    echo "NO_BUILD=1: using $BIN as it is" >&2
+else
+    echo "building sockbench (release)..." >&2
+    if ! cargo build --release --locked -q >"$TMP/build.log" 2>&1; then
+        cat "$TMP/build.log" >&2
+        die "cargo build --release --locked failed (NO_BUILD=1 uses the existing binary)"
+    fi
 fi
 [[ -x $BIN ]] || die "$BIN not found after build"
 

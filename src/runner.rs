@@ -345,6 +345,7 @@ fn side_figures(sides: &[SideReport], bytes: u64) -> SideFigures {
     let total = cpu.total().as_secs_f64();
     SideFigures {
         duration_seconds: secs,
+        cpu_seconds: total,
         cpu_user_seconds: cpu.user.as_secs_f64(),
         cpu_system_seconds: cpu.system.as_secs_f64(),
         cpu_utilization: if secs > 0.0 { total / secs } else { 0.0 },

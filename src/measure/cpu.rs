@@ -17,20 +17,30 @@ pub struct ThreadCpu {
     pub voluntary_switches: u64,
     /// Involuntary context switches (preemptions).
     pub involuntary_switches: u64,
+    /// Total CPU time from `CLOCK_THREAD_CPUTIME_ID`: exact to the nanosecond, whereas the
+    /// user/system split comes from tick sampling and moves in steps.
+    pub exact: Duration,
 }
 
 impl ThreadCpu {
     /// Read the calling thread's counters. Returns zeros if the kernel refuses (never on
     /// Linux), so a measurement is never lost to this.
     pub fn now() -> ThreadCpu {
+        let exact = nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
+            .map(|t| Duration::new(t.tv_sec().max(0) as u64, t.tv_nsec().max(0) as u32))
+            .unwrap_or_default();
         match getrusage(UsageWho::RUSAGE_THREAD) {
             Ok(u) => ThreadCpu {
                 user: tv(u.user_time()),
                 system: tv(u.system_time()),
                 voluntary_switches: u.voluntary_context_switches().max(0) as u64,
                 involuntary_switches: u.involuntary_context_switches().max(0) as u64,
+                exact,
             },
-            Err(_) => ThreadCpu::default(),
+            Err(_) => ThreadCpu {
+                exact,
+                ..ThreadCpu::default()
+            },
         }
     }
 
@@ -45,6 +55,7 @@ impl ThreadCpu {
             involuntary_switches: self
                 .involuntary_switches
                 .saturating_sub(earlier.involuntary_switches),
+            exact: self.exact.saturating_sub(earlier.exact),
         }
     }
 
@@ -55,12 +66,13 @@ impl ThreadCpu {
             system: self.system + other.system,
             voluntary_switches: self.voluntary_switches + other.voluntary_switches,
             involuntary_switches: self.involuntary_switches + other.involuntary_switches,
+            exact: self.exact + other.exact,
         }
     }
 
-    /// User plus system time.
+    /// Total CPU time (user + system), from the exact clock.
     pub fn total(&self) -> Duration {
-        self.user + self.system
+        self.exact
     }
 }
 

@@ -94,11 +94,15 @@ pub struct ScenarioOptions {
 pub struct SideFigures {
     /// Length of this side's measured interval (the longest of its threads).
     pub duration_seconds: f64,
-    /// User CPU of this side's threads over their intervals.
+    /// CPU time (user + system) of this side's threads over their intervals, exact
+    /// (`CLOCK_THREAD_CPUTIME_ID`).
+    pub cpu_seconds: f64,
+    /// User CPU as the kernel's tick sampling attributes it (`getrusage`; coarse on
+    /// short runs).
     pub cpu_user_seconds: f64,
-    /// System CPU of this side's threads over their intervals.
+    /// System CPU as the kernel's tick sampling attributes it (`getrusage`).
     pub cpu_system_seconds: f64,
-    /// CPU seconds per second of interval (1.0 = one core busy the whole time).
+    /// `cpu_seconds` per second of interval (1.0 = one core busy the whole time).
     pub cpu_utilization: f64,
     /// CPU seconds (user + system) per 10^9 payload bytes; null if nothing moved.
     pub cpu_seconds_per_gb: Option<f64>,
