@@ -1,0 +1,194 @@
+//! Output formats and exports: table, CSV, Markdown, JSON to stdout and to files, and the
+//! suite's matrix layout.
+
+mod common;
+
+use common::Sandbox;
+use predicates::prelude::*;
+
+fn run(sb: &Sandbox, args: &[&str]) -> String {
+    let out = sb.cmd().args(args).arg("-q").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn table_reads_with_human_units() {
+    let sb = Sandbox::new();
+    let out = run(
+        &sb,
+        &[
+            "stream", "-t", "tcp,pipe", "-s", "4K", "-n", "500", "-w", "0",
+        ],
+    );
+    assert!(
+        out.contains("transport") && out.contains("throughput"),
+        "{out}"
+    );
+    assert!(out.contains("4 KiB"), "{out}");
+    assert!(out.contains("bit/s"), "{out}");
+    assert!(out.lines().any(|l| l.contains("tcp")) && out.lines().any(|l| l.contains("pipe")));
+}
+
+#[test]
+fn csv_has_one_row_per_scenario_with_exact_values() {
+    let sb = Sandbox::new();
+    let out = run(
+        &sb,
+        &[
+            "stream", "-t", "unix,shm", "-s", "1K,2K", "-n", "100", "-w", "0", "--format", "csv",
+        ],
+    );
+    let mut rdr = csv::Reader::from_reader(out.as_bytes());
+    let headers = rdr.headers().unwrap().clone();
+    assert_eq!(&headers[0], "workload");
+    let rows: Vec<_> = rdr.records().map(Result::unwrap).collect();
+    assert_eq!(rows.len(), 4);
+    let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
+    for r in &rows {
+        let size: u64 = r[col("size_bytes")].parse().unwrap();
+        assert_eq!(r[col("bytes_sent")].parse::<u64>().unwrap(), 100 * size);
+        assert!(r[col("bits_per_second")].parse::<f64>().unwrap() > 0.0);
+    }
+}
+
+#[test]
+fn markdown_is_a_pipe_table() {
+    let sb = Sandbox::new();
+    let out = run(
+        &sb,
+        &[
+            "stream",
+            "-t",
+            "socketpair",
+            "-n",
+            "50",
+            "-w",
+            "0",
+            "--format",
+            "markdown",
+        ],
+    );
+    let lines: Vec<_> = out.lines().collect();
+    assert!(lines[0].starts_with("| transport |"), "{out}");
+    assert!(lines[1].contains("---"));
+    assert!(lines[2].starts_with("| socketpair |"));
+}
+
+#[test]
+fn exports_write_every_format_to_files_and_json_to_stdout() {
+    let sb = Sandbox::new();
+    let (j, c, m) = (
+        sb.path().join("r.json"),
+        sb.path().join("r.csv"),
+        sb.path().join("r.md"),
+    );
+    let out = sb
+        .cmd()
+        .args([
+            "stream",
+            "-t",
+            "pipe",
+            "-n",
+            "50",
+            "-w",
+            "0",
+            "-q",
+            "--export-json",
+        ])
+        .arg(&j)
+        .arg("--export-csv")
+        .arg(&c)
+        .arg("--export-markdown")
+        .arg(&m)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&j).unwrap()).unwrap();
+    assert_eq!(v["results"][0]["transport"], "pipe");
+    assert!(std::fs::read_to_string(&c).unwrap().lines().count() == 2);
+    assert!(std::fs::read_to_string(&m).unwrap().contains("| pipe |"));
+    // `-` sends an export to stdout after the table.
+    sb.cmd()
+        .args([
+            "stream",
+            "-t",
+            "pipe",
+            "-n",
+            "50",
+            "-w",
+            "0",
+            "-q",
+            "--export-json",
+            "-",
+        ])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("\"schema_version\": 1")
+                .and(predicate::str::contains("throughput")),
+        );
+}
+
+#[test]
+fn export_to_a_missing_directory_is_a_clear_runtime_error() {
+    let sb = Sandbox::new();
+    sb.cmd()
+        .args([
+            "stream",
+            "-t",
+            "pipe",
+            "-n",
+            "10",
+            "-w",
+            "0",
+            "-q",
+            "--export-json",
+            "/nonexistent/dir/r.json",
+        ])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "cannot write /nonexistent/dir/r.json",
+        ));
+}
+
+#[test]
+fn suite_is_a_matrix_with_the_fastest_transport_per_size() {
+    let sb = Sandbox::new();
+    let out = run(
+        &sb,
+        &["suite", "-d", "0.05", "-w", "0", "-t", "unix,udp,shm"],
+    );
+    let header = out.lines().nth(1).unwrap();
+    for size in ["64 B", "4 KiB", "64 KiB", "1 MiB"] {
+        assert!(header.contains(size), "{out}");
+    }
+    let udp = out.lines().find(|l| l.contains("│ udp")).unwrap();
+    assert_eq!(
+        udp.matches("n/a").count(),
+        2,
+        "udp cannot carry 64 KiB or 1 MiB: {udp}"
+    );
+    assert!(out.contains("Fastest: 64 B"), "{out}");
+    assert!(out.contains("Fastest through the kernel: 64 B"), "{out}");
+    assert!(out.contains("65507"), "the n/a cells are explained: {out}");
+}
+
+#[test]
+fn suite_json_has_every_cell_or_a_skip_reason() {
+    let sb = Sandbox::new();
+    let v = common::json(&sb, &["suite", "-d", "0.05", "-w", "0", "-t", "pipe,udp6"]);
+    let results = v["results"].as_array().unwrap().len();
+    let skipped = v["skipped"].as_array().unwrap().len();
+    assert_eq!(results + skipped, 8);
+    assert!(v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["bytes_sent"] == r["bytes_received"] || r["transport"] == "udp6"));
+}

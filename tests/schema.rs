@@ -1,0 +1,103 @@
+//! The JSON report matches schema/report.schema.json: the committed schema is the one the
+//! code generates (regenerate with `UPDATE_SCHEMA=1 cargo test --test schema`), and real
+//! output validates against it, including a failed run's output.
+
+mod common;
+
+use common::Sandbox;
+
+const SCHEMA_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/schema/report.schema.json");
+
+fn generated() -> String {
+    let schema = schemars::schema_for!(sockbench::report::Report);
+    serde_json::to_string_pretty(&schema).unwrap() + "\n"
+}
+
+#[test]
+fn committed_schema_is_up_to_date() {
+    let now = generated();
+    if std::env::var_os("UPDATE_SCHEMA").is_some() {
+        std::fs::write(SCHEMA_PATH, &now).unwrap();
+    }
+    let committed = std::fs::read_to_string(SCHEMA_PATH).unwrap_or_default();
+    assert!(
+        committed == now,
+        "schema/report.schema.json is stale: run `UPDATE_SCHEMA=1 cargo test --test schema` and bump \
+         SCHEMA_VERSION if the change is incompatible"
+    );
+}
+
+fn validate(doc: &serde_json::Value) {
+    let schema: serde_json::Value = serde_json::from_str(&generated()).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "report does not match the schema: {errors:#?}"
+    );
+}
+
+#[test]
+fn real_output_validates_against_the_schema() {
+    let sb = Sandbox::new();
+    let out = sb
+        .cmd()
+        .args([
+            "stream",
+            "-t",
+            "tcp,udp,shm",
+            "-s",
+            "1K",
+            "-n",
+            "300",
+            "--runs",
+            "2",
+            "-w",
+            "0",
+            "--format",
+            "json",
+            "-q",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["schema_version"], 1);
+    assert_eq!(doc["tool"]["name"], "sockbench");
+    assert!(doc["command"].as_array().unwrap().len() > 3);
+    assert!(doc["environment"]["sysctls"]["net.core.wmem_max"].is_string());
+    validate(&doc);
+    // The schema has teeth: a negative counter or a missing figure is rejected.
+    let schema: serde_json::Value = serde_json::from_str(&generated()).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let mut bad = doc.clone();
+    bad["results"][0]["bytes_sent"] = serde_json::json!(-1);
+    assert!(!validator.is_valid(&bad));
+    let mut bad = doc.clone();
+    bad["results"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("transport");
+    assert!(!validator.is_valid(&bad));
+}
+
+#[test]
+fn failed_run_output_validates_too() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let bind = busy.local_addr().unwrap().to_string();
+    let sb = Sandbox::new();
+    let out = sb
+        .cmd()
+        .args([
+            "stream", "-t", "tcp", "-n", "10", "-w", "0", "--format", "json", "-q", "--bind", &bind,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(doc["error"].is_string());
+    validate(&doc);
+}
