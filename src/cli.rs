@@ -49,7 +49,7 @@ pub enum Command {
 
 Throughput is what the receiver got over its own interval (from the start until its last
 byte, including draining the buffers), so it is never more than what was delivered.")]
-    Stream(StreamArgs),
+    Stream(Box<StreamArgs>),
     /// The default suite (what plain `sockbench` runs): every local transport at 64 B,
     /// 4 KiB, 64 KiB and 1 MiB, one table with the fastest transport at each size.
     Suite(SuiteArgs),

@@ -290,13 +290,11 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let write = || -> std::io::Result<()> {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_data()?;
         std::fs::rename(&tmp, path)
     };
     write()
-        .map_err(|e| {
+        .inspect_err(|_| {
             let _ = std::fs::remove_file(&tmp);
-            e
         })
         .with_context(|| {
             format!(

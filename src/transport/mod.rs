@@ -254,7 +254,7 @@ pub(crate) struct SocketConn {
 }
 
 impl SocketConn {
-    pub(crate) fn new(sock: socket2::Socket, end_with_empty_message: bool) -> Box<dyn Conn> {
+    pub(crate) fn boxed(sock: socket2::Socket, end_with_empty_message: bool) -> Box<dyn Conn> {
         Box::new(SocketConn {
             sock,
             end_with_empty_message,

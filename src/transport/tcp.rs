@@ -87,8 +87,8 @@ pub fn pair(ipv6: bool, opts: &TransportOptions) -> anyhow::Result<Pair> {
     info.mss_bytes = sender.mss().ok().map(u64::from);
     info.endpoint = Some(target.to_string());
     Ok(Pair {
-        sender: SocketConn::new(sender, false),
-        receiver: SocketConn::new(receiver, false),
+        sender: SocketConn::boxed(sender, false),
+        receiver: SocketConn::boxed(receiver, false),
         info,
     })
 }

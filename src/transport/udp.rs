@@ -41,8 +41,8 @@ pub fn pair(ipv6: bool, opts: &TransportOptions) -> anyhow::Result<Pair> {
     let mut info = granted_buffers(&sender, &receiver);
     info.endpoint = Some(target.to_string());
     Ok(Pair {
-        sender: SocketConn::new(sender, true),
-        receiver: SocketConn::new(receiver, true),
+        sender: SocketConn::boxed(sender, true),
+        receiver: SocketConn::boxed(receiver, true),
         info,
     })
 }

@@ -58,8 +58,8 @@ fn connected(
     let mut info = granted_buffers(&sender, &receiver);
     info.endpoint = Some(path.display().to_string());
     Ok(Pair {
-        sender: SocketConn::new(sender, end_with_empty),
-        receiver: SocketConn::new(receiver, end_with_empty),
+        sender: SocketConn::boxed(sender, end_with_empty),
+        receiver: SocketConn::boxed(receiver, end_with_empty),
         info,
     })
 }
@@ -92,8 +92,8 @@ pub fn socketpair(opts: &TransportOptions) -> anyhow::Result<Pair> {
     apply_buffers(&receiver, opts).context("cannot set socket buffer sizes")?;
     let info = granted_buffers(&sender, &receiver);
     Ok(Pair {
-        sender: SocketConn::new(sender, false),
-        receiver: SocketConn::new(receiver, false),
+        sender: SocketConn::boxed(sender, false),
+        receiver: SocketConn::boxed(receiver, false),
         info,
     })
 }
