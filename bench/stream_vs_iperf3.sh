@@ -26,6 +26,7 @@
 #                   picked if it is taken)
 #   MEMCPY_SECONDS  seconds per memcpy measurement (default 2)
 #   NO_BUILD        1 = skip `cargo build` and use target/release/sockbench as it is
+#   RAW_DIR         if set, every raw JSON report (sockbench and iperf3) is copied there on exit
 #
 # Run it on an otherwise idle machine: any other load (a compile, a test run)
 # shows up in both tools' throughput and CPU figures.
@@ -62,6 +63,9 @@ cleanup() {
         for _ in $(seq 1 20); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
         kill -9 "$SERVER_PID" 2>/dev/null || true
         wait "$SERVER_PID" 2>/dev/null || true
+    fi
+    if [[ -n ${RAW_DIR:-} ]]; then
+        mkdir -p "$RAW_DIR" && cp "$TMP"/*.json "$RAW_DIR"/ 2>/dev/null || true
     fi
     rm -rf "$TMP"
 }
