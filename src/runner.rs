@@ -316,6 +316,14 @@ impl<'a> Runner<'a> {
         if senders.iter().any(|s| s.interrupted) {
             return Err(RunError::Interrupted);
         }
+        // Socket buffers as they ended up (TCP autotuning grows them during the run).
+        let mut link = link;
+        if let Some(s) = senders.first().and_then(|s| s.socket_buffers.0) {
+            link.sndbuf_bytes = Some(s);
+        }
+        if let Some(r) = receivers.first().and_then(|r| r.socket_buffers.1) {
+            link.rcvbuf_bytes = Some(r);
+        }
         Ok(Raw {
             senders,
             receivers,
@@ -382,6 +390,7 @@ fn run_figures(sc: &Scenario, raw: &Raw) -> RunFigures {
         sndbuf_bytes: raw.link.sndbuf_bytes,
         rcvbuf_bytes: raw.link.rcvbuf_bytes,
         mss_bytes: raw.link.mss_bytes,
+        endpoint: raw.link.endpoint.clone(),
     }
 }
 
@@ -502,17 +511,21 @@ fn warnings(sc: &Scenario, r: &ScenarioResult) -> Vec<Warning> {
             first.rcvbuf_bytes,
             "net.core.rmem_max",
         ));
-        for (name, side) in [("sender", &first.sender), ("receiver", &first.receiver)] {
-            let per_thread = side.cpu_utilization / sc.parallel as f64;
-            if per_thread >= SATURATED {
-                out.push(Warning {
-                    kind: "cpu-saturated",
-                    message: format!(
-                        "the {name} kept {:.0}% of a core busy: the figure is bounded by CPU, not by the transport",
-                        per_thread * 100.0
-                    ),
-                });
-            }
+        let busy: Vec<String> = [("sender", &first.sender), ("receiver", &first.receiver)]
+            .into_iter()
+            .map(|(name, side)| (name, side.cpu_utilization / sc.parallel as f64))
+            .filter(|&(_, used)| used >= SATURATED)
+            .map(|(name, used)| format!("the {name} {:.0}%", used * 100.0))
+            .collect();
+        if !busy.is_empty() {
+            out.push(Warning {
+                kind: "cpu-saturated",
+                message: format!(
+                    "CPU-bound ({} of a core): the figure is a limit of the CPU and the kernel's code path, \
+                     not of the transport",
+                    busy.join(", ")
+                ),
+            });
         }
     }
     if let Some(lost) = r.messages_lost.filter(|&l| l > 0) {

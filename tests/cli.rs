@@ -164,3 +164,29 @@ fn help_teaches_with_examples() {
         .success()
         .stdout(predicate::str::contains(env!("CARGO_PKG_VERSION")));
 }
+
+#[test]
+fn unreachable_connect_address_is_a_runtime_failure_that_names_it() {
+    // The receiver listens on 127.0.0.1 only, so 127.0.0.2 refuses the connection.
+    let sb = Sandbox::new();
+    sb.cmd()
+        .args([
+            "stream",
+            "-t",
+            "tcp",
+            "-n",
+            "10",
+            "-w",
+            "0",
+            "--bind",
+            "127.0.0.1",
+            "--connect",
+            "127.0.0.2",
+        ])
+        .assert()
+        .code(1)
+        .stderr(
+            predicate::str::contains("cannot connect to 127.0.0.2:")
+                .and(predicate::str::contains("check --connect")),
+        );
+}

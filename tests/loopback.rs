@@ -293,3 +293,30 @@ fn user_path_directory_is_used_and_left_clean() {
         "socket files and FIFOs are removed"
     );
 }
+
+#[test]
+fn connect_reaches_the_receiver_through_another_local_address() {
+    let sb = Sandbox::new();
+    let v = json(
+        &sb,
+        &[
+            "stream",
+            "-t",
+            "tcp,udp",
+            "-s",
+            "1K",
+            "-n",
+            "100",
+            "-w",
+            "0",
+            "--bind",
+            "0.0.0.0",
+            "--connect",
+            "127.0.0.2",
+        ],
+    );
+    for r in v["results"].as_array().unwrap() {
+        let endpoint = r["runs"][0]["endpoint"].as_str().unwrap();
+        assert!(endpoint.starts_with("127.0.0.2:"), "{endpoint}");
+    }
+}

@@ -139,12 +139,17 @@ pub struct RunFigures {
     pub receiver: SideFigures,
     /// Machine-wide CPU over the run (null if /proc/stat is unreadable).
     pub system: Option<SystemCpu>,
-    /// Send buffer the kernel granted (SO_SNDBUF as read back, pipe size, ring size).
+    /// The sender's buffer as the kernel reports it at the end of the run: SO_SNDBUF read
+    /// back (after TCP autotuning; Linux counts bookkeeping, so it is double a requested
+    /// size), the pipe size, the ring size, or queue depth x message size for mq.
     pub sndbuf_bytes: Option<u64>,
-    /// Receive buffer the kernel granted (SO_RCVBUF as read back).
+    /// The receiver's SO_RCVBUF as the kernel reports it at the end of the run.
     pub rcvbuf_bytes: Option<u64>,
     /// TCP maximum segment size.
     pub mss_bytes: Option<u64>,
+    /// Where the receiver listened: address:port, socket path or object name (null for
+    /// pipe and socketpair).
+    pub endpoint: Option<String>,
 }
 
 /// Statistics across the measured runs of a scenario.

@@ -215,6 +215,11 @@ pub trait Conn: Send {
     }
     /// The descriptor, for engines that wait for readiness (`None` for `shm`).
     fn raw_fd(&self) -> Option<RawFd>;
+    /// Socket send and receive buffer sizes as the kernel reports them now (they grow
+    /// during a TCP run with autotuning); `None` where the transport has no such buffers.
+    fn socket_buffers(&self) -> (Option<u64>, Option<u64>) {
+        (None, None)
+    }
 }
 
 /// Both ends of a freshly opened transport.
@@ -281,6 +286,12 @@ impl Conn for SocketConn {
     }
     fn raw_fd(&self) -> Option<RawFd> {
         Some(self.sock.as_fd().as_raw_fd())
+    }
+    fn socket_buffers(&self) -> (Option<u64>, Option<u64>) {
+        (
+            self.sock.send_buffer_size().ok().map(|n| n as u64),
+            self.sock.recv_buffer_size().ok().map(|n| n as u64),
+        )
     }
 }
 

@@ -34,10 +34,6 @@ pub fn pair(ipv6: bool, opts: &TransportOptions) -> anyhow::Result<Pair> {
     sender
         .connect(&target.into())
         .with_context(|| format!("cannot connect a UDP socket to {target}: check --connect"))?;
-    // Only accept datagrams from our sender.
-    receiver
-        .connect(&sender.local_addr()?)
-        .context("cannot connect the UDP receiver to its sender")?;
     let mut info = granted_buffers(&sender, &receiver);
     info.endpoint = Some(target.to_string());
     Ok(Pair {

@@ -60,6 +60,8 @@ pub struct SideReport {
     pub cpu: ThreadCpu,
     /// The run was cut short by Ctrl-C.
     pub interrupted: bool,
+    /// This side's socket buffers (send, receive) at the end of its interval.
+    pub socket_buffers: (Option<u64>, Option<u64>),
 }
 
 /// Out-of-band signals between the two sides.

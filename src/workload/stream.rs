@@ -78,12 +78,15 @@ impl Workload for Stream {
             _ => None,
         };
         let (mut bytes, mut messages, mut interrupted) = (0u64, 0u64, false);
+        let mut until_check = check_every;
         while messages < limit_msgs {
             let len = (limit_bytes - bytes).min(self.size as u64) as usize;
             send_all(side.conn.as_mut(), &buf[..len], self.framing)?;
             bytes += len as u64;
             messages += 1;
-            if messages % check_every == 0 {
+            until_check -= 1;
+            if until_check == 0 {
+                until_check = check_every;
                 if interrupt::requested() {
                     interrupted = true;
                     break;
@@ -95,6 +98,7 @@ impl Workload for Stream {
         }
         let elapsed = t0.elapsed();
         let cpu = ThreadCpu::now().since(&cpu0);
+        let socket_buffers = side.conn.socket_buffers();
         side.link.signal(PeerSignal::SenderDone);
         side.conn.finish()?;
         if !self.reliable {
@@ -115,6 +119,7 @@ impl Workload for Stream {
             elapsed,
             cpu,
             interrupted,
+            socket_buffers,
         })
     }
 
@@ -148,6 +153,7 @@ impl Workload for Stream {
         }
         let elapsed = t0.elapsed();
         let cpu = ThreadCpu::now().since(&cpu0);
+        let socket_buffers = side.conn.socket_buffers();
         side.link.signal(PeerSignal::ReceiverDone);
         let messages = match self.framing {
             Framing::Message => reads,
@@ -159,6 +165,7 @@ impl Workload for Stream {
             elapsed,
             cpu,
             interrupted: false,
+            socket_buffers,
         })
     }
 }
