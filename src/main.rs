@@ -90,6 +90,9 @@ fn print(plan: &Plan, exports: &ExportManager, report: &Report) -> anyhow::Resul
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(&exporter(plan.output.format).serialize(report)?)?;
     for f in exports.stdout_formats() {
+        if f == plan.output.format {
+            continue; // already printed: one document, not two
+        }
         stdout.write_all(&exporter(f).serialize(report)?)?;
     }
     stdout.flush()?;

@@ -18,6 +18,9 @@ pub const UNIX_PATH_MAX: usize = 107;
 const LONGEST_FILE_NAME: usize = "seqpacket-999999.sock".len();
 /// Largest message size accepted (each side allocates one buffer of this size per stream).
 pub const MAX_SIZE: u64 = 1 << 30;
+/// Largest `--sndbuf`/`--rcvbuf` accepted (socket options are a signed 32-bit int that
+/// Linux doubles).
+pub const MAX_BUFFER: u64 = 1 << 30;
 /// Sizes of the default suite.
 pub const SUITE_SIZES: [u64; 4] = [64, 4 << 10, 64 << 10, 1 << 20];
 
@@ -224,6 +227,29 @@ fn has_cap_sys_resource() -> bool {
         .is_some_and(|caps| caps & (1 << 24) != 0)
 }
 
+/// Refuse a plan whose buffers would not fit in memory: each stream's sender and receiver
+/// hold one message buffer each, plus a shared-memory ring of up to `--sndbuf`.
+fn check_memory(size: u64, parallel: u32, sndbuf: Option<u64>) -> Result<(), PlanError> {
+    let Some(available) = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        let line = m.lines().find(|l| l.starts_with("MemAvailable:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib * 1024)
+    }) else {
+        return Ok(());
+    };
+    let need = (2 * size + sndbuf.unwrap_or(0)).saturating_mul(parallel as u64);
+    if need > available / 2 {
+        return Err(invalid(format!(
+            "{} messages x {parallel} streams need about {} of memory, more than half of the {} available: \
+             use a smaller --size or fewer --parallel streams",
+            format_bytes(size),
+            format_bytes(need),
+            format_bytes(available)
+        )));
+    }
+    Ok(())
+}
+
 /// The message size when `--size` is not given.
 pub fn default_size(transport: TransportKind) -> u64 {
     match transport {
@@ -272,21 +298,37 @@ fn parse_bind(text: &str) -> Result<SocketAddr, PlanError> {
 }
 
 fn parse_cpus(text: &str) -> Result<(usize, usize), PlanError> {
-    let cpus = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    let parts: Vec<_> = text.split(',').map(str::trim).collect();
+    // The CPUs this process may use (a cpuset or taskset may exclude some).
+    let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).ok();
+    let usable: Vec<usize> = (0..nix::sched::CpuSet::count())
+        .filter(|&c| {
+            allowed
+                .as_ref()
+                .is_some_and(|set| set.is_set(c).unwrap_or(false))
+        })
+        .collect();
+    let list = usable
+        .iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
     let parse = |s: &str| {
         s.parse::<usize>()
             .ok()
-            .filter(|&c| c < cpus)
+            .filter(|c| usable.contains(c))
             .ok_or_else(|| {
                 invalid(format!(
-                    "invalid --cpus '{text}': give two CPU numbers below {cpus}, e.g. --cpus 0,1"
+                    "invalid --cpus '{text}': this process may run on CPUs {list}; give two of them, e.g. --cpus {}",
+                    usable.iter().take(2).map(|c| c.to_string()).collect::<Vec<_>>().join(",")
                 ))
             })
     };
-    match parts.as_slice() {
+    match text
+        .split(',')
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
         [a, b] => Ok((parse(a)?, parse(b)?)),
         [a] => Ok((parse(a)?, parse(a)?)),
         _ => Err(invalid(format!(
@@ -295,22 +337,27 @@ fn parse_cpus(text: &str) -> Result<(usize, usize), PlanError> {
     }
 }
 
-/// The directory a run would use for socket files when `--path` is not given.
+/// What a private run directory adds to its base: "/sockbench-XXXXXX", a slash and the
+/// longest file name.
+const RUN_DIR_OVERHEAD: usize = "/sockbench-XXXXXX".len() + 1 + LONGEST_FILE_NAME;
+
+/// The directory a run would use for socket files when `--path` is not given:
+/// $XDG_RUNTIME_DIR if socket paths under it fit, else the temporary directory.
 pub fn default_dir_base() -> PathBuf {
     std::env::var_os("XDG_RUNTIME_DIR")
         .map(PathBuf::from)
-        .filter(|p| p.is_dir() && p.as_os_str().len() + 30 < UNIX_PATH_MAX)
+        .filter(|p| p.is_dir() && p.as_os_str().len() + RUN_DIR_OVERHEAD <= UNIX_PATH_MAX)
         .unwrap_or_else(std::env::temp_dir)
 }
 
 fn check_path(dir: &std::path::Path, explicit: bool) -> Result<(), PlanError> {
     // The run directory adds "/sockbench-XXXXXX" when not explicit.
-    let extra = if explicit {
-        0
+    let overhead = if explicit {
+        1 + LONGEST_FILE_NAME
     } else {
-        "/sockbench-XXXXXX".len()
+        RUN_DIR_OVERHEAD
     };
-    let len = dir.as_os_str().len() + extra + 1 + LONGEST_FILE_NAME;
+    let len = dir.as_os_str().len() + overhead;
     if len > UNIX_PATH_MAX {
         return Err(invalid(format!(
             "Unix socket paths under {} would be up to {len} bytes, over Linux's {UNIX_PATH_MAX}-byte limit (sun_path): \
@@ -341,6 +388,15 @@ impl Plan {
         ] {
             if let Some(p) = p {
                 exports.push((fmt, p.clone()));
+            }
+        }
+        for (_, path) in &exports {
+            let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+            if path.as_os_str() != "-" && dir.is_some_and(|d| !d.is_dir()) {
+                return Err(invalid(format!(
+                    "cannot export to {}: the directory does not exist (create it first)",
+                    path.display()
+                )));
             }
         }
         let output = Output {
@@ -508,6 +564,26 @@ impl Plan {
                 }
             }
         }
+        if let Some(c) = connect {
+            for &t in transports.iter().filter(|t| t.is_ip()) {
+                if c.is_ipv6() != t.is_ipv6() && !all {
+                    return Err(invalid(format!(
+                        "--connect {c} is of the other IP family than {t}: use an IPv{} address",
+                        if t.is_ipv6() { 6 } else { 4 }
+                    )));
+                }
+            }
+        }
+        for (name, n) in [("sndbuf", sndbuf), ("rcvbuf", rcvbuf)] {
+            if n.is_some_and(|n| n > MAX_BUFFER) {
+                return Err(invalid(format!(
+                    "--{name} is at most {} (the kernel takes buffer sizes as a signed 32-bit count, doubled)",
+                    format_bytes(MAX_BUFFER)
+                )));
+            }
+        }
+        let largest = given.iter().copied().max().unwrap_or(64 << 10);
+        check_memory(largest, a.parallel, sndbuf)?;
         if let (Some(b), Some(c)) = (bind, connect) {
             if b.is_ipv6() != c.is_ipv6() {
                 return Err(invalid(
@@ -535,8 +611,9 @@ impl Plan {
                         "engine {engine} cannot drive {transport}: {why}"
                     )));
                 }
-                let fam_mismatch =
-                    bind.is_some_and(|b| transport.is_ip() && b.is_ipv6() != transport.is_ipv6());
+                let fam_mismatch = transport.is_ip()
+                    && (bind.is_some_and(|b| b.is_ipv6() != transport.is_ipv6())
+                        || connect.is_some_and(|c| c.is_ipv6() != transport.is_ipv6()));
                 let sizes = sizes
                     .clone()
                     .unwrap_or_else(|| vec![default_size(transport)]);
@@ -545,7 +622,7 @@ impl Plan {
                         plan.skipped.push(Skipped {
                             transport,
                             size_bytes: size,
-                            reason: "--bind address is of the other IP family".into(),
+                            reason: "--bind/--connect address is of the other IP family".into(),
                         });
                         continue;
                     }

@@ -157,11 +157,13 @@ impl<'a> Runner<'a> {
         }
     }
 
-    /// All runs of a scenario; `None` if Ctrl-C came before they finished. A failure is a
-    /// result whose `error` says why.
+    /// All runs of a scenario; `None` if Ctrl-C came before any finished (after some, a
+    /// result with the finished runs and a warning). A failure is a result whose `error`
+    /// says why.
     fn scenario(&self, sc: &Scenario) -> Option<ScenarioResult> {
         let mut raws = Vec::new();
         let mut error = None;
+        let mut interrupted = false;
         for _ in 0..sc.runs {
             let outcome = (|| {
                 if !sc.warmup.is_zero() {
@@ -171,7 +173,11 @@ impl<'a> Runner<'a> {
             })();
             match outcome {
                 Ok(raw) => raws.push(raw),
-                Err(RunError::Interrupted) => return None,
+                Err(RunError::Interrupted) if raws.is_empty() => return None,
+                Err(RunError::Interrupted) => {
+                    interrupted = true;
+                    break;
+                }
                 Err(RunError::Failed(e)) => {
                     error = Some(format!("{e:#}"));
                     break;
@@ -180,6 +186,12 @@ impl<'a> Runner<'a> {
         }
         let mut result = figures(sc, &raws);
         result.error = error.or_else(|| check_agreement(sc, &result));
+        if interrupted {
+            result.warnings.push(Warning {
+                kind: "interrupted",
+                message: format!("interrupted after {} of {} runs", raws.len(), sc.runs),
+            });
+        }
         Some(result)
     }
 
@@ -204,7 +216,11 @@ impl<'a> Runner<'a> {
         let mut pairs = Vec::with_capacity(streams);
         for _ in 0..streams {
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-            let pair = open_pair(sc.transport, &opts, id)?;
+            let pair = match open_pair(sc.transport, &opts, id) {
+                Ok(p) => p,
+                Err(_) if interrupt::requested() => return Err(RunError::Interrupted),
+                Err(e) => return Err(RunError::Failed(explain_fd_limit(e))),
+            };
             pairs.push(pair);
         }
         let link = pairs[0].info.clone();
@@ -237,12 +253,13 @@ impl<'a> Runner<'a> {
                 let h = std::thread::Builder::new()
                     .name(name)
                     .spawn(move || {
-                        if let Some(c) = cpu {
-                            pin(c);
-                        }
-                        let r = match role {
-                            Role::Sender => workload.sender(side),
-                            Role::Receiver => workload.receiver(side),
+                        let r = match (cpu.map(pin).transpose(), role) {
+                            (Err(e), _) => {
+                                side.start.wait(); // the others must not wait forever
+                                Err(e)
+                            }
+                            (Ok(_), Role::Sender) => workload.sender(side),
+                            (Ok(_), Role::Receiver) => workload.receiver(side),
                         };
                         let _ = tx.send((role, r));
                     })
@@ -333,17 +350,38 @@ impl<'a> Runner<'a> {
     }
 }
 
-fn pin(cpu: usize) {
-    let mut set = nix::sched::CpuSet::new();
-    if set.set(cpu).is_ok() {
-        let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
+/// Add a hint when setup failed for lack of file descriptors.
+fn explain_fd_limit(e: anyhow::Error) -> anyhow::Error {
+    let out_of_fds = e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::raw_os_error)
+            .is_some_and(|n| n == nix::libc::EMFILE || n == nix::libc::ENFILE)
+    });
+    if !out_of_fds {
+        return e;
     }
+    let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map(|(soft, _)| soft.to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    e.context(format!(
+        "out of file descriptors (the limit is {limit}, see `ulimit -n`): raise the limit or use fewer --parallel streams"
+    ))
 }
 
-fn side_figures(sides: &[SideReport], bytes: u64) -> SideFigures {
+/// Pin the calling thread to `cpu`.
+fn pin(cpu: usize) -> std::io::Result<()> {
+    let mut set = nix::sched::CpuSet::new();
+    set.set(cpu)?;
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
+        .map_err(|e| std::io::Error::other(format!("cannot pin a thread to CPU {cpu}: {e}")))
+}
+
+/// One side's figures; its interval runs from the shared `start` (the earliest start of
+/// any side, so a side that woke late cannot shorten its own interval) to its last end.
+fn side_figures(sides: &[SideReport], bytes: u64, start: Option<Instant>) -> SideFigures {
     let secs = sides
         .iter()
-        .map(|s| s.elapsed.as_secs_f64())
+        .filter_map(|s| Some(s.ended?.saturating_duration_since(start?).as_secs_f64()))
         .fold(0.0, f64::max);
     let cpu = sides
         .iter()
@@ -369,8 +407,14 @@ fn run_figures(sc: &Scenario, raw: &Raw) -> RunFigures {
     let bytes_received = sum(&raw.receivers, |s| s.bytes);
     let messages_sent = sum(&raw.senders, |s| s.messages);
     let messages_received = sum(&raw.receivers, |s| s.messages);
-    let receiver = side_figures(&raw.receivers, bytes_received);
-    let sender = side_figures(&raw.senders, bytes_sent);
+    let start = raw
+        .senders
+        .iter()
+        .chain(&raw.receivers)
+        .filter_map(|s| s.started)
+        .min();
+    let receiver = side_figures(&raw.receivers, bytes_received, start);
+    let sender = side_figures(&raw.senders, bytes_sent, start);
     let secs = receiver.duration_seconds;
     let rate = |n: u64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
     RunFigures {
@@ -485,7 +529,7 @@ fn warnings(sc: &Scenario, r: &ScenarioResult) -> Vec<Warning> {
             });
         }
     }
-    if let Some(first) = r.runs.first() {
+    if let Some(first) = r.median_run() {
         let clamp = |what: &str, asked: Option<u64>, got: Option<u64>, sysctl: &str| {
             let (asked, got) = (asked?, got?);
             // Linux doubles SO_SNDBUF/SO_RCVBUF for bookkeeping; less than double means clamped.
@@ -538,4 +582,61 @@ fn warnings(sc: &Scenario, r: &ScenarioResult) -> Vec<Warning> {
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_side_that_starts_late_is_timed_from_the_shared_start() {
+        let t0 = Instant::now();
+        let late = SideReport {
+            bytes: 1000,
+            started: Some(t0 + Duration::from_millis(3)),
+            ended: Some(t0 + Duration::from_millis(10)),
+            ..SideReport::default()
+        };
+        let f = side_figures(&[late], 1000, Some(t0));
+        assert!(
+            (f.duration_seconds - 0.010).abs() < 1e-9,
+            "{}",
+            f.duration_seconds
+        );
+    }
+
+    #[test]
+    fn the_median_run_describes_the_table() {
+        let sc = Plan::from_args(&<crate::cli::Args as clap::Parser>::parse_from([
+            "sockbench",
+            "stream",
+        ]))
+        .unwrap()
+        .scenarios
+        .remove(0);
+        let t0 = Instant::now();
+        let raw = |ms: u64| Raw {
+            senders: vec![SideReport {
+                bytes: 1000,
+                messages: 1,
+                started: Some(t0),
+                ended: Some(t0 + Duration::from_millis(ms)),
+                ..SideReport::default()
+            }],
+            receivers: vec![SideReport {
+                bytes: 1000,
+                messages: 1,
+                started: Some(t0),
+                ended: Some(t0 + Duration::from_millis(ms)),
+                ..SideReport::default()
+            }],
+            system: None,
+            link: LinkInfo::default(),
+        };
+        let r = figures(&sc, &[raw(10), raw(40), raw(20)]);
+        let median = r.median_run().unwrap();
+        assert!((median.duration_seconds - 0.020).abs() < 1e-9);
+        assert_eq!(r.bits_per_second, Some(median.bits_per_second));
+        assert_eq!(r.bytes_sent, 3000);
+    }
 }

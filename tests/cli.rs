@@ -190,3 +190,88 @@ fn unreachable_connect_address_is_a_runtime_failure_that_names_it() {
                 .and(predicate::str::contains("check --connect")),
         );
 }
+
+#[test]
+fn fails_for_buffers_beyond_what_the_kernel_can_take() {
+    usage_error(
+        &["stream", "-t", "tcp", "--sndbuf", "4G"],
+        "--sndbuf is at most 1 GiB",
+    );
+    usage_error(
+        &["stream", "-t", "shm", "--sndbuf", "9223372036854775809"],
+        "--sndbuf",
+    );
+}
+
+#[test]
+fn fails_for_messages_that_would_not_fit_in_memory() {
+    usage_error(
+        &["stream", "-t", "tcp", "-s", "1G", "-P", "256"],
+        "of memory",
+    );
+}
+
+#[test]
+fn fails_for_connect_address_of_the_other_family() {
+    usage_error(
+        &["stream", "-t", "tcp6", "--connect", "127.0.0.1"],
+        "other IP family",
+    );
+}
+
+#[test]
+fn fails_for_cpus_outside_the_affinity_mask() {
+    let sb = Sandbox::new();
+    let bin = assert_cmd::cargo::cargo_bin("sockbench");
+    let out = std::process::Command::new("taskset")
+        .args(["-c", "0"])
+        .arg(bin)
+        .args(["stream", "--cpus", "0,1", "-n", "1"])
+        .env("TMPDIR", sb.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("may run on CPUs 0"));
+}
+
+#[test]
+fn ctrl_c_while_waiting_for_a_connection_that_never_comes_exits_promptly() {
+    // A stranger listens on 127.0.0.2:P; our receiver listens on 127.0.0.1:P and the sender
+    // is pointed at the stranger, so our accept would wait. Ctrl-C must still end the run.
+    let stranger = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
+    let port = stranger.local_addr().unwrap().port();
+    let sb = Sandbox::new();
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("sockbench"))
+        .args([
+            "stream",
+            "-t",
+            "tcp",
+            "-n",
+            "10",
+            "-w",
+            "0",
+            "--connect",
+            "127.0.0.2",
+            "--bind",
+        ])
+        .arg(format!("127.0.0.1:{port}"))
+        .env("TMPDIR", sb.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let t = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(1),
+        "took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(130));
+}

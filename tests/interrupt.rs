@@ -152,3 +152,36 @@ fn ctrl_c_during_a_lossy_udp_run_exits_promptly() {
     assert!(took < Duration::from_secs(1), "took {took:?}");
     assert_eq!(out.status.code(), Some(130));
 }
+
+#[test]
+fn ctrl_c_between_runs_keeps_the_runs_already_measured() {
+    let sb = Sandbox::new();
+    let child = spawn(
+        &sb,
+        &[
+            "stream",
+            "-t",
+            "socketpair",
+            "-d",
+            "0.3",
+            "-w",
+            "0",
+            "--runs",
+            "10",
+            "--format",
+            "json",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(900));
+    let (took, out) = signal_and_wait(child, Signal::SIGINT);
+    assert!(took < Duration::from_secs(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &v["results"][0];
+    let runs = r["runs"].as_array().unwrap().len();
+    assert!((1..10).contains(&runs), "{runs} runs kept");
+    assert!(r["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w["kind"] == "interrupted"));
+}

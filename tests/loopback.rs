@@ -320,3 +320,56 @@ fn connect_reaches_the_receiver_through_another_local_address() {
         assert!(endpoint.starts_with("127.0.0.2:"), "{endpoint}");
     }
 }
+
+#[test]
+fn unix_receive_buffer_is_applied_to_the_accepted_socket() {
+    let sb = Sandbox::new();
+    let v = json(
+        &sb,
+        &[
+            "stream",
+            "-t",
+            "unix,unix-seqpacket",
+            "-s",
+            "1K",
+            "-n",
+            "10",
+            "-w",
+            "0",
+            "--rcvbuf",
+            "64K",
+        ],
+    );
+    for r in v["results"].as_array().unwrap() {
+        assert_eq!(
+            u(r, "/runs/0/rcvbuf_bytes"),
+            2 * 65536,
+            "{}",
+            r["transport"]
+        );
+        assert!(r["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|w| w["kind"] != "buffer-clamped"));
+    }
+}
+
+#[test]
+fn message_queues_are_closed_so_many_runs_and_streams_fit_the_rlimit() {
+    let sb = Sandbox::new();
+    let v = json(
+        &sb,
+        &[
+            "stream", "-t", "mq", "-s", "8K", "-n", "20", "-w", "0", "--runs", "15",
+        ],
+    );
+    assert_eq!(v["results"][0]["runs"].as_array().unwrap().len(), 15);
+    let v = json(
+        &sb,
+        &[
+            "stream", "-t", "mq", "-s", "1K", "-n", "20", "-w", "0", "-P", "4",
+        ],
+    );
+    assert_eq!(u(&v, "/results/0/messages_received"), 80);
+}

@@ -135,7 +135,7 @@ fn exports_write_every_format_to_files_and_json_to_stdout() {
 }
 
 #[test]
-fn export_to_a_missing_directory_is_a_clear_runtime_error() {
+fn export_to_a_missing_directory_is_refused_before_running() {
     let sb = Sandbox::new();
     sb.cmd()
         .args([
@@ -151,10 +151,33 @@ fn export_to_a_missing_directory_is_a_clear_runtime_error() {
             "/nonexistent/dir/r.json",
         ])
         .assert()
-        .code(1)
+        .code(2)
         .stderr(predicate::str::contains(
-            "cannot write /nonexistent/dir/r.json",
+            "cannot export to /nonexistent/dir/r.json",
         ));
+}
+
+#[test]
+fn json_on_stdout_twice_is_printed_once() {
+    let sb = Sandbox::new();
+    let out = run(
+        &sb,
+        &[
+            "stream",
+            "-t",
+            "pipe",
+            "-n",
+            "10",
+            "-w",
+            "0",
+            "--format",
+            "json",
+            "--export-json",
+            "-",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).expect("exactly one JSON document");
+    assert_eq!(v["results"][0]["transport"], "pipe");
 }
 
 #[test]

@@ -38,8 +38,11 @@ fn t95(df: usize) -> f64 {
     match df {
         0 => f64::NAN,
         1..=30 => T95[df - 1],
-        31..=60 => 2.000,
-        61..=120 => 1.980,
+        // Between table rows, use the value of the row above (a slightly wider interval).
+        31..=40 => 2.042,
+        41..=60 => 2.021,
+        61..=120 => 2.000,
+        121..=1000 => 1.980,
         _ => 1.960,
     }
 }

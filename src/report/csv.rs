@@ -37,7 +37,7 @@ impl Exporter for Csv {
         let mut w = csv::Writer::from_writer(Vec::new());
         w.write_record(HEADER)?;
         for r in &report.results {
-            let first = r.runs.first();
+            let first = r.median_run();
             w.write_record([
                 r.workload.to_string(),
                 r.transport.to_string(),

@@ -89,7 +89,7 @@ fn list(report: &Report) -> Grid {
     col("receiver CPU", Align::Right);
     col("CPU s/GB snd+rcv", Align::Right);
     for r in rs {
-        let median_run = r.runs.first();
+        let median_run = r.median_run();
         let mut row = vec![r.transport.to_string()];
         if engines {
             row.push(r.engine.to_string());

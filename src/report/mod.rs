@@ -214,6 +214,14 @@ pub struct Warning {
 }
 
 impl ScenarioResult {
+    /// The run whose throughput is the median (the lower middle for an even count): the
+    /// run the table's per-run columns describe.
+    pub fn median_run(&self) -> Option<&RunFigures> {
+        let mut order: Vec<&RunFigures> = self.runs.iter().collect();
+        order.sort_by(|a, b| a.bits_per_second.total_cmp(&b.bits_per_second));
+        order.get(order.len().saturating_sub(1) / 2).copied()
+    }
+
     /// A short label: `tcp 64 KiB` (plus the engine when it is not the default).
     pub fn label(&self) -> String {
         let mut s = format!(

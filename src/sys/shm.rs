@@ -134,7 +134,11 @@ impl Drop for Mapping {
 /// # Errors
 /// Fails if the shared-memory object cannot be created, sized or mapped.
 pub fn ring(name: &str, capacity: usize) -> io::Result<(Producer, Consumer)> {
-    let capacity = capacity.max(4096).next_power_of_two();
+    let capacity = capacity
+        .max(4096)
+        .checked_next_power_of_two()
+        .filter(|&c| c <= 1 << 40)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "ring too large"))?;
     let cname = CString::new(name).map_err(io::Error::other)?;
     let fd = shm_open(
         cname.as_c_str(),

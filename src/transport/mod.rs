@@ -295,6 +295,51 @@ impl Conn for SocketConn {
     }
 }
 
+/// Accept the sender's connection on `listener`: without blocking forever (a deadline, and
+/// Ctrl-C is checked), and only from `expected` when given (another peer's connection is
+/// dropped). `what` names the listener in errors.
+pub(crate) fn accept_from(
+    listener: &socket2::Socket,
+    expected: Option<std::net::SocketAddr>,
+    what: &str,
+) -> anyhow::Result<socket2::Socket> {
+    use anyhow::Context;
+    const WAIT: Duration = Duration::from_secs(5);
+    listener
+        .set_nonblocking(true)
+        .context("cannot make the listener non-blocking")?;
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        match listener.accept() {
+            Ok((sock, peer)) => {
+                if expected.is_some_and(|e| peer.as_socket() != Some(e)) {
+                    continue; // not our sender
+                }
+                sock.set_nonblocking(false)
+                    .context("cannot make the connection blocking")?;
+                return Ok(sock);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if crate::interrupt::requested() {
+                    anyhow::bail!("interrupted while waiting for a connection on {what}");
+                }
+                if std::time::Instant::now() > deadline {
+                    anyhow::bail!(
+                        "no connection from the sender arrived on {what} within {} s: check that --connect \
+                         leads to this listener",
+                        WAIT.as_secs()
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot accept a connection on {what}"))
+            }
+        }
+    }
+}
+
 /// Apply the requested socket buffer sizes to a socket (before connect/listen, so TCP's
 /// window scale reflects them).
 pub(crate) fn apply_buffers(sock: &socket2::Socket, opts: &TransportOptions) -> io::Result<()> {

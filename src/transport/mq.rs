@@ -25,6 +25,16 @@ fn io_err(e: Errno) -> io::Error {
     io::Error::from_raw_os_error(e as i32)
 }
 
+impl Drop for MqConn {
+    fn drop(&mut self) {
+        // MqdT does not close itself; an open descriptor keeps the (unlinked) queue
+        // charged to RLIMIT_MSGQUEUE.
+        if let Some(q) = self.q.take() {
+            let _ = nix::mqueue::mq_close(q);
+        }
+    }
+}
+
 impl Conn for MqConn {
     fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
         let q = self.q.as_ref().ok_or(io::ErrorKind::BrokenPipe)?;
@@ -53,15 +63,14 @@ fn depth(opts: &TransportOptions) -> i64 {
     }
 }
 
-/// Raise RLIMIT_MSGQUEUE if this queue would not fit (allowed up to the hard limit, or
-/// beyond it with CAP_SYS_RESOURCE).
+/// Make room in RLIMIT_MSGQUEUE for another queue of `bytes`: raise the soft limit by that
+/// much, up to the hard limit (or beyond it with CAP_SYS_RESOURCE). Parallel streams each
+/// add a queue, so the limit grows with them.
 fn ensure_rlimit(bytes: u64) {
     if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_MSGQUEUE) {
-        if soft < bytes {
-            let want = bytes.max(soft);
-            if setrlimit(Resource::RLIMIT_MSGQUEUE, want, want.max(hard)).is_err() {
-                let _ = setrlimit(Resource::RLIMIT_MSGQUEUE, hard.min(want), hard);
-            }
+        let want = soft.saturating_add(bytes);
+        if setrlimit(Resource::RLIMIT_MSGQUEUE, want, want.max(hard)).is_err() {
+            let _ = setrlimit(Resource::RLIMIT_MSGQUEUE, hard.min(want), hard);
         }
     }
 }

@@ -5,7 +5,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use anyhow::Context;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use super::{apply_buffers, granted_buffers, Pair, SocketConn, TransportOptions};
+use super::{accept_from, apply_buffers, granted_buffers, Pair, SocketConn, TransportOptions};
 
 /// The address the receiver binds: `--bind`, or the loopback of the family on port 0.
 pub(super) fn bind_addr(ipv6: bool, opts: &TransportOptions) -> SocketAddr {
@@ -76,9 +76,8 @@ pub fn pair(ipv6: bool, opts: &TransportOptions) -> anyhow::Result<Pair> {
         .with_context(|| {
             format!("cannot connect to {target}: check --connect and that the address is reachable")
         })?;
-    let (receiver, _) = listener
-        .accept()
-        .context("cannot accept the TCP connection")?;
+    let from = sender.local_addr()?.as_socket();
+    let receiver = accept_from(&listener, from, &format!("TCP {local}"))?;
     for s in [&sender, &receiver] {
         s.set_nodelay(opts.nodelay)
             .context("cannot set TCP_NODELAY")?;

@@ -5,7 +5,7 @@ use std::path::Path;
 use anyhow::Context;
 use socket2::{Domain, SockAddr, Socket, Type};
 
-use super::{apply_buffers, granted_buffers, Pair, SocketConn, TransportOptions};
+use super::{accept_from, apply_buffers, granted_buffers, Pair, SocketConn, TransportOptions};
 
 /// Removes a socket file when dropped, so a failed setup leaves nothing behind either.
 struct Unlink<'a>(&'a Path);
@@ -52,7 +52,9 @@ fn connected(
     } else {
         listener.listen(1).context("cannot listen on Unix socket")?;
         let sender = connect(ty, &path, opts)?;
-        let (receiver, _) = listener.accept().context("cannot accept on Unix socket")?;
+        let receiver = accept_from(&listener, None, &path.display().to_string())?;
+        // Accepted Unix sockets do not inherit the listener's buffer sizes.
+        apply_buffers(&receiver, opts).context("cannot set socket buffer sizes")?;
         (sender, receiver)
     };
     let mut info = granted_buffers(&sender, &receiver);

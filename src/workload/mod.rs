@@ -12,7 +12,7 @@ use std::fmt;
 use std::io;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Barrier};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
 use serde::Serialize;
@@ -54,8 +54,10 @@ pub struct SideReport {
     pub bytes: u64,
     /// Messages this side sent or received (for byte streams: bytes / message size, rounded up).
     pub messages: u64,
-    /// Length of this side's measured interval.
-    pub elapsed: Duration,
+    /// When this side's measured interval began (right after the shared start).
+    pub started: Option<Instant>,
+    /// When it ended: the sender's last send, the receiver's end of data.
+    pub ended: Option<Instant>,
     /// This thread's CPU over the interval.
     pub cpu: ThreadCpu,
     /// The run was cut short by Ctrl-C.

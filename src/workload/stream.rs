@@ -96,7 +96,7 @@ impl Workload for Stream {
                 }
             }
         }
-        let elapsed = t0.elapsed();
+        let ended = Instant::now();
         let cpu = ThreadCpu::now().since(&cpu0);
         let socket_buffers = side.conn.socket_buffers();
         side.link.signal(PeerSignal::SenderDone);
@@ -116,7 +116,8 @@ impl Workload for Stream {
         Ok(SideReport {
             bytes,
             messages,
-            elapsed,
+            started: Some(t0),
+            ended: Some(ended),
             cpu,
             interrupted,
             socket_buffers,
@@ -151,7 +152,7 @@ impl Workload for Stream {
                 Err(e) => return Err(e),
             }
         }
-        let elapsed = t0.elapsed();
+        let ended = Instant::now();
         let cpu = ThreadCpu::now().since(&cpu0);
         let socket_buffers = side.conn.socket_buffers();
         side.link.signal(PeerSignal::ReceiverDone);
@@ -162,7 +163,8 @@ impl Workload for Stream {
         Ok(SideReport {
             bytes,
             messages,
-            elapsed,
+            started: Some(t0),
+            ended: Some(ended),
             cpu,
             interrupted: false,
             socket_buffers,
