@@ -15,7 +15,7 @@ use crate::workload::{Stop, WorkloadKind};
 /// Longest Unix socket path Linux accepts (`sun_path` is 108 bytes with the final NUL).
 pub const UNIX_PATH_MAX: usize = 107;
 /// The longest file name a transport creates inside the run directory.
-const LONGEST_FILE_NAME: usize = "seqpacket-999999.sock".len();
+const LONGEST_FILE_NAME: usize = "dgram-99999999.reply.sock".len();
 /// Largest message size accepted (each side allocates one buffer of this size per stream).
 pub const MAX_SIZE: u64 = 1 << 30;
 /// Largest `--sndbuf`/`--rcvbuf` accepted (socket options are a signed 32-bit int that

@@ -251,8 +251,58 @@ pub fn open_pair(kind: TransportKind, opts: &TransportOptions, id: usize) -> any
     }
 }
 
-/// A `Conn` over any socket (`socket2::Socket`); message sockets signal the end with an
-/// empty datagram, stream-like ones with `shutdown(SHUT_WR)`.
+/// Open a pair whose ends can both send and receive (for request/response workloads).
+/// Sockets are duplex already; one-way transports (pipe, fifo, mq, shm) get a second
+/// channel in the other direction. `Pair::sender` is the side that starts each exchange.
+///
+/// # Errors
+/// As [`open_pair`].
+pub fn open_duplex(
+    kind: TransportKind,
+    opts: &TransportOptions,
+    id: usize,
+) -> anyhow::Result<Pair> {
+    if kind.is_socket() {
+        return open_pair(kind, opts, id);
+    }
+    let forward = open_pair(kind, opts, id)?;
+    let backward = open_pair(kind, opts, id + (1 << 32))?;
+    Ok(Pair {
+        sender: Box::new(Duplex {
+            tx: forward.sender,
+            rx: backward.receiver,
+        }),
+        receiver: Box::new(Duplex {
+            tx: backward.sender,
+            rx: forward.receiver,
+        }),
+        info: forward.info,
+    })
+}
+
+/// Two one-way channels in opposite directions, used as one duplex `Conn`.
+struct Duplex {
+    tx: Box<dyn Conn>,
+    rx: Box<dyn Conn>,
+}
+
+impl Conn for Duplex {
+    fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.tx.send(buf)
+    }
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.rx.recv(buf)
+    }
+    fn finish(&mut self) -> io::Result<()> {
+        self.tx.finish()
+    }
+    fn raw_fd(&self) -> Option<RawFd> {
+        self.rx.raw_fd()
+    }
+}
+
+/// A `Conn` over any connected socket (`socket2::Socket`); message sockets signal the end
+/// with an empty datagram, stream-like ones with `shutdown(SHUT_WR)`.
 pub(crate) struct SocketConn {
     sock: socket2::Socket,
     end_with_empty_message: bool,

@@ -4,13 +4,16 @@
 //! until the receiver confirms, and the receiver also stops after a quiet period once the
 //! sender has said it is done (see `workload::stream`).
 
-use std::net::SocketAddr;
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
 
 use anyhow::Context;
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::tcp::{bind_addr, bind_error};
-use super::{apply_buffers, granted_buffers, Pair, SocketConn, TransportOptions};
+use super::{apply_buffers, granted_buffers, Conn, Pair, SocketConn, TransportOptions};
 
 /// Open a connected UDP pair.
 pub fn pair(ipv6: bool, opts: &TransportOptions) -> anyhow::Result<Pair> {
@@ -38,7 +41,53 @@ pub fn pair(ipv6: bool, opts: &TransportOptions) -> anyhow::Result<Pair> {
     info.endpoint = Some(target.to_string());
     Ok(Pair {
         sender: SocketConn::boxed(sender, true),
-        receiver: SocketConn::boxed(receiver, true),
+        receiver: Box::new(UdpReceiver {
+            sock: receiver.into(),
+            peer: None,
+        }),
         info,
     })
+}
+
+/// The receiving end: unconnected (so `--connect` may reach it through any local
+/// address), answering whoever sent the last datagram.
+struct UdpReceiver {
+    sock: UdpSocket,
+    peer: Option<SocketAddr>,
+}
+
+impl Conn for UdpReceiver {
+    fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let peer = self.peer.ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotConnected,
+                "no datagram received yet, so no peer to answer",
+            )
+        })?;
+        self.sock.send_to(buf, peer)
+    }
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let (n, peer) = self.sock.recv_from(buf)?;
+        self.peer = Some(peer);
+        Ok(n)
+    }
+    fn finish(&mut self) -> io::Result<()> {
+        match self.peer {
+            Some(peer) => self.sock.send_to(&[], peer).map(drop),
+            None => Ok(()),
+        }
+    }
+    fn set_recv_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.sock.set_read_timeout(timeout)
+    }
+    fn raw_fd(&self) -> Option<RawFd> {
+        Some(self.sock.as_raw_fd())
+    }
+    fn socket_buffers(&self) -> (Option<u64>, Option<u64>) {
+        let sock = socket2::SockRef::from(&self.sock);
+        (
+            sock.send_buffer_size().ok().map(|n| n as u64),
+            sock.recv_buffer_size().ok().map(|n| n as u64),
+        )
+    }
 }

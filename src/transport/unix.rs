@@ -48,7 +48,17 @@ fn connected(
     let listener = bind(ty, &path, opts)?;
     let _unlink = Unlink(&path);
     let (sender, receiver) = if ty == Type::DGRAM {
-        (connect(ty, &path, opts)?, listener)
+        // The sender binds a name of its own too, so the receiver can answer it.
+        let back = path.with_extension("reply.sock");
+        let sender = bind(ty, &back, opts)?;
+        let _unlink_back = Unlink(&back);
+        sender
+            .connect(&SockAddr::unix(&path)?)
+            .with_context(|| format!("cannot connect to Unix socket {}", path.display()))?;
+        listener
+            .connect(&SockAddr::unix(&back)?)
+            .with_context(|| format!("cannot connect to Unix socket {}", back.display()))?;
+        (sender, listener)
     } else {
         listener.listen(1).context("cannot listen on Unix socket")?;
         let sender = connect(ty, &path, opts)?;
