@@ -50,6 +50,31 @@ pub enum Command {
 Throughput is what the receiver got over its own interval (from the start until its last
 byte, including draining the buffers), so it is never more than what was delivered.")]
     Stream(Box<StreamArgs>),
+    /// Round-trip latency: a client sends SIZE bytes, a server echoes them; every round
+    /// trip goes into an HDR histogram (min, mean, p50 ... p99.99, max).
+    #[command(after_help = "Examples:
+  sockbench pingpong -t tcp,udp,unix -s 64
+  sockbench pingpong -t shm -s 64 -n 100000
+  sockbench pingpong -t tcp -s 1K --rate 20k --histogram tcp.csv
+  sockbench pingpong -t tcp -s 64 --writes 2          (watch for delayed-ACK stalls)")]
+    Pingpong(Box<PingpongArgs>),
+    /// Message rate: the sender pushes SIZE-byte messages (as fast as it can, or paced with
+    /// --rate), the receiver counts them; sequence numbers count lost, reordered and
+    /// duplicated messages exactly.
+    #[command(after_help = "Examples:
+  sockbench rate -t udp -s 64
+  sockbench rate -t udp,unix-dgram,mq -s 64 --rate 100k
+
+Each message carries a 64-bit sequence number in its first 8 bytes. Messages smaller
+than 8 bytes carry only as many low-order bytes of it as fit, so reorder and duplicate
+counts are not reported for them (null); loss is still exact (sent - received).")]
+    Rate(Box<RateArgs>),
+    /// Connection cost on tcp, tcp6, unix and unix-seqpacket: connect, accept, first
+    /// request/response and close, each as a distribution, and connections per second.
+    #[command(after_help = "Examples:
+  sockbench connect -t tcp,unix -s 64
+  sockbench connect -t tcp --linger0 --open 16")]
+    Connect(Box<ConnectArgs>),
     /// The default suite (what plain `sockbench` runs): every local transport at 64 B,
     /// 4 KiB, 64 KiB and 1 MiB, one table with the fastest transport at each size.
     Suite(SuiteArgs),
@@ -88,9 +113,9 @@ pub enum Format {
     Markdown,
 }
 
-/// Flags of `stream`.
+/// Flags every workload takes.
 #[derive(Debug, ClapArgs)]
-pub struct StreamArgs {
+pub struct CommonArgs {
     /// Transports, comma-separated, or `all`: unix, unix-dgram, unix-seqpacket, socketpair,
     /// tcp, tcp6, udp, udp6, pipe, fifo, mq, shm.
     #[arg(short, long, value_name = "LIST", default_value = "unix")]
@@ -100,15 +125,13 @@ pub struct StreamArgs {
     /// udp6 (a datagram that fits a 1500-byte Ethernet MTU) and 8K for mq.
     #[arg(short, long, value_name = "LIST|RANGE")]
     pub size: Option<String>,
-    /// How long each measured run sends (2, 500ms, 1.5s).
-    #[arg(short, long, value_name = "TIME", conflicts_with_all = ["count", "bytes"])]
+    /// How long each measured run lasts (2, 500ms, 1.5s; default 2 s).
+    #[arg(short, long, value_name = "TIME", conflicts_with = "count")]
     pub duration: Option<String>,
-    /// Send exactly N messages per run instead of running for a time.
-    #[arg(short = 'n', long, value_name = "N", conflicts_with = "bytes")]
+    /// Exactly N messages (stream, rate), round trips (pingpong) or connections (connect)
+    /// per run, instead of running for a time.
+    #[arg(short = 'n', long, value_name = "N")]
     pub count: Option<u64>,
-    /// Send exactly this many bytes per run (e.g. 1G); the last message may be short.
-    #[arg(long, value_name = "SIZE")]
-    pub bytes: Option<String>,
     /// Unmeasured warm-up before each run, on its own connection (0 to skip).
     #[arg(short, long, value_name = "TIME", default_value = "0.25s")]
     pub warmup: String,
@@ -148,6 +171,66 @@ pub struct StreamArgs {
     /// $XDG_RUNTIME_DIR or /tmp, removed afterwards).
     #[arg(long, value_name = "DIR")]
     pub path: Option<PathBuf>,
+}
+
+/// Flags of `stream`.
+#[derive(Debug, ClapArgs)]
+pub struct StreamArgs {
+    /// Flags every workload takes.
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Send exactly this many bytes per run (e.g. 1G); the last message may be short.
+    #[arg(long, value_name = "SIZE", conflicts_with_all = ["duration", "count"])]
+    pub bytes: Option<String>,
+}
+
+/// Flags of `pingpong`.
+#[derive(Debug, ClapArgs)]
+pub struct PingpongArgs {
+    /// Flags every workload takes.
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Open loop: send R requests per second on a fixed schedule and time each round trip
+    /// from when its request was due, so a stall delays (and counts against) every request
+    /// queued behind it (coordinated-omission correction). Default: closed loop. Accepts
+    /// k and M suffixes (10k = 10000).
+    #[arg(long, value_name = "R")]
+    pub rate: Option<String>,
+    /// Write every scenario's full latency distribution to PATH: CSV (value_ns, count)
+    /// or, if PATH ends in .json, JSON.
+    #[arg(long, value_name = "PATH")]
+    pub histogram: Option<PathBuf>,
+    /// Send each request as N separate writes (the request/response pattern that meets
+    /// Nagle's algorithm and delayed ACKs on TCP; see --nodelay).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub writes: u32,
+}
+
+/// Flags of `rate`.
+#[derive(Debug, ClapArgs)]
+pub struct RateArgs {
+    /// Flags every workload takes.
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Pace the sender at R messages per second (default: as fast as it can). Accepts k
+    /// and M suffixes.
+    #[arg(long, value_name = "R")]
+    pub rate: Option<String>,
+}
+
+/// Flags of `connect`.
+#[derive(Debug, ClapArgs)]
+pub struct ConnectArgs {
+    /// Flags every workload takes (`--size` is the request and response size).
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Close with SO_LINGER 0: the connection is reset instead of closed, so TCP leaves
+    /// no TIME_WAIT state behind.
+    #[arg(long)]
+    pub linger0: bool,
+    /// Connections kept open at once: each is closed only when this many are open.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub open: u32,
 }
 
 /// Flags of `suite`.

@@ -5,11 +5,11 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cli::{Args, Command, Format, StreamArgs, SuiteArgs};
+use crate::cli::{Args, Command, CommonArgs, Format, SuiteArgs};
 use crate::engine::EngineKind;
 use crate::error::PlanError;
 use crate::measure::units::{format_bytes, parse_duration, parse_size, parse_size_list};
-use crate::transport::TransportKind;
+use crate::transport::{Framing, TransportKind};
 use crate::workload::{Stop, WorkloadKind};
 
 /// Longest Unix socket path Linux accepts (`sun_path` is 108 bytes with the final NUL).
@@ -32,6 +32,55 @@ pub enum Layout {
     List,
     /// The suite matrix: transports as rows, sizes as columns.
     Suite,
+}
+
+/// Options only some workloads take.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkloadOptions {
+    /// stream: bytes per run.
+    pub bytes: Option<u64>,
+    /// pingpong, rate: target rate per second (open loop / paced).
+    pub rate: Option<f64>,
+    /// pingpong: where to write the full latency distribution.
+    pub histogram: Option<PathBuf>,
+    /// pingpong: writes per request.
+    pub writes: u32,
+    /// connect: SO_LINGER 0.
+    pub linger0: bool,
+    /// connect: connections kept open at once.
+    pub open: u32,
+}
+
+impl Default for WorkloadOptions {
+    fn default() -> Self {
+        WorkloadOptions {
+            bytes: None,
+            rate: None,
+            histogram: None,
+            writes: 1,
+            linger0: false,
+            open: 1,
+        }
+    }
+}
+
+fn parse_opt_rate(text: &Option<String>) -> Result<Option<f64>, PlanError> {
+    text.as_deref()
+        .map(|t| crate::measure::units::parse_rate(t).map_err(|e| invalid(format!("--rate: {e}"))))
+        .transpose()
+}
+
+/// Which transports a workload can use, and why not.
+fn workload_refuses(kind: WorkloadKind, t: TransportKind) -> Option<String> {
+    match kind {
+        WorkloadKind::Connect if !matches!(
+            t,
+            TransportKind::Tcp | TransportKind::Tcp6 | TransportKind::Unix | TransportKind::UnixSeqpacket
+        ) => Some(format!(
+            "connect measures connection setup, which {t} does not have: use tcp, tcp6, unix or unix-seqpacket"
+        )),
+        _ => None,
+    }
 }
 
 /// One scenario: a workload over a transport through an engine at one size.
@@ -65,6 +114,8 @@ pub struct Scenario {
     pub bind: Option<SocketAddr>,
     /// Sender connect address (IP transports).
     pub connect: Option<IpAddr>,
+    /// Workload-specific options.
+    pub extras: WorkloadOptions,
 }
 
 /// A combination left out of a multi-transport plan, with the reason.
@@ -390,7 +441,11 @@ impl Plan {
                 exports.push((fmt, p.clone()));
             }
         }
-        for (_, path) in &exports {
+        let histogram = match &args.command {
+            Some(Command::Pingpong(p)) => p.histogram.clone(),
+            _ => None,
+        };
+        for path in exports.iter().map(|(_, p)| p).chain(&histogram) {
             let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
             if path.as_os_str() != "-" && dir.is_some_and(|d| !d.is_dir()) {
                 return Err(invalid(format!(
@@ -405,7 +460,44 @@ impl Plan {
             quiet: args.output.quiet,
         };
         match &args.command {
-            Some(Command::Stream(s)) => Plan::stream(s, output),
+            Some(Command::Stream(s)) => {
+                let bytes = parse_opt_size("bytes", &s.bytes)?;
+                let extras = WorkloadOptions {
+                    bytes,
+                    ..WorkloadOptions::default()
+                };
+                Plan::workload(WorkloadKind::Stream, &s.common, extras, output)
+            }
+            Some(Command::Pingpong(p)) => {
+                let extras = WorkloadOptions {
+                    rate: parse_opt_rate(&p.rate)?,
+                    histogram: p.histogram.clone(),
+                    writes: p.writes,
+                    ..WorkloadOptions::default()
+                };
+                if p.writes == 0 || p.writes > 64 {
+                    return Err(invalid("--writes must be between 1 and 64"));
+                }
+                Plan::workload(WorkloadKind::Pingpong, &p.common, extras, output)
+            }
+            Some(Command::Rate(r)) => {
+                let extras = WorkloadOptions {
+                    rate: parse_opt_rate(&r.rate)?,
+                    ..WorkloadOptions::default()
+                };
+                Plan::workload(WorkloadKind::Rate, &r.common, extras, output)
+            }
+            Some(Command::Connect(c)) => {
+                if c.open == 0 || c.open > 10_000 {
+                    return Err(invalid("--open must be between 1 and 10000"));
+                }
+                let extras = WorkloadOptions {
+                    linger0: c.linger0,
+                    open: c.open,
+                    ..WorkloadOptions::default()
+                };
+                Plan::workload(WorkloadKind::Connect, &c.common, extras, output)
+            }
             Some(Command::Suite(s)) => Plan::suite(s, output),
             None => Plan::suite(
                 &SuiteArgs {
@@ -457,6 +549,7 @@ impl Plan {
                     nodelay: false,
                     bind: None,
                     connect: None,
+                    extras: WorkloadOptions::default(),
                 });
             }
         }
@@ -466,7 +559,12 @@ impl Plan {
         Ok(plan)
     }
 
-    fn stream(a: &StreamArgs, output: Output) -> Result<Plan, PlanError> {
+    fn workload(
+        kind: WorkloadKind,
+        a: &CommonArgs,
+        extras: WorkloadOptions,
+        output: Output,
+    ) -> Result<Plan, PlanError> {
         let (transports, all) = parse_transports(&a.transport)?;
         let engines = parse_engines(&a.engine)?;
         let sizes = match &a.size {
@@ -486,12 +584,10 @@ impl Plan {
                 format_bytes(MAX_SIZE)
             )));
         }
-        let stop = match (&a.duration, a.count, &a.bytes) {
+        let stop = match (&a.duration, a.count, extras.bytes) {
             (_, Some(0), _) => return Err(invalid("--count must be at least 1")),
             (_, Some(n), _) => Stop::Count(n),
-            (_, _, Some(b)) => {
-                Stop::Bytes(parse_opt_size("bytes", &Some(b.clone()))?.expect("bytes given"))
-            }
+            (_, _, Some(b)) => Stop::Bytes(b),
             (Some(d), _, _) => {
                 let d = parse_duration(d).map_err(|e| invalid(format!("--duration: {e}")))?;
                 if d.is_zero() {
@@ -606,6 +702,22 @@ impl Plan {
         };
         for &engine in &engines {
             for &transport in &transports {
+                if extras.writes > 1 && transport.framing() == Framing::Message {
+                    let why = format!(
+                        "--writes splits a request into several writes, which only a byte stream can \
+                         reassemble; {transport} is message-based"
+                    );
+                    if all {
+                        continue;
+                    }
+                    return Err(PlanError::Unsupported(why));
+                }
+                if let Some(why) = workload_refuses(kind, transport) {
+                    if all {
+                        continue;
+                    }
+                    return Err(PlanError::Unsupported(why));
+                }
                 if let Some(why) = engine.engine().refuses(transport) {
                     return Err(PlanError::Unsupported(format!(
                         "engine {engine} cannot drive {transport}: {why}"
@@ -638,7 +750,7 @@ impl Plan {
                         return Err(PlanError::Unsupported(reason));
                     }
                     plan.scenarios.push(Scenario {
-                        workload: WorkloadKind::Stream,
+                        workload: kind,
                         transport,
                         engine,
                         size,
@@ -652,6 +764,7 @@ impl Plan {
                         nodelay: a.nodelay,
                         bind: bind.filter(|_| transport.is_ip()),
                         connect: connect.filter(|_| transport.is_ip()),
+                        extras: extras.clone(),
                     });
                 }
             }

@@ -6,6 +6,7 @@
 //! sides only share the transport and a peer link, so another placement only changes how
 //! they are started.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -14,9 +15,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context};
+use hdrhistogram::Histogram;
 
 use crate::interrupt;
 use crate::measure::cpu::{SystemCpu, SystemTicks};
+use crate::measure::histogram::{fraction_at_least, merge, Latency};
 use crate::measure::stats::{median, Summary};
 use crate::measure::units::format_bytes;
 use crate::plan::{Plan, Scenario};
@@ -25,8 +28,10 @@ use crate::report::{
     ExportManager, Report, RunFigures, ScenarioOptions, ScenarioResult, SideFigures, Statistics,
     Warning,
 };
-use crate::transport::{open_pair, LinkInfo, TransportOptions};
+use crate::transport::{open_duplex, open_pair, LinkInfo, TransportKind, TransportOptions};
+use crate::workload::pingpong::PingPong;
 use crate::workload::stream::Stream;
+use crate::workload::WorkloadKind;
 use crate::workload::{peer_link, Side, SideReport, Stop, Workload};
 
 /// How long a run may take beyond its planned duration before it is declared stalled.
@@ -132,6 +137,9 @@ impl<'a> Runner<'a> {
             }
             progress.inc();
             self.exports.write_files(report)?;
+            if let Some(path) = &sc.extras.histogram {
+                crate::report::histogram::write(report, path)?;
+            }
             if interrupt::requested() {
                 report.interrupted = true;
                 break;
@@ -196,12 +204,27 @@ impl<'a> Runner<'a> {
     }
 
     fn workload(&self, sc: &Scenario, stop: Stop) -> Arc<dyn Workload> {
-        Arc::new(Stream {
-            size: sc.size as usize,
-            stop,
-            framing: sc.transport.framing(),
-            reliable: sc.transport.reliable(),
-        })
+        let (size, framing, reliable) = (
+            sc.size as usize,
+            sc.transport.framing(),
+            sc.transport.reliable(),
+        );
+        match sc.workload {
+            WorkloadKind::Pingpong => Arc::new(PingPong {
+                size,
+                stop,
+                framing,
+                reliable,
+                rate: sc.extras.rate,
+                writes: sc.extras.writes,
+            }),
+            _ => Arc::new(Stream {
+                size,
+                stop,
+                framing,
+                reliable,
+            }),
+        }
     }
 
     /// One run: open `parallel` pairs, start all sides at once, wait for their reports.
@@ -216,7 +239,12 @@ impl<'a> Runner<'a> {
         let mut pairs = Vec::with_capacity(streams);
         for _ in 0..streams {
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-            let pair = match open_pair(sc.transport, &opts, id) {
+            let open = if sc.workload == WorkloadKind::Stream {
+                open_pair
+            } else {
+                open_duplex
+            };
+            let pair = match open(sc.transport, &opts, id) {
                 Ok(p) => p,
                 Err(_) if interrupt::requested() => return Err(RunError::Interrupted),
                 Err(e) => return Err(RunError::Failed(explain_fd_limit(e))),
@@ -415,19 +443,34 @@ fn run_figures(sc: &Scenario, raw: &Raw) -> RunFigures {
         .min();
     let receiver = side_figures(&raw.receivers, bytes_received, start);
     let sender = side_figures(&raw.senders, bytes_sent, start);
-    let secs = receiver.duration_seconds;
+    let timeouts = sum(&raw.senders, |s| s.timeouts);
+    // One-way workloads are timed by what the receiver got; request/response ones by the
+    // client, which drives them.
+    let (secs, counted) = match sc.workload {
+        WorkloadKind::Stream | WorkloadKind::Rate => (receiver.duration_seconds, messages_received),
+        _ => (
+            sender.duration_seconds,
+            messages_sent.saturating_sub(timeouts),
+        ),
+    };
     let rate = |n: u64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
+    let latencies = run_histograms(raw)
+        .iter()
+        .filter_map(|(name, h)| Some((name.to_string(), Latency::of(h)?)))
+        .collect();
     RunFigures {
         duration_seconds: secs,
         bytes_sent,
         bytes_received,
         messages_sent,
         messages_received,
-        messages_lost: (!sc.transport.reliable())
-            .then(|| messages_sent.saturating_sub(messages_received)),
+        messages_lost: (!sc.transport.reliable()).then(|| match sc.workload {
+            WorkloadKind::Pingpong => timeouts,
+            _ => messages_sent.saturating_sub(messages_received),
+        }),
         bits_per_second: rate(bytes_received) * 8.0,
         bytes_per_second: rate(bytes_received),
-        messages_per_second: rate(messages_received),
+        messages_per_second: rate(counted),
         sender,
         receiver,
         system: raw.system,
@@ -435,7 +478,27 @@ fn run_figures(sc: &Scenario, raw: &Raw) -> RunFigures {
         rcvbuf_bytes: raw.link.rcvbuf_bytes,
         mss_bytes: raw.link.mss_bytes,
         endpoint: raw.link.endpoint.clone(),
+        latencies,
     }
+}
+
+/// A run's latency histograms, merged over its sides and streams, by name.
+fn run_histograms(raw: &Raw) -> BTreeMap<&'static str, Histogram<u64>> {
+    let mut out: BTreeMap<&'static str, Histogram<u64>> = BTreeMap::new();
+    for (name, h) in raw
+        .senders
+        .iter()
+        .chain(&raw.receivers)
+        .flat_map(|s| &s.latencies)
+    {
+        match out.get_mut(name) {
+            Some(into) => merge(into, h),
+            None => {
+                out.insert(name, h.clone());
+            }
+        }
+    }
+    out
 }
 
 /// Turn the raw runs of a scenario into its result, with statistics and warnings.
@@ -454,6 +517,27 @@ fn figures(sc: &Scenario, raws: &[Raw]) -> ScenarioResult {
         });
     let lost =
         (!sc.transport.reliable()).then(|| runs.iter().filter_map(|r| r.messages_lost).sum());
+    let mut histograms: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
+    for (name, h) in raws.iter().flat_map(run_histograms) {
+        match histograms.get_mut(name) {
+            Some(into) => merge(into, &h),
+            None => {
+                histograms.insert(name.to_string(), h);
+            }
+        }
+    }
+    let latencies = histograms
+        .iter()
+        .filter_map(|(name, h)| Some((name.clone(), Latency::of(h)?)))
+        .collect();
+    let cpu_seconds_per_round_trip = (sc.workload == WorkloadKind::Pingpong)
+        .then(|| {
+            opt_median(|r| {
+                let trips = r.messages_per_second * r.duration_seconds;
+                (trips > 0.0).then(|| (r.sender.cpu_seconds + r.receiver.cpu_seconds) / trips)
+            })
+        })
+        .flatten();
     let mut result = ScenarioResult {
         workload: sc.workload,
         transport: sc.transport,
@@ -490,13 +574,36 @@ fn figures(sc: &Scenario, raws: &[Raw]) -> ScenarioResult {
         messages_lost: lost,
         sender_cpu_seconds_per_gb: opt_median(|r| r.sender.cpu_seconds_per_gb),
         receiver_cpu_seconds_per_gb: opt_median(|r| r.receiver.cpu_seconds_per_gb),
+        latencies,
+        cpu_seconds_per_round_trip,
         statistics,
         runs,
         warnings: Vec::new(),
         error: None,
+        histograms,
     };
     result.warnings = warnings(sc, &result);
     result
+}
+
+/// Round trips this slow on loopback TCP are Nagle's algorithm holding a request's tail
+/// until the peer's delayed ACK (40 ms on Linux) lets it go.
+const STALL_NS: u64 = 30_000_000;
+
+/// Explain a cluster of ~40 ms round trips on TCP without TCP_NODELAY.
+fn delayed_ack_stall(sc: &Scenario, r: &ScenarioResult) -> Option<Warning> {
+    let tcp = matches!(sc.transport, TransportKind::Tcp | TransportKind::Tcp6);
+    let h = r.histograms.get("round_trip")?;
+    let slow = fraction_at_least(h, STALL_NS);
+    (tcp && !sc.nodelay && slow >= 0.01).then(|| Warning {
+        kind: "delayed-ack",
+        message: format!(
+            "{:.0}% of round trips took 30 ms or more, the signature of Nagle's algorithm waiting for a delayed \
+             ACK (about 40 ms on Linux) when a request is sent in more than one write: use --nodelay \
+             (TCP_NODELAY), or send each request in one write",
+            slow * 100.0
+        ),
+    })
 }
 
 /// Reliable transports must deliver exactly what was sent.
@@ -561,7 +668,9 @@ fn warnings(sc: &Scenario, r: &ScenarioResult) -> Vec<Warning> {
             .filter(|&(_, used)| used >= SATURATED)
             .map(|(name, used)| format!("the {name} {:.0}%", used * 100.0))
             .collect();
-        if !busy.is_empty() {
+        // Only one-way workloads are meant to keep a core busy; request/response sides wait.
+        let one_way = matches!(sc.workload, WorkloadKind::Stream | WorkloadKind::Rate);
+        if one_way && !busy.is_empty() {
             out.push(Warning {
                 kind: "cpu-saturated",
                 message: format!(
@@ -571,6 +680,9 @@ fn warnings(sc: &Scenario, r: &ScenarioResult) -> Vec<Warning> {
                 ),
             });
         }
+    }
+    if let Some(w) = delayed_ack_stall(sc, r) {
+        out.push(w);
     }
     if let Some(lost) = r.messages_lost.filter(|&l| l > 0) {
         out.push(Warning {

@@ -4,5 +4,6 @@
 //! only at the edges of the measured interval.
 
 pub mod cpu;
+pub mod histogram;
 pub mod stats;
 pub mod units;

@@ -101,6 +101,26 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(v * scale))
 }
 
+/// Parse a rate per second: `50000`, `50k`, `1.5M` (SI multipliers).
+///
+/// # Errors
+/// A message naming the bad text.
+pub fn parse_rate(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    let (num, mult) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 1e3),
+        Some('m' | 'M') => (&t[..t.len() - 1], 1e6),
+        Some('g' | 'G') => (&t[..t.len() - 1], 1e9),
+        _ => (t, 1.0),
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v * mult <= 1e9 => Ok(v * mult),
+        _ => Err(format!(
+            "invalid rate '{text}': give a positive number per second up to 1G, e.g. 10000, 50k, 1.5M"
+        )),
+    }
+}
+
 /// A byte count for people: `64 B`, `4 KiB`, `1 MiB`, `1.5 MiB`.
 pub fn format_bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -153,6 +173,15 @@ pub fn format_bytes_per_second(bps: f64) -> String {
 /// A count rate in SI units: `1.23 M/s`.
 pub fn format_per_second(v: f64) -> String {
     si(v, "/s").replace(" /s", "/s")
+}
+
+/// Integer nanoseconds for people: `645 ns`, `21.8 µs`, `1.08 ms`, `2.50 s`.
+pub fn format_ns(ns: u64) -> String {
+    if ns < 1000 {
+        format!("{ns} ns")
+    } else {
+        format_seconds(ns as f64 / 1e9)
+    }
 }
 
 /// A duration in seconds for people: `1.50 s`, `250 ms`.

@@ -5,9 +5,10 @@
 use std::collections::BTreeMap;
 
 use super::{Report, ScenarioResult};
-use crate::measure::units::{format_bits_per_second, format_bytes, format_per_second};
+use crate::measure::units::{format_bits_per_second, format_bytes, format_ns, format_per_second};
 use crate::plan::{Layout, SUITE_SIZES};
 use crate::transport::TransportKind;
+use crate::workload::WorkloadKind;
 
 /// Column alignment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,8 +54,59 @@ pub fn build(report: &Report) -> Grid {
     g
 }
 
+/// Latency columns: one row per scenario, percentiles of the named distribution.
+fn latency_list(report: &Report, name: &str, rate_title: &str) -> Grid {
+    let rs = &report.results;
+    let lossy = rs.iter().any(|r| r.messages_lost.is_some());
+    let mut g = Grid::default();
+    let mut col = |h: &str, a: Align| {
+        g.headers.push(h.into());
+        g.align.push(a);
+    };
+    col("transport", Align::Left);
+    col("size", Align::Right);
+    for h in ["min", "p50", "p90", "p99", "p99.9", "max"] {
+        col(h, Align::Right);
+    }
+    col(rate_title, Align::Right);
+    col("CPU/op", Align::Right);
+    if lossy {
+        col("lost", Align::Right);
+    }
+    for r in rs {
+        let mut row = vec![r.transport.to_string(), format_bytes(r.size_bytes)];
+        match r.latencies.get(name) {
+            Some(l) => row.extend(
+                [l.min_ns, l.p50_ns, l.p90_ns, l.p99_ns, l.p99_9_ns, l.max_ns].map(format_ns),
+            ),
+            None => row
+                .extend((0..6).map(|_| if r.error.is_some() { "failed" } else { "-" }.to_string())),
+        }
+        row.push(cell_or_error(r, |r| {
+            r.messages_per_second.map(format_per_second)
+        }));
+        row.push(
+            r.cpu_seconds_per_round_trip
+                .map(|s| format_ns((s * 1e9) as u64))
+                .unwrap_or_else(|| "-".into()),
+        );
+        if lossy {
+            row.push(
+                r.messages_lost
+                    .map(|l| l.to_string())
+                    .unwrap_or_else(|| "-".into()),
+            );
+        }
+        g.rows.push(row);
+    }
+    g
+}
+
 fn list(report: &Report) -> Grid {
     let rs = &report.results;
+    if !rs.is_empty() && rs.iter().all(|r| r.workload == WorkloadKind::Pingpong) {
+        return latency_list(report, "round_trip", "round trips/s");
+    }
     let engines = rs
         .iter()
         .map(|r| r.engine)

@@ -6,12 +6,16 @@
 
 pub mod csv;
 pub mod grid;
+pub mod histogram;
 pub mod json;
 pub mod markdown;
 pub mod progress;
 pub mod table;
 
+use std::collections::BTreeMap;
 use std::io::Write;
+
+use hdrhistogram::Histogram;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -21,6 +25,7 @@ use crate::cli::Format;
 use crate::engine::EngineKind;
 use crate::environment::Environment;
 use crate::measure::cpu::SystemCpu;
+use crate::measure::histogram::Latency;
 use crate::measure::stats::Summary;
 use crate::plan::{Layout, Skipped};
 use crate::transport::TransportKind;
@@ -150,6 +155,9 @@ pub struct RunFigures {
     /// Where the receiver listened: address:port, socket path or object name (null for
     /// pipe and socketpair).
     pub endpoint: Option<String>,
+    /// Latency distributions of this run by name (`round_trip` for pingpong; `connect`,
+    /// `accept`, `first_response`, `close` for connect).
+    pub latencies: BTreeMap<String, Latency>,
 }
 
 /// Statistics across the measured runs of a scenario.
@@ -194,6 +202,10 @@ pub struct ScenarioResult {
     pub sender_cpu_seconds_per_gb: Option<f64>,
     /// Median over runs of the receiver's CPU seconds per 10^9 bytes.
     pub receiver_cpu_seconds_per_gb: Option<f64>,
+    /// Latency distributions merged over all measured runs, by name (see `runs[].latencies`).
+    pub latencies: BTreeMap<String, Latency>,
+    /// pingpong: median over runs of both sides' CPU seconds per round trip.
+    pub cpu_seconds_per_round_trip: Option<f64>,
     /// Statistics across runs; null if no run finished.
     pub statistics: Option<Statistics>,
     /// Every measured run.
@@ -202,6 +214,10 @@ pub struct ScenarioResult {
     pub warnings: Vec<Warning>,
     /// Why the scenario failed, if it did.
     pub error: Option<String>,
+    /// The merged histograms themselves, for `--histogram` (not part of the JSON report).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub histograms: BTreeMap<String, Histogram<u64>>,
 }
 
 /// A warning attached to a scenario.
@@ -290,7 +306,7 @@ impl ExportManager {
     }
 }
 
-fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())

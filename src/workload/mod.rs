@@ -6,6 +6,7 @@
 //! hosts it becomes the control connection). Each side times and counts itself, reading
 //! the clock and its thread's CPU only at the edges of its measured interval.
 
+pub mod pingpong;
 pub mod stream;
 
 use std::fmt;
@@ -18,7 +19,9 @@ use clap::ValueEnum;
 use serde::Serialize;
 
 use crate::measure::cpu::ThreadCpu;
-use crate::transport::Conn;
+use hdrhistogram::Histogram;
+
+use crate::transport::{Conn, Framing};
 
 /// The workload the user selects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, ValueEnum, schemars::JsonSchema)]
@@ -26,12 +29,21 @@ use crate::transport::Conn;
 pub enum WorkloadKind {
     /// One-way bulk transfer.
     Stream,
+    /// Round-trip latency.
+    Pingpong,
+    /// Message rate with loss, reorder and duplicate counts.
+    Rate,
+    /// Connection setup and teardown cost.
+    Connect,
 }
 
 impl fmt::Display for WorkloadKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             WorkloadKind::Stream => "stream",
+            WorkloadKind::Pingpong => "pingpong",
+            WorkloadKind::Rate => "rate",
+            WorkloadKind::Connect => "connect",
         })
     }
 }
@@ -48,7 +60,7 @@ pub enum Stop {
 }
 
 /// What one side measured over its measured interval.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default)]
 pub struct SideReport {
     /// Payload bytes this side sent or received.
     pub bytes: u64,
@@ -64,6 +76,80 @@ pub struct SideReport {
     pub interrupted: bool,
     /// This side's socket buffers (send, receive) at the end of its interval.
     pub socket_buffers: (Option<u64>, Option<u64>),
+    /// Named latency distributions in nanoseconds (`round_trip`, `connect`, ...).
+    pub latencies: Vec<(&'static str, Histogram<u64>)>,
+    /// Exchanges that got no answer in time (lost datagrams).
+    pub timeouts: u64,
+    /// Sequence-number accounting of a receiver that checks it.
+    pub sequence: Option<SequenceCounts>,
+}
+
+/// What a receiver learned from sequence numbers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SequenceCounts {
+    /// Messages that arrived with a lower number than one seen before.
+    pub reordered: u64,
+    /// Messages whose number had been seen already.
+    pub duplicated: u64,
+}
+
+/// A histogram for latencies from 1 ns to one hour at 3 significant digits.
+pub fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds")
+}
+
+/// Record a duration in a latency histogram (clamped to its range).
+#[inline]
+pub fn record(h: &mut Histogram<u64>, d: Duration) {
+    h.saturating_record((d.as_nanos() as u64).clamp(1, 3_600_000_000_000));
+}
+
+/// Send one whole message: loop over partial writes on byte streams; a message transport
+/// must take it in one send.
+pub fn send_all(conn: &mut dyn Conn, buf: &[u8], framing: Framing) -> io::Result<()> {
+    let mut off = 0;
+    while off < buf.len() {
+        match conn.send(&buf[off..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) if framing == Framing::Message && n != buf.len() => {
+                return Err(io::Error::other(format!(
+                    "message truncated: sent {n} of {} bytes",
+                    buf.len()
+                )));
+            }
+            Ok(n) => off += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Receive one whole message of `buf.len()` bytes (byte streams: read until full; message
+/// transports: one receive). `Ok(0)` means the peer finished before the message began.
+///
+/// # Errors
+/// `UnexpectedEof` if the stream ends inside a message; timeouts as the transport reports.
+pub fn recv_message(conn: &mut dyn Conn, buf: &mut [u8], framing: Framing) -> io::Result<usize> {
+    if framing == Framing::Message {
+        loop {
+            match conn.recv(buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                r => return r,
+            }
+        }
+    }
+    let mut off = 0;
+    while off < buf.len() {
+        match conn.recv(&mut buf[off..]) {
+            Ok(0) if off == 0 => return Ok(0),
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => off += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(off)
 }
 
 /// Out-of-band signals between the two sides.

@@ -13,7 +13,7 @@
 use std::io::{self, ErrorKind};
 use std::time::{Duration, Instant};
 
-use super::{PeerSignal, Side, SideReport, Stop, Workload};
+use super::{send_all, PeerSignal, Side, SideReport, Stop, Workload};
 use crate::interrupt;
 use crate::measure::cpu::ThreadCpu;
 use crate::transport::Framing;
@@ -40,25 +40,6 @@ impl Stream {
     fn check_every(&self) -> u64 {
         (16384 / self.size.max(1)).max(1) as u64
     }
-}
-
-fn send_all(conn: &mut dyn crate::transport::Conn, buf: &[u8], framing: Framing) -> io::Result<()> {
-    let mut off = 0;
-    while off < buf.len() {
-        match conn.send(&buf[off..]) {
-            Ok(0) => return Err(ErrorKind::WriteZero.into()),
-            Ok(n) if framing == Framing::Message && n != buf.len() => {
-                return Err(io::Error::other(format!(
-                    "message truncated: sent {n} of {} bytes",
-                    buf.len()
-                )));
-            }
-            Ok(n) => off += n,
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 impl Workload for Stream {
@@ -121,6 +102,7 @@ impl Workload for Stream {
             cpu,
             interrupted,
             socket_buffers,
+            ..SideReport::default()
         })
     }
 
@@ -168,6 +150,7 @@ impl Workload for Stream {
             cpu,
             interrupted: false,
             socket_buffers,
+            ..SideReport::default()
         })
     }
 }

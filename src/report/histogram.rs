@@ -1,0 +1,83 @@
+//! `--histogram PATH`: every scenario's full latency distributions, as CSV
+//! (`workload,transport,engine,size_bytes,name,value_ns,count`, one row per recorded
+//! value) or, when PATH ends in `.json`, as JSON (`{"schema_version", "histograms": [...]}`).
+//! Values are the HDR histogram's buckets: exact to 3 significant digits.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::{write_atomic, Report};
+
+#[derive(Serialize)]
+struct Distribution<'a> {
+    workload: String,
+    transport: String,
+    engine: String,
+    size_bytes: u64,
+    name: &'a str,
+    /// `[value_ns, count]` pairs in increasing value order.
+    values: Vec<[u64; 2]>,
+}
+
+fn distributions(report: &Report) -> Vec<Distribution<'_>> {
+    report
+        .results
+        .iter()
+        .flat_map(|r| {
+            r.histograms.iter().map(move |(name, h)| Distribution {
+                workload: r.workload.to_string(),
+                transport: r.transport.to_string(),
+                engine: r.engine.to_string(),
+                size_bytes: r.size_bytes,
+                name,
+                values: h
+                    .iter_recorded()
+                    .map(|v| [v.value_iterated_to(), v.count_at_value()])
+                    .collect(),
+            })
+        })
+        .collect()
+}
+
+/// Write the distributions of every finished scenario to `path`.
+///
+/// # Errors
+/// If the file cannot be written.
+pub fn write(report: &Report, path: &Path) -> anyhow::Result<()> {
+    let dists = distributions(report);
+    let bytes = if path.extension().is_some_and(|e| e == "json") {
+        let mut v = serde_json::to_vec_pretty(&serde_json::json!({
+            "schema_version": 1,
+            "histograms": dists,
+        }))?;
+        v.push(b'\n');
+        v
+    } else {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.write_record([
+            "workload",
+            "transport",
+            "engine",
+            "size_bytes",
+            "name",
+            "value_ns",
+            "count",
+        ])?;
+        for d in &dists {
+            for [value, count] in &d.values {
+                w.write_record([
+                    d.workload.as_str(),
+                    &d.transport,
+                    &d.engine,
+                    &d.size_bytes.to_string(),
+                    d.name,
+                    &value.to_string(),
+                    &count.to_string(),
+                ])?;
+            }
+        }
+        w.into_inner()?
+    };
+    write_atomic(path, &bytes)
+}

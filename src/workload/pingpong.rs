@@ -1,0 +1,243 @@
+//! `pingpong`: round-trip latency. The client (the "sender" side) sends a `size`-byte
+//! request, the server echoes it, and the client records the round trip in an HDR
+//! histogram. One clock read per round trip is the measurement itself, not overhead.
+//!
+//! Closed loop by default: the next request goes out when the reply is in. With a rate,
+//! requests are due on a fixed schedule and each round trip is timed from when its request
+//! was *due*, not when it was sent, so a stall is charged to every request queued behind
+//! it (the coordinated-omission correction; see Gil Tene, "How NOT to Measure Latency").
+//!
+//! On unreliable transports a lost request or reply would stall the client forever, so it
+//! waits at most [`REPLY_TIMEOUT`], counts a timeout and goes on; requests carry their
+//! number in the first 8 bytes so a late reply to an earlier request is recognised and
+//! dropped.
+
+use std::io::{self, ErrorKind};
+use std::time::{Duration, Instant};
+
+use super::{
+    latency_histogram, record, recv_message, send_all, PeerSignal, Side, SideReport, Stop, Workload,
+};
+use crate::interrupt;
+use crate::measure::cpu::ThreadCpu;
+use crate::transport::Framing;
+
+/// How long the client waits for a reply on an unreliable transport.
+pub const REPLY_TIMEOUT: Duration = Duration::from_millis(200);
+/// How long an idle server on an unreliable transport waits before checking for the end.
+const QUIET: Duration = Duration::from_millis(50);
+
+/// The pingpong workload for one scenario.
+#[derive(Clone, Debug)]
+pub struct PingPong {
+    /// Request and response size in bytes.
+    pub size: usize,
+    /// When the client stops.
+    pub stop: Stop,
+    /// Message or byte-stream transport.
+    pub framing: Framing,
+    /// Whether the transport delivers everything.
+    pub reliable: bool,
+    /// Open-loop request rate per second; `None` for closed loop.
+    pub rate: Option<f64>,
+    /// Writes per request (1 normally; more provokes Nagle/delayed-ACK stalls on TCP).
+    pub writes: u32,
+}
+
+/// Sleep until `due`, spinning for the last stretch so the request leaves on time.
+fn wait_until(due: Instant) {
+    loop {
+        let now = Instant::now();
+        if now >= due {
+            return;
+        }
+        let left = due - now;
+        if left > Duration::from_micros(200) {
+            std::thread::sleep(left - Duration::from_micros(100));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+impl PingPong {
+    fn send_request(&self, side: &mut Side, req: &[u8]) -> io::Result<()> {
+        if self.writes <= 1 {
+            return send_all(side.conn.as_mut(), req, self.framing);
+        }
+        let piece = req.len().div_ceil(self.writes as usize).max(1);
+        for chunk in req.chunks(piece) {
+            send_all(side.conn.as_mut(), chunk, self.framing)?;
+        }
+        Ok(())
+    }
+
+    /// Wait for the reply to request `seq`. `Ok(false)`: it timed out (unreliable only).
+    fn await_reply(&self, side: &mut Side, resp: &mut [u8], seq: u64) -> io::Result<bool> {
+        loop {
+            match recv_message(side.conn.as_mut(), resp, self.framing) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        ErrorKind::UnexpectedEof,
+                        "the echo server went away",
+                    ))
+                }
+                Ok(n) => {
+                    // A late reply to an earlier request (after a timeout) is dropped.
+                    if !self.reliable && n >= 8 && resp[..8] != seq.to_le_bytes() {
+                        continue;
+                    }
+                    return Ok(true);
+                }
+                Err(e)
+                    if !self.reliable
+                        && matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) =>
+                {
+                    return Ok(false);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+impl Workload for PingPong {
+    fn sender(&self, mut side: Side) -> io::Result<SideReport> {
+        let mut req = vec![0x5Au8; self.size];
+        let mut resp = vec![0u8; self.size];
+        let mut hist = latency_histogram();
+        if !self.reliable {
+            side.conn.set_recv_timeout(Some(REPLY_TIMEOUT))?;
+        }
+        let limit = match self.stop {
+            Stop::Count(n) => n,
+            _ => u64::MAX,
+        };
+        let period = self.rate.map(|r| 1e9 / r);
+        side.start.wait();
+        let cpu0 = ThreadCpu::now();
+        let t0 = Instant::now();
+        let deadline = match self.stop {
+            Stop::Duration(d) => Some(t0 + d),
+            _ => None,
+        };
+        let (mut done, mut timeouts, mut interrupted) = (0u64, 0u64, false);
+        let mut now = t0;
+        let mut seq = 0u64;
+        while done + timeouts < limit {
+            let start = match period {
+                Some(ns) => {
+                    let due = t0 + Duration::from_nanos((seq as f64 * ns) as u64);
+                    wait_until(due);
+                    due
+                }
+                None => Instant::now(),
+            };
+            if self.size >= 8 {
+                req[..8].copy_from_slice(&seq.to_le_bytes());
+            }
+            self.send_request(&mut side, &req)?;
+            let answered = self.await_reply(&mut side, &mut resp, seq)?;
+            seq += 1;
+            now = Instant::now();
+            if answered {
+                record(&mut hist, now - start);
+                done += 1;
+            } else {
+                timeouts += 1;
+            }
+            if deadline.is_some_and(|d| now >= d) {
+                break;
+            }
+            if seq % 64 == 0 && interrupt::requested() {
+                interrupted = true;
+                break;
+            }
+        }
+        let ended = now;
+        let cpu = ThreadCpu::now().since(&cpu0);
+        let socket_buffers = side.conn.socket_buffers();
+        side.link.signal(PeerSignal::SenderDone);
+        side.conn.finish()?;
+        if !self.reliable {
+            for _ in 0..200 {
+                if side
+                    .link
+                    .wait_for(PeerSignal::ReceiverDone, Duration::from_millis(5))
+                {
+                    break;
+                }
+                let _ = side.conn.finish();
+            }
+        }
+        Ok(SideReport {
+            bytes: seq * self.size as u64,
+            messages: seq,
+            started: Some(t0),
+            ended: Some(ended),
+            cpu,
+            interrupted,
+            socket_buffers,
+            latencies: vec![("round_trip", hist)],
+            timeouts,
+            sequence: None,
+        })
+    }
+
+    fn receiver(&self, mut side: Side) -> io::Result<SideReport> {
+        let mut buf = vec![0u8; self.size];
+        if !self.reliable {
+            side.conn.set_recv_timeout(Some(QUIET))?;
+        }
+        side.start.wait();
+        let cpu0 = ThreadCpu::now();
+        let t0 = Instant::now();
+        let (mut bytes, mut messages) = (0u64, 0u64);
+        loop {
+            match recv_message(side.conn.as_mut(), &mut buf, self.framing) {
+                Ok(0) => break,
+                Ok(n) => {
+                    bytes += n as u64;
+                    messages += 1;
+                    match send_all(side.conn.as_mut(), &buf[..n], self.framing) {
+                        Ok(()) => {}
+                        // The client may finish and close while a reply is on its way.
+                        Err(e)
+                            if matches!(
+                                e.kind(),
+                                ErrorKind::BrokenPipe | ErrorKind::ConnectionReset
+                            ) =>
+                        {
+                            break
+                        }
+                        Err(e) if !self.reliable && e.kind() == ErrorKind::ConnectionRefused => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                Err(e)
+                    if !self.reliable
+                        && matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) =>
+                {
+                    if side.link.has(PeerSignal::SenderDone) {
+                        break;
+                    }
+                }
+                Err(e) if !self.reliable && e.kind() == ErrorKind::ConnectionRefused => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let ended = Instant::now();
+        let cpu = ThreadCpu::now().since(&cpu0);
+        let socket_buffers = side.conn.socket_buffers();
+        side.link.signal(PeerSignal::ReceiverDone);
+        Ok(SideReport {
+            bytes,
+            messages,
+            started: Some(t0),
+            ended: Some(ended),
+            cpu,
+            socket_buffers,
+            ..SideReport::default()
+        })
+    }
+}

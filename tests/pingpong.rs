@@ -1,0 +1,198 @@
+//! `pingpong`: round trips over every transport, the latency distribution, open loop
+//! with coordinated-omission correction, histogram export and the delayed-ACK diagnosis.
+
+mod common;
+
+use common::{json, u, Sandbox};
+use serde_json::Value;
+
+fn round_trip(r: &Value) -> &Value {
+    &r["latencies"]["round_trip"]
+}
+
+#[test]
+fn every_transport_echoes_every_request_and_records_every_round_trip() {
+    let sb = Sandbox::new();
+    let all = "unix,unix-dgram,unix-seqpacket,socketpair,tcp,udp,pipe,fifo,mq,shm";
+    let v = json(
+        &sb,
+        &["pingpong", "-t", all, "-s", "100", "-n", "300", "-w", "0"],
+    );
+    for r in v["results"].as_array().unwrap() {
+        let t = r["transport"].as_str().unwrap();
+        assert!(r["error"].is_null(), "{t}: {}", r["error"]);
+        let lost = r["messages_lost"].as_u64().unwrap_or(0);
+        assert_eq!(u(r, "/messages_sent"), 300, "{t}");
+        assert_eq!(
+            u(r, "/messages_received") + lost,
+            300,
+            "{t}: the server echoed each request"
+        );
+        let l = round_trip(r);
+        assert_eq!(l["count"].as_u64().unwrap() + lost, 300, "{t}");
+        let p = |k: &str| l[k].as_u64().unwrap();
+        assert!(p("min_ns") > 0 && p("min_ns") <= p("p50_ns"), "{t}");
+        assert!(
+            p("p50_ns") <= p("p90_ns") && p("p90_ns") <= p("p99_ns"),
+            "{t}"
+        );
+        assert!(
+            p("p99_ns") <= p("p99_9_ns") && p("p99_99_ns") <= p("max_ns"),
+            "{t}"
+        );
+        assert!(
+            r["cpu_seconds_per_round_trip"].as_f64().unwrap() > 0.0,
+            "{t}"
+        );
+        assert!(r["messages_per_second"].as_f64().unwrap() > 0.0, "{t}");
+    }
+    assert!(sb.leftovers().is_empty());
+}
+
+#[test]
+fn open_loop_runs_at_the_requested_rate() {
+    let sb = Sandbox::new();
+    let v = json(
+        &sb,
+        &[
+            "pingpong",
+            "-t",
+            "socketpair",
+            "-s",
+            "64",
+            "--rate",
+            "2k",
+            "-d",
+            "0.5",
+            "-w",
+            "0",
+        ],
+    );
+    let n = u(&v, "/results/0/messages_sent") as f64;
+    assert!(
+        (800.0..=1100.0).contains(&n),
+        "{n} requests in 0.5 s at 2000/s"
+    );
+}
+
+#[test]
+fn open_loop_charges_a_stall_to_the_requests_queued_behind_it() {
+    // Each round trip stalls ~40 ms (Nagle + delayed ACK) while requests are due every
+    // millisecond: timed from when they were due, later requests wait ever longer.
+    let sb = Sandbox::new();
+    let args = [
+        "pingpong", "-t", "tcp", "-s", "64", "--writes", "2", "-n", "20", "-w", "0",
+    ];
+    let closed = json(&sb, &args);
+    let open = json(&sb, &[&args[..], &["--rate", "1k"]].concat());
+    let max = |v: &Value| round_trip(&v["results"][0])["max_ns"].as_u64().unwrap();
+    assert!(
+        max(&closed) < 200_000_000,
+        "closed loop: each round trip is one stall"
+    );
+    assert!(
+        max(&open) > 400_000_000,
+        "open loop: the last request waited for all the stalls before it"
+    );
+}
+
+#[test]
+fn tcp_request_in_two_writes_is_diagnosed_as_a_delayed_ack_stall() {
+    let sb = Sandbox::new();
+    let v = json(
+        &sb,
+        &[
+            "pingpong", "-t", "tcp", "-s", "64", "--writes", "2", "-n", "10", "-w", "0",
+        ],
+    );
+    let r = &v["results"][0];
+    assert!(round_trip(r)["p50_ns"].as_u64().unwrap() > 30_000_000);
+    let w: Vec<_> = r["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["kind"] == "delayed-ack")
+        .collect();
+    assert_eq!(w.len(), 1, "{}", r["warnings"]);
+    assert!(w[0]["message"].as_str().unwrap().contains("--nodelay"));
+
+    let v = json(
+        &sb,
+        &[
+            "pingpong",
+            "-t",
+            "tcp",
+            "-s",
+            "64",
+            "--writes",
+            "2",
+            "-n",
+            "200",
+            "-w",
+            "0",
+            "--nodelay",
+        ],
+    );
+    let r = &v["results"][0];
+    assert!(
+        round_trip(r)["p50_ns"].as_u64().unwrap() < 10_000_000,
+        "TCP_NODELAY removes the stall"
+    );
+    assert!(r["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|w| w["kind"] != "delayed-ack"));
+}
+
+#[test]
+fn histogram_export_holds_every_round_trip() {
+    let sb = Sandbox::new();
+    let csv_path = sb.path().join("rtt.csv");
+    let json_path = sb.path().join("rtt.json");
+    for p in [&csv_path, &json_path] {
+        json(
+            &sb,
+            &[
+                "pingpong",
+                "-t",
+                "unix,tcp",
+                "-s",
+                "64",
+                "-n",
+                "500",
+                "-w",
+                "0",
+                "--histogram",
+                p.to_str().unwrap(),
+            ],
+        );
+    }
+    let text = std::fs::read_to_string(&csv_path).unwrap();
+    let mut rdr = csv::Reader::from_reader(text.as_bytes());
+    let total: u64 = rdr
+        .records()
+        .map(|r| r.unwrap()[6].parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(total, 1000);
+    let v: Value = serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();
+    let hs = v["histograms"].as_array().unwrap();
+    assert_eq!(hs.len(), 2);
+    let count: u64 = hs[1]["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[1].as_u64().unwrap())
+        .sum();
+    assert_eq!(count, 500);
+}
+
+#[test]
+fn split_requests_are_refused_on_message_transports() {
+    let sb = Sandbox::new();
+    sb.cmd()
+        .args(["pingpong", "-t", "udp", "--writes", "2"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("message-based"));
+}
