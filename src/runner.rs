@@ -20,6 +20,7 @@ use hdrhistogram::Histogram;
 use crate::interrupt;
 use crate::measure::cpu::{SystemCpu, SystemTicks};
 use crate::measure::histogram::{fraction_at_least, merge, Latency};
+use crate::measure::netstat::udp_rcvbuf_errors;
 use crate::measure::stats::{median, Summary};
 use crate::measure::units::format_bytes;
 use crate::plan::{Plan, Scenario};
@@ -30,6 +31,7 @@ use crate::report::{
 };
 use crate::transport::{open_duplex, open_pair, LinkInfo, TransportKind, TransportOptions};
 use crate::workload::pingpong::PingPong;
+use crate::workload::rate::Rate;
 use crate::workload::stream::Stream;
 use crate::workload::WorkloadKind;
 use crate::workload::{peer_link, Side, SideReport, Stop, Workload};
@@ -82,6 +84,8 @@ struct Raw {
     receivers: Vec<SideReport>,
     system: Option<SystemCpu>,
     link: LinkInfo,
+    /// UDP receive-buffer drops the kernel counted during the run.
+    udp_drops: Option<u64>,
 }
 
 /// Runs a plan and fills a report.
@@ -218,6 +222,13 @@ impl<'a> Runner<'a> {
                 rate: sc.extras.rate,
                 writes: sc.extras.writes,
             }),
+            WorkloadKind::Rate => Arc::new(Rate {
+                size,
+                stop,
+                framing,
+                reliable,
+                rate: sc.extras.rate,
+            }),
             _ => Arc::new(Stream {
                 size,
                 stop,
@@ -296,6 +307,10 @@ impl<'a> Runner<'a> {
             }
         }
         drop(tx);
+        let udp6 = sc.transport == TransportKind::Udp6;
+        let udp_before = (!sc.transport.reliable())
+            .then(|| udp_rcvbuf_errors(udp6))
+            .flatten();
         start.wait();
         let t0 = SystemTicks::now();
         let started = Instant::now();
@@ -352,6 +367,9 @@ impl<'a> Runner<'a> {
             }
         }
         let t1 = SystemTicks::now();
+        let udp_drops = udp_before
+            .zip(udp_rcvbuf_errors(udp6))
+            .map(|(a, b)| b.saturating_sub(a));
         if let Some((_, e)) = failure {
             return Err(RunError::Failed(e));
         }
@@ -374,6 +392,7 @@ impl<'a> Runner<'a> {
             receivers,
             system: t0.zip(t1).map(|(a, b)| SystemCpu::between(&a, &b)),
             link,
+            udp_drops,
         })
     }
 }
@@ -417,7 +436,13 @@ fn side_figures(sides: &[SideReport], bytes: u64, start: Option<Instant>) -> Sid
             a.plus(&s.cpu)
         });
     let total = cpu.total().as_secs_f64();
+    let messages: u64 = sides.iter().map(|s| s.messages).sum();
     SideFigures {
+        messages_per_second: if secs > 0.0 {
+            messages as f64 / secs
+        } else {
+            0.0
+        },
         duration_seconds: secs,
         cpu_seconds: total,
         cpu_user_seconds: cpu.user.as_secs_f64(),
@@ -444,6 +469,17 @@ fn run_figures(sc: &Scenario, raw: &Raw) -> RunFigures {
     let receiver = side_figures(&raw.receivers, bytes_received, start);
     let sender = side_figures(&raw.senders, bytes_sent, start);
     let timeouts = sum(&raw.senders, |s| s.timeouts);
+    let sequence = raw
+        .receivers
+        .iter()
+        .map(|r| r.sequence)
+        .collect::<Option<Vec<_>>>();
+    let reordered = sequence
+        .as_ref()
+        .map(|v| v.iter().map(|c| c.reordered).sum::<u64>());
+    let duplicated = sequence
+        .as_ref()
+        .map(|v| v.iter().map(|c| c.duplicated).sum::<u64>());
     // One-way workloads are timed by what the receiver got; request/response ones by the
     // client, which drives them.
     let (secs, counted) = match sc.workload {
@@ -466,8 +502,12 @@ fn run_figures(sc: &Scenario, raw: &Raw) -> RunFigures {
         messages_received,
         messages_lost: (!sc.transport.reliable()).then(|| match sc.workload {
             WorkloadKind::Pingpong => timeouts,
-            _ => messages_sent.saturating_sub(messages_received),
+            // Duplicates do not make up for lost messages.
+            _ => messages_sent.saturating_sub(messages_received - duplicated.unwrap_or(0)),
         }),
+        messages_reordered: reordered,
+        messages_duplicated: duplicated,
+        udp_receive_buffer_errors: raw.udp_drops,
         bits_per_second: rate(bytes_received) * 8.0,
         bytes_per_second: rate(bytes_received),
         messages_per_second: rate(counted),
@@ -572,6 +612,17 @@ fn figures(sc: &Scenario, raws: &[Raw]) -> ScenarioResult {
         messages_sent: runs.iter().map(|r| r.messages_sent).sum(),
         messages_received: runs.iter().map(|r| r.messages_received).sum(),
         messages_lost: lost,
+        messages_reordered: total_opt(&runs, |r| r.messages_reordered),
+        messages_duplicated: total_opt(&runs, |r| r.messages_duplicated),
+        delivered_fraction: lost.map(|l| {
+            let sent: u64 = runs.iter().map(|r| r.messages_sent).sum();
+            if sent == 0 {
+                1.0
+            } else {
+                (sent - l.min(sent)) as f64 / sent as f64
+            }
+        }),
+        udp_receive_buffer_errors: total_opt(&runs, |r| r.udp_receive_buffer_errors),
         sender_cpu_seconds_per_gb: opt_median(|r| r.sender.cpu_seconds_per_gb),
         receiver_cpu_seconds_per_gb: opt_median(|r| r.receiver.cpu_seconds_per_gb),
         latencies,
@@ -604,6 +655,11 @@ fn delayed_ack_stall(sc: &Scenario, r: &ScenarioResult) -> Option<Warning> {
             slow * 100.0
         ),
     })
+}
+
+/// The total of a per-run counter, null if any run lacks it.
+fn total_opt(runs: &[RunFigures], f: fn(&RunFigures) -> Option<u64>) -> Option<u64> {
+    runs.iter().map(f).sum()
 }
 
 /// Reliable transports must deliver exactly what was sent.
@@ -669,7 +725,8 @@ fn warnings(sc: &Scenario, r: &ScenarioResult) -> Vec<Warning> {
             .map(|(name, used)| format!("the {name} {:.0}%", used * 100.0))
             .collect();
         // Only one-way workloads are meant to keep a core busy; request/response sides wait.
-        let one_way = matches!(sc.workload, WorkloadKind::Stream | WorkloadKind::Rate);
+        let one_way = matches!(sc.workload, WorkloadKind::Stream | WorkloadKind::Rate)
+            && sc.extras.rate.is_none(); // a paced sender spins on purpose
         if one_way && !busy.is_empty() {
             out.push(Warning {
                 kind: "cpu-saturated",
@@ -685,12 +742,19 @@ fn warnings(sc: &Scenario, r: &ScenarioResult) -> Vec<Warning> {
         out.push(w);
     }
     if let Some(lost) = r.messages_lost.filter(|&l| l > 0) {
+        let why = match r.udp_receive_buffer_errors {
+            Some(0) => "the kernel counted no receive-buffer overflow, so they were dropped elsewhere \
+                        (sender queue, interface, or another host)"
+                .to_string(),
+            Some(n) => format!(
+                "the kernel counted {n} receive-buffer overflows (UDP RcvbufErrors) during the run: the \
+                 receiver's buffer was full; try a larger --rcvbuf (up to net.core.rmem_max) or a --rate"
+            ),
+            None => "try a larger --rcvbuf, or pace the sender with --rate".to_string(),
+        };
         out.push(Warning {
             kind: "datagram-loss",
-            message: format!(
-                "{lost} of {} datagrams were lost: the sender outran the receiver; try a larger --rcvbuf",
-                r.messages_sent
-            ),
+            message: format!("{lost} of {} datagrams were lost: {why}", r.messages_sent),
         });
     }
     out
@@ -744,6 +808,7 @@ mod tests {
             }],
             system: None,
             link: LinkInfo::default(),
+            udp_drops: None,
         };
         let r = figures(&sc, &[raw(10), raw(40), raw(20)]);
         let median = r.median_run().unwrap();

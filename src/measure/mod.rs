@@ -5,5 +5,6 @@
 
 pub mod cpu;
 pub mod histogram;
+pub mod netstat;
 pub mod stats;
 pub mod units;

@@ -137,6 +137,10 @@ fn list(report: &Report) -> Grid {
     if lossy {
         col("lost", Align::Right);
     }
+    let sequenced = rs.iter().any(|r| r.messages_reordered.is_some());
+    if sequenced {
+        col("reordered/dup", Align::Right);
+    }
     col("sender CPU", Align::Right);
     col("receiver CPU", Align::Right);
     col("CPU s/GB snd+rcv", Align::Right);
@@ -172,6 +176,12 @@ fn list(report: &Report) -> Grid {
                 }
                 Some(l) => l.to_string(),
                 None => "-".into(),
+            });
+        }
+        if sequenced {
+            row.push(match (r.messages_reordered, r.messages_duplicated) {
+                (Some(a), Some(b)) => format!("{a}/{b}"),
+                _ => "-".into(),
             });
         }
         row.push(

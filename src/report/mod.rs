@@ -107,6 +107,8 @@ pub struct SideFigures {
     pub cpu_user_seconds: f64,
     /// System CPU as the kernel's tick sampling attributes it (`getrusage`).
     pub cpu_system_seconds: f64,
+    /// Messages this side sent or received per second of its own interval.
+    pub messages_per_second: f64,
     /// `cpu_seconds` per second of interval (1.0 = one core busy the whole time).
     pub cpu_utilization: f64,
     /// CPU seconds (user + system) per 10^9 payload bytes; null if nothing moved.
@@ -132,6 +134,14 @@ pub struct RunFigures {
     pub messages_received: u64,
     /// Messages sent but not received (unreliable transports); null where nothing can be lost.
     pub messages_lost: Option<u64>,
+    /// rate: messages that arrived after a higher-numbered one (null: not counted, e.g.
+    /// messages under 8 bytes or other workloads).
+    pub messages_reordered: Option<u64>,
+    /// rate: messages that arrived more than once.
+    pub messages_duplicated: Option<u64>,
+    /// UDP: datagrams the kernel dropped because a receive buffer was full during the run
+    /// (`RcvbufErrors`, system-wide).
+    pub udp_receive_buffer_errors: Option<u64>,
     /// Received payload bits per second of the receiver's interval.
     pub bits_per_second: f64,
     /// Received payload bytes per second.
@@ -198,6 +208,15 @@ pub struct ScenarioResult {
     pub messages_received: u64,
     /// Total messages lost (unreliable transports; null elsewhere).
     pub messages_lost: Option<u64>,
+    /// rate: total messages reordered (null where not counted).
+    pub messages_reordered: Option<u64>,
+    /// rate: total messages duplicated (null where not counted).
+    pub messages_duplicated: Option<u64>,
+    /// Distinct messages received over messages sent, 0 to 1 (null where nothing can be
+    /// lost).
+    pub delivered_fraction: Option<f64>,
+    /// UDP: total kernel receive-buffer drops during the measured runs (system-wide).
+    pub udp_receive_buffer_errors: Option<u64>,
     /// Median over runs of the sender's CPU seconds per 10^9 bytes.
     pub sender_cpu_seconds_per_gb: Option<f64>,
     /// Median over runs of the receiver's CPU seconds per 10^9 bytes.

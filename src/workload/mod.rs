@@ -7,6 +7,7 @@
 //! the clock and its thread's CPU only at the edges of its measured interval.
 
 pub mod pingpong;
+pub mod rate;
 pub mod stream;
 
 use std::fmt;
