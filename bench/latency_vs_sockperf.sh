@@ -211,6 +211,22 @@ run_sockbench() { # OUTFILE ARGS...
     if ((rc)); then cat "$out" "$out.err" >&2; die "sockbench $* failed (exit $rc)"; fi
 }
 
+# ---------------------------------------------------------------- idle check
+# Share of both CPUs busy over one second before the runs start: other load (a
+# compile, a test run) lands right in the latency figures of both tools.
+BUSY=$(python3 - <<'EOF'
+import time
+def snap():
+    v = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    return sum(v), v[3] + v[4]  # total, idle + iowait
+t0, i0 = snap(); time.sleep(1); t1, i1 = snap()
+print(round(100 * (1 - (i1 - i0) / max(t1 - t0, 1))))
+EOF
+)
+if ((BUSY > 15)); then
+    echo "warning: the CPUs were ${BUSY}% busy before the runs started; the figures will be noisy" >&2
+fi
+
 # ---------------------------------------------------------------- ping-pong
 SIZES=(64 1024)
 echo "ping-pong: sockbench vs sockperf $SOCKPERF_VERSION over ${TRANSPORTS[*]}" \
@@ -258,11 +274,11 @@ fi
 
 # ---------------------------------------------------------------- report
 echo
-python3 - "$TMP" "$ROUNDS" "$RATE" "${UNIX_NOTE:-}" "${TRANSPORTS[@]}" <<'EOF'
+python3 - "$TMP" "$ROUNDS" "$RATE" "${UNIX_NOTE:-}" "$BUSY" "${TRANSPORTS[@]}" <<'EOF'
 import json, re, statistics, sys
 
-tmp, rounds, rate, unix_note, transports = (sys.argv[1], int(sys.argv[2]),
-                                            sys.argv[3] == "1", sys.argv[4], sys.argv[5:])
+tmp, rounds, rate, unix_note, busy, transports = (
+    sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4], int(sys.argv[5]), sys.argv[6:])
 sizes = [64, 1024]
 ansi = re.compile(r"\x1b\[[0-9;]*m")
 notes = {}  # warning text -> count, printed once below the tables
@@ -282,9 +298,10 @@ def sockbench(path):
     if r["error"] is not None:
         fail(f"{path}: sockbench result error: {r['error']}")
     for w in r.get("warnings") or []:
-        key = f"sockbench {r['workload']} {r['transport']} {r['size_bytes']} B: " \
-              f"{w.get('kind')}: {w.get('message')}"
-        notes[key] = notes.get(key, 0) + 1
+        # One note per scenario and kind: the first message, and how many runs had it.
+        key = f"sockbench {r['workload']} {r['transport']} {r['size_bytes']} B: {w.get('kind')}"
+        first, n = notes.get(key, (w.get("message"), 0))
+        notes[key] = (first, n + 1)
     return r
 
 def sockperf_text(path):
@@ -303,8 +320,7 @@ def sockperf_pp(path):
         return float(m.group(1))
     m = re.search(r"# dropped messages = (\d+)", text)
     if m and int(m.group(1)):
-        notes[f"sockperf ping-pong dropped messages in {path.rsplit('/', 1)[-1]}: "
-              f"{m.group(1)}"] = 1
+        notes[f"sockperf {path.rsplit('/', 1)[-1]}: dropped messages"] = (m.group(1), 1)
     return pct("50.000"), pct("99.000")
 
 def table(title, head, rows):
@@ -378,8 +394,12 @@ else:
     print("(sent = the sender's own rate, which for UDP is not what arrives: sockperf tp "
           "reports only its sender; sockbench's received rate and loss count the receiver)")
 
-if notes:
+if notes or busy > 15:
     print()
-    for n, c in notes.items():
-        print(f"note: {n}" + (f" (in {c} runs)" if c > 1 else ""))
+if busy > 15:
+    print(f"note: the CPUs were {busy}% busy before the runs started (another process): "
+          "expect noisy figures")
+for key, (first, n) in notes.items():
+    print(f"note: {key} in {n} run{'s' if n > 1 else ''}"
+          f"{', first' if n > 1 else ''}: {first}")
 EOF

@@ -121,8 +121,9 @@ pub struct CommonArgs {
     #[arg(short, long, value_name = "LIST", default_value = "unix")]
     pub transport: String,
     /// Message sizes: a list (1,64,4K,64K,1M) or a range of powers of two (1..64M).
-    /// Suffixes K, M, G are binary (4K = 4096 bytes). Default: 64K, but 1472 for udp and
-    /// udp6 (a datagram that fits a 1500-byte Ethernet MTU) and 8K for mq.
+    /// Suffixes K, M, G are binary (4K = 4096 bytes). Default: 64 for pingpong, rate and
+    /// connect; for stream 64K, but 1472 for udp and udp6 (a datagram that fits a
+    /// 1500-byte Ethernet MTU) and 8K for mq.
     #[arg(short, long, value_name = "LIST|RANGE")]
     pub size: Option<String>,
     /// How long each measured run lasts (2, 500ms, 1.5s; default 2 s).

@@ -301,9 +301,11 @@ fn check_memory(size: u64, parallel: u32, sndbuf: Option<u64>) -> Result<(), Pla
     Ok(())
 }
 
-/// The message size when `--size` is not given.
-pub fn default_size(transport: TransportKind) -> u64 {
+/// The message size when `--size` is not given: 64 B for latency, rate and connection
+/// workloads; for stream 64 KiB, but 1472 B for UDP (one Ethernet MTU) and 8 KiB for mq.
+pub fn default_size(workload: WorkloadKind, transport: TransportKind) -> u64 {
     match transport {
+        _ if workload != WorkloadKind::Stream => 64,
         TransportKind::Udp | TransportKind::Udp6 => 1472,
         TransportKind::Mq => 8 << 10,
         _ => 64 << 10,
@@ -728,7 +730,7 @@ impl Plan {
                         || connect.is_some_and(|c| c.is_ipv6() != transport.is_ipv6()));
                 let sizes = sizes
                     .clone()
-                    .unwrap_or_else(|| vec![default_size(transport)]);
+                    .unwrap_or_else(|| vec![default_size(kind, transport)]);
                 for &size in &sizes {
                     if fam_mismatch {
                         plan.skipped.push(Skipped {

@@ -29,10 +29,14 @@ use crate::report::{
     ExportManager, Report, RunFigures, ScenarioOptions, ScenarioResult, SideFigures, Statistics,
     Warning,
 };
+use crate::transport::connector;
 use crate::transport::{open_duplex, open_pair, LinkInfo, TransportKind, TransportOptions};
+use crate::transport::{unconnected, Pair};
+use crate::workload::connect::Connect;
 use crate::workload::pingpong::PingPong;
 use crate::workload::rate::Rate;
 use crate::workload::stream::Stream;
+use crate::workload::Endpoint;
 use crate::workload::WorkloadKind;
 use crate::workload::{peer_link, Side, SideReport, Stop, Workload};
 
@@ -222,6 +226,12 @@ impl<'a> Runner<'a> {
                 rate: sc.extras.rate,
                 writes: sc.extras.writes,
             }),
+            WorkloadKind::Connect => Arc::new(Connect {
+                size,
+                stop,
+                framing,
+                open: sc.extras.open,
+            }),
             WorkloadKind::Rate => Arc::new(Rate {
                 size,
                 stop,
@@ -250,36 +260,67 @@ impl<'a> Runner<'a> {
         let mut pairs = Vec::with_capacity(streams);
         for _ in 0..streams {
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-            let open = if sc.workload == WorkloadKind::Stream {
-                open_pair
-            } else {
-                open_duplex
+            let opened = match sc.workload {
+                WorkloadKind::Stream => open_pair(sc.transport, &opts, id).map(|p| (p, None)),
+                WorkloadKind::Connect => {
+                    connector::open(sc.transport, &opts, id, sc.extras.linger0).map(
+                        |(l, d, info)| {
+                            let pair = Pair {
+                                sender: unconnected(),
+                                receiver: unconnected(),
+                                info,
+                            };
+                            (
+                                pair,
+                                Some((Endpoint::Dial(Box::new(d)), Endpoint::Listen(l))),
+                            )
+                        },
+                    )
+                }
+                _ => open_duplex(sc.transport, &opts, id).map(|p| (p, None)),
             };
-            let pair = match open(sc.transport, &opts, id) {
+            let pair = match opened {
                 Ok(p) => p,
                 Err(_) if interrupt::requested() => return Err(RunError::Interrupted),
                 Err(e) => return Err(RunError::Failed(explain_fd_limit(e))),
             };
             pairs.push(pair);
         }
-        let link = pairs[0].info.clone();
+        let link = pairs[0].0.info.clone();
         let start = Arc::new(Barrier::new(2 * streams + 1));
         let (tx, rx) = mpsc::channel::<(Role, std::io::Result<SideReport>)>();
         let mut handles: Vec<JoinHandle<()>> = Vec::new();
-        for (i, pair) in pairs.into_iter().enumerate() {
+        for (i, (pair, endpoints)) in pairs.into_iter().enumerate() {
             let (send_link, recv_link) = peer_link();
+            let (send_ep, recv_ep) = match endpoints {
+                Some((d, l)) => (Some(d), Some(l)),
+                None => (None, None),
+            };
             let sender = engine
                 .attach(pair.sender)
                 .context("the engine cannot take the sending end")?;
             let receiver = engine
                 .attach(pair.receiver)
                 .context("the engine cannot take the receiving end")?;
-            for (role, conn, link, cpu) in [
-                (Role::Receiver, receiver, recv_link, sc.cpus.map(|c| c.1)),
-                (Role::Sender, sender, send_link, sc.cpus.map(|c| c.0)),
+            for (role, conn, endpoint, link, cpu) in [
+                (
+                    Role::Receiver,
+                    receiver,
+                    recv_ep,
+                    recv_link,
+                    sc.cpus.map(|c| c.1),
+                ),
+                (
+                    Role::Sender,
+                    sender,
+                    send_ep,
+                    send_link,
+                    sc.cpus.map(|c| c.0),
+                ),
             ] {
                 let side = Side {
                     conn,
+                    endpoint,
                     link,
                     start: Arc::clone(&start),
                 };

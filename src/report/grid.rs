@@ -102,10 +102,50 @@ fn latency_list(report: &Report, name: &str, rate_title: &str) -> Grid {
     g
 }
 
+/// Connection phases: p50 and p99 of each, and connections per second.
+fn connect_list(report: &Report) -> Grid {
+    const PHASES: [(&str, &str); 4] = [
+        ("connect", "connect"),
+        ("accept", "accept"),
+        ("first_response", "1st response"),
+        ("close", "close"),
+    ];
+    let mut g = Grid::default();
+    let mut col = |h: String, a: Align| {
+        g.headers.push(h);
+        g.align.push(a);
+    };
+    col("transport".into(), Align::Left);
+    col("size".into(), Align::Right);
+    for (_, title) in PHASES {
+        col(format!("{title} p50"), Align::Right);
+        col(format!("{title} p99"), Align::Right);
+    }
+    col("connections/s".into(), Align::Right);
+    for r in &report.results {
+        let mut row = vec![r.transport.to_string(), format_bytes(r.size_bytes)];
+        for (name, _) in PHASES {
+            match r.latencies.get(name) {
+                Some(l) => row.extend([format_ns(l.p50_ns), format_ns(l.p99_ns)]),
+                None => row.extend(["-".to_string(), "-".to_string()]),
+            }
+        }
+        row.push(cell_or_error(r, |r| {
+            r.messages_per_second.map(format_per_second)
+        }));
+        g.rows.push(row);
+    }
+    g
+}
+
 fn list(report: &Report) -> Grid {
     let rs = &report.results;
-    if !rs.is_empty() && rs.iter().all(|r| r.workload == WorkloadKind::Pingpong) {
+    let all = |w: WorkloadKind| !rs.is_empty() && rs.iter().all(|r| r.workload == w);
+    if all(WorkloadKind::Pingpong) {
         return latency_list(report, "round_trip", "round trips/s");
+    }
+    if all(WorkloadKind::Connect) {
+        return connect_list(report);
     }
     let engines = rs
         .iter()

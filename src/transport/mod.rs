@@ -8,6 +8,7 @@
 //!
 //! This module does not time or count anything; that is the workload's job.
 
+pub mod connector;
 mod mq;
 mod pipe;
 mod shm;
@@ -278,6 +279,29 @@ pub fn open_duplex(
         }),
         info: forward.info,
     })
+}
+
+/// A placeholder for sides that make their own connections (the `connect` workload):
+/// every operation fails.
+pub fn unconnected() -> Box<dyn Conn> {
+    Box::new(Unconnected)
+}
+
+struct Unconnected;
+
+impl Conn for Unconnected {
+    fn send(&mut self, _buf: &[u8]) -> io::Result<usize> {
+        Err(io::ErrorKind::NotConnected.into())
+    }
+    fn recv(&mut self, _buf: &mut [u8]) -> io::Result<usize> {
+        Err(io::ErrorKind::NotConnected.into())
+    }
+    fn finish(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+    fn raw_fd(&self) -> Option<RawFd> {
+        None
+    }
 }
 
 /// Two one-way channels in opposite directions, used as one duplex `Conn`.

@@ -6,6 +6,7 @@
 //! hosts it becomes the control connection). Each side times and counts itself, reading
 //! the clock and its thread's CPU only at the edges of its measured interval.
 
+pub mod connect;
 pub mod pingpong;
 pub mod rate;
 pub mod stream;
@@ -201,13 +202,24 @@ impl PeerLink {
 
 /// Everything one side of a run gets.
 pub struct Side {
-    /// The transport end, already attached to the engine.
+    /// The transport end, already attached to the engine. Workloads that make their own
+    /// connections (`connect`) get a placeholder here and use `endpoint`.
     pub conn: Box<dyn Conn>,
+    /// For `connect`: the listener (receiving side) or dialer (sending side).
+    pub endpoint: Option<Endpoint>,
     /// The out-of-band link to the peer.
     pub link: PeerLink,
     /// Every side of the run (and the runner) meets here; the measured interval starts
     /// when it opens.
     pub start: Arc<Barrier>,
+}
+
+/// Where a connection-making workload gets its connections.
+pub enum Endpoint {
+    /// The receiving side accepts.
+    Listen(crate::transport::connector::Listener),
+    /// The sending side dials.
+    Dial(Box<crate::transport::connector::Dialer>),
 }
 
 /// The two sides of a workload.

@@ -1,0 +1,179 @@
+//! Listeners and dialers for the `connect` workload, which makes a fresh connection per
+//! exchange instead of using one opened pair: the receiving side accepts, the sending side
+//! dials. Only connection-oriented transports have them (tcp, tcp6, unix, unix-seqpacket).
+//!
+//! The Unix socket file must exist while clients connect, so it is removed when the
+//! listener is dropped (and with the run's private directory).
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+use super::tcp::{bind_addr, bind_error};
+use super::{apply_buffers, Conn, LinkInfo, SocketConn, TransportKind, TransportOptions};
+
+/// The accepting side.
+pub struct Listener {
+    sock: Socket,
+    path: Option<PathBuf>,
+}
+
+impl Listener {
+    /// Wait up to `timeout` for a pending connection; `Ok(false)` if none came.
+    ///
+    /// # Errors
+    /// If `poll` fails.
+    pub fn ready(&self, timeout: Duration) -> io::Result<bool> {
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        let mut fds = [PollFd::new(self.sock.as_fd(), PollFlags::POLLIN)];
+        let ms = PollTimeout::try_from(timeout.as_millis().min(60_000) as i32)
+            .unwrap_or(PollTimeout::ZERO);
+        match poll(&mut fds, ms) {
+            Ok(n) => Ok(n > 0),
+            Err(nix::errno::Errno::EINTR) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Accept one connection (call after [`Listener::ready`] said one is pending).
+    ///
+    /// # Errors
+    /// As `accept(2)`.
+    pub fn accept(&self) -> io::Result<Box<dyn Conn>> {
+        let (sock, _) = self.sock.accept()?;
+        Ok(SocketConn::boxed(sock, false))
+    }
+
+    /// The listening descriptor.
+    pub fn raw_fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if let Some(p) = &self.path {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// The dialing side: makes a new connection each time.
+pub struct Dialer {
+    domain: Domain,
+    ty: Type,
+    protocol: Option<Protocol>,
+    target: SockAddr,
+    opts: TransportOptions,
+    linger0: bool,
+}
+
+impl Dialer {
+    /// Open a new connection to the listener.
+    ///
+    /// # Errors
+    /// As `connect(2)`; running out of local ports says what to do about it.
+    pub fn connect(&self) -> io::Result<Box<dyn Conn>> {
+        let sock = Socket::new(self.domain, self.ty, self.protocol)?;
+        apply_buffers(&sock, &self.opts)?;
+        if self.linger0 {
+            sock.set_linger(Some(Duration::ZERO))?;
+        }
+        sock.connect(&self.target).map_err(|e| {
+            if e.raw_os_error() == Some(nix::libc::EADDRNOTAVAIL) {
+                io::Error::new(
+                    e.kind(),
+                    "out of local ports (closed connections wait in TIME_WAIT): use --linger0, or allow reuse \
+                     with `sysctl -w net.ipv4.tcp_tw_reuse=1`",
+                )
+            } else {
+                e
+            }
+        })?;
+        if self.protocol == Some(Protocol::TCP) {
+            sock.set_nodelay(self.opts.nodelay)?;
+        }
+        Ok(SocketConn::boxed(sock, false))
+    }
+}
+
+/// Open a listener and a dialer for it.
+///
+/// # Errors
+/// Setup failures, with the address or path named; a transport without connections.
+pub fn open(
+    kind: TransportKind,
+    opts: &TransportOptions,
+    id: usize,
+    linger0: bool,
+) -> anyhow::Result<(Listener, Dialer, LinkInfo)> {
+    let (domain, ty, protocol, addr, path) = match kind {
+        TransportKind::Tcp | TransportKind::Tcp6 => {
+            let a = bind_addr(kind.is_ipv6(), opts);
+            let domain = if kind.is_ipv6() {
+                Domain::IPV6
+            } else {
+                Domain::IPV4
+            };
+            (
+                domain,
+                Type::STREAM,
+                Some(Protocol::TCP),
+                SockAddr::from(a),
+                None,
+            )
+        }
+        TransportKind::Unix | TransportKind::UnixSeqpacket => {
+            let p = opts.dir.join(format!("connect-{id}.sock"));
+            let ty = if kind == TransportKind::Unix {
+                Type::STREAM
+            } else {
+                Type::SEQPACKET
+            };
+            (Domain::UNIX, ty, None, SockAddr::unix(&p)?, Some(p))
+        }
+        _ => anyhow::bail!("{kind} has no connections to set up"),
+    };
+    let sock = Socket::new(domain, ty, protocol).context("cannot create a socket")?;
+    apply_buffers(&sock, opts).context("cannot set socket buffer sizes")?;
+    if let Err(e) = sock.bind(&addr) {
+        let msg = match (&path, addr.as_socket()) {
+            (Some(p), _) => format!("cannot bind Unix socket {}", p.display()),
+            (None, Some(a)) => bind_error("TCP", a, &e),
+            (None, None) => "cannot bind".into(),
+        };
+        return Err(anyhow::Error::new(e).context(msg));
+    }
+    let listener = Listener { sock, path };
+    listener.sock.listen(1024).context("cannot listen")?;
+    let local = listener.sock.local_addr()?;
+    let target = match local.as_socket() {
+        Some(a) => SockAddr::from(SocketAddr::new(opts.connect.unwrap_or(a.ip()), a.port())),
+        None => local,
+    };
+    let endpoint = target
+        .as_socket()
+        .map(|a| a.to_string())
+        .or_else(|| listener.path.as_ref().map(|p| p.display().to_string()));
+    let dialer = Dialer {
+        domain,
+        ty,
+        protocol,
+        target,
+        opts: opts.clone(),
+        linger0,
+    };
+    Ok((
+        listener,
+        dialer,
+        LinkInfo {
+            endpoint,
+            ..LinkInfo::default()
+        },
+    ))
+}

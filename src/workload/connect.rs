@@ -1,0 +1,176 @@
+//! `connect`: what a connection costs. The client (the "sender" side) dials, sends a
+//! `size`-byte request, reads the `size`-byte response and closes; the server accepts,
+//! answers and lets go. Each step is timed into its own histogram:
+//!
+//! - `connect`: the client's `connect(2)`, until the connection is established;
+//! - `accept`: the server's `accept(2)` once a connection is pending (waiting for the next
+//!   client is not counted);
+//! - `first_response`: from connected to the whole response read (the first request and
+//!   response on a new connection, slow-start and all);
+//! - `close`: the client's `close(2)` (with `--linger0`, a reset instead of a FIN).
+//!
+//! With `--open N` the client keeps N connections open and closes the oldest before it
+//! opens another; the server keeps as many and lets the oldest go the same way.
+
+use std::collections::VecDeque;
+use std::io::{self, ErrorKind};
+use std::time::{Duration, Instant};
+
+use super::{
+    latency_histogram, record, recv_message, send_all, Endpoint, PeerSignal, Side, SideReport,
+    Stop, Workload,
+};
+use crate::interrupt;
+use crate::measure::cpu::ThreadCpu;
+use crate::transport::Framing;
+
+/// The connect workload for one scenario.
+#[derive(Clone, Debug)]
+pub struct Connect {
+    /// Request and response size in bytes.
+    pub size: usize,
+    /// When the client stops (a count is a number of connections).
+    pub stop: Stop,
+    /// Byte stream (tcp, unix) or messages (unix-seqpacket).
+    pub framing: Framing,
+    /// Connections kept open at once.
+    pub open: u32,
+}
+
+fn missing(what: &str) -> io::Error {
+    io::Error::other(format!("connect workload started without a {what}"))
+}
+
+impl Workload for Connect {
+    fn sender(&self, mut side: Side) -> io::Result<SideReport> {
+        let Some(Endpoint::Dial(dialer)) = side.endpoint.take() else {
+            return Err(missing("dialer"));
+        };
+        let req = vec![0x42u8; self.size];
+        let mut resp = vec![0u8; self.size];
+        let (mut h_connect, mut h_first, mut h_close) = (
+            latency_histogram(),
+            latency_histogram(),
+            latency_histogram(),
+        );
+        let limit = match self.stop {
+            Stop::Count(n) => n,
+            _ => u64::MAX,
+        };
+        let mut open = VecDeque::with_capacity(self.open as usize);
+        side.start.wait();
+        let cpu0 = ThreadCpu::now();
+        let t0 = Instant::now();
+        let deadline = match self.stop {
+            Stop::Duration(d) => Some(t0 + d),
+            _ => None,
+        };
+        let (mut made, mut interrupted) = (0u64, false);
+        let close_oldest = |open: &mut VecDeque<Box<dyn crate::transport::Conn>>, h: &mut _| {
+            if let Some(conn) = open.pop_front() {
+                let t = Instant::now();
+                drop(conn);
+                record(h, t.elapsed());
+            }
+        };
+        while made < limit {
+            if open.len() >= self.open as usize {
+                close_oldest(&mut open, &mut h_close);
+            }
+            let a = Instant::now();
+            let mut conn = dialer.connect()?;
+            let b = Instant::now();
+            send_all(conn.as_mut(), &req, self.framing)?;
+            if recv_message(conn.as_mut(), &mut resp, self.framing)? == 0 {
+                return Err(io::Error::new(
+                    ErrorKind::UnexpectedEof,
+                    "the server closed before answering",
+                ));
+            }
+            let c = Instant::now();
+            record(&mut h_connect, b - a);
+            record(&mut h_first, c - b);
+            open.push_back(conn);
+            made += 1;
+            if deadline.is_some_and(|d| c >= d) {
+                break;
+            }
+            if made % 16 == 0 && interrupt::requested() {
+                interrupted = true;
+                break;
+            }
+        }
+        while !open.is_empty() {
+            close_oldest(&mut open, &mut h_close);
+        }
+        let ended = Instant::now();
+        let cpu = ThreadCpu::now().since(&cpu0);
+        side.link.signal(PeerSignal::SenderDone);
+        Ok(SideReport {
+            bytes: made * self.size as u64,
+            messages: made,
+            started: Some(t0),
+            ended: Some(ended),
+            cpu,
+            interrupted,
+            latencies: vec![
+                ("connect", h_connect),
+                ("first_response", h_first),
+                ("close", h_close),
+            ],
+            ..SideReport::default()
+        })
+    }
+
+    fn receiver(&self, mut side: Side) -> io::Result<SideReport> {
+        let Some(Endpoint::Listen(listener)) = side.endpoint.take() else {
+            return Err(missing("listener"));
+        };
+        let mut buf = vec![0u8; self.size];
+        let mut h_accept = latency_histogram();
+        let mut held = VecDeque::new();
+        side.start.wait();
+        let cpu0 = ThreadCpu::now();
+        let t0 = Instant::now();
+        let (mut accepted, mut bytes) = (0u64, 0u64);
+        loop {
+            if !listener.ready(Duration::from_millis(20))? {
+                if side.link.has(PeerSignal::SenderDone) {
+                    break;
+                }
+                continue;
+            }
+            let a = Instant::now();
+            let mut conn = match listener.accept() {
+                Ok(c) => c,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
+                    continue
+                }
+                Err(e) => return Err(e),
+            };
+            record(&mut h_accept, a.elapsed());
+            accepted += 1;
+            let n = recv_message(conn.as_mut(), &mut buf, self.framing)?;
+            if n > 0 {
+                bytes += n as u64;
+                send_all(conn.as_mut(), &buf[..n], self.framing)?;
+            }
+            held.push_back(conn);
+            while held.len() > self.open as usize {
+                held.pop_front();
+            }
+        }
+        held.clear();
+        let ended = Instant::now();
+        let cpu = ThreadCpu::now().since(&cpu0);
+        Ok(SideReport {
+            bytes,
+            messages: accepted,
+            started: Some(t0),
+            ended: Some(ended),
+            cpu,
+            latencies: vec![("accept", h_accept)],
+            ..SideReport::default()
+        })
+    }
+}
