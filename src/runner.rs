@@ -26,8 +26,8 @@ use crate::measure::units::format_bytes;
 use crate::plan::{Plan, Scenario};
 use crate::report::progress::Progress;
 use crate::report::{
-    ExportManager, Report, RunFigures, ScenarioOptions, ScenarioResult, SideFigures, Statistics,
-    Warning,
+    ExportManager, Phases, Report, RunFigures, ScenarioOptions, ScenarioResult, SideFigures,
+    Statistics, Warning,
 };
 use crate::transport::connector;
 use crate::transport::{open_duplex, open_pair, LinkInfo, TransportKind, TransportOptions};
@@ -90,6 +90,8 @@ struct Raw {
     link: LinkInfo,
     /// UDP receive-buffer drops the kernel counted during the run.
     udp_drops: Option<u64>,
+    /// Time to open one stream's transport (the average over streams).
+    connect_time: Duration,
 }
 
 /// Runs a plan and fills a report.
@@ -258,6 +260,7 @@ impl<'a> Runner<'a> {
         let workload = self.workload(sc, stop);
         let streams = sc.parallel as usize;
         let mut pairs = Vec::with_capacity(streams);
+        let opening = Instant::now();
         for _ in 0..streams {
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
             let opened = match sc.workload {
@@ -286,6 +289,7 @@ impl<'a> Runner<'a> {
             };
             pairs.push(pair);
         }
+        let connect_time = opening.elapsed() / streams as u32;
         let link = pairs[0].0.info.clone();
         let start = Arc::new(Barrier::new(2 * streams + 1));
         let (tx, rx) = mpsc::channel::<(Role, std::io::Result<SideReport>)>();
@@ -434,6 +438,7 @@ impl<'a> Runner<'a> {
             system: t0.zip(t1).map(|(a, b)| SystemCpu::between(&a, &b)),
             link,
             udp_drops,
+            connect_time,
         })
     }
 }
@@ -509,6 +514,7 @@ fn run_figures(sc: &Scenario, raw: &Raw) -> RunFigures {
         .min();
     let receiver = side_figures(&raw.receivers, bytes_received, start);
     let sender = side_figures(&raw.senders, bytes_sent, start);
+    let transfer_seconds = receiver.duration_seconds;
     let timeouts = sum(&raw.senders, |s| s.timeouts);
     let sequence = raw
         .receivers
@@ -559,6 +565,17 @@ fn run_figures(sc: &Scenario, raw: &Raw) -> RunFigures {
         rcvbuf_bytes: raw.link.rcvbuf_bytes,
         mss_bytes: raw.link.mss_bytes,
         endpoint: raw.link.endpoint.clone(),
+        phases: (sc.workload == WorkloadKind::Stream).then(|| Phases {
+            connect_seconds: raw.connect_time.as_secs_f64(),
+            transfer_seconds: transfer_seconds,
+            close_seconds: raw
+                .senders
+                .iter()
+                .filter_map(|s| s.close)
+                .max()
+                .unwrap_or_default()
+                .as_secs_f64(),
+        }),
         latencies,
     }
 }
@@ -850,6 +867,7 @@ mod tests {
             system: None,
             link: LinkInfo::default(),
             udp_drops: None,
+            connect_time: Duration::ZERO,
         };
         let r = figures(&sc, &[raw(10), raw(40), raw(20)]);
         let median = r.median_run().unwrap();

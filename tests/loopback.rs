@@ -373,3 +373,40 @@ fn message_queues_are_closed_so_many_runs_and_streams_fit_the_rlimit() {
     );
     assert_eq!(u(&v, "/results/0/messages_received"), 80);
 }
+
+#[test]
+fn a_fixed_workload_reports_connect_transfer_and_close_times() {
+    let sb = Sandbox::new();
+    let v = json(
+        &sb,
+        &[
+            "stream",
+            "-t",
+            "tcp,unix,pipe",
+            "-s",
+            "1K",
+            "-n",
+            "2000",
+            "-w",
+            "0",
+        ],
+    );
+    for r in v["results"].as_array().unwrap() {
+        let p = &r["runs"][0]["phases"];
+        assert!(f(p, "/connect_seconds") > 0.0, "{p}");
+        assert!(f(p, "/close_seconds") > 0.0, "{p}");
+        assert_eq!(f(p, "/transfer_seconds"), f(r, "/runs/0/duration_seconds"));
+    }
+    let out = sb
+        .cmd()
+        .args([
+            "stream", "-t", "tcp", "-s", "1K", "-n", "2000", "-w", "0", "-q",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("connect") && text.contains("transfer") && text.contains("close"),
+        "{text}"
+    );
+}

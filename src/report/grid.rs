@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 
 use super::{Report, ScenarioResult};
-use crate::measure::units::{format_bits_per_second, format_bytes, format_ns, format_per_second};
+use crate::measure::units::{
+    format_bits_per_second, format_bytes, format_ns, format_per_second, format_seconds,
+};
 use crate::plan::{Layout, SUITE_SIZES};
 use crate::transport::TransportKind;
 use crate::workload::WorkloadKind;
@@ -181,6 +183,17 @@ fn list(report: &Report) -> Grid {
     if sequenced {
         col("reordered/dup", Align::Right);
     }
+    // A fixed workload (--count/--bytes) also shows its phases, as the classic
+    // client/server benchmark does.
+    let phased = rs.iter().all(|r| {
+        r.workload == WorkloadKind::Stream
+            && (r.options.count.is_some() || r.options.bytes.is_some())
+    });
+    if phased {
+        col("connect", Align::Right);
+        col("transfer", Align::Right);
+        col("close", Align::Right);
+    }
     col("sender CPU", Align::Right);
     col("receiver CPU", Align::Right);
     col("CPU s/GB snd+rcv", Align::Right);
@@ -217,6 +230,14 @@ fn list(report: &Report) -> Grid {
                 Some(l) => l.to_string(),
                 None => "-".into(),
             });
+        }
+        if phased {
+            match median_run.and_then(|m| m.phases.as_ref()) {
+                Some(p) => row.extend(
+                    [p.connect_seconds, p.transfer_seconds, p.close_seconds].map(format_seconds),
+                ),
+                None => row.extend((0..3).map(|_| "-".to_string())),
+            }
         }
         if sequenced {
             row.push(match (r.messages_reordered, r.messages_duplicated) {

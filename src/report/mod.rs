@@ -165,9 +165,23 @@ pub struct RunFigures {
     /// Where the receiver listened: address:port, socket path or object name (null for
     /// pipe and socketpair).
     pub endpoint: Option<String>,
+    /// stream: how long each phase of the run took.
+    pub phases: Option<Phases>,
     /// Latency distributions of this run by name (`round_trip` for pingpong; `connect`,
     /// `accept`, `first_response`, `close` for connect).
     pub latencies: BTreeMap<String, Latency>,
+}
+
+/// The phases of a stream run, as the classic client/server benchmark reports them.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct Phases {
+    /// Setting up the connection (bind, listen, connect, accept; or creating the pipe,
+    /// FIFO, queue or ring), per stream.
+    pub connect_seconds: f64,
+    /// Moving the data: the receiver's measured interval.
+    pub transfer_seconds: f64,
+    /// Ending the data and closing the sender's end (slowest stream).
+    pub close_seconds: f64,
 }
 
 /// Statistics across the measured runs of a scenario.

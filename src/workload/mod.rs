@@ -84,6 +84,8 @@ pub struct SideReport {
     pub timeouts: u64,
     /// Sequence-number accounting of a receiver that checks it.
     pub sequence: Option<SequenceCounts>,
+    /// How long the sender took to end the data and release its end (stream).
+    pub close: Option<Duration>,
 }
 
 /// What a receiver learned from sequence numbers.

@@ -181,6 +181,7 @@ impl Workload for PingPong {
             latencies: vec![("round_trip", hist)],
             timeouts,
             sequence: None,
+            close: None,
         })
     }
 

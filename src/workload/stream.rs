@@ -81,8 +81,14 @@ impl Workload for Stream {
         let cpu = ThreadCpu::now().since(&cpu0);
         let socket_buffers = side.conn.socket_buffers();
         side.link.signal(PeerSignal::SenderDone);
+        // Closing: the end of data (shutdown, close, end marker) and releasing the socket.
+        let closing = Instant::now();
         side.conn.finish()?;
-        if !self.reliable {
+        let close = if self.reliable {
+            drop(side.conn);
+            closing.elapsed()
+        } else {
+            let close = closing.elapsed();
             // Repeat the end marker until the receiver confirms (up to about a second).
             for _ in 0..200 {
                 if side
@@ -93,7 +99,8 @@ impl Workload for Stream {
                 }
                 let _ = side.conn.finish();
             }
-        }
+            close
+        };
         Ok(SideReport {
             bytes,
             messages,
@@ -102,6 +109,7 @@ impl Workload for Stream {
             cpu,
             interrupted,
             socket_buffers,
+            close: Some(close),
             ..SideReport::default()
         })
     }
@@ -115,6 +123,7 @@ impl Workload for Stream {
         let cpu0 = ThreadCpu::now();
         let t0 = Instant::now();
         let (mut bytes, mut reads) = (0u64, 0u64);
+        let mut quiet = Duration::ZERO;
         loop {
             match side.conn.recv(&mut buf) {
                 Ok(0) => break,
@@ -128,13 +137,15 @@ impl Workload for Stream {
                         && matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) =>
                 {
                     if side.link.has(PeerSignal::SenderDone) {
+                        // The end marker was lost: the last datagram came QUIET ago.
+                        quiet = QUIET;
                         break;
                     }
                 }
                 Err(e) => return Err(e),
             }
         }
-        let ended = Instant::now();
+        let ended = (Instant::now() - quiet).max(t0);
         let cpu = ThreadCpu::now().since(&cpu0);
         let socket_buffers = side.conn.socket_buffers();
         side.link.signal(PeerSignal::ReceiverDone);
