@@ -567,7 +567,7 @@ fn run_figures(sc: &Scenario, raw: &Raw) -> RunFigures {
         endpoint: raw.link.endpoint.clone(),
         phases: (sc.workload == WorkloadKind::Stream).then(|| Phases {
             connect_seconds: raw.connect_time.as_secs_f64(),
-            transfer_seconds: transfer_seconds,
+            transfer_seconds,
             close_seconds: raw
                 .senders
                 .iter()
