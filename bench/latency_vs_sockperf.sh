@@ -45,7 +45,8 @@
 #   RAW_DIR   if set, every raw output (sockbench JSON, sockperf text) is copied there on exit
 #
 # Run it on an otherwise idle machine: with 2 cores, any other load lands right in
-# the latency tails of both tools.
+# the latency figures of both tools. The script measures how busy the CPUs are for
+# one second before and after the runs and prints a note if either is over 15%.
 #
 # With the defaults it takes about 3 minutes on a 2-core machine (ping-pong:
 # 2 transports x 2 sizes x 5 rounds x 2 tools x ~3.4 s; rate: 5 rounds x 2 tools
@@ -212,9 +213,11 @@ run_sockbench() { # OUTFILE ARGS...
 }
 
 # ---------------------------------------------------------------- idle check
-# Share of both CPUs busy over one second before the runs start: other load (a
-# compile, a test run) lands right in the latency figures of both tools.
-BUSY=$(python3 - <<'EOF'
+# cpu_busy: percent of all CPUs busy over one second (the servers idle meanwhile).
+# Measured before and after the runs: other load (a compile, a test run) lands
+# right in the latency figures of both tools.
+cpu_busy() {
+    python3 - <<'EOF'
 import time
 def snap():
     v = [int(x) for x in open("/proc/stat").readline().split()[1:]]
@@ -222,7 +225,8 @@ def snap():
 t0, i0 = snap(); time.sleep(1); t1, i1 = snap()
 print(round(100 * (1 - (i1 - i0) / max(t1 - t0, 1))))
 EOF
-)
+}
+BUSY=$(cpu_busy)
 if ((BUSY > 15)); then
     echo "warning: the CPUs were ${BUSY}% busy before the runs started; the figures will be noisy" >&2
 fi
@@ -273,12 +277,14 @@ else
 fi
 
 # ---------------------------------------------------------------- report
+BUSY_AFTER=$(cpu_busy)
 echo
-python3 - "$TMP" "$ROUNDS" "$RATE" "${UNIX_NOTE:-}" "$BUSY" "${TRANSPORTS[@]}" <<'EOF'
+python3 - "$TMP" "$ROUNDS" "$RATE" "${UNIX_NOTE:-}" "$BUSY" "$BUSY_AFTER" "${TRANSPORTS[@]}" <<'EOF'
 import json, re, statistics, sys
 
-tmp, rounds, rate, unix_note, busy, transports = (
-    sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4], int(sys.argv[5]), sys.argv[6:])
+tmp, rounds, rate, unix_note, busy, busy_after, transports = (
+    sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4], int(sys.argv[5]),
+    int(sys.argv[6]), sys.argv[7:])
 sizes = [64, 1024]
 ansi = re.compile(r"\x1b\[[0-9;]*m")
 notes = {}  # warning text -> count, printed once below the tables
@@ -394,11 +400,12 @@ else:
     print("(sent = the sender's own rate, which for UDP is not what arrives: sockperf tp "
           "reports only its sender; sockbench's received rate and loss count the receiver)")
 
-if notes or busy > 15:
+loaded = max(busy, busy_after) > 15
+if notes or loaded:
     print()
-if busy > 15:
-    print(f"note: the CPUs were {busy}% busy before the runs started (another process): "
-          "expect noisy figures")
+if loaded:
+    print(f"note: other processes kept the CPUs {busy}% busy just before the runs and "
+          f"{busy_after}% just after: expect noisy figures")
 for key, (first, n) in notes.items():
     print(f"note: {key} in {n} run{'s' if n > 1 else ''}"
           f"{', first' if n > 1 else ''}: {first}")

@@ -301,6 +301,33 @@ fn check_memory(size: u64, parallel: u32, sndbuf: Option<u64>) -> Result<(), Pla
     Ok(())
 }
 
+/// One cell of the default suite: default options, one run.
+fn suite_cell(
+    workload: WorkloadKind,
+    transport: TransportKind,
+    size: u64,
+    duration: Duration,
+    warmup: Duration,
+) -> Scenario {
+    Scenario {
+        workload,
+        transport,
+        engine: EngineKind::Blocking,
+        size,
+        stop: Stop::Duration(duration),
+        warmup,
+        runs: 1,
+        parallel: 1,
+        cpus: None,
+        sndbuf: None,
+        rcvbuf: None,
+        nodelay: false,
+        bind: None,
+        connect: None,
+        extras: WorkloadOptions::default(),
+    }
+}
+
 /// The message size when `--size` is not given: 64 B for latency, rate and connection
 /// workloads; for stream 64 KiB, but 1472 B for UDP (one Ethernet MTU) and 8 KiB for mq.
 pub fn default_size(workload: WorkloadKind, transport: TransportKind) -> u64 {
@@ -536,24 +563,37 @@ impl Plan {
                     });
                     continue;
                 }
-                plan.scenarios.push(Scenario {
-                    workload: WorkloadKind::Stream,
+                plan.scenarios.push(suite_cell(
+                    WorkloadKind::Stream,
                     transport,
-                    engine: EngineKind::Blocking,
                     size,
-                    stop: Stop::Duration(duration),
+                    duration,
                     warmup,
-                    runs: 1,
-                    parallel: 1,
-                    cpus: None,
-                    sndbuf: None,
-                    rcvbuf: None,
-                    nodelay: false,
-                    bind: None,
-                    connect: None,
-                    extras: WorkloadOptions::default(),
-                });
+                ));
             }
+        }
+        // Latency of every transport, then the message rate of the datagram transports,
+        // each at 64 B and for half the stream cells' time.
+        for &transport in &transports {
+            plan.scenarios.push(suite_cell(
+                WorkloadKind::Pingpong,
+                transport,
+                64,
+                duration / 2,
+                warmup,
+            ));
+        }
+        for &transport in transports
+            .iter()
+            .filter(|t| t.framing() == Framing::Message)
+        {
+            plan.scenarios.push(suite_cell(
+                WorkloadKind::Rate,
+                transport,
+                64,
+                duration / 2,
+                warmup,
+            ));
         }
         if transports.iter().any(|t| t.uses_path()) {
             check_path(&default_dir_base(), false)?;

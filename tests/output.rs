@@ -187,7 +187,8 @@ fn suite_is_a_matrix_with_the_fastest_transport_per_size() {
         &sb,
         &["suite", "-d", "0.05", "-w", "0", "-t", "unix,udp,shm"],
     );
-    let header = out.lines().nth(1).unwrap();
+    assert_eq!(out.lines().next(), Some("Throughput: one-way stream"));
+    let header = out.lines().nth(2).unwrap();
     for size in ["64 B", "4 KiB", "64 KiB", "1 MiB"] {
         assert!(header.contains(size), "{out}");
     }
@@ -200,15 +201,25 @@ fn suite_is_a_matrix_with_the_fastest_transport_per_size() {
     assert!(out.contains("Fastest: 64 B"), "{out}");
     assert!(out.contains("Fastest through the kernel: 64 B"), "{out}");
     assert!(out.contains("65507"), "the n/a cells are explained: {out}");
+    assert!(out.contains("Round-trip latency: pingpong"), "{out}");
+    assert!(out.contains("Message rate: datagram transports"), "{out}");
+    let rate_table = out.split("Message rate").nth(1).unwrap();
+    assert!(
+        rate_table.contains("│ udp") && !rate_table.contains("│ shm"),
+        "rate only for datagram transports"
+    );
 }
 
 #[test]
 fn suite_json_has_every_cell_or_a_skip_reason() {
     let sb = Sandbox::new();
     let v = common::json(&sb, &["suite", "-d", "0.05", "-w", "0", "-t", "pipe,udp6"]);
-    let results = v["results"].as_array().unwrap().len();
+    let results = v["results"].as_array().unwrap();
+    let count = |w: &str| results.iter().filter(|r| r["workload"] == w).count();
     let skipped = v["skipped"].as_array().unwrap().len();
-    assert_eq!(results + skipped, 8);
+    assert_eq!(count("stream") + skipped, 8, "two transports at four sizes");
+    assert_eq!(count("pingpong"), 2, "latency of every transport");
+    assert_eq!(count("rate"), 1, "message rate of the datagram transport");
     assert!(v["results"]
         .as_array()
         .unwrap()

@@ -24,6 +24,8 @@ pub enum Align {
 /// A table ready to render.
 #[derive(Clone, Debug, Default)]
 pub struct Grid {
+    /// A line above the table.
+    pub title: Option<String>,
     /// Column headers.
     pub headers: Vec<String>,
     /// Alignment per column.
@@ -46,13 +48,44 @@ fn cell_or_error(r: &ScenarioResult, f: impl Fn(&ScenarioResult) -> Option<Strin
     }
 }
 
-/// Build the grid for a report.
-pub fn build(report: &Report) -> Grid {
-    let mut g = match report.layout {
-        Layout::List => list(report),
-        Layout::Suite => suite(report),
+/// Build the tables for a report: one for a list of scenarios; for the suite, the
+/// throughput matrix, then the latency and message-rate tables. Notes go under the last.
+pub fn build(report: &Report) -> Vec<Grid> {
+    let mut grids = match report.layout {
+        Layout::List => vec![list(report)],
+        Layout::Suite => {
+            let only = |w: WorkloadKind| Report {
+                results: report
+                    .results
+                    .iter()
+                    .filter(|r| r.workload == w)
+                    .cloned()
+                    .collect(),
+                ..report.clone()
+            };
+            let mut v = vec![titled(
+                suite(&only(WorkloadKind::Stream)),
+                "Throughput: one-way stream",
+            )];
+            let latency = only(WorkloadKind::Pingpong);
+            if !latency.results.is_empty() {
+                v.push(titled(list(&latency), "Round-trip latency: pingpong"));
+            }
+            let rate = only(WorkloadKind::Rate);
+            if !rate.results.is_empty() {
+                v.push(titled(list(&rate), "Message rate: datagram transports"));
+            }
+            v
+        }
     };
-    notes(report, &mut g);
+    if let Some(last) = grids.last_mut() {
+        notes(report, last);
+    }
+    grids
+}
+
+fn titled(mut g: Grid, title: &str) -> Grid {
+    g.title = Some(title.to_string());
     g
 }
 
@@ -302,6 +335,11 @@ fn suite(report: &Report) -> Grid {
         }
         g.rows.push(row);
     }
+    if !report.results.is_empty() {
+        g.notes.push(
+            "Received payload bits per second (SI: 1 Gbit/s = 10^9 bit/s); n/a: see below.".into(),
+        );
+    }
     // shm is the no-kernel reference and usually wins, so also name the fastest kernel path.
     let everything: fn(TransportKind) -> bool = |_| true;
     let kernel: fn(TransportKind) -> bool = |t| t != TransportKind::Shm;
@@ -334,11 +372,6 @@ fn suite(report: &Report) -> Grid {
 }
 
 fn notes(report: &Report, g: &mut Grid) {
-    if report.layout == Layout::Suite && !report.results.is_empty() {
-        g.notes.push(
-            "Throughput: received payload bits per second (SI: 1 Gbit/s = 10^9 bit/s), one-way stream.".into(),
-        );
-    }
     let mut reasons: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for s in &report.skipped {
         let why = s
