@@ -835,10 +835,11 @@ mod tests {
     fn no_arguments_is_the_suite_of_every_transport_at_four_sizes() {
         let p = plan(&[]).unwrap();
         assert_eq!(p.layout, Layout::Suite);
-        assert_eq!(
-            p.scenarios.len() + p.skipped.len(),
-            TransportKind::ALL.len() * 4
-        );
+        let of = |w: WorkloadKind| p.scenarios.iter().filter(|s| s.workload == w).count();
+        let n = TransportKind::ALL.len();
+        assert_eq!(of(WorkloadKind::Stream) + p.skipped.len(), n * 4);
+        assert_eq!(of(WorkloadKind::Pingpong), n);
+        assert_eq!(of(WorkloadKind::Rate), 5, "the five message transports");
         // UDP cannot carry 64 KiB or 1 MiB datagrams.
         assert!(p
             .skipped
