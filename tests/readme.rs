@@ -14,29 +14,36 @@ fn every_readme_example_runs_as_written() {
         .filter_map(|l| l.strip_prefix("$ "))
         .collect();
     assert!(examples.len() >= 5, "the README has examples");
-    for line in examples {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        assert_eq!(words[0], "sockbench", "{line}");
-        let sb = Sandbox::new();
-        let out = sb
-            .cmd()
-            .args(&words[1..])
-            .arg("-q")
-            .current_dir(sb.path())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "README example `{line}` failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(!out.stdout.is_empty(), "`{line}` printed nothing");
-        assert!(
-            sb.leftovers().is_empty(),
-            "`{line}` left {:?}",
-            sb.leftovers()
-        );
-    }
+    // Run them side by side: each checks its own output and leftovers.
+    std::thread::scope(|scope| {
+        for line in examples {
+            scope.spawn(move || run_example(line));
+        }
+    });
+}
+
+fn run_example(line: &str) {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(words[0], "sockbench", "{line}");
+    let sb = Sandbox::new();
+    let out = sb
+        .cmd()
+        .args(&words[1..])
+        .arg("-q")
+        .current_dir(sb.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "README example `{line}` failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.stdout.is_empty(), "`{line}` printed nothing");
+    assert!(
+        sb.leftovers().is_empty(),
+        "`{line}` left {:?}",
+        sb.leftovers()
+    );
 }
 
 #[test]
