@@ -185,3 +185,36 @@ fn ctrl_c_between_runs_keeps_the_runs_already_measured() {
         .iter()
         .any(|w| w["kind"] == "interrupted"));
 }
+
+#[test]
+fn ctrl_c_during_slow_round_trips_exits_promptly() {
+    // Every round trip stalls ~40 ms (Nagle + delayed ACK): the client must still notice.
+    let sb = Sandbox::new();
+    let child = spawn(
+        &sb,
+        &[
+            "pingpong", "-t", "tcp", "--writes", "2", "-d", "10", "-w", "0", "--format", "json",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let (took, out) = signal_and_wait(child, Signal::SIGINT);
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+    assert_eq!(out.status.code(), Some(130));
+    assert!(sb.leftovers().is_empty());
+}
+
+#[test]
+fn ctrl_c_during_connect_and_rate_exits_promptly() {
+    for args in [
+        &["connect", "-t", "unix", "-d", "10", "-w", "0"][..],
+        &["rate", "-t", "udp", "-d", "10", "-w", "0"][..],
+    ] {
+        let sb = Sandbox::new();
+        let child = spawn(&sb, args);
+        std::thread::sleep(Duration::from_millis(400));
+        let (took, out) = signal_and_wait(child, Signal::SIGINT);
+        assert!(took < Duration::from_secs(1), "{args:?} took {took:?}");
+        assert_eq!(out.status.code(), Some(130), "{args:?}");
+        assert!(sb.leftovers().is_empty(), "{args:?}: {:?}", sb.leftovers());
+    }
+}

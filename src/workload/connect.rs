@@ -95,7 +95,7 @@ impl Workload for Connect {
             if deadline.is_some_and(|d| c >= d) {
                 break;
             }
-            if made % 16 == 0 && interrupt::requested() {
+            if interrupt::requested() {
                 interrupted = true;
                 break;
             }

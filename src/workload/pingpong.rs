@@ -149,7 +149,7 @@ impl Workload for PingPong {
             if deadline.is_some_and(|d| now >= d) {
                 break;
             }
-            if seq % 64 == 0 && interrupt::requested() {
+            if interrupt::requested() {
                 interrupted = true;
                 break;
             }
