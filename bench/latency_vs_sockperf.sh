@@ -48,9 +48,12 @@
 # the latency figures of both tools. The script measures how busy the CPUs are for
 # one second before and after the runs and prints a note if either is over 15%.
 #
-# With the defaults it takes about 3 minutes on a 2-core machine (ping-pong:
-# 2 transports x 2 sizes x 5 rounds x 2 tools x ~3.4 s; rate: 5 rounds x 2 tools
-# x ~3.4 s). If sockperf supports Unix sockets, unix adds ~70 s (about 4 minutes).
+# With the defaults it takes about 3m45s on a 2-core machine, plus the build if
+# cargo has anything to rebuild. Each round is one sockbench run (DURATION + ~0.3 s)
+# and one sockperf run (DURATION + ~2.3 s: its client always sleeps 2 s after its
+# warm-up), so ~8.6 s; ping-pong is 2 transports x 2 sizes x 5 rounds, rate 5
+# rounds: 25 rounds, ~215 s. A sockperf that can use Unix sockets adds 10 rounds
+# (~85 s, about 5 minutes in all).
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-5}
@@ -85,7 +88,8 @@ cleanup() {
     local pid
     for pid in "${SERVER_PIDS[@]}"; do stop_server "$pid"; done
     if [[ -n ${RAW_DIR:-} ]]; then
-        mkdir -p "$RAW_DIR" && cp "$TMP"/*.json "$TMP"/*.txt "$RAW_DIR"/ 2>/dev/null || true
+        # (a pattern that matches nothing makes cp complain about it; the rest still copy)
+        if mkdir -p "$RAW_DIR"; then cp "$TMP"/*.json "$TMP"/*.txt "$RAW_DIR"/ 2>/dev/null || true; fi
     fi
     rm -rf "$TMP"
 }
