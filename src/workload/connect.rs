@@ -53,18 +53,12 @@ impl Workload for Connect {
             latency_histogram(),
             latency_histogram(),
         );
-        let limit = match self.stop {
-            Stop::Count(n) => n,
-            _ => u64::MAX,
-        };
+        let limit = self.stop.max_messages();
         let mut open = VecDeque::with_capacity(self.open as usize);
         side.start.wait();
         let cpu0 = ThreadCpu::now();
         let t0 = Instant::now();
-        let deadline = match self.stop {
-            Stop::Duration(d) => Some(t0 + d),
-            _ => None,
-        };
+        let deadline = self.stop.deadline(t0);
         let (mut made, mut interrupted) = (0u64, false);
         let close_oldest = |open: &mut VecDeque<Box<dyn crate::transport::Conn>>, h: &mut _| {
             if let Some(conn) = open.pop_front() {

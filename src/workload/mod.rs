@@ -97,6 +97,55 @@ pub struct SequenceCounts {
     pub duplicated: u64,
 }
 
+impl Stop {
+    /// The most messages (round trips, connections) a run may make: the count, or no
+    /// limit when the run is timed or bounded in bytes.
+    pub fn max_messages(self) -> u64 {
+        match self {
+            Stop::Count(n) => n,
+            _ => u64::MAX,
+        }
+    }
+
+    /// When a timed run ends, if it is timed.
+    pub fn deadline(self, start: Instant) -> Option<Instant> {
+        match self {
+            Stop::Duration(d) => Some(start + d),
+            _ => None,
+        }
+    }
+}
+
+/// Sleep until `due`, spinning for the last stretch so the next message leaves on time.
+pub fn wait_until(due: Instant) {
+    loop {
+        let now = Instant::now();
+        if now >= due {
+            return;
+        }
+        let left = due - now;
+        if left > Duration::from_micros(200) {
+            std::thread::sleep(left - Duration::from_micros(100));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// The sender's end of data on an unreliable transport: the end marker can be lost, so
+/// repeat it until the receiver confirms over the peer link (for about a second at most).
+pub fn repeat_end_marker(side: &mut Side) {
+    for _ in 0..200 {
+        if side
+            .link
+            .wait_for(PeerSignal::ReceiverDone, Duration::from_millis(5))
+        {
+            return;
+        }
+        let _ = side.conn.finish();
+    }
+}
+
 /// A histogram for latencies from 1 ns to one hour at 3 significant digits.
 pub fn latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds")

@@ -16,7 +16,8 @@ use std::io::{self, ErrorKind};
 use std::time::{Duration, Instant};
 
 use super::{
-    latency_histogram, record, recv_message, send_all, PeerSignal, Side, SideReport, Stop, Workload,
+    latency_histogram, record, recv_message, repeat_end_marker, send_all, wait_until, PeerSignal,
+    Side, SideReport, Stop, Workload,
 };
 use crate::interrupt;
 use crate::measure::cpu::ThreadCpu;
@@ -42,22 +43,6 @@ pub struct PingPong {
     pub rate: Option<f64>,
     /// Writes per request (1 normally; more provokes Nagle/delayed-ACK stalls on TCP).
     pub writes: u32,
-}
-
-/// Sleep until `due`, spinning for the last stretch so the request leaves on time.
-fn wait_until(due: Instant) {
-    loop {
-        let now = Instant::now();
-        if now >= due {
-            return;
-        }
-        let left = due - now;
-        if left > Duration::from_micros(200) {
-            std::thread::sleep(left - Duration::from_micros(100));
-        } else {
-            std::hint::spin_loop();
-        }
-    }
 }
 
 impl PingPong {
@@ -109,18 +94,12 @@ impl Workload for PingPong {
         if !self.reliable {
             side.conn.set_recv_timeout(Some(REPLY_TIMEOUT))?;
         }
-        let limit = match self.stop {
-            Stop::Count(n) => n,
-            _ => u64::MAX,
-        };
+        let limit = self.stop.max_messages();
         let period = self.rate.map(|r| 1e9 / r);
         side.start.wait();
         let cpu0 = ThreadCpu::now();
         let t0 = Instant::now();
-        let deadline = match self.stop {
-            Stop::Duration(d) => Some(t0 + d),
-            _ => None,
-        };
+        let deadline = self.stop.deadline(t0);
         let (mut done, mut timeouts, mut interrupted) = (0u64, 0u64, false);
         let mut now = t0;
         let mut seq = 0u64;
@@ -160,15 +139,7 @@ impl Workload for PingPong {
         side.link.signal(PeerSignal::SenderDone);
         side.conn.finish()?;
         if !self.reliable {
-            for _ in 0..200 {
-                if side
-                    .link
-                    .wait_for(PeerSignal::ReceiverDone, Duration::from_millis(5))
-                {
-                    break;
-                }
-                let _ = side.conn.finish();
-            }
+            repeat_end_marker(&mut side);
         }
         Ok(SideReport {
             bytes: seq * self.size as u64,

@@ -11,7 +11,10 @@
 use std::io::{self, ErrorKind};
 use std::time::{Duration, Instant};
 
-use super::{recv_message, send_all, PeerSignal, SequenceCounts, Side, SideReport, Stop, Workload};
+use super::{
+    recv_message, repeat_end_marker, send_all, wait_until, PeerSignal, SequenceCounts, Side,
+    SideReport, Stop, Workload,
+};
 use crate::interrupt;
 use crate::measure::cpu::ThreadCpu;
 use crate::transport::Framing;
@@ -102,31 +105,17 @@ impl SequenceTracker {
 impl Workload for Rate {
     fn sender(&self, mut side: Side) -> io::Result<SideReport> {
         let mut buf = vec![0xC3u8; self.size];
-        let limit = match self.stop {
-            Stop::Count(n) => n,
-            _ => u64::MAX,
-        };
+        let limit = self.stop.max_messages();
         let period_ns = self.rate.map(|r| 1e9 / r);
         side.start.wait();
         let cpu0 = ThreadCpu::now();
         let t0 = Instant::now();
-        let deadline = match self.stop {
-            Stop::Duration(d) => Some(t0 + d),
-            _ => None,
-        };
+        let deadline = self.stop.deadline(t0);
         let carry = self.size.min(8);
         let (mut seq, mut interrupted) = (0u64, false);
         while seq < limit {
             if let Some(ns) = period_ns {
-                let due = t0 + Duration::from_nanos((seq as f64 * ns) as u64);
-                while Instant::now() < due {
-                    let left = due - Instant::now();
-                    if left > Duration::from_micros(200) {
-                        std::thread::sleep(left - Duration::from_micros(100));
-                    } else {
-                        std::hint::spin_loop();
-                    }
-                }
+                wait_until(t0 + Duration::from_nanos((seq as f64 * ns) as u64));
             }
             buf[..carry].copy_from_slice(&seq.to_le_bytes()[..carry]);
             send_all(side.conn.as_mut(), &buf, self.framing)?;
@@ -147,15 +136,7 @@ impl Workload for Rate {
         side.link.signal(PeerSignal::SenderDone);
         side.conn.finish()?;
         if !self.reliable {
-            for _ in 0..200 {
-                if side
-                    .link
-                    .wait_for(PeerSignal::ReceiverDone, Duration::from_millis(5))
-                {
-                    break;
-                }
-                let _ = side.conn.finish();
-            }
+            repeat_end_marker(&mut side);
         }
         Ok(SideReport {
             bytes: seq * self.size as u64,

@@ -13,7 +13,7 @@
 use std::io::{self, ErrorKind};
 use std::time::{Duration, Instant};
 
-use super::{send_all, PeerSignal, Side, SideReport, Stop, Workload};
+use super::{repeat_end_marker, send_all, PeerSignal, Side, SideReport, Stop, Workload};
 use crate::interrupt;
 use crate::measure::cpu::ThreadCpu;
 use crate::transport::Framing;
@@ -54,10 +54,7 @@ impl Workload for Stream {
         side.start.wait();
         let cpu0 = ThreadCpu::now();
         let t0 = Instant::now();
-        let deadline = match self.stop {
-            Stop::Duration(d) => Some(t0 + d),
-            _ => None,
-        };
+        let deadline = self.stop.deadline(t0);
         let (mut bytes, mut messages, mut interrupted) = (0u64, 0u64, false);
         let mut until_check = check_every;
         while messages < limit_msgs {
@@ -89,16 +86,7 @@ impl Workload for Stream {
             closing.elapsed()
         } else {
             let close = closing.elapsed();
-            // Repeat the end marker until the receiver confirms (up to about a second).
-            for _ in 0..200 {
-                if side
-                    .link
-                    .wait_for(PeerSignal::ReceiverDone, Duration::from_millis(5))
-                {
-                    break;
-                }
-                let _ = side.conn.finish();
-            }
+            repeat_end_marker(&mut side);
             close
         };
         Ok(SideReport {
