@@ -154,8 +154,11 @@ pub struct CommonArgs {
     /// Parallel streams: N sender/receiver pairs, each on its own connection and threads.
     #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]
     pub parallel: u32,
-    /// I/O engines, comma-separated, or `all`. Only `blocking` exists so far
-    /// (alias: blocking-sync).
+    /// I/O engines, comma-separated, or `all`: blocking (plain blocking calls; alias
+    /// blocking-sync), nonblocking (O_NONBLOCK, retry on EAGAIN without sleeping; alias
+    /// nonblocking-sync), poll (O_NONBLOCK, poll(2) on EAGAIN; alias blocking-async: the
+    /// thread blocks in the readiness call, not the transfer), epoll (O_NONBLOCK,
+    /// epoll_wait(2) on EAGAIN). shm runs on blocking only; connect too, so far.
     #[arg(short, long, value_name = "LIST", default_value = "blocking")]
     pub engine: String,
     /// Pin the sender thread(s) to CPU A and the receiver thread(s) to CPU B.

@@ -24,6 +24,6 @@ pub mod plan;
 pub mod report;
 pub mod runner;
 #[allow(unsafe_code)]
-mod sys;
+pub(crate) mod sys;
 pub mod transport;
 pub mod workload;

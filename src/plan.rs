@@ -609,6 +609,7 @@ impl Plan {
     ) -> Result<Plan, PlanError> {
         let (transports, all) = parse_transports(&a.transport)?;
         let engines = parse_engines(&a.engine)?;
+        let all_engines = a.engine.trim() == "all";
         let sizes = match &a.size {
             Some(text) => Some(parse_size_list(text).map_err(|e| invalid(format!("--size: {e}")))?),
             None => None,
@@ -760,10 +761,25 @@ impl Plan {
                     }
                     return Err(PlanError::Unsupported(why));
                 }
-                if let Some(why) = engine.engine().refuses(transport) {
+                if kind == WorkloadKind::Connect && engine != EngineKind::Blocking {
                     return Err(PlanError::Unsupported(format!(
-                        "engine {engine} cannot drive {transport}: {why}"
+                        "connect runs on the blocking engine only so far, not {engine}"
                     )));
+                }
+                if let Some(why) = engine.engine().refuses(transport) {
+                    let why = format!("engine {engine} cannot drive {transport}: {why}");
+                    if all || all_engines {
+                        plan.skipped.push(Skipped {
+                            transport,
+                            size_bytes: sizes
+                                .as_ref()
+                                .and_then(|s| s.first().copied())
+                                .unwrap_or(0),
+                            reason: why,
+                        });
+                        continue;
+                    }
+                    return Err(PlanError::Unsupported(why));
                 }
                 let fam_mismatch = transport.is_ip()
                     && (bind.is_some_and(|b| b.is_ipv6() != transport.is_ipv6())

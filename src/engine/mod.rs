@@ -6,6 +6,10 @@
 //! file here plus a variant of [`EngineKind`].
 
 mod blocking;
+mod epoll;
+mod nonblocking;
+mod poll;
+pub mod readiness;
 
 use std::fmt;
 use std::io;
@@ -34,16 +38,33 @@ pub enum EngineKind {
     /// Blocking system calls, one thread per side (the classic `blocking-sync` mode).
     #[value(alias = "blocking-sync")]
     Blocking,
+    /// Non-blocking descriptors, retrying on EAGAIN without sleeping (`nonblocking-sync`).
+    #[value(alias = "nonblocking-sync")]
+    Nonblocking,
+    /// Non-blocking descriptors, `poll(2)` on EAGAIN (`blocking-async`: the thread blocks
+    /// in the readiness call, not in the transfer).
+    #[value(alias = "blocking-async")]
+    Poll,
+    /// Non-blocking descriptors, `epoll_wait(2)` on EAGAIN.
+    Epoll,
 }
 
 impl EngineKind {
     /// Every engine.
-    pub const ALL: [EngineKind; 1] = [EngineKind::Blocking];
+    pub const ALL: [EngineKind; 4] = [
+        EngineKind::Blocking,
+        EngineKind::Nonblocking,
+        EngineKind::Poll,
+        EngineKind::Epoll,
+    ];
 
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
             EngineKind::Blocking => "blocking",
+            EngineKind::Nonblocking => "nonblocking",
+            EngineKind::Poll => "poll",
+            EngineKind::Epoll => "epoll",
         }
     }
 
@@ -51,6 +72,9 @@ impl EngineKind {
     pub fn engine(self) -> Box<dyn Engine> {
         match self {
             EngineKind::Blocking => Box::new(blocking::Blocking),
+            EngineKind::Nonblocking => Box::new(nonblocking::Nonblocking),
+            EngineKind::Poll => Box::new(poll::Poll),
+            EngineKind::Epoll => Box::new(epoll::Epoll),
         }
     }
 }

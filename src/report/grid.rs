@@ -98,7 +98,16 @@ fn latency_list(report: &Report, name: &str, rate_title: &str) -> Grid {
         g.headers.push(h.into());
         g.align.push(a);
     };
+    let engines = rs
+        .iter()
+        .map(|r| r.engine)
+        .collect::<std::collections::BTreeSet<_>>()
+        .len()
+        > 1;
     col("transport", Align::Left);
+    if engines {
+        col("engine", Align::Left);
+    }
     col("size", Align::Right);
     for h in ["min", "p50", "p90", "p99", "p99.9", "max"] {
         col(h, Align::Right);
@@ -109,7 +118,11 @@ fn latency_list(report: &Report, name: &str, rate_title: &str) -> Grid {
         col("lost", Align::Right);
     }
     for r in rs {
-        let mut row = vec![r.transport.to_string(), format_bytes(r.size_bytes)];
+        let mut row = vec![r.transport.to_string()];
+        if engines {
+            row.push(r.engine.to_string());
+        }
+        row.push(format_bytes(r.size_bytes));
         match r.latencies.get(name) {
             Some(l) => row.extend(
                 [l.min_ns, l.p50_ns, l.p90_ns, l.p99_ns, l.p99_9_ns, l.max_ns].map(format_ns),

@@ -6,6 +6,7 @@
 //! the kernel in the data path. Safe wrappers (`nix`, `socket2`) are used everywhere else.
 
 pub mod shm;
+pub mod wait;
 
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 

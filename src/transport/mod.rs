@@ -216,6 +216,14 @@ pub trait Conn: Send {
     }
     /// The descriptor, for engines that wait for readiness (`None` for `shm`).
     fn raw_fd(&self) -> Option<RawFd>;
+    /// The descriptor sends go to (differs from `raw_fd` for a pair of one-way channels).
+    fn send_fd(&self) -> Option<RawFd> {
+        self.raw_fd()
+    }
+    /// The descriptor receives come from.
+    fn recv_fd(&self) -> Option<RawFd> {
+        self.raw_fd()
+    }
     /// Socket send and receive buffer sizes as the kernel reports them now (they grow
     /// during a TCP run with autotuning); `None` where the transport has no such buffers.
     fn socket_buffers(&self) -> (Option<u64>, Option<u64>) {
@@ -322,6 +330,12 @@ impl Conn for Duplex {
     }
     fn raw_fd(&self) -> Option<RawFd> {
         self.rx.raw_fd()
+    }
+    fn send_fd(&self) -> Option<RawFd> {
+        self.tx.send_fd()
+    }
+    fn recv_fd(&self) -> Option<RawFd> {
+        self.rx.recv_fd()
     }
 }
 

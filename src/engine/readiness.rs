@@ -1,0 +1,133 @@
+//! The shared adapter of the readiness engines (`nonblocking`, `poll`, `epoll`): the
+//! descriptors are switched to non-blocking mode, and when a send or receive would block
+//! (`EAGAIN`) the engine's [`Waiter`] waits for the descriptor: by spinning, with
+//! `poll(2)`, or with `epoll_wait(2)`. Receive timeouts (used on unreliable transports)
+//! are kept here, since `SO_RCVTIMEO` does not apply to non-blocking descriptors.
+
+use std::io;
+use std::os::fd::RawFd;
+use std::time::{Duration, Instant};
+
+use crate::transport::Conn;
+
+/// How an engine waits for a descriptor.
+pub trait Waiter: Send {
+    /// Wait until `fd` is readable (or writable), at most `timeout`; `Ok(false)` if the
+    /// time ran out.
+    ///
+    /// # Errors
+    /// If the waiting call itself fails.
+    fn wait(&mut self, fd: RawFd, readable: bool, timeout: Option<Duration>) -> io::Result<bool>;
+}
+
+/// A `Conn` driven through non-blocking descriptors and a waiter.
+pub struct Ready<W: Waiter> {
+    inner: Box<dyn Conn>,
+    waiter: W,
+    recv_timeout: Option<Duration>,
+}
+
+/// Switch `conn`'s descriptors to non-blocking mode and drive them with `waiter`.
+///
+/// # Errors
+/// If the transport has no descriptor or `fcntl` fails.
+pub fn attach<W: Waiter + 'static>(conn: Box<dyn Conn>, waiter: W) -> io::Result<Box<dyn Conn>> {
+    for fd in [conn.send_fd(), conn.recv_fd()].into_iter().flatten() {
+        crate::sys::wait::set_nonblocking(fd)?;
+    }
+    Ok(Box::new(Ready {
+        inner: conn,
+        waiter,
+        recv_timeout: None,
+    }))
+}
+
+fn would_block(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::WouldBlock
+}
+
+impl<W: Waiter> Ready<W> {
+    fn wait(
+        &mut self,
+        fd: Option<RawFd>,
+        readable: bool,
+        timeout: Option<Duration>,
+    ) -> io::Result<bool> {
+        match fd {
+            Some(fd) => self.waiter.wait(fd, readable, timeout),
+            None => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "no descriptor to wait on",
+            )),
+        }
+    }
+}
+
+impl<W: Waiter> Conn for Ready<W> {
+    fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            match self.inner.send(buf) {
+                Err(e) if would_block(&e) => {
+                    self.wait(self.inner.send_fd(), false, None)?;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let deadline = self.recv_timeout.map(|t| Instant::now() + t);
+        loop {
+            match self.inner.recv(buf) {
+                Err(e) if would_block(&e) => {
+                    let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                    if left.is_some_and(|l| l.is_zero())
+                        || !self.wait(self.inner.recv_fd(), true, left)?
+                    {
+                        return Err(io::ErrorKind::TimedOut.into());
+                    }
+                }
+                r => return r,
+            }
+        }
+    }
+
+    fn finish(&mut self) -> io::Result<()> {
+        loop {
+            match self.inner.finish() {
+                Err(e) if would_block(&e) => {
+                    self.wait(self.inner.send_fd(), false, None)?;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    fn set_recv_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.recv_timeout = timeout;
+        Ok(())
+    }
+
+    fn raw_fd(&self) -> Option<RawFd> {
+        self.inner.raw_fd()
+    }
+
+    fn send_fd(&self) -> Option<RawFd> {
+        self.inner.send_fd()
+    }
+
+    fn recv_fd(&self) -> Option<RawFd> {
+        self.inner.recv_fd()
+    }
+
+    fn socket_buffers(&self) -> (Option<u64>, Option<u64>) {
+        self.inner.socket_buffers()
+    }
+}
+
+/// Why a readiness engine cannot drive a transport.
+pub fn refuses(transport: crate::transport::TransportKind) -> Option<String> {
+    (transport == crate::transport::TransportKind::Shm).then(|| {
+        "shm has no file descriptor to wait on (its sides spin by design): use --engine blocking".to_string()
+    })
+}
