@@ -194,7 +194,7 @@ pub struct PingpongArgs {
     /// Flags every workload takes.
     #[command(flatten)]
     pub common: CommonArgs,
-    /// Open loop: send R requests per second on a fixed schedule and time each round trip
+    /// Open loop: each stream sends R requests per second on a fixed schedule and time each round trip
     /// from when its request was due, so a stall delays (and counts against) every request
     /// queued behind it (coordinated-omission correction). Default: closed loop. Accepts
     /// k and M suffixes (10k = 10000).
@@ -216,7 +216,7 @@ pub struct RateArgs {
     /// Flags every workload takes.
     #[command(flatten)]
     pub common: CommonArgs,
-    /// Pace the sender at R messages per second (default: as fast as it can). Accepts k
+    /// Pace each sender at R messages per second (default: as fast as it can). Accepts k
     /// and M suffixes.
     #[arg(long, value_name = "R")]
     pub rate: Option<String>,

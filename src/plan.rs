@@ -476,6 +476,12 @@ impl Plan {
         };
         for path in exports.iter().map(|(_, p)| p).chain(&histogram) {
             let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+            if path.is_dir() {
+                return Err(invalid(format!(
+                    "cannot export to {}: it is a directory; give a file name",
+                    path.display()
+                )));
+            }
             if path.as_os_str() != "-" && dir.is_some_and(|d| !d.is_dir()) {
                 return Err(invalid(format!(
                     "cannot export to {}: the directory does not exist (create it first)",
@@ -519,6 +525,19 @@ impl Plan {
             Some(Command::Connect(c)) => {
                 if c.open == 0 || c.open > 10_000 {
                     return Err(invalid("--open must be between 1 and 10000"));
+                }
+                // Each open connection holds a descriptor on both sides.
+                let need = 2 * c.open as u64 * c.common.parallel as u64 + 64;
+                if let Ok((soft, _)) =
+                    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+                {
+                    if need > soft {
+                        return Err(invalid(format!(
+                            "--open {} x {} streams needs about {need} file descriptors, over this process's limit \
+                             of {soft}: raise it with `ulimit -n {need}` or open fewer",
+                            c.open, c.common.parallel
+                        )));
+                    }
                 }
                 let extras = WorkloadOptions {
                     linger0: c.linger0,
@@ -749,6 +768,19 @@ impl Plan {
                     let why = format!(
                         "--writes splits a request into several writes, which only a byte stream can \
                          reassemble; {transport} is message-based"
+                    );
+                    if all {
+                        continue;
+                    }
+                    return Err(PlanError::Unsupported(why));
+                }
+                if kind == WorkloadKind::Pingpong
+                    && !transport.reliable()
+                    && sizes.as_ref().is_some_and(|s| s.iter().any(|&n| n < 8))
+                {
+                    let why = format!(
+                        "pingpong over {transport} needs at least 8 bytes per message: a reply that comes after \
+                         its timeout is told apart from the next one by the sequence number it carries"
                     );
                     if all {
                         continue;

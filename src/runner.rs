@@ -381,7 +381,9 @@ impl<'a> Runner<'a> {
                     if failure.is_none() {
                         failure = Some((
                             Instant::now(),
-                            anyhow!(e).context(format!("{} {side} failed", sc.transport)),
+                            explain_fd_limit(
+                                anyhow!(e).context(format!("{} {side} failed", sc.transport)),
+                            ),
                         ));
                     }
                     // Count it so the loop can end when the others finish.
@@ -529,8 +531,13 @@ fn run_figures(sc: &Scenario, raw: &Raw) -> RunFigures {
         .map(|v| v.iter().map(|c| c.duplicated).sum::<u64>());
     // One-way workloads are timed by what the receiver got; request/response ones by the
     // client, which drives them.
+    // A duplicated datagram is not a delivered message: rates count distinct ones.
+    let dup = duplicated.unwrap_or(0);
+    let delivered_bytes = bytes_received.saturating_sub(dup * sc.size);
     let (secs, counted) = match sc.workload {
-        WorkloadKind::Stream | WorkloadKind::Rate => (receiver.duration_seconds, messages_received),
+        WorkloadKind::Stream | WorkloadKind::Rate => {
+            (receiver.duration_seconds, messages_received - dup)
+        }
         _ => (
             sender.duration_seconds,
             messages_sent.saturating_sub(timeouts),
@@ -555,8 +562,8 @@ fn run_figures(sc: &Scenario, raw: &Raw) -> RunFigures {
         messages_reordered: reordered,
         messages_duplicated: duplicated,
         udp_receive_buffer_errors: raw.udp_drops,
-        bits_per_second: rate(bytes_received) * 8.0,
-        bytes_per_second: rate(bytes_received),
+        bits_per_second: rate(delivered_bytes) * 8.0,
+        bytes_per_second: rate(delivered_bytes),
         messages_per_second: rate(counted),
         sender,
         receiver,
@@ -704,7 +711,11 @@ fn delayed_ack_stall(sc: &Scenario, r: &ScenarioResult) -> Option<Warning> {
     let tcp = matches!(sc.transport, TransportKind::Tcp | TransportKind::Tcp6);
     let h = r.histograms.get("round_trip")?;
     let slow = fraction_at_least(h, STALL_NS);
-    (tcp && !sc.nodelay && slow >= 0.01).then(|| Warning {
+    // Only a request that leaves in pieces can wait for an ACK (several writes, or one
+    // larger than a segment); in open loop, queueing alone makes round trips this slow.
+    let mss = r.median_run().and_then(|m| m.mss_bytes).unwrap_or(65_483);
+    let pieces = sc.extras.writes > 1 || sc.size > mss;
+    (tcp && !sc.nodelay && pieces && sc.extras.rate.is_none() && slow >= 0.01).then(|| Warning {
         kind: "delayed-ack",
         message: format!(
             "{:.0}% of round trips took 30 ms or more, the signature of Nagle's algorithm waiting for a delayed \

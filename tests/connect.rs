@@ -103,3 +103,51 @@ fn connect_table_shows_each_phase() {
         assert!(text.contains(h), "{text}");
     }
 }
+
+#[test]
+fn a_silent_stranger_does_not_stall_the_server() {
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = free.local_addr().unwrap().port();
+    drop(free);
+    let sb = Sandbox::new();
+    let bin = assert_cmd::cargo::cargo_bin("sockbench");
+    let child = std::process::Command::new(bin)
+        .args([
+            "connect", "-t", "tcp", "-d", "1.5", "-w", "0", "--format", "json", "-q", "--bind",
+        ])
+        .arg(format!("127.0.0.1:{port}"))
+        .env("TMPDIR", sb.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Connect and say nothing, holding the connection for the rest of the run.
+    let _stranger = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let t = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(t.elapsed() < std::time::Duration::from_secs(5));
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        u(&v, "/results/0/messages_sent"),
+        u(&v, "/results/0/messages_received"),
+        "the stranger is not counted"
+    );
+}
+
+#[test]
+fn too_many_open_connections_for_the_fd_limit_are_refused_up_front() {
+    let sb = Sandbox::new();
+    let bin = assert_cmd::cargo::cargo_bin("sockbench");
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -n 256 && exec {} connect -t unix --open 500",
+            bin.display()
+        ))
+        .env("TMPDIR", sb.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("file descriptors"));
+}

@@ -226,3 +226,14 @@ fn suite_json_has_every_cell_or_a_skip_reason() {
         .iter()
         .all(|r| r["bytes_sent"] == r["bytes_received"] || r["transport"] == "udp6"));
 }
+
+#[test]
+fn an_export_path_that_is_a_directory_is_refused_before_running() {
+    let sb = Sandbox::new();
+    sb.cmd()
+        .args(["pingpong", "-n", "10", "--histogram"])
+        .arg(sb.path())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("is a directory"));
+}

@@ -196,3 +196,61 @@ fn split_requests_are_refused_on_message_transports() {
         .code(2)
         .stderr(predicates::str::contains("message-based"));
 }
+
+#[test]
+fn tiny_udp_requests_are_refused_since_late_replies_could_not_be_told_apart() {
+    let sb = Sandbox::new();
+    sb.cmd()
+        .args(["pingpong", "-t", "udp", "-s", "4"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("at least 8 bytes"));
+}
+
+#[test]
+fn a_slow_schedule_still_ends_at_the_duration() {
+    let sb = Sandbox::new();
+    for cmd in ["pingpong", "rate"] {
+        let t = std::time::Instant::now();
+        let v = json(
+            &sb,
+            &[
+                cmd,
+                "-t",
+                "unix-dgram",
+                "--rate",
+                "0.5",
+                "-d",
+                "0.3",
+                "-w",
+                "0",
+            ],
+        );
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(2),
+            "{cmd} took {:?}",
+            t.elapsed()
+        );
+        assert_eq!(
+            u(&v, "/results/0/messages_sent"),
+            1,
+            "{cmd}: one message was due in 0.3 s"
+        );
+    }
+}
+
+#[test]
+fn queueing_in_open_loop_is_not_called_a_delayed_ack_stall() {
+    let sb = Sandbox::new();
+    let v = json(
+        &sb,
+        &[
+            "pingpong", "-t", "tcp", "--rate", "500k", "-d", "0.3", "-w", "0",
+        ],
+    );
+    let warnings = v["results"][0]["warnings"].as_array().unwrap();
+    assert!(
+        warnings.iter().all(|w| w["kind"] != "delayed-ack"),
+        "{warnings:?}"
+    );
+}

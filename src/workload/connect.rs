@@ -142,9 +142,18 @@ impl Workload for Connect {
                 }
                 Err(e) => return Err(e),
             };
-            record(&mut h_accept, a.elapsed());
+            let accept_time = a.elapsed();
+            // A peer that connects and says nothing (not our client) must not block us.
+            conn.set_recv_timeout(Some(Duration::from_secs(1)))?;
+            let n = match recv_message(conn.as_mut(), &mut buf, self.framing) {
+                Ok(n) => n,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    continue
+                }
+                Err(e) => return Err(e),
+            };
+            record(&mut h_accept, accept_time);
             accepted += 1;
-            let n = recv_message(conn.as_mut(), &mut buf, self.framing)?;
             if n > 0 {
                 bytes += n as u64;
                 send_all(conn.as_mut(), &buf[..n], self.framing)?;

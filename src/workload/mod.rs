@@ -117,15 +117,25 @@ impl Stop {
 }
 
 /// Sleep until `due`, spinning for the last stretch so the next message leaves on time.
-pub fn wait_until(due: Instant) {
+/// Returns false if `deadline` comes first (having waited until the deadline, so a paced
+/// run lasts its full duration) or Ctrl-C arrives.
+pub fn wait_until(due: Instant, deadline: Option<Instant>) -> bool {
+    if let Some(d) = deadline.filter(|&d| due >= d) {
+        wait_until(d, None);
+        return false;
+    }
     loop {
         let now = Instant::now();
         if now >= due {
-            return;
+            return true;
+        }
+        if crate::interrupt::requested() {
+            return false;
         }
         let left = due - now;
         if left > Duration::from_micros(200) {
-            std::thread::sleep(left - Duration::from_micros(100));
+            // Nap in slices so Ctrl-C is noticed promptly even at very low rates.
+            std::thread::sleep((left - Duration::from_micros(100)).min(Duration::from_millis(50)));
         } else {
             std::hint::spin_loop();
         }

@@ -115,7 +115,13 @@ impl Workload for Rate {
         let (mut seq, mut interrupted) = (0u64, false);
         while seq < limit {
             if let Some(ns) = period_ns {
-                wait_until(t0 + Duration::from_nanos((seq as f64 * ns) as u64));
+                if !wait_until(
+                    t0 + Duration::from_nanos((seq as f64 * ns) as u64),
+                    deadline,
+                ) {
+                    interrupted = interrupt::requested();
+                    break;
+                }
             }
             buf[..carry].copy_from_slice(&seq.to_le_bytes()[..carry]);
             send_all(side.conn.as_mut(), &buf, self.framing)?;
