@@ -158,9 +158,15 @@ pub struct CommonArgs {
     /// blocking-sync), nonblocking (O_NONBLOCK, retry on EAGAIN without sleeping; alias
     /// nonblocking-sync), poll (O_NONBLOCK, poll(2) on EAGAIN; alias blocking-async: the
     /// thread blocks in the readiness call, not the transfer), epoll (O_NONBLOCK,
-    /// epoll_wait(2) on EAGAIN). shm runs on blocking only; connect too, so far.
+    /// epoll_wait(2) on EAGAIN), io-uring (each send and receive submitted to io_uring;
+    /// alias nonblocking-async), async (a tokio runtime per side; see --runtime). shm
+    /// runs on blocking only; connect too, so far.
     #[arg(short, long, value_name = "LIST", default_value = "blocking")]
     pub engine: String,
+    /// The async engine's tokio runtime: current (the side's own thread runs the
+    /// reactor) or multi (a worker thread does, so each wake-up crosses threads).
+    #[arg(long, value_enum, default_value_t = crate::engine::RuntimeKind::Current)]
+    pub runtime: crate::engine::RuntimeKind,
     /// Pin the sender thread(s) to CPU A and the receiver thread(s) to CPU B.
     #[arg(long, value_name = "A,B")]
     pub cpus: Option<String>,

@@ -41,7 +41,7 @@ fn main() -> ExitCode {
         environment: Environment::collect(),
         results: Vec::new(),
         skipped: plan.skipped.clone(),
-        warnings: Vec::new(),
+        warnings: plan.notes.clone(),
         interrupted: false,
         error: None,
         layout: plan.layout,

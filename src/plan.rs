@@ -49,6 +49,8 @@ pub struct WorkloadOptions {
     pub linger0: bool,
     /// connect: connections kept open at once.
     pub open: u32,
+    /// The async engine's runtime.
+    pub runtime: crate::engine::RuntimeKind,
 }
 
 impl Default for WorkloadOptions {
@@ -60,6 +62,7 @@ impl Default for WorkloadOptions {
             writes: 1,
             linger0: false,
             open: 1,
+            runtime: crate::engine::RuntimeKind::Current,
         }
     }
 }
@@ -153,6 +156,9 @@ pub struct Plan {
     pub layout: Layout,
     /// `--path`: where socket files and FIFOs go (None: a private temporary directory).
     pub path: Option<PathBuf>,
+    /// Things the plan left out that the report should mention (e.g. an engine the
+    /// system refuses).
+    pub notes: Vec<String>,
 }
 
 fn invalid(msg: impl Into<String>) -> PlanError {
@@ -571,6 +577,7 @@ impl Plan {
             output,
             layout: Layout::Suite,
             path: None,
+            notes: Vec::new(),
         };
         for &transport in &transports {
             for &size in &SUITE_SIZES {
@@ -627,8 +634,20 @@ impl Plan {
         output: Output,
     ) -> Result<Plan, PlanError> {
         let (transports, all) = parse_transports(&a.transport)?;
-        let engines = parse_engines(&a.engine)?;
+        let mut engines = parse_engines(&a.engine)?;
         let all_engines = a.engine.trim() == "all";
+        // An engine the system refuses (io_uring disabled, a feature not built) stops an
+        // explicit request; with `all`, the others still run and the report says why.
+        let mut unavailable = Vec::new();
+        for e in &engines {
+            if let Some(why) = e.engine().unavailable() {
+                if !all_engines {
+                    return Err(PlanError::Unsupported(format!("engine {e}: {why}")));
+                }
+                unavailable.push(format!("engine {e} skipped: {why}"));
+            }
+        }
+        engines.retain(|e| e.engine().unavailable().is_none());
         let sizes = match &a.size {
             Some(text) => Some(parse_size_list(text).map_err(|e| invalid(format!("--size: {e}")))?),
             None => None,
@@ -761,6 +780,7 @@ impl Plan {
             output,
             layout: Layout::List,
             path: a.path.clone(),
+            notes: unavailable,
         };
         for &engine in &engines {
             for &transport in &transports {
@@ -797,6 +817,17 @@ impl Plan {
                     return Err(PlanError::Unsupported(format!(
                         "connect runs on the blocking engine only so far, not {engine}"
                     )));
+                }
+                if engine == EngineKind::IoUring
+                    && connect.is_some()
+                    && transport.is_ip()
+                    && !transport.reliable()
+                {
+                    return Err(PlanError::Unsupported(
+                        "with --connect the UDP receiver answers with sendto, which the io-uring engine does not \
+                         submit: drop --connect or use another engine"
+                            .into(),
+                    ));
                 }
                 if let Some(why) = engine.engine().refuses(transport) {
                     let why = format!("engine {engine} cannot drive {transport}: {why}");
@@ -854,7 +885,10 @@ impl Plan {
                         nodelay: a.nodelay,
                         bind: bind.filter(|_| transport.is_ip()),
                         connect: connect.filter(|_| transport.is_ip()),
-                        extras: extras.clone(),
+                        extras: WorkloadOptions {
+                            runtime: a.runtime,
+                            ..extras.clone()
+                        },
                     });
                 }
             }

@@ -256,7 +256,7 @@ impl<'a> Runner<'a> {
             return Err(RunError::Interrupted);
         }
         let opts = self.transport_options(sc);
-        let engine = sc.engine.engine();
+        let engine = sc.engine.engine_with(sc.extras.runtime);
         let workload = self.workload(sc, stop);
         let streams = sc.parallel as usize;
         let mut pairs = Vec::with_capacity(streams);
@@ -668,6 +668,7 @@ fn figures(sc: &Scenario, raws: &[Raw]) -> ScenarioResult {
             rcvbuf_bytes: sc.rcvbuf,
             nodelay: sc.nodelay,
             cpus: sc.cpus.map(|(a, b)| [a, b]),
+            runtime: (sc.engine == crate::engine::EngineKind::Async).then_some(sc.extras.runtime),
         },
         bits_per_second: median(&bits),
         bytes_per_second: median(&col(|r| r.bytes_per_second)),

@@ -25,7 +25,7 @@ fn every_engine_moves_exact_counts_over_every_fd_transport() {
         ],
     );
     let results = v["results"].as_array().unwrap();
-    assert_eq!(results.len(), 4 * 4, "4 engines x 4 transports");
+    assert_eq!(results.len(), 6 * 4, "6 engines x 4 transports");
     for r in results {
         let what = format!("{} {}", r["engine"], r["transport"]);
         assert!(r["error"].is_null(), "{what}: {}", r["error"]);
@@ -48,9 +48,9 @@ fn every_engine_answers_every_round_trip() {
         &[
             "pingpong",
             "-t",
-            "unix,tcp,udp,pipe,mq",
+            "unix,tcp,udp,pipe",
             "-e",
-            "nonblocking,poll,epoll",
+            "all",
             "-n",
             "500",
             "-w",
@@ -58,7 +58,7 @@ fn every_engine_answers_every_round_trip() {
         ],
     );
     let results = v["results"].as_array().unwrap();
-    assert_eq!(results.len(), 3 * 5);
+    assert_eq!(results.len(), 6 * 4);
     for r in results {
         let what = format!("{} {}", r["engine"], r["transport"]);
         assert!(r["error"].is_null(), "{what}: {}", r["error"]);
@@ -72,12 +72,37 @@ fn every_engine_answers_every_round_trip() {
 }
 
 #[test]
+fn rate_and_mq_work_through_the_readiness_and_async_engines() {
+    let sb = Sandbox::new();
+    let v = json(
+        &sb,
+        &[
+            "rate",
+            "-t",
+            "mq,unix-dgram",
+            "-e",
+            "nonblocking,poll,epoll,async",
+            "-n",
+            "3000",
+            "-w",
+            "0",
+        ],
+    );
+    for r in v["results"].as_array().unwrap() {
+        let what = format!("{} {}", r["engine"], r["transport"]);
+        assert_eq!(u(r, "/messages_received"), 3000, "{what}");
+        assert_eq!(u(r, "/messages_reordered"), 0, "{what}");
+    }
+}
+
+#[test]
 fn classic_mode_names_are_aliases() {
     let sb = Sandbox::new();
     for (alias, engine) in [
         ("blocking-sync", "blocking"),
         ("nonblocking-sync", "nonblocking"),
         ("blocking-async", "poll"),
+        ("nonblocking-async", "io-uring"),
     ] {
         let v = json(
             &sb,
@@ -98,13 +123,18 @@ fn classic_mode_names_are_aliases() {
 }
 
 #[test]
-fn readiness_engines_refuse_shm_and_connect_with_a_reason() {
+fn engines_refuse_what_they_cannot_drive_with_a_reason() {
     let sb = Sandbox::new();
     sb.cmd()
         .args(["stream", "-t", "shm", "-e", "epoll"])
         .assert()
         .code(2)
         .stderr(predicates::str::contains("shm has no file descriptor"));
+    sb.cmd()
+        .args(["stream", "-t", "mq", "-e", "io-uring"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("mq_send/mq_receive"));
     sb.cmd()
         .args(["connect", "-t", "tcp", "-e", "poll"])
         .assert()
@@ -116,5 +146,65 @@ fn readiness_engines_refuse_shm_and_connect_with_a_reason() {
         &["stream", "-t", "shm", "-e", "all", "-n", "100", "-w", "0"],
     );
     assert_eq!(v["results"].as_array().unwrap().len(), 1);
-    assert_eq!(v["skipped"].as_array().unwrap().len(), 3);
+    assert_eq!(v["skipped"].as_array().unwrap().len(), 5);
+}
+
+#[test]
+fn an_engine_the_system_refuses_is_named_and_the_others_still_run() {
+    let sb = Sandbox::new();
+    sb.cmd()
+        .env("SOCKBENCH_TEST_NO_IO_URING", "1")
+        .args(["stream", "-e", "io-uring", "-n", "10"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("io_uring is unavailable"));
+    let out = sb
+        .cmd()
+        .env("SOCKBENCH_TEST_NO_IO_URING", "1")
+        .args([
+            "stream", "-t", "unix", "-e", "all", "-n", "100", "-w", "0", "--format", "json", "-q",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let engines: Vec<_> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["engine"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(engines.len(), 5);
+    assert!(!engines.contains(&"io-uring".to_string()));
+    assert!(v["warnings"][0]
+        .as_str()
+        .unwrap()
+        .contains("engine io-uring skipped"));
+}
+
+#[test]
+fn the_async_engine_runs_on_either_runtime() {
+    let sb = Sandbox::new();
+    for runtime in ["current", "multi"] {
+        let v = json(
+            &sb,
+            &[
+                "pingpong",
+                "-t",
+                "tcp,pipe",
+                "-e",
+                "async",
+                "--runtime",
+                runtime,
+                "-n",
+                "300",
+                "-w",
+                "0",
+            ],
+        );
+        for r in v["results"].as_array().unwrap() {
+            assert_eq!(r["options"]["runtime"], runtime);
+            assert_eq!(r["latencies"]["round_trip"]["count"], 300);
+        }
+    }
 }

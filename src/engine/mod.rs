@@ -10,6 +10,10 @@ mod epoll;
 mod nonblocking;
 mod poll;
 pub mod readiness;
+#[cfg(feature = "async")]
+mod tokio_rt;
+#[cfg(feature = "io-uring")]
+mod uring;
 
 use std::fmt;
 use std::io;
@@ -47,15 +51,35 @@ pub enum EngineKind {
     Poll,
     /// Non-blocking descriptors, `epoll_wait(2)` on EAGAIN.
     Epoll,
+    /// Each send and receive submitted to io_uring (`nonblocking-async`: asynchronous I/O).
+    #[value(name = "io-uring", alias = "nonblocking-async")]
+    IoUring,
+    /// A tokio runtime per side awaiting readiness (`--runtime current|multi`).
+    Async,
+}
+
+/// Which tokio runtime the async engine builds.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, ValueEnum, schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum RuntimeKind {
+    /// A current-thread runtime: the side's own thread runs the reactor.
+    #[default]
+    Current,
+    /// A multi-thread runtime with one worker: the reactor runs on the worker.
+    Multi,
 }
 
 impl EngineKind {
     /// Every engine.
-    pub const ALL: [EngineKind; 4] = [
+    pub const ALL: [EngineKind; 6] = [
         EngineKind::Blocking,
         EngineKind::Nonblocking,
         EngineKind::Poll,
         EngineKind::Epoll,
+        EngineKind::IoUring,
+        EngineKind::Async,
     ];
 
     /// The name used on the command line and in reports.
@@ -65,16 +89,31 @@ impl EngineKind {
             EngineKind::Nonblocking => "nonblocking",
             EngineKind::Poll => "poll",
             EngineKind::Epoll => "epoll",
+            EngineKind::IoUring => "io-uring",
+            EngineKind::Async => "async",
         }
     }
 
-    /// The engine implementation.
+    /// The engine implementation (the async engine with a current-thread runtime).
     pub fn engine(self) -> Box<dyn Engine> {
+        self.engine_with(RuntimeKind::Current)
+    }
+
+    /// The engine implementation, the async engine with the given runtime.
+    pub fn engine_with(self, _runtime: RuntimeKind) -> Box<dyn Engine> {
         match self {
             EngineKind::Blocking => Box::new(blocking::Blocking),
             EngineKind::Nonblocking => Box::new(nonblocking::Nonblocking),
             EngineKind::Poll => Box::new(poll::Poll),
             EngineKind::Epoll => Box::new(epoll::Epoll),
+            #[cfg(feature = "io-uring")]
+            EngineKind::IoUring => Box::new(uring::Uring),
+            #[cfg(not(feature = "io-uring"))]
+            EngineKind::IoUring => Box::new(Missing("io-uring")),
+            #[cfg(feature = "async")]
+            EngineKind::Async => Box::new(tokio_rt::Async(_runtime)),
+            #[cfg(not(feature = "async"))]
+            EngineKind::Async => Box::new(Missing("async")),
         }
     }
 }
@@ -85,8 +124,32 @@ impl fmt::Display for EngineKind {
     }
 }
 
+/// An engine left out of this build (its Cargo feature is off).
+#[allow(dead_code)]
+struct Missing(&'static str);
+
+impl Engine for Missing {
+    fn unavailable(&self) -> Option<String> {
+        Some(format!(
+            "this sockbench was built without the {} feature",
+            self.0
+        ))
+    }
+    fn refuses(&self, _transport: TransportKind) -> Option<String> {
+        None
+    }
+    fn attach(&self, _conn: Box<dyn Conn>) -> io::Result<Box<dyn Conn>> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+}
+
 /// What every engine provides.
 pub trait Engine: Send + Sync {
+    /// Why this engine cannot run on this system at all (not built, disabled by the
+    /// kernel), if it cannot; checked before any run.
+    fn unavailable(&self) -> Option<String> {
+        None
+    }
     /// Why this engine cannot drive `transport`, if it cannot (checked before any run).
     fn refuses(&self, transport: TransportKind) -> Option<String>;
     /// Prepare an open connection for this engine's mode of I/O.

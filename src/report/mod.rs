@@ -92,6 +92,8 @@ pub struct ScenarioOptions {
     pub nodelay: bool,
     /// Sender and receiver CPU, when pinned.
     pub cpus: Option<[usize; 2]>,
+    /// The async engine's runtime (null for other engines).
+    pub runtime: Option<crate::engine::RuntimeKind>,
 }
 
 /// CPU and timing of one side (all its threads, with `--parallel`).

@@ -6,6 +6,8 @@
 //! the kernel in the data path. Safe wrappers (`nix`, `socket2`) are used everywhere else.
 
 pub mod shm;
+#[cfg(feature = "io-uring")]
+pub mod uring;
 pub mod wait;
 
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};

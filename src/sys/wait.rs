@@ -84,3 +84,33 @@ pub fn set_nonblocking(fd: RawFd) -> io::Result<()> {
     fcntl(fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
     Ok(())
 }
+
+/// A descriptor a transport owns, lent to a tokio reactor.
+#[cfg(feature = "async")]
+pub struct Lent(RawFd);
+
+#[cfg(feature = "async")]
+impl std::os::fd::AsRawFd for Lent {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
+    }
+}
+
+/// Register a descriptor with the current tokio runtime's reactor.
+///
+/// The caller must drop the returned `AsyncFd` before the descriptor is closed (the async
+/// engine keeps registrations in fields dropped before the transport, and drops the
+/// sending one before a `finish` that may close it).
+///
+/// # Errors
+/// If the reactor refuses the descriptor.
+#[cfg(feature = "async")]
+pub fn register(
+    fd: RawFd,
+    interest: tokio::io::Interest,
+) -> io::Result<tokio::io::unix::AsyncFd<Lent>> {
+    // SAFETY: `fd` is open, and per the contract above stays open and refers to the same
+    // description until the returned AsyncFd is dropped.
+    unsafe { tokio::io::unix::AsyncFd::register_with_interest(Lent(fd), interest) }
+        .map_err(|e| io::Error::other(e.to_string()))
+}

@@ -39,18 +39,30 @@ pub fn pair(ipv6: bool, opts: &TransportOptions) -> anyhow::Result<Pair> {
         .with_context(|| format!("cannot connect a UDP socket to {target}: check --connect"))?;
     let mut info = granted_buffers(&sender, &receiver);
     info.endpoint = Some(target.to_string());
+    // On the default path the receiver is connected to its sender, so it can answer with
+    // plain writes (the io-uring engine submits read/write). With --connect the datagrams
+    // may arrive through another local address, so it stays unconnected and answers
+    // whoever wrote last.
+    let mut peer = None;
+    if opts.connect.is_none() {
+        let from = sender.local_addr()?;
+        receiver
+            .connect(&from)
+            .context("cannot connect the UDP receiver to its sender")?;
+        peer = from.as_socket();
+    }
     Ok(Pair {
         sender: SocketConn::boxed(sender, true),
         receiver: Box::new(UdpReceiver {
             sock: receiver.into(),
-            peer: None,
+            peer,
         }),
         info,
     })
 }
 
-/// The receiving end: unconnected (so `--connect` may reach it through any local
-/// address), answering whoever sent the last datagram.
+/// The receiving end, answering whoever sent the last datagram (its sender, when
+/// connected).
 struct UdpReceiver {
     sock: UdpSocket,
     peer: Option<SocketAddr>,

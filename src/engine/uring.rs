@@ -1,0 +1,89 @@
+//! The `io-uring` engine (the classic `nonblocking-async` mode: true asynchronous I/O):
+//! every send and receive is submitted to an io_uring and reaped from its completion
+//! queue, with the transport's descriptors registered as fixed files. One submission per
+//! operation, waited for at once, so it measures the ring's per-operation cost against a
+//! plain system call.
+
+use std::io;
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+use super::Engine;
+use crate::sys::uring::{probe, Ring};
+use crate::transport::{Conn, TransportKind};
+
+/// Submit through io_uring.
+pub struct Uring;
+
+struct UringConn {
+    inner: Box<dyn Conn>,
+    ring: Ring,
+    recv_timeout: Option<Duration>,
+}
+
+fn fd(f: Option<RawFd>) -> io::Result<RawFd> {
+    f.ok_or_else(|| io::Error::new(io::ErrorKind::BrokenPipe, "the descriptor is closed"))
+}
+
+impl Conn for UringConn {
+    fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let f = fd(self.inner.send_fd())?;
+        self.ring.write(f, buf)
+    }
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let f = fd(self.inner.recv_fd())?;
+        self.ring.read(f, buf, self.recv_timeout)
+    }
+    fn finish(&mut self) -> io::Result<()> {
+        self.inner.finish()
+    }
+    fn set_recv_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.recv_timeout = timeout;
+        Ok(())
+    }
+    fn raw_fd(&self) -> Option<RawFd> {
+        self.inner.raw_fd()
+    }
+    fn send_fd(&self) -> Option<RawFd> {
+        self.inner.send_fd()
+    }
+    fn recv_fd(&self) -> Option<RawFd> {
+        self.inner.recv_fd()
+    }
+    fn socket_buffers(&self) -> (Option<u64>, Option<u64>) {
+        self.inner.socket_buffers()
+    }
+}
+
+impl Engine for Uring {
+    fn unavailable(&self) -> Option<String> {
+        if std::env::var_os("SOCKBENCH_TEST_NO_IO_URING").is_some() {
+            return Some("io_uring is unavailable (disabled for this test)".into());
+        }
+        probe().err().map(|e| {
+            let sysctl = crate::environment::read_sysctl("kernel/io_uring_disabled")
+                .map(|v| format!(" (kernel.io_uring_disabled = {v})"))
+                .unwrap_or_default();
+            format!("io_uring is unavailable here{sysctl}: {e}; use another engine")
+        })
+    }
+
+    fn refuses(&self, transport: TransportKind) -> Option<String> {
+        match transport {
+            TransportKind::Shm => Some("shm has no file descriptor to submit I/O on: use --engine blocking".into()),
+            TransportKind::Mq => Some(
+                "message queue descriptors only take mq_send/mq_receive, which io_uring cannot submit".into(),
+            ),
+            _ => None,
+        }
+    }
+
+    fn attach(&self, conn: Box<dyn Conn>) -> io::Result<Box<dyn Conn>> {
+        let ring = Ring::new(conn.send_fd(), conn.recv_fd())?;
+        Ok(Box::new(UringConn {
+            inner: conn,
+            ring,
+            recv_timeout: None,
+        }))
+    }
+}
