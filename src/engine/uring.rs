@@ -17,8 +17,19 @@ pub struct Uring;
 
 struct UringConn {
     inner: Box<dyn Conn>,
-    ring: Ring,
+    /// Made on first use, by the side's own thread: the ring is set up for a single
+    /// submitter, which must be the thread that created it.
+    ring: Option<Ring>,
     recv_timeout: Option<Duration>,
+}
+
+impl UringConn {
+    fn ring(&mut self) -> io::Result<&mut Ring> {
+        if self.ring.is_none() {
+            self.ring = Some(Ring::new(self.inner.send_fd(), self.inner.recv_fd())?);
+        }
+        Ok(self.ring.as_mut().expect("just made"))
+    }
 }
 
 fn fd(f: Option<RawFd>) -> io::Result<RawFd> {
@@ -28,11 +39,12 @@ fn fd(f: Option<RawFd>) -> io::Result<RawFd> {
 impl Conn for UringConn {
     fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
         let f = fd(self.inner.send_fd())?;
-        self.ring.write(f, buf)
+        self.ring()?.write(f, buf)
     }
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let f = fd(self.inner.recv_fd())?;
-        self.ring.read(f, buf, self.recv_timeout)
+        let timeout = self.recv_timeout;
+        self.ring()?.read(f, buf, timeout)
     }
     fn finish(&mut self) -> io::Result<()> {
         self.inner.finish()
@@ -79,10 +91,9 @@ impl Engine for Uring {
     }
 
     fn attach(&self, conn: Box<dyn Conn>) -> io::Result<Box<dyn Conn>> {
-        let ring = Ring::new(conn.send_fd(), conn.recv_fd())?;
         Ok(Box::new(UringConn {
             inner: conn,
-            ring,
+            ring: None,
             recv_timeout: None,
         }))
     }

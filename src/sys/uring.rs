@@ -28,7 +28,13 @@ impl Ring {
     /// # Errors
     /// If the ring cannot be set up.
     pub fn new(send_fd: Option<RawFd>, recv_fd: Option<RawFd>) -> io::Result<Ring> {
-        let ring = IoUring::new(8)?;
+        // One thread submits and reaps, so completions can be run when it waits
+        // (DEFER_TASKRUN) instead of interrupting it; older kernels lack the flags.
+        let ring = IoUring::builder()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .build(8)
+            .or_else(|_| IoUring::new(8))?;
         let mut fds: Vec<RawFd> = [send_fd, recv_fd].into_iter().flatten().collect();
         fds.dedup();
         if !fds.is_empty() {
