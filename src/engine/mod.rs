@@ -124,6 +124,27 @@ impl fmt::Display for EngineKind {
     }
 }
 
+/// Inside an engine's `impl Conn` for a wrapper, forward the descriptor and buffer
+/// queries to the wrapped `Conn` in field `$inner` (the wrapper changes how I/O is done,
+/// not which descriptors or buffers it uses).
+macro_rules! forward_descriptors {
+    ($inner:ident) => {
+        fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+            self.$inner.raw_fd()
+        }
+        fn send_fd(&self) -> Option<std::os::fd::RawFd> {
+            self.$inner.send_fd()
+        }
+        fn recv_fd(&self) -> Option<std::os::fd::RawFd> {
+            self.$inner.recv_fd()
+        }
+        fn socket_buffers(&self) -> (Option<u64>, Option<u64>) {
+            self.$inner.socket_buffers()
+        }
+    };
+}
+pub(crate) use forward_descriptors;
+
 /// An engine left out of this build (its Cargo feature is off).
 #[allow(dead_code)]
 struct Missing(&'static str);

@@ -108,21 +108,7 @@ impl<W: Waiter> Conn for Ready<W> {
         Ok(())
     }
 
-    fn raw_fd(&self) -> Option<RawFd> {
-        self.inner.raw_fd()
-    }
-
-    fn send_fd(&self) -> Option<RawFd> {
-        self.inner.send_fd()
-    }
-
-    fn recv_fd(&self) -> Option<RawFd> {
-        self.inner.recv_fd()
-    }
-
-    fn socket_buffers(&self) -> (Option<u64>, Option<u64>) {
-        self.inner.socket_buffers()
-    }
+    super::forward_descriptors!(inner);
 }
 
 /// Why a readiness engine cannot drive a transport.

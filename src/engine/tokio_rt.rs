@@ -6,7 +6,6 @@
 //! each wake-up crosses threads.
 
 use std::io;
-use std::os::fd::RawFd;
 use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
@@ -113,21 +112,7 @@ impl Conn for AsyncConn {
         Ok(())
     }
 
-    fn raw_fd(&self) -> Option<RawFd> {
-        self.inner.raw_fd()
-    }
-
-    fn send_fd(&self) -> Option<RawFd> {
-        self.inner.send_fd()
-    }
-
-    fn recv_fd(&self) -> Option<RawFd> {
-        self.inner.recv_fd()
-    }
-
-    fn socket_buffers(&self) -> (Option<u64>, Option<u64>) {
-        self.inner.socket_buffers()
-    }
+    super::forward_descriptors!(inner);
 }
 
 impl Engine for Async {

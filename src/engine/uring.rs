@@ -53,18 +53,7 @@ impl Conn for UringConn {
         self.recv_timeout = timeout;
         Ok(())
     }
-    fn raw_fd(&self) -> Option<RawFd> {
-        self.inner.raw_fd()
-    }
-    fn send_fd(&self) -> Option<RawFd> {
-        self.inner.send_fd()
-    }
-    fn recv_fd(&self) -> Option<RawFd> {
-        self.inner.recv_fd()
-    }
-    fn socket_buffers(&self) -> (Option<u64>, Option<u64>) {
-        self.inner.socket_buffers()
-    }
+    super::forward_descriptors!(inner);
 }
 
 impl Engine for Uring {
