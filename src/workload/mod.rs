@@ -142,6 +142,20 @@ pub fn wait_until(due: Instant, deadline: Option<Instant>) -> bool {
     }
 }
 
+/// End the sender's data: tell the peer over the link, then in-band (shutdown, close or
+/// end marker), repeating the marker on an unreliable transport until it is heard.
+///
+/// # Errors
+/// If the transport cannot signal the end.
+pub fn end_of_data(side: &mut Side, reliable: bool) -> io::Result<()> {
+    side.link.signal(PeerSignal::SenderDone);
+    side.conn.finish()?;
+    if !reliable {
+        repeat_end_marker(side);
+    }
+    Ok(())
+}
+
 /// The sender's end of data on an unreliable transport: the end marker can be lost, so
 /// repeat it until the receiver confirms over the peer link (for about a second at most).
 pub fn repeat_end_marker(side: &mut Side) {

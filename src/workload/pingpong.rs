@@ -16,8 +16,8 @@ use std::io::{self, ErrorKind};
 use std::time::{Duration, Instant};
 
 use super::{
-    latency_histogram, record, recv_message, repeat_end_marker, send_all, wait_until, PeerSignal,
-    Side, SideReport, Stop, Workload,
+    end_of_data, latency_histogram, record, recv_message, send_all, wait_until, PeerSignal, Side,
+    SideReport, Stop, Workload,
 };
 use crate::interrupt;
 use crate::measure::cpu::ThreadCpu;
@@ -145,11 +145,7 @@ impl Workload for PingPong {
         let ended = now;
         let cpu = ThreadCpu::now().since(&cpu0);
         let socket_buffers = side.conn.socket_buffers();
-        side.link.signal(PeerSignal::SenderDone);
-        side.conn.finish()?;
-        if !self.reliable {
-            repeat_end_marker(&mut side);
-        }
+        end_of_data(&mut side, self.reliable)?;
         Ok(SideReport {
             bytes: seq * self.size as u64,
             messages: seq,

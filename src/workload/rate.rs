@@ -12,8 +12,8 @@ use std::io::{self, ErrorKind};
 use std::time::{Duration, Instant};
 
 use super::{
-    recv_message, repeat_end_marker, send_all, wait_until, PeerSignal, SequenceCounts, Side,
-    SideReport, Stop, Workload,
+    end_of_data, recv_message, send_all, wait_until, PeerSignal, SequenceCounts, Side, SideReport,
+    Stop, Workload,
 };
 use crate::interrupt;
 use crate::measure::cpu::ThreadCpu;
@@ -139,11 +139,7 @@ impl Workload for Rate {
         let ended = Instant::now();
         let cpu = ThreadCpu::now().since(&cpu0);
         let socket_buffers = side.conn.socket_buffers();
-        side.link.signal(PeerSignal::SenderDone);
-        side.conn.finish()?;
-        if !self.reliable {
-            repeat_end_marker(&mut side);
-        }
+        end_of_data(&mut side, self.reliable)?;
         Ok(SideReport {
             bytes: seq * self.size as u64,
             messages: seq,
