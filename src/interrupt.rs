@@ -1,4 +1,4 @@
-//! Ctrl-C and SIGTERM: one flag, set by the signal handler, polled by workloads at their
+//! Ctrl-C, SIGTERM and SIGHUP (a closed terminal): one flag, set by the signal handler, polled by workloads at their
 //! check points and by the runner while it waits. Nothing else happens in the handler.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -6,12 +6,16 @@ use std::sync::{Arc, LazyLock};
 
 static FLAG: LazyLock<Arc<AtomicBool>> = LazyLock::new(|| Arc::new(AtomicBool::new(false)));
 
-/// Route SIGINT and SIGTERM to the flag.
+/// Route SIGINT, SIGTERM and SIGHUP to the flag.
 ///
 /// # Errors
 /// If the handlers cannot be installed.
 pub fn install() -> std::io::Result<()> {
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
         signal_hook::flag::register(sig, Arc::clone(&FLAG))?;
     }
     Ok(())

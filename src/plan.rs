@@ -9,13 +9,14 @@ use crate::cli::{Args, Command, CommonArgs, Format, SuiteArgs};
 use crate::engine::EngineKind;
 use crate::error::PlanError;
 use crate::measure::units::{format_bytes, parse_duration, parse_size, parse_size_list};
+use crate::report::export::ExportKind;
 use crate::transport::{Framing, TransportKind};
 use crate::workload::{Stop, WorkloadKind};
 
 /// Longest Unix socket path Linux accepts (`sun_path` is 108 bytes with the final NUL).
 pub const UNIX_PATH_MAX: usize = 107;
 /// The longest file name a transport creates inside the run directory.
-const LONGEST_FILE_NAME: usize = "dgram-99999999.reply.sock".len();
+const LONGEST_FILE_NAME: usize = "sb4194304-dgram-99999999.reply.sock".len();
 /// Largest message size accepted (each side allocates one buffer of this size per stream).
 pub const MAX_SIZE: u64 = 1 << 30;
 /// Largest `--sndbuf`/`--rcvbuf` accepted (socket options are a signed 32-bit int that
@@ -41,8 +42,6 @@ pub struct WorkloadOptions {
     pub bytes: Option<u64>,
     /// pingpong, rate: target rate per second (open loop / paced).
     pub rate: Option<f64>,
-    /// pingpong: where to write the full latency distribution.
-    pub histogram: Option<PathBuf>,
     /// pingpong: writes per request.
     pub writes: u32,
     /// connect: SO_LINGER 0.
@@ -58,7 +57,6 @@ impl Default for WorkloadOptions {
         WorkloadOptions {
             bytes: None,
             rate: None,
-            histogram: None,
             writes: 1,
             linger0: false,
             open: 1,
@@ -126,7 +124,9 @@ pub struct Scenario {
 pub struct Skipped {
     /// The transport.
     pub transport: TransportKind,
-    /// The size in bytes.
+    /// The engine that cannot drive it (null when the transport or size is the reason).
+    pub engine: Option<EngineKind>,
+    /// The size in bytes (for an engine's refusal: the first size asked for).
     pub size_bytes: u64,
     /// Why it cannot run.
     pub reason: String,
@@ -137,8 +137,8 @@ pub struct Skipped {
 pub struct Output {
     /// stdout format.
     pub format: Format,
-    /// File exports: format and path (`-` is stdout).
-    pub exports: Vec<(Format, PathBuf)>,
+    /// Exports (`--export-*`, `--histogram`), resolved and checked.
+    pub exports: Vec<crate::report::export::Export>,
     /// No progress bar.
     pub quiet: bool,
 }
@@ -243,7 +243,13 @@ pub fn max_message(transport: TransportKind, sndbuf: Option<u64>) -> Option<(u64
                 None => wmem_default,
             };
             let how = match sndbuf {
-                Some(_) => format!("net.core.wmem_max = {wmem_max} caps --sndbuf; raise it with sysctl"),
+                Some(n) if n <= wmem_max => format!(
+                    "--sndbuf {n} gives a send buffer of {} bytes; raise --sndbuf (up to net.core.wmem_max = {wmem_max})",
+                    2 * n
+                ),
+                Some(_) => format!(
+                    "net.core.wmem_max = {wmem_max} caps --sndbuf; raise it with `sysctl -w net.core.wmem_max=...`"
+                ),
                 None => format!(
                     "the send buffer defaults to net.core.wmem_default = {wmem_default}; raise it with --sndbuf (up to net.core.wmem_max = {wmem_max})"
                 ),
@@ -270,7 +276,7 @@ pub fn max_message(transport: TransportKind, sndbuf: Option<u64>) -> Option<(u64
 
 /// Whether this process may exceed message-queue limits (CAP_SYS_RESOURCE, bit 24 of
 /// CapEff in /proc/self/status); being root is not enough inside many containers.
-fn has_cap_sys_resource() -> bool {
+pub fn has_cap_sys_resource() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -284,25 +290,72 @@ fn has_cap_sys_resource() -> bool {
         .is_some_and(|caps| caps & (1 << 24) != 0)
 }
 
-/// Refuse a plan whose buffers would not fit in memory: each stream's sender and receiver
-/// hold one message buffer each, plus a shared-memory ring of up to `--sndbuf`.
+/// A field of /proc/self/status in bytes (`VmSize:   1234 kB`).
+fn status_bytes(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Refuse a plan whose buffers would not fit in memory or in this process's limits: each
+/// stream's two sides hold up to three message buffers between them (a request, a
+/// response and the echo), plus a shared-memory ring of up to `--sndbuf`.
 fn check_memory(size: u64, parallel: u32, sndbuf: Option<u64>) -> Result<(), PlanError> {
-    let Some(available) = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+    let need = (3 * size + sndbuf.unwrap_or(0)).saturating_mul(parallel as u64);
+    let what = || {
+        format!(
+            "{} messages x {parallel} streams need about {}",
+            format_bytes(size),
+            format_bytes(need)
+        )
+    };
+    if let Some(available) = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
         let line = m.lines().find(|l| l.starts_with("MemAvailable:"))?;
         let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
         Some(kib * 1024)
-    }) else {
-        return Ok(());
-    };
-    let need = (2 * size + sndbuf.unwrap_or(0)).saturating_mul(parallel as u64);
-    if need > available / 2 {
-        return Err(invalid(format!(
-            "{} messages x {parallel} streams need about {} of memory, more than half of the {} available: \
-             use a smaller --size or fewer --parallel streams",
-            format_bytes(size),
-            format_bytes(need),
-            format_bytes(available)
-        )));
+    }) {
+        if need > available / 2 {
+            return Err(invalid(format!(
+                "{} of memory, more than half of the {} available: use a smaller --size or fewer --parallel streams",
+                what(),
+                format_bytes(available)
+            )));
+        }
+    }
+    // An address-space or data limit (ulimit -v / -d) would turn the allocation into an
+    // abort: compare with what the process already uses, the side threads' stacks and a
+    // margin for the runtime.
+    use nix::sys::resource::{getrlimit, Resource, RLIM_INFINITY};
+    let stacks = 2 * parallel as u64 * (8 << 20);
+    for (resource, name, used) in [
+        (
+            Resource::RLIMIT_AS,
+            "address space (ulimit -v)",
+            status_bytes("VmSize:"),
+        ),
+        (
+            Resource::RLIMIT_DATA,
+            "data segment (ulimit -d)",
+            status_bytes("VmData:"),
+        ),
+    ] {
+        let Ok((soft, _)) = getrlimit(resource) else {
+            continue;
+        };
+        if soft == RLIM_INFINITY {
+            continue;
+        }
+        let wanted = need + used.unwrap_or(0) + stacks + (64 << 20);
+        if wanted > soft {
+            return Err(invalid(format!(
+                "{}, but this process's {name} is limited to {} and {} of it is in use: use a smaller --size \
+                 or fewer --parallel streams, or raise the limit",
+                what(),
+                format_bytes(soft),
+                format_bytes(used.unwrap_or(0))
+            )));
+        }
     }
     Ok(())
 }
@@ -425,14 +478,19 @@ fn parse_cpus(text: &str) -> Result<(usize, usize), PlanError> {
 
 /// What a private run directory adds to its base: "/sockbench-XXXXXX", a slash and the
 /// longest file name.
-const RUN_DIR_OVERHEAD: usize = "/sockbench-XXXXXX".len() + 1 + LONGEST_FILE_NAME;
+const RUN_DIR_OVERHEAD: usize = "/sockbench-4194304-XXXXXX".len() + 1 + LONGEST_FILE_NAME;
 
 /// The directory a run would use for socket files when `--path` is not given:
-/// $XDG_RUNTIME_DIR if socket paths under it fit, else the temporary directory.
+/// $XDG_RUNTIME_DIR if it is writable and socket paths under it fit, else the temporary
+/// directory.
 pub fn default_dir_base() -> PathBuf {
     std::env::var_os("XDG_RUNTIME_DIR")
         .map(PathBuf::from)
-        .filter(|p| p.is_dir() && p.as_os_str().len() + RUN_DIR_OVERHEAD <= UNIX_PATH_MAX)
+        .filter(|p| {
+            p.is_dir()
+                && p.as_os_str().len() + RUN_DIR_OVERHEAD <= UNIX_PATH_MAX
+                && nix::unistd::access(p, nix::unistd::AccessFlags::W_OK).is_ok()
+        })
         .unwrap_or_else(std::env::temp_dir)
 }
 
@@ -457,6 +515,25 @@ fn check_path(dir: &std::path::Path, explicit: bool) -> Result<(), PlanError> {
             dir.display()
         )));
     }
+    if let Err(e) = nix::unistd::access(
+        dir,
+        nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
+    ) {
+        return Err(invalid(if explicit {
+            format!(
+                "--path {}: cannot create files there ({}): pick a directory you may write",
+                dir.display(),
+                e.desc()
+            )
+        } else {
+            format!(
+                "cannot create socket files in {} ({}), where $XDG_RUNTIME_DIR or $TMPDIR lead: give a directory \
+                 you may write with --path",
+                dir.display(),
+                e.desc()
+            )
+        }));
+    }
     Ok(())
 }
 
@@ -466,35 +543,22 @@ impl Plan {
     /// # Errors
     /// [`PlanError`] for anything malformed, out of range or unsupported.
     pub fn from_args(args: &Args) -> Result<Plan, PlanError> {
-        let mut exports = Vec::new();
+        let mut wanted = Vec::new();
         for (fmt, p) in [
             (Format::Json, &args.output.export_json),
             (Format::Csv, &args.output.export_csv),
             (Format::Markdown, &args.output.export_markdown),
         ] {
             if let Some(p) = p {
-                exports.push((fmt, p.clone()));
+                wanted.push((ExportKind::Report(fmt), p.clone()));
             }
         }
-        let histogram = match &args.command {
-            Some(Command::Pingpong(p)) => p.histogram.clone(),
-            _ => None,
-        };
-        for path in exports.iter().map(|(_, p)| p).chain(&histogram) {
-            let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-            if path.is_dir() {
-                return Err(invalid(format!(
-                    "cannot export to {}: it is a directory; give a file name",
-                    path.display()
-                )));
-            }
-            if path.as_os_str() != "-" && dir.is_some_and(|d| !d.is_dir()) {
-                return Err(invalid(format!(
-                    "cannot export to {}: the directory does not exist (create it first)",
-                    path.display()
-                )));
+        if let Some(Command::Pingpong(p)) = &args.command {
+            if let Some(h) = &p.histogram {
+                wanted.push((ExportKind::Histogram, h.clone()));
             }
         }
+        let exports = crate::report::export::prepare(&wanted)?;
         let output = Output {
             format: args.output.format,
             exports,
@@ -512,7 +576,6 @@ impl Plan {
             Some(Command::Pingpong(p)) => {
                 let extras = WorkloadOptions {
                     rate: parse_opt_rate(&p.rate)?,
-                    histogram: p.histogram.clone(),
                     writes: p.writes,
                     ..WorkloadOptions::default()
                 };
@@ -584,6 +647,7 @@ impl Plan {
                 if let Some(reason) = size_refusal(transport, size, None) {
                     plan.skipped.push(Skipped {
                         transport,
+                        engine: None,
                         size_bytes: size,
                         reason,
                     });
@@ -642,7 +706,7 @@ impl Plan {
         for e in &engines {
             if let Some(why) = e.engine().unavailable() {
                 if !all_engines {
-                    return Err(PlanError::Unsupported(format!("engine {e}: {why}")));
+                    return Err(PlanError::Unavailable(format!("engine {e}: {why}")));
                 }
                 unavailable.push(format!("engine {e} skipped: {why}"));
             }
@@ -684,6 +748,20 @@ impl Plan {
         }
         if a.parallel == 0 || a.parallel > 256 {
             return Err(invalid("--parallel must be between 1 and 256"));
+        }
+        if a.runtime == crate::engine::RuntimeKind::Multi && !engines.contains(&EngineKind::Async) {
+            return Err(invalid(
+                "--runtime applies to the async engine only: add --engine async (or drop --runtime)",
+            ));
+        }
+        if extras.linger0
+            && !transports
+                .iter()
+                .any(|t| matches!(t, TransportKind::Tcp | TransportKind::Tcp6))
+        {
+            return Err(invalid(
+                "--linger0 applies to tcp and tcp6 only (a Unix socket has no TIME_WAIT to skip)",
+            ));
         }
         let sndbuf = parse_opt_size("sndbuf", &a.sndbuf)?;
         let rcvbuf = parse_opt_size("rcvbuf", &a.rcvbuf)?;
@@ -834,6 +912,7 @@ impl Plan {
                     if all || all_engines {
                         plan.skipped.push(Skipped {
                             transport,
+                            engine: Some(engine),
                             size_bytes: sizes
                                 .as_ref()
                                 .and_then(|s| s.first().copied())
@@ -854,15 +933,30 @@ impl Plan {
                     if fam_mismatch {
                         plan.skipped.push(Skipped {
                             transport,
+                            engine: None,
                             size_bytes: size,
                             reason: "--bind/--connect address is of the other IP family".into(),
                         });
                         continue;
                     }
+                    if let (TransportKind::Mq, Some(n)) = (transport, sndbuf) {
+                        let asked = (n / size).max(1);
+                        let max = crate::transport::mq_max_depth();
+                        let note = format!(
+                            "mq {}: --sndbuf {} asks for a queue of {asked} messages, but the kernel allows {max} \
+                             (fs.mqueue.msg_max): the queue holds {max}; raise it with `sysctl -w fs.mqueue.msg_max={asked}`",
+                            format_bytes(size),
+                            format_bytes(n)
+                        );
+                        if asked > max && !plan.notes.contains(&note) {
+                            plan.notes.push(note);
+                        }
+                    }
                     if let Some(reason) = size_refusal(transport, size, sndbuf) {
                         if all {
                             plan.skipped.push(Skipped {
                                 transport,
+                                engine: None,
                                 size_bytes: size,
                                 reason,
                             });

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -38,7 +38,7 @@ use crate::workload::rate::Rate;
 use crate::workload::stream::Stream;
 use crate::workload::Endpoint;
 use crate::workload::WorkloadKind;
-use crate::workload::{peer_link, Side, SideReport, Stop, Workload};
+use crate::workload::{peer_link, Side, SideReport, StartLine, Stop, Workload};
 
 /// How long a run may take beyond its planned duration before it is declared stalled.
 const STALL_GRACE: Duration = Duration::from_secs(15);
@@ -46,16 +46,40 @@ const STALL_GRACE: Duration = Duration::from_secs(15);
 const INTERRUPT_GRACE: Duration = Duration::from_millis(600);
 /// A side thread's CPU use above this fraction of a core counts as saturated.
 const SATURATED: f64 = 0.9;
+/// The shortest measured interval a CPU-bound verdict is drawn from.
+const MIN_JUDGED_SECONDS: f64 = 0.1;
 /// Coefficient of variation above which runs are said to disagree.
 const UNSTABLE_CV: f64 = 0.05;
 
-/// The run's private directory for socket files and FIFOs, removed on drop.
+/// Where one run makes its socket files and FIFOs: `--path`, or a private directory that
+/// exists only while the run opens its transports (every name in it is removed as soon
+/// as both ends are open, and then the directory goes too, so a killed run leaves
+/// nothing).
 enum RunDir {
     Private(tempfile::TempDir),
     User(PathBuf),
 }
 
 impl RunDir {
+    fn open(user: Option<&PathBuf>) -> anyhow::Result<RunDir> {
+        if let Some(p) = user {
+            return Ok(RunDir::User(p.clone()));
+        }
+        let base = crate::plan::default_dir_base();
+        tempfile::Builder::new()
+            .prefix(&format!("sockbench-{}-", std::process::id()))
+            .rand_bytes(6)
+            .tempdir_in(&base)
+            .map(RunDir::Private)
+            .with_context(|| {
+                format!(
+                    "cannot create a private directory for socket files in {}: give a writable directory \
+                     with --path (or set TMPDIR)",
+                    base.display()
+                )
+            })
+    }
+
     fn path(&self) -> PathBuf {
         match self {
             RunDir::Private(t) => t.path().to_path_buf(),
@@ -98,7 +122,6 @@ struct Raw {
 pub struct Runner<'a> {
     plan: &'a Plan,
     exports: &'a ExportManager,
-    dir: Option<RunDir>,
     next_id: AtomicUsize,
 }
 
@@ -108,7 +131,6 @@ impl<'a> Runner<'a> {
         Runner {
             plan,
             exports,
-            dir: None,
             next_id: AtomicUsize::new(0),
         }
     }
@@ -117,18 +139,20 @@ impl<'a> Runner<'a> {
     /// report then says `interrupted`). A failed scenario is recorded and the rest go on.
     ///
     /// # Errors
-    /// Only for failures outside any scenario (the run directory, writing exports).
+    /// None today: failures are the scenarios' own; the signature leaves room for
+    /// failures outside any scenario.
     pub fn run(&mut self, report: &mut Report) -> anyhow::Result<()> {
         if self.plan.scenarios.iter().any(|s| s.transport.uses_path()) {
-            self.dir = Some(match &self.plan.path {
-                Some(p) => RunDir::User(p.clone()),
-                None => RunDir::Private(
-                    tempfile::Builder::new()
-                        .prefix("sockbench-")
-                        .tempdir_in(crate::plan::default_dir_base())
-                        .context("cannot create a private directory for socket files")?,
-                ),
-            });
+            // What a killed sockbench left where this run makes its names.
+            let dir = self
+                .plan
+                .path
+                .clone()
+                .unwrap_or_else(crate::plan::default_dir_base);
+            for note in crate::transport::remove_stale(&dir) {
+                eprintln!("sockbench: note: {note}");
+                report.warnings.push(note);
+            }
         }
         let progress = Progress::new(self.plan.scenarios.len() as u64, self.plan.output.quiet);
         for sc in &self.plan.scenarios {
@@ -146,31 +170,24 @@ impl<'a> Runner<'a> {
                 }
             }
             progress.inc();
-            self.exports.write_files(report)?;
-            if let Some(path) = &sc.extras.histogram {
-                crate::report::histogram::write(report, path)?;
-            }
+            self.exports.after_scenario(report);
             if interrupt::requested() {
                 report.interrupted = true;
                 break;
             }
         }
         progress.finish();
-        self.dir = None; // removes the private directory
-        if report.interrupted {
-            self.exports.write_files(report)?;
-        }
         Ok(())
     }
 
-    fn transport_options(&self, sc: &Scenario) -> TransportOptions {
+    fn transport_options(&self, sc: &Scenario, dir: Option<&RunDir>) -> TransportOptions {
         TransportOptions {
             sndbuf: sc.sndbuf.map(|n| n as usize),
             rcvbuf: sc.rcvbuf.map(|n| n as usize),
             nodelay: sc.nodelay,
             bind: sc.bind,
             connect: sc.connect,
-            dir: self.dir.as_ref().map(RunDir::path).unwrap_or_default(),
+            dir: dir.map(RunDir::path).unwrap_or_default(),
             message_bytes: sc.size as usize,
         }
     }
@@ -255,7 +272,12 @@ impl<'a> Runner<'a> {
         if interrupt::requested() {
             return Err(RunError::Interrupted);
         }
-        let opts = self.transport_options(sc);
+        let dir = if sc.transport.uses_path() {
+            Some(RunDir::open(self.plan.path.as_ref()).map_err(RunError::Failed)?)
+        } else {
+            None
+        };
+        let opts = self.transport_options(sc, dir.as_ref());
         let engine = sc.engine.engine_with(sc.extras.runtime);
         let workload = self.workload(sc, stop);
         let streams = sc.parallel as usize;
@@ -290,8 +312,9 @@ impl<'a> Runner<'a> {
             pairs.push(pair);
         }
         let connect_time = opening.elapsed() / streams as u32;
+        drop(dir); // every name in it is gone already
         let link = pairs[0].0.info.clone();
-        let start = Arc::new(Barrier::new(2 * streams + 1));
+        let start = StartLine::new(2 * streams + 1);
         let (tx, rx) = mpsc::channel::<(Role, std::io::Result<SideReport>)>();
         let mut handles: Vec<JoinHandle<()>> = Vec::new();
         for (i, (pair, endpoints)) in pairs.into_iter().enumerate() {
@@ -326,7 +349,7 @@ impl<'a> Runner<'a> {
                     conn,
                     endpoint,
                     link,
-                    start: Arc::clone(&start),
+                    start: start.for_side(),
                 };
                 let workload = Arc::clone(&workload);
                 let tx = tx.clone();
@@ -334,21 +357,28 @@ impl<'a> Runner<'a> {
                     "sb-{}-{i}",
                     if role == Role::Sender { "send" } else { "recv" }
                 );
-                let h = std::thread::Builder::new()
-                    .name(name)
-                    .spawn(move || {
-                        let r = match (cpu.map(pin).transpose(), role) {
-                            (Err(e), _) => {
-                                side.start.wait(); // the others must not wait forever
-                                Err(e)
-                            }
-                            (Ok(_), Role::Sender) => workload.sender(side),
-                            (Ok(_), Role::Receiver) => workload.receiver(side),
-                        };
-                        let _ = tx.send((role, r));
-                    })
-                    .context("cannot start a thread")?;
-                handles.push(h);
+                let line = side.start.clone();
+                let spawned = std::thread::Builder::new().name(name).spawn(move || {
+                    let r = match (cpu.map(pin).transpose(), role) {
+                        (Err(e), _) => Err(e),
+                        (Ok(_), Role::Sender) => workload.sender(side),
+                        (Ok(_), Role::Receiver) => workload.receiver(side),
+                    };
+                    // A side that failed before the start must not keep the others waiting.
+                    line.stand_in();
+                    let _ = tx.send((role, r));
+                });
+                match spawned {
+                    Ok(h) => handles.push(h),
+                    Err(e) => {
+                        // The sides already started are waiting at the start: let them go;
+                        // they end at once, their peers' ends closing with this scope.
+                        start.open();
+                        return Err(RunError::Failed(anyhow!(e).context(
+                            "cannot start a thread: the system is out of threads or memory (see `ulimit -u`)",
+                        )));
+                    }
+                }
             }
         }
         drop(tx);
@@ -418,6 +448,11 @@ impl<'a> Runner<'a> {
             .zip(udp_rcvbuf_errors(udp6))
             .map(|(a, b)| b.saturating_sub(a));
         if let Some((_, e)) = failure {
+            // A side that gave up because of Ctrl-C (a send cut short, a dial abandoned)
+            // is the interruption, not a failure.
+            if interrupt::requested() {
+                return Err(RunError::Interrupted);
+            }
             return Err(RunError::Failed(e));
         }
         for h in handles {
@@ -437,7 +472,7 @@ impl<'a> Runner<'a> {
         Ok(Raw {
             senders,
             receivers,
-            system: t0.zip(t1).map(|(a, b)| SystemCpu::between(&a, &b)),
+            system: t0.zip(t1).and_then(|(a, b)| SystemCpu::between(&a, &b)),
             link,
             udp_drops,
             connect_time,
@@ -452,12 +487,20 @@ fn explain_fd_limit(e: anyhow::Error) -> anyhow::Error {
             .and_then(std::io::Error::raw_os_error)
             .is_some_and(|n| n == nix::libc::EMFILE || n == nix::libc::ENFILE)
     });
-    if !out_of_fds {
+    // EMFILE also means other things (a message queue over RLIMIT_MSGQUEUE): blame the
+    // descriptor limit only when this process really is at it.
+    let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .ok()
+        .map(|(soft, _)| soft);
+    let open = std::fs::read_dir("/proc/self/fd").map(Iterator::count).ok();
+    let at_limit = match (open, limit) {
+        (Some(n), Some(l)) => n as u64 + 8 >= l,
+        _ => true,
+    };
+    if !out_of_fds || !at_limit {
         return e;
     }
-    let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
-        .map(|(soft, _)| soft.to_string())
-        .unwrap_or_else(|_| "unknown".into());
+    let limit = limit.map_or_else(|| "unknown".into(), |l| l.to_string());
     e.context(format!(
         "out of file descriptors (the limit is {limit}, see `ulimit -n`): raise the limit or use fewer --parallel streams"
     ))
@@ -483,7 +526,12 @@ fn side_figures(sides: &[SideReport], bytes: u64, start: Option<Instant>) -> Sid
         .fold(crate::measure::cpu::ThreadCpu::default(), |a, s| {
             a.plus(&s.cpu)
         });
-    let total = cpu.total().as_secs_f64();
+    // A thread cannot use more than one core: on an interval of a few microseconds the
+    // clock reads themselves could make it look so.
+    let total = cpu
+        .total()
+        .as_secs_f64()
+        .min(secs * sides.len().max(1) as f64);
     let messages: u64 = sides.iter().map(|s| s.messages).sum();
     SideFigures {
         messages_per_second: if secs > 0.0 {
@@ -493,8 +541,8 @@ fn side_figures(sides: &[SideReport], bytes: u64, start: Option<Instant>) -> Sid
         },
         duration_seconds: secs,
         cpu_seconds: total,
-        cpu_user_seconds: cpu.user.as_secs_f64(),
-        cpu_system_seconds: cpu.system.as_secs_f64(),
+        cpu_user_seconds: cpu.user.as_secs_f64().min(total),
+        cpu_system_seconds: cpu.system.as_secs_f64().min(total),
         cpu_utilization: if secs > 0.0 { total / secs } else { 0.0 },
         cpu_seconds_per_gb: (bytes > 0).then(|| total / (bytes as f64 / 1e9)),
         voluntary_context_switches: cpu.voluntary_switches,
@@ -518,6 +566,18 @@ fn run_figures(sc: &Scenario, raw: &Raw) -> RunFigures {
     let sender = side_figures(&raw.senders, bytes_sent, start);
     let transfer_seconds = receiver.duration_seconds;
     let timeouts = sum(&raw.senders, |s| s.timeouts);
+    let late = sum(&raw.senders, |s| s.late);
+    let pingpong = sc.workload == WorkloadKind::Pingpong;
+    // pingpong: the client counts the replies that came back in time; the server (the
+    // receiver) counts the requests that reached it. Requests lost + replies lost + late
+    // replies = requests without an answer = timeouts.
+    let requests_reached = messages_received;
+    let (bytes_received, messages_received) = if pingpong {
+        let answered = messages_sent.saturating_sub(timeouts);
+        (answered * sc.size, answered)
+    } else {
+        (bytes_received, messages_received)
+    };
     let sequence = raw
         .receivers
         .iter()
@@ -559,6 +619,13 @@ fn run_figures(sc: &Scenario, raw: &Raw) -> RunFigures {
             // Duplicates do not make up for lost messages.
             _ => messages_sent.saturating_sub(messages_received - duplicated.unwrap_or(0)),
         }),
+        requests_lost: pingpong.then(|| messages_sent.saturating_sub(requests_reached)),
+        replies_lost: pingpong.then(|| {
+            requests_reached
+                .saturating_sub(messages_received)
+                .saturating_sub(late)
+        }),
+        replies_late: pingpong.then_some(late),
         messages_reordered: reordered,
         messages_duplicated: duplicated,
         udp_receive_buffer_errors: raw.udp_drops,
@@ -620,8 +687,8 @@ fn figures(sc: &Scenario, raws: &[Raw]) -> ScenarioResult {
             bits_per_second: b,
             messages_per_second: m,
         });
-    let lost =
-        (!sc.transport.reliable()).then(|| runs.iter().filter_map(|r| r.messages_lost).sum());
+    // With no finished run nothing is known: null, never a reassuring zero.
+    let lost = total_opt(&runs, |r| r.messages_lost);
     let mut histograms: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
     for (name, h) in raws.iter().flat_map(run_histograms) {
         match histograms.get_mut(name) {
@@ -678,6 +745,9 @@ fn figures(sc: &Scenario, raws: &[Raw]) -> ScenarioResult {
         messages_sent: runs.iter().map(|r| r.messages_sent).sum(),
         messages_received: runs.iter().map(|r| r.messages_received).sum(),
         messages_lost: lost,
+        requests_lost: total_opt(&runs, |r| r.requests_lost),
+        replies_lost: total_opt(&runs, |r| r.replies_lost),
+        replies_late: total_opt(&runs, |r| r.replies_late),
         messages_reordered: total_opt(&runs, |r| r.messages_reordered),
         messages_duplicated: total_opt(&runs, |r| r.messages_duplicated),
         delivered_fraction: lost.map(|l| {
@@ -727,8 +797,11 @@ fn delayed_ack_stall(sc: &Scenario, r: &ScenarioResult) -> Option<Warning> {
     })
 }
 
-/// The total of a per-run counter, null if any run lacks it.
+/// The total of a per-run counter, null if any run lacks it or there is no run.
 fn total_opt(runs: &[RunFigures], f: fn(&RunFigures) -> Option<u64>) -> Option<u64> {
+    if runs.is_empty() {
+        return None;
+    }
     runs.iter().map(f).sum()
 }
 
@@ -736,6 +809,19 @@ fn total_opt(runs: &[RunFigures], f: fn(&RunFigures) -> Option<u64>) -> Option<u
 fn check_agreement(sc: &Scenario, r: &ScenarioResult) -> Option<String> {
     if !sc.transport.reliable() {
         return None;
+    }
+    if let Some(f) = r
+        .runs
+        .iter()
+        .find(|f| f.requests_lost.unwrap_or(0) + f.replies_lost.unwrap_or(0) > 0)
+    {
+        return Some(format!(
+            "{} of {} requests or their replies went missing on {}, which must deliver everything: this is \
+             a bug, please report it",
+            f.requests_lost.unwrap_or(0) + f.replies_lost.unwrap_or(0),
+            f.messages_sent,
+            sc.transport
+        ));
     }
     let bad = r
         .runs
@@ -797,7 +883,10 @@ fn warnings(sc: &Scenario, r: &ScenarioResult) -> Vec<Warning> {
         // Only one-way workloads are meant to keep a core busy; request/response sides wait.
         let one_way = matches!(sc.workload, WorkloadKind::Stream | WorkloadKind::Rate)
             && sc.extras.rate.is_none(); // a paced sender spins on purpose
-        if one_way && !busy.is_empty() {
+                                         // Over a few milliseconds, thread start-up and the first wake-ups dominate: too
+                                         // short to call the run CPU-bound.
+        let judged = first.duration_seconds >= MIN_JUDGED_SECONDS;
+        if one_way && judged && !busy.is_empty() {
             out.push(Warning {
                 kind: "cpu-saturated",
                 message: format!(
@@ -814,11 +903,19 @@ fn warnings(sc: &Scenario, r: &ScenarioResult) -> Vec<Warning> {
     if let Some(lost) = r.messages_lost.filter(|&l| l > 0) {
         let why = match r.udp_receive_buffer_errors {
             Some(0) => "the kernel counted no receive-buffer overflow, so they were dropped elsewhere \
-                        (sender queue, interface, or another host)"
+                        (sender queue, interface, a firewall rule, or another host)"
                 .to_string(),
-            Some(n) => format!(
+            // Most of the losses (the counter is system-wide, so it may exceed them): the
+            // receiver's buffer overflowed.
+            Some(n) if n.saturating_mul(10) >= lost.saturating_mul(9) => format!(
                 "the kernel counted {n} receive-buffer overflows (UDP RcvbufErrors) during the run: the \
                  receiver's buffer was full; try a larger --rcvbuf (up to net.core.rmem_max) or a --rate"
+            ),
+            Some(n) => format!(
+                "only {n} of them were receive-buffer overflows (UDP RcvbufErrors); the other {} were dropped \
+                 elsewhere (sender queue, interface, a firewall rule, or another host): look there first, \
+                 e.g. `nstat -az | grep -i drop`",
+                lost - n
             ),
             None => "try a larger --rcvbuf, or pace the sender with --rate".to_string(),
         };

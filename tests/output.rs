@@ -153,7 +153,7 @@ fn export_to_a_missing_directory_is_refused_before_running() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains(
-            "cannot export to /nonexistent/dir/r.json",
+            "--export-json /nonexistent/dir/r.json: the directory /nonexistent/dir does not exist",
         ));
 }
 

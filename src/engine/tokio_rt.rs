@@ -115,6 +115,33 @@ impl Conn for AsyncConn {
     super::forward_descriptors!(inner);
 }
 
+/// A multi-thread runtime with one worker. tokio panics when it cannot start a worker
+/// thread; that becomes an error here (checked first, and caught if it happens anyway).
+fn multi_thread_runtime() -> io::Result<Runtime> {
+    let no_thread = |e: &dyn std::fmt::Display| {
+        io::Error::other(format!(
+            "cannot start the async runtime's worker thread ({e}): the system is out of threads or memory; \
+             use --runtime current"
+        ))
+    };
+    std::thread::Builder::new()
+        .name("sb-probe".into())
+        .spawn(|| {})
+        .map_err(|e| no_thread(&e))?
+        .join()
+        .map_err(|_| no_thread(&"it failed to start"))?;
+    let quiet = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let built = std::panic::catch_unwind(|| {
+        Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+    });
+    std::panic::set_hook(quiet);
+    built.map_err(|_| no_thread(&"tokio could not spawn it"))?
+}
+
 impl Engine for Async {
     fn refuses(&self, transport: TransportKind) -> Option<String> {
         super::readiness::refuses(transport)
@@ -123,10 +150,7 @@ impl Engine for Async {
     fn attach(&self, conn: Box<dyn Conn>) -> io::Result<Box<dyn Conn>> {
         let rt = match self.0 {
             RuntimeKind::Current => Builder::new_current_thread().enable_all().build()?,
-            RuntimeKind::Multi => Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .build()?,
+            RuntimeKind::Multi => multi_thread_runtime()?,
         };
         let (s, r) = (conn.send_fd(), conn.recv_fd());
         for fd in [s, r].into_iter().flatten() {

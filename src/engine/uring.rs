@@ -62,10 +62,19 @@ impl Engine for Uring {
             return Some("io_uring is unavailable (disabled for this test)".into());
         }
         probe().err().map(|e| {
-            let sysctl = crate::environment::read_sysctl("kernel/io_uring_disabled")
-                .map(|v| format!(" (kernel.io_uring_disabled = {v})"))
-                .unwrap_or_default();
-            format!("io_uring is unavailable here{sysctl}: {e}; use another engine")
+            match crate::environment::read_sysctl("kernel/io_uring_disabled")
+                .filter(|v| v.trim() != "0")
+            {
+                Some(v) => format!(
+                    "io_uring is disabled on this system (kernel.io_uring_disabled = {}): {e}; allow it with \
+                     `sysctl -w kernel.io_uring_disabled=0` (as root), or use another engine",
+                    v.trim()
+                ),
+                None => format!(
+                    "io_uring is unavailable here: {e} (a seccomp filter or container policy may block it); \
+                     use another engine"
+                ),
+            }
         })
     }
 

@@ -139,8 +139,9 @@ pub struct SystemCpu {
 }
 
 impl SystemCpu {
-    /// The difference between two readings.
-    pub fn between(a: &SystemTicks, b: &SystemTicks) -> SystemCpu {
+    /// The difference between two readings; `None` when less than a tick per core went
+    /// by (a run shorter than /proc/stat's resolution: unknown, not idle).
+    pub fn between(a: &SystemTicks, b: &SystemTicks) -> Option<SystemCpu> {
         let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
             .ok()
             .flatten()
@@ -152,17 +153,17 @@ impl SystemCpu {
         let interrupt = d(a.irq, b.irq) + d(a.softirq, b.softirq);
         let busy = user + system + interrupt + d(a.steal, b.steal);
         let idle = d(a.idle, b.idle) + d(a.iowait, b.iowait);
-        SystemCpu {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        if (busy + idle) * hz < cores {
+            return None;
+        }
+        Some(SystemCpu {
             cpu_user_seconds: user,
             cpu_system_seconds: system,
             cpu_interrupt_seconds: interrupt,
             cpu_busy_seconds: busy,
-            utilization: if busy + idle > 0.0 {
-                busy / (busy + idle)
-            } else {
-                0.0
-            },
-        }
+            utilization: busy / (busy + idle),
+        })
     }
 }
 
@@ -182,9 +183,15 @@ mod tests {
     fn system_cpu_difference_is_never_negative() {
         let a = parse_proc_stat("cpu  100 0 100 100 0 0 0 0").unwrap();
         let b = parse_proc_stat("cpu  50 0 300 300 0 0 0 0").unwrap();
-        let s = SystemCpu::between(&a, &b);
+        let s = SystemCpu::between(&a, &b).unwrap();
         assert!(s.cpu_user_seconds >= 0.0);
         assert!(s.utilization > 0.0 && s.utilization <= 1.0);
+    }
+
+    #[test]
+    fn an_interval_shorter_than_a_tick_is_unknown_not_idle() {
+        let a = parse_proc_stat("cpu  100 0 100 100 0 0 0 0").unwrap();
+        assert_eq!(SystemCpu::between(&a, &a), None);
     }
 
     #[test]

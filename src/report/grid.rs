@@ -89,65 +89,110 @@ fn titled(mut g: Grid, title: &str) -> Grid {
     g
 }
 
-/// Latency columns: one row per scenario, percentiles of the named distribution.
-fn latency_list(report: &Report, name: &str, rate_title: &str) -> Grid {
-    let rs = &report.results;
-    let lossy = rs.iter().any(|r| r.messages_lost.is_some());
-    let mut g = Grid::default();
-    let mut col = |h: &str, a: Align| {
-        g.headers.push(h.into());
-        g.align.push(a);
-    };
-    let engines = rs
-        .iter()
+/// One column: its header, alignment, and how a scenario fills its cell. Headers and
+/// rows are built from the same list, so a cell can never sit under another's header.
+struct Column<'a> {
+    header: String,
+    align: Align,
+    cell: Box<dyn Fn(&ScenarioResult) -> String + 'a>,
+}
+
+fn column<'a>(
+    header: impl Into<String>,
+    align: Align,
+    cell: impl Fn(&ScenarioResult) -> String + 'a,
+) -> Column<'a> {
+    Column {
+        header: header.into(),
+        align,
+        cell: Box::new(cell),
+    }
+}
+
+/// A grid of one row per scenario from a list of columns.
+fn grid_of(columns: &[Column<'_>], results: &[ScenarioResult]) -> Grid {
+    Grid {
+        headers: columns.iter().map(|c| c.header.clone()).collect(),
+        align: columns.iter().map(|c| c.align).collect(),
+        rows: results
+            .iter()
+            .map(|r| columns.iter().map(|c| (c.cell)(r)).collect())
+            .collect(),
+        ..Grid::default()
+    }
+}
+
+fn dash() -> String {
+    "-".into()
+}
+
+/// Whether the results span more than one engine (then an engine column is shown).
+fn several_engines(rs: &[ScenarioResult]) -> bool {
+    rs.iter()
         .map(|r| r.engine)
         .collect::<std::collections::BTreeSet<_>>()
         .len()
-        > 1;
-    col("transport", Align::Left);
-    if engines {
-        col("engine", Align::Left);
+        > 1
+}
+
+/// The columns every list starts with: transport, engine (when several), size.
+fn leading_columns<'a>(rs: &[ScenarioResult]) -> Vec<Column<'a>> {
+    let mut cols = vec![column("transport", Align::Left, |r| {
+        r.transport.to_string()
+    })];
+    if several_engines(rs) {
+        cols.push(column("engine", Align::Left, |r| r.engine.to_string()));
     }
-    col("size", Align::Right);
-    for h in ["min", "p50", "p90", "p99", "p99.9", "max"] {
-        col(h, Align::Right);
-    }
-    col(rate_title, Align::Right);
-    col("CPU/op", Align::Right);
-    if lossy {
-        col("lost", Align::Right);
-    }
-    for r in rs {
-        let mut row = vec![r.transport.to_string()];
-        if engines {
-            row.push(r.engine.to_string());
+    cols.push(column("size", Align::Right, |r| format_bytes(r.size_bytes)));
+    cols
+}
+
+/// "12 (1.20%)" of what was sent; "-" where nothing can be lost.
+fn lost_cell(r: &ScenarioResult) -> String {
+    match r.messages_lost {
+        Some(l) if r.messages_sent > 0 => {
+            format!("{l} ({:.2}%)", 100.0 * l as f64 / r.messages_sent as f64)
         }
-        row.push(format_bytes(r.size_bytes));
-        match r.latencies.get(name) {
-            Some(l) => row.extend(
-                [l.min_ns, l.p50_ns, l.p90_ns, l.p99_ns, l.p99_9_ns, l.max_ns].map(format_ns),
-            ),
-            None => row
-                .extend((0..6).map(|_| if r.error.is_some() { "failed" } else { "-" }.to_string())),
-        }
-        row.push(cell_or_error(r, |r| {
-            r.messages_per_second.map(format_per_second)
+        Some(l) => l.to_string(),
+        None => dash(),
+    }
+}
+
+/// Latency columns: one row per scenario, percentiles of the named distribution.
+fn latency_list(report: &Report, name: &'static str, rate_title: &str) -> Grid {
+    let rs = &report.results;
+    let mut cols = leading_columns(rs);
+    const PERCENTILES: [&str; 6] = ["min", "p50", "p90", "p99", "p99.9", "max"];
+    for (i, h) in PERCENTILES.iter().enumerate() {
+        cols.push(column(*h, Align::Right, move |r| {
+            match r.latencies.get(name) {
+                Some(l) => {
+                    format_ns([l.min_ns, l.p50_ns, l.p90_ns, l.p99_ns, l.p99_9_ns, l.max_ns][i])
+                }
+                None if r.error.is_some() => "failed".into(),
+                None => dash(),
+            }
         }));
-        row.push(
-            r.cpu_seconds_per_round_trip
-                .map(|s| format_ns((s * 1e9) as u64))
-                .unwrap_or_else(|| "-".into()),
-        );
-        if lossy {
-            row.push(
-                r.messages_lost
-                    .map(|l| l.to_string())
-                    .unwrap_or_else(|| "-".into()),
-            );
-        }
-        g.rows.push(row);
     }
-    g
+    cols.push(column(rate_title, Align::Right, |r| {
+        cell_or_error(r, |r| r.messages_per_second.map(format_per_second))
+    }));
+    cols.push(column("CPU/op", Align::Right, |r| {
+        r.cpu_seconds_per_round_trip
+            .map(|s| format_ns((s * 1e9) as u64))
+            .unwrap_or_else(dash)
+    }));
+    if rs.iter().any(|r| r.messages_lost.is_some()) {
+        cols.push(column("lost", Align::Right, lost_cell));
+        // Where the lost exchanges went: requests, replies, or replies after the timeout.
+        cols.push(column("req/reply/late", Align::Right, |r| {
+            match (r.requests_lost, r.replies_lost, r.replies_late) {
+                (Some(a), Some(b), Some(c)) if r.messages_lost.is_some() => format!("{a}/{b}/{c}"),
+                _ => dash(),
+            }
+        }));
+    }
+    grid_of(&cols, rs)
 }
 
 /// Connection phases: p50 and p99 of each, and connections per second.
@@ -158,32 +203,23 @@ fn connect_list(report: &Report) -> Grid {
         ("first_response", "1st response"),
         ("close", "close"),
     ];
-    let mut g = Grid::default();
-    let mut col = |h: String, a: Align| {
-        g.headers.push(h);
-        g.align.push(a);
-    };
-    col("transport".into(), Align::Left);
-    col("size".into(), Align::Right);
-    for (_, title) in PHASES {
-        col(format!("{title} p50"), Align::Right);
-        col(format!("{title} p99"), Align::Right);
-    }
-    col("connections/s".into(), Align::Right);
-    for r in &report.results {
-        let mut row = vec![r.transport.to_string(), format_bytes(r.size_bytes)];
-        for (name, _) in PHASES {
-            match r.latencies.get(name) {
-                Some(l) => row.extend([format_ns(l.p50_ns), format_ns(l.p99_ns)]),
-                None => row.extend(["-".to_string(), "-".to_string()]),
-            }
-        }
-        row.push(cell_or_error(r, |r| {
-            r.messages_per_second.map(format_per_second)
+    let mut cols = leading_columns(&report.results);
+    for (name, title) in PHASES {
+        cols.push(column(format!("{title} p50"), Align::Right, move |r| {
+            r.latencies
+                .get(name)
+                .map_or_else(dash, |l| format_ns(l.p50_ns))
         }));
-        g.rows.push(row);
+        cols.push(column(format!("{title} p99"), Align::Right, move |r| {
+            r.latencies
+                .get(name)
+                .map_or_else(dash, |l| format_ns(l.p99_ns))
+        }));
     }
-    g
+    cols.push(column("connections/s", Align::Right, |r| {
+        cell_or_error(r, |r| r.messages_per_second.map(format_per_second))
+    }));
+    grid_of(&cols, &report.results)
 }
 
 fn list(report: &Report) -> Grid {
@@ -195,39 +231,37 @@ fn list(report: &Report) -> Grid {
     if all(WorkloadKind::Connect) {
         return connect_list(report);
     }
-    let engines = rs
-        .iter()
-        .map(|r| r.engine)
-        .collect::<std::collections::BTreeSet<_>>()
-        .len()
-        > 1;
-    let lossy = rs.iter().any(|r| r.messages_lost.is_some());
-    let multi = rs.iter().any(|r| r.options.runs > 1);
-    let parallel = rs.iter().any(|r| r.options.parallel > 1);
-    let mut g = Grid::default();
-    let mut col = |h: &str, a: Align| {
-        g.headers.push(h.into());
-        g.align.push(a);
-    };
-    col("transport", Align::Left);
-    if engines {
-        col("engine", Align::Left);
+    let mut cols = leading_columns(rs);
+    if rs.iter().any(|r| r.options.parallel > 1) {
+        cols.push(column("streams", Align::Right, |r| {
+            r.options.parallel.to_string()
+        }));
     }
-    col("size", Align::Right);
-    if parallel {
-        col("streams", Align::Right);
+    cols.push(column("throughput", Align::Right, |r| {
+        cell_or_error(r, |r| r.bits_per_second.map(format_bits_per_second))
+    }));
+    if rs.iter().any(|r| r.options.runs > 1) {
+        cols.push(column("±CV", Align::Right, |r| {
+            r.statistics
+                .as_ref()
+                .and_then(|s| s.bits_per_second.cv)
+                .map(|cv| format!("{:.1}%", cv * 100.0))
+                .unwrap_or_else(dash)
+        }));
     }
-    col("throughput", Align::Right);
-    if multi {
-        col("±CV", Align::Right);
+    cols.push(column("messages/s", Align::Right, |r| {
+        cell_or_error(r, |r| r.messages_per_second.map(format_per_second))
+    }));
+    if rs.iter().any(|r| r.messages_lost.is_some()) {
+        cols.push(column("lost", Align::Right, lost_cell));
     }
-    col("messages/s", Align::Right);
-    if lossy {
-        col("lost", Align::Right);
-    }
-    let sequenced = rs.iter().any(|r| r.messages_reordered.is_some());
-    if sequenced {
-        col("reordered/dup", Align::Right);
+    if rs.iter().any(|r| r.messages_reordered.is_some()) {
+        cols.push(column("reordered/dup", Align::Right, |r| {
+            match (r.messages_reordered, r.messages_duplicated) {
+                (Some(a), Some(b)) => format!("{a}/{b}"),
+                _ => dash(),
+            }
+        }));
     }
     // A fixed workload (--count/--bytes) also shows its phases, as the classic
     // client/server benchmark does.
@@ -236,80 +270,32 @@ fn list(report: &Report) -> Grid {
             && (r.options.count.is_some() || r.options.bytes.is_some())
     });
     if phased {
-        col("connect", Align::Right);
-        col("transfer", Align::Right);
-        col("close", Align::Right);
+        let phase = |title: &'static str, f: fn(&super::Phases) -> f64| {
+            column(title, Align::Right, move |r: &ScenarioResult| {
+                r.median_run()
+                    .and_then(|m| m.phases.as_ref())
+                    .map_or_else(dash, |p| format_seconds(f(p)))
+            })
+        };
+        cols.push(phase("connect", |p| p.connect_seconds));
+        cols.push(phase("transfer", |p| p.transfer_seconds));
+        cols.push(phase("close", |p| p.close_seconds));
     }
-    col("sender CPU", Align::Right);
-    col("receiver CPU", Align::Right);
-    col("CPU s/GB snd+rcv", Align::Right);
-    for r in rs {
-        let median_run = r.median_run();
-        let mut row = vec![r.transport.to_string()];
-        if engines {
-            row.push(r.engine.to_string());
+    cols.push(column("sender CPU", Align::Right, |r| {
+        r.median_run()
+            .map_or_else(dash, |m| pct(m.sender.cpu_utilization))
+    }));
+    cols.push(column("receiver CPU", Align::Right, |r| {
+        r.median_run()
+            .map_or_else(dash, |m| pct(m.receiver.cpu_utilization))
+    }));
+    cols.push(column("CPU s/GB snd+rcv", Align::Right, |r| {
+        match (r.sender_cpu_seconds_per_gb, r.receiver_cpu_seconds_per_gb) {
+            (Some(s), Some(c)) => format!("{:.3}", s + c),
+            _ => dash(),
         }
-        row.push(format_bytes(r.size_bytes));
-        if parallel {
-            row.push(r.options.parallel.to_string());
-        }
-        row.push(cell_or_error(r, |r| {
-            r.bits_per_second.map(format_bits_per_second)
-        }));
-        if multi {
-            row.push(
-                r.statistics
-                    .as_ref()
-                    .and_then(|s| s.bits_per_second.cv)
-                    .map(|cv| format!("{:.1}%", cv * 100.0))
-                    .unwrap_or_else(|| "-".into()),
-            );
-        }
-        row.push(cell_or_error(r, |r| {
-            r.messages_per_second.map(format_per_second)
-        }));
-        if lossy {
-            row.push(match r.messages_lost {
-                Some(l) if r.messages_sent > 0 => {
-                    format!("{l} ({:.2}%)", 100.0 * l as f64 / r.messages_sent as f64)
-                }
-                Some(l) => l.to_string(),
-                None => "-".into(),
-            });
-        }
-        if phased {
-            match median_run.and_then(|m| m.phases.as_ref()) {
-                Some(p) => row.extend(
-                    [p.connect_seconds, p.transfer_seconds, p.close_seconds].map(format_seconds),
-                ),
-                None => row.extend((0..3).map(|_| "-".to_string())),
-            }
-        }
-        if sequenced {
-            row.push(match (r.messages_reordered, r.messages_duplicated) {
-                (Some(a), Some(b)) => format!("{a}/{b}"),
-                _ => "-".into(),
-            });
-        }
-        row.push(
-            median_run
-                .map(|m| pct(m.sender.cpu_utilization))
-                .unwrap_or_else(|| "-".into()),
-        );
-        row.push(
-            median_run
-                .map(|m| pct(m.receiver.cpu_utilization))
-                .unwrap_or_else(|| "-".into()),
-        );
-        row.push(
-            match (r.sender_cpu_seconds_per_gb, r.receiver_cpu_seconds_per_gb) {
-                (Some(s), Some(c)) => format!("{:.3}", s + c),
-                _ => "-".into(),
-            },
-        );
-        g.rows.push(row);
-    }
-    g
+    }));
+    grid_of(&cols, rs)
 }
 
 fn suite(report: &Report) -> Grid {
@@ -385,21 +371,40 @@ fn suite(report: &Report) -> Grid {
 }
 
 fn notes(report: &Report, g: &mut Grid) {
-    let mut reasons: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    // Per reason, what it rules out: "shm 4 KiB", or a transport with the engines that
+    // cannot drive it ("shm with poll, epoll").
+    let mut reasons: BTreeMap<String, Vec<(String, Vec<String>)>> = BTreeMap::new();
     for s in &report.skipped {
         let why = s
             .reason
             .split_once(": ")
             .map(|(_, w)| w.to_string())
             .unwrap_or_else(|| s.reason.clone());
-        reasons.entry(why).or_default().push(format!(
-            "{} {}",
-            s.transport,
-            format_bytes(s.size_bytes)
-        ));
+        let what = match s.engine {
+            Some(_) => s.transport.to_string(),
+            None => format!("{} {}", s.transport, format_bytes(s.size_bytes)),
+        };
+        let entry = reasons.entry(why).or_default();
+        let i = match entry.iter().position(|(w, _)| *w == what) {
+            Some(i) => i,
+            None => {
+                entry.push((what, Vec::new()));
+                entry.len() - 1
+            }
+        };
+        if let Some(e) = s.engine {
+            entry[i].1.push(e.to_string());
+        }
     }
     for (why, which) in reasons {
-        g.notes.push(format!("n/a: {}: {why}", which.join(", ")));
+        let which: Vec<String> = which
+            .into_iter()
+            .map(|(what, engines)| match engines.is_empty() {
+                true => what,
+                false => format!("{what} with {}", engines.join(", ")),
+            })
+            .collect();
+        g.notes.push(format!("n/a: {}: {why}", which.join("; ")));
     }
     let mut by_kind: BTreeMap<&str, Vec<(String, &str)>> = BTreeMap::new();
     for r in &report.results {

@@ -3,11 +3,9 @@
 //! value) or, when PATH ends in `.json`, as JSON (`{"schema_version", "histograms": [...]}`).
 //! Values are the HDR histogram's buckets: exact to 3 significant digits.
 
-use std::path::Path;
-
 use serde::Serialize;
 
-use super::{write_atomic, Report};
+use super::Report;
 
 #[derive(Serialize)]
 struct Distribution<'a> {
@@ -40,13 +38,13 @@ fn distributions(report: &Report) -> Vec<Distribution<'_>> {
         .collect()
 }
 
-/// Write the distributions of every finished scenario to `path`.
+/// The distributions of every finished scenario, as JSON or CSV.
 ///
 /// # Errors
-/// If the file cannot be written.
-pub fn write(report: &Report, path: &Path) -> anyhow::Result<()> {
+/// Only if serialization fails.
+pub fn render(report: &Report, json: bool) -> anyhow::Result<Vec<u8>> {
     let dists = distributions(report);
-    let bytes = if path.extension().is_some_and(|e| e == "json") {
+    Ok(if json {
         let mut v = serde_json::to_vec_pretty(&serde_json::json!({
             "schema_version": 1,
             "histograms": dists,
@@ -78,6 +76,5 @@ pub fn write(report: &Report, path: &Path) -> anyhow::Result<()> {
             }
         }
         w.into_inner()?
-    };
-    write_atomic(path, &bytes)
+    })
 }

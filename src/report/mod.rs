@@ -5,6 +5,7 @@
 //! Exporters never measure and workloads never format.
 
 pub mod csv;
+pub mod export;
 pub mod grid;
 pub mod histogram;
 pub mod json;
@@ -12,14 +13,11 @@ pub mod markdown;
 pub mod progress;
 pub mod table;
 
-use std::collections::BTreeMap;
-use std::io::Write;
+pub use export::ExportManager;
 
 use hdrhistogram::Histogram;
-use std::path::{Path, PathBuf};
-
-use anyhow::Context;
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 use crate::cli::Format;
 use crate::engine::EngineKind;
@@ -132,10 +130,19 @@ pub struct RunFigures {
     pub bytes_received: u64,
     /// Messages sent.
     pub messages_sent: u64,
-    /// Messages received (byte streams: bytes received / size, rounded up).
+    /// Messages received (byte streams: bytes received / size, rounded up). pingpong:
+    /// replies received in time, i.e. completed round trips.
     pub messages_received: u64,
-    /// Messages sent but not received (unreliable transports); null where nothing can be lost.
+    /// Messages sent but not received (unreliable transports); null where nothing can be
+    /// lost. pingpong: requests without a reply in time (= sent - received).
     pub messages_lost: Option<u64>,
+    /// pingpong: requests that never reached the server (null for other workloads).
+    pub requests_lost: Option<u64>,
+    /// pingpong: replies the server sent that never reached the client.
+    pub replies_lost: Option<u64>,
+    /// pingpong: replies that reached the client after their timeout (not counted as
+    /// round trips). `messages_lost` = requests_lost + replies_lost + replies_late.
+    pub replies_late: Option<u64>,
     /// rate: messages that arrived after a higher-numbered one (null: not counted, e.g.
     /// messages under 8 bytes or other workloads).
     pub messages_reordered: Option<u64>,
@@ -222,8 +229,14 @@ pub struct ScenarioResult {
     pub messages_sent: u64,
     /// Total messages received over all measured runs.
     pub messages_received: u64,
-    /// Total messages lost (unreliable transports; null elsewhere).
+    /// Total messages lost (unreliable transports; null elsewhere or if no run finished).
     pub messages_lost: Option<u64>,
+    /// pingpong: total requests that never reached the server.
+    pub requests_lost: Option<u64>,
+    /// pingpong: total replies that never reached the client.
+    pub replies_lost: Option<u64>,
+    /// pingpong: total replies that came after their timeout.
+    pub replies_late: Option<u64>,
     /// rate: total messages reordered (null where not counted).
     pub messages_reordered: Option<u64>,
     /// rate: total messages duplicated (null where not counted).
@@ -304,66 +317,4 @@ pub fn exporter(format: Format) -> Box<dyn Exporter> {
         Format::Csv => Box::new(csv::Csv),
         Format::Markdown => Box::new(markdown::Markdown),
     }
-}
-
-/// Writes the `--export-*` files; called after every scenario so an interrupted run
-/// loses nothing. Files are replaced atomically (write, then rename).
-pub struct ExportManager {
-    exports: Vec<(Format, PathBuf)>,
-}
-
-impl ExportManager {
-    /// Exports to these paths (`-` means stdout, written only at the end).
-    pub fn new(exports: Vec<(Format, PathBuf)>) -> ExportManager {
-        ExportManager { exports }
-    }
-
-    /// Write every file export now.
-    ///
-    /// # Errors
-    /// If a file cannot be written, naming it.
-    pub fn write_files(&self, report: &Report) -> anyhow::Result<()> {
-        for (format, path) in &self.exports {
-            if path.as_os_str() != "-" {
-                write_atomic(path, &exporter(*format).serialize(report)?)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Formats exported to stdout (`--export-json -`).
-    pub fn stdout_formats(&self) -> Vec<Format> {
-        self.exports
-            .iter()
-            .filter(|(_, p)| p.as_os_str() == "-")
-            .map(|(f, _)| *f)
-            .collect()
-    }
-}
-
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.sockbench-tmp"));
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        std::fs::rename(&tmp, path)
-    };
-    write()
-        .inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })
-        .with_context(|| {
-            format!(
-                "cannot write {}: check that the directory exists and is writable",
-                path.display()
-            )
-        })
 }

@@ -1,5 +1,6 @@
 //! Progress on stderr: a bar over the planned scenarios, ticking while one runs. Drawn
-//! only when stderr is a terminal and `--quiet` is off.
+//! only when stderr is a terminal that can redraw a line (not `TERM=dumb`, as in Emacs
+//! shells and some CI logs) and `--quiet` is off.
 
 use std::time::Duration;
 
@@ -11,7 +12,8 @@ pub struct Progress(ProgressBar);
 impl Progress {
     /// A bar for `total` scenarios.
     pub fn new(total: u64, quiet: bool) -> Progress {
-        let target = if quiet {
+        let dumb = std::env::var_os("TERM").is_some_and(|t| t == "dumb");
+        let target = if quiet || dumb {
             ProgressDrawTarget::hidden()
         } else {
             ProgressDrawTarget::stderr()
@@ -23,7 +25,9 @@ impl Progress {
             )
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
-        bar.enable_steady_tick(Duration::from_millis(120));
+        if !bar.is_hidden() {
+            bar.enable_steady_tick(Duration::from_millis(120));
+        }
         Progress(bar)
     }
 

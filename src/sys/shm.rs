@@ -17,12 +17,12 @@
 use std::ffi::CString;
 use std::io;
 use std::num::NonZeroUsize;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use nix::fcntl::OFlag;
+use nix::fcntl::{posix_fallocate, OFlag};
 use nix::sys::mman::{mmap, munmap, shm_open, shm_unlink, MapFlags, ProtFlags};
 use nix::sys::stat::Mode;
 use nix::unistd::ftruncate;
@@ -146,7 +146,10 @@ pub fn ring(name: &str, capacity: usize) -> io::Result<(Producer, Consumer)> {
         Mode::from_bits_truncate(0o600),
     )?;
     let result = (|| {
+        // Reserve the memory now: a sparse object on a full tmpfs would map fine and then
+        // kill the process with SIGBUS on the first write to a page it cannot back.
         ftruncate(&fd, (HEADER + capacity) as i64)?;
+        posix_fallocate(fd.as_raw_fd(), 0, (HEADER + capacity) as i64)?;
         let producer = Mapping::map(&fd, HEADER + capacity)?;
         producer
             .header()

@@ -2,13 +2,13 @@
 //! exchange instead of using one opened pair: the receiving side accepts, the sending side
 //! dials. Only connection-oriented transports have them (tcp, tcp6, unix, unix-seqpacket).
 //!
-//! The Unix socket file must exist while clients connect, so it is removed when the
-//! listener is dropped (and with the run's private directory).
+//! A Unix listener's socket file is removed as soon as it is bound: the listener keeps an
+//! `O_PATH` descriptor of it, and clients dial `/proc/self/fd/N`, which the kernel
+//! resolves to the same socket. So even a killed run leaves no socket file behind.
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsFd, AsRawFd, RawFd};
-use std::path::PathBuf;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -20,7 +20,8 @@ use super::{apply_buffers, Conn, LinkInfo, SocketConn, TransportKind, TransportO
 /// The accepting side.
 pub struct Listener {
     sock: Socket,
-    path: Option<PathBuf>,
+    /// The socket file's `O_PATH` descriptor (Unix), which dialers connect through.
+    _name: Option<OwnedFd>,
 }
 
 impl Listener {
@@ -55,13 +56,8 @@ impl Listener {
     }
 }
 
-impl Drop for Listener {
-    fn drop(&mut self) {
-        if let Some(p) = &self.path {
-            let _ = std::fs::remove_file(p);
-        }
-    }
-}
+/// How long one dial may wait for the listener.
+pub const DIAL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The dialing side: makes a new connection each time.
 pub struct Dialer {
@@ -77,20 +73,17 @@ impl Dialer {
     /// Open a new connection to the listener.
     ///
     /// # Errors
-    /// As `connect(2)`; running out of local ports says what to do about it.
+    /// As `connect(2)`; running out of local ports says what to do about it; a listener
+    /// that does not answer within [`DIAL_TIMEOUT`] or Ctrl-C ends the wait.
     pub fn connect(&self) -> io::Result<Box<dyn Conn>> {
         let sock = Socket::new(self.domain, self.ty, self.protocol)?;
         apply_buffers(&sock, &self.opts)?;
         if self.linger0 {
             sock.set_linger(Some(Duration::ZERO))?;
         }
-        sock.connect(&self.target).map_err(|e| {
+        super::connect_with_deadline(&sock, &self.target, DIAL_TIMEOUT).map_err(|e| {
             if e.raw_os_error() == Some(nix::libc::EADDRNOTAVAIL) {
-                io::Error::new(
-                    e.kind(),
-                    "out of local ports (closed connections wait in TIME_WAIT): use --linger0, or allow reuse \
-                     with `sysctl -w net.ipv4.tcp_tw_reuse=1`",
-                )
+                io::Error::new(e.kind(), super::tcp::OUT_OF_PORTS)
             } else {
                 e
             }
@@ -129,7 +122,7 @@ pub fn open(
             )
         }
         TransportKind::Unix | TransportKind::UnixSeqpacket => {
-            let p = opts.dir.join(format!("connect-{id}.sock"));
+            let p = opts.dir.join(super::file_name("connect", id, ".sock"));
             let ty = if kind == TransportKind::Unix {
                 Type::STREAM
             } else {
@@ -143,23 +136,49 @@ pub fn open(
     apply_buffers(&sock, opts).context("cannot set socket buffer sizes")?;
     if let Err(e) = sock.bind(&addr) {
         let msg = match (&path, addr.as_socket()) {
-            (Some(p), _) => format!("cannot bind Unix socket {}", p.display()),
+            (Some(p), _) => format!(
+                "cannot bind Unix socket {}: {}",
+                p.display(),
+                super::unix::bind_hint(&e, p)
+            ),
             (None, Some(a)) => bind_error("TCP", a, &e),
             (None, None) => "cannot bind".into(),
         };
         return Err(anyhow::Error::new(e).context(msg));
     }
-    let listener = Listener { sock, path };
-    listener.sock.listen(1024).context("cannot listen")?;
-    let local = listener.sock.local_addr()?;
-    let target = match local.as_socket() {
-        Some(a) => SockAddr::from(SocketAddr::new(opts.connect.unwrap_or(a.ip()), a.port())),
-        None => local,
+    // Keep the socket reachable through a descriptor and remove its name at once.
+    let name = match &path {
+        Some(p) => {
+            let fd = nix::fcntl::open(
+                p.as_path(),
+                nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::empty(),
+            );
+            let _ = std::fs::remove_file(p);
+            Some(crate::sys::own_fd(fd.with_context(|| {
+                format!("cannot open socket file {}", p.display())
+            })?))
+        }
+        None => None,
     };
+    let target = match &name {
+        Some(fd) => SockAddr::unix(format!("/proc/self/fd/{}", fd.as_raw_fd()))?,
+        None => {
+            let local = sock.local_addr()?;
+            match local.as_socket() {
+                Some(a) => {
+                    SockAddr::from(SocketAddr::new(opts.connect.unwrap_or(a.ip()), a.port()))
+                }
+                None => local,
+            }
+        }
+    };
+    let listener = Listener { sock, _name: name };
+    listener.sock.listen(1024).context("cannot listen")?;
     let endpoint = target
         .as_socket()
         .map(|a| a.to_string())
-        .or_else(|| listener.path.as_ref().map(|p| p.display().to_string()));
+        .or_else(|| path.as_ref().map(|p| p.display().to_string()));
     let dialer = Dialer {
         domain,
         ty,

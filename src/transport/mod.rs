@@ -10,6 +10,7 @@
 
 pub mod connector;
 mod mq;
+pub use mq::max_depth as mq_max_depth;
 mod pipe;
 mod shm;
 mod tcp;
@@ -448,4 +449,129 @@ pub(crate) fn granted_buffers(sender: &socket2::Socket, receiver: &socket2::Sock
         mss_bytes: None,
         endpoint: None,
     }
+}
+
+/// The name of a socket file or FIFO: `sb<pid>-<stem>-<id><suffix>`. The process id lets
+/// a later run tell a name left by a killed sockbench from one in use (see
+/// [`remove_stale`]).
+pub fn file_name(stem: &str, id: usize, suffix: &str) -> String {
+    format!("sb{}-{stem}-{id}{suffix}", std::process::id())
+}
+
+/// The process id in a name this module or the runner made (`sb<pid>-...` files,
+/// `sockbench-<pid>-XXXXXX` run directories), if it is one.
+pub fn owner_pid(name: &str) -> Option<i32> {
+    let rest = name
+        .strip_prefix("sockbench-")
+        .or_else(|| name.strip_prefix("sb"))?;
+    let (pid, tail) = rest.split_once('-')?;
+    if tail.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let known = ["unix-", "dgram-", "seqpacket-", "fifo-", "connect-"];
+    let ours = if name.starts_with("sockbench-") {
+        tail.len() == 6 // tempfile's random part
+    } else {
+        known.iter().any(|k| tail.starts_with(k))
+    };
+    ours.then(|| pid.parse().ok()).flatten()
+}
+
+/// Whether process `pid` is gone.
+fn dead(pid: i32) -> bool {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) == Err(nix::errno::Errno::ESRCH)
+}
+
+/// Remove what a killed sockbench left in `dir` (socket files, FIFOs and run directories
+/// whose owner process is gone), returning one line per removal for the report.
+pub fn remove_stale(dir: &std::path::Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = owner_pid(&name).filter(|&p| dead(p)) else {
+            continue;
+        };
+        let path = e.path();
+        let gone = match e.file_type() {
+            Ok(t) if t.is_dir() => std::fs::remove_dir_all(&path),
+            Ok(t) if t.is_symlink() || t.is_file() => continue, // never made by us
+            _ => std::fs::remove_file(&path),
+        };
+        if gone.is_ok() {
+            removed.push(format!(
+                "removed {} left by sockbench process {pid}, which is no longer running",
+                path.display()
+            ));
+        }
+    }
+    removed
+}
+
+/// Connect `sock` to `addr` within `timeout`, noticing Ctrl-C within 50 ms. The socket is
+/// blocking again afterwards.
+///
+/// # Errors
+/// As `connect(2)`; `TimedOut` after `timeout`; `Interrupted` on Ctrl-C.
+pub(crate) fn connect_with_deadline(
+    sock: &socket2::Socket,
+    addr: &socket2::SockAddr,
+    timeout: Duration,
+) -> io::Result<()> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    const SLICE: Duration = Duration::from_millis(50);
+    let deadline = std::time::Instant::now() + timeout;
+    sock.set_nonblocking(true)?;
+    let give_up = |what: &str| -> io::Result<()> {
+        if crate::interrupt::requested() {
+            return Err(io::Error::new(
+                io::ErrorKind::Interrupted,
+                format!("interrupted while {what}"),
+            ));
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no answer within {} s while {what}", timeout.as_secs()),
+            ));
+        }
+        Ok(())
+    };
+    let result = loop {
+        match sock.connect(addr) {
+            Ok(()) => break Ok(()),
+            // A Unix listener whose backlog is full: try again shortly.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if let Err(e) = give_up("waiting for room in the listener's backlog") {
+                    break Err(e);
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) if e.raw_os_error() == Some(nix::libc::EINPROGRESS) => {
+                break loop {
+                    let mut fds = [PollFd::new(sock.as_fd(), PollFlags::POLLOUT)];
+                    match poll(&mut fds, PollTimeout::from(SLICE.as_millis() as u16)) {
+                        Ok(0) | Err(nix::errno::Errno::EINTR) => {
+                            if let Err(e) = give_up("connecting") {
+                                break Err(e);
+                            }
+                        }
+                        Ok(_) => {
+                            break match sock.take_error() {
+                                Ok(Some(e)) | Err(e) => Err(e),
+                                Ok(None) => Ok(()),
+                            }
+                        }
+                        Err(e) => break Err(e.into()),
+                    }
+                };
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => break Err(e),
+        }
+    };
+    sock.set_nonblocking(false)?;
+    result
 }

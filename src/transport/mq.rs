@@ -54,11 +54,25 @@ impl Conn for MqConn {
     }
 }
 
-/// The queue depth: `fs.mqueue.msg_max`, or enough for `--sndbuf` bytes.
+/// The deepest queue this process may create: `fs.mqueue.msg_max`, or the kernel's hard
+/// limit with CAP_SYS_RESOURCE.
+pub fn max_depth() -> u64 {
+    if crate::plan::has_cap_sys_resource() {
+        HARD_MSGMAX
+    } else {
+        crate::environment::read_sysctl_u64("fs/mqueue/msg_max").unwrap_or(10)
+    }
+}
+
+/// The kernel's limit on a queue's depth whatever the sysctl says (ipc/mqueue.c).
+const HARD_MSGMAX: u64 = 65_536;
+
+/// The queue depth asked for: enough for `--sndbuf` bytes, else `fs.mqueue.msg_max` (the
+/// plan has checked, and warned, that it fits [`max_depth`]).
 fn depth(opts: &TransportOptions) -> i64 {
     let msg_max = crate::environment::read_sysctl_u64("fs/mqueue/msg_max").unwrap_or(10) as i64;
     match opts.sndbuf {
-        Some(n) => ((n / opts.message_bytes.max(1)) as i64).clamp(1, msg_max.max(1)),
+        Some(n) => ((n / opts.message_bytes.max(1)) as i64).clamp(1, max_depth() as i64),
         None => msg_max.max(1),
     }
 }
@@ -73,6 +87,12 @@ fn ensure_rlimit(bytes: u64) {
             let _ = setrlimit(Resource::RLIMIT_MSGQUEUE, hard.min(want), hard);
         }
     }
+}
+
+/// How many more descriptors this process may open.
+fn fds_left() -> u64 {
+    let open = std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count) as u64;
+    getrlimit(Resource::RLIMIT_NOFILE).map_or(u64::MAX, |(soft, _)| soft.saturating_sub(open))
 }
 
 /// Open a queue pair: the receiver creates it, the sender opens it by name.
@@ -95,7 +115,19 @@ pub fn pair(opts: &TransportOptions, id: usize) -> anyhow::Result<Pair> {
             Errno::EINVAL => format!(
                 " (message size {msgsize} B or depth {maxmsg} exceeds fs.mqueue.msgsize_max / fs.mqueue.msg_max)"
             ),
-            Errno::EMFILE => " (the queue does not fit RLIMIT_MSGQUEUE: raise it with `ulimit -q`)".into(),
+            // EMFILE is both the descriptor limit and RLIMIT_MSGQUEUE: name the one hit.
+            Errno::EMFILE if fds_left() > 8 => format!(
+                " (the queues of this user no longer fit RLIMIT_MSGQUEUE, {}: raise it with `ulimit -q`)",
+                getrlimit(Resource::RLIMIT_MSGQUEUE)
+                    .map(|(soft, _)| format!("{soft} bytes"))
+                    .unwrap_or_else(|_| "unknown".into())
+            ),
+            Errno::EMFILE => " (out of file descriptors: raise `ulimit -n` or use fewer --parallel streams)".into(),
+            Errno::ENOSPC => format!(
+                " (the system-wide number of message queues, fs.mqueue.queues_max = {}, is reached: remove \
+                 unused queues (ls /dev/mqueue) or raise it with `sysctl -w fs.mqueue.queues_max=...`)",
+                crate::environment::read_sysctl("fs/mqueue/queues_max").unwrap_or_else(|| "?".into())
+            ),
             Errno::ENOSYS => " (this kernel has no POSIX message queues)".into(),
             _ => String::new(),
         };

@@ -89,12 +89,11 @@ pub fn anonymous(opts: &TransportOptions) -> anyhow::Result<Pair> {
 
 /// A FIFO in the run directory, unlinked once both ends are open.
 pub fn fifo(opts: &TransportOptions, id: usize) -> anyhow::Result<Pair> {
-    let path = opts.dir.join(format!("fifo-{id}"));
-    nix::unistd::mkfifo(&path, Mode::from_bits_truncate(0o600)).with_context(|| {
-        format!(
-            "cannot create FIFO {}: remove the file or pick another --path",
-            path.display()
-        )
+    let path = opts.dir.join(super::file_name("fifo", id, ""));
+    nix::unistd::mkfifo(&path, Mode::from_bits_truncate(0o600)).map_err(|e| {
+        let e = std::io::Error::from(e);
+        let why = super::unix::bind_hint(&e, &path);
+        anyhow::Error::new(e).context(format!("cannot create FIFO {}: {why}", path.display()))
     })?;
     let opened = open_fifo(&path);
     let _ = std::fs::remove_file(&path);

@@ -4,9 +4,8 @@
 use std::io;
 use std::os::fd::RawFd;
 
-use anyhow::Context;
-
 use super::{Conn, LinkInfo, Pair, TransportOptions};
+use crate::measure::units::format_bytes;
 use crate::sys::shm::{ring, Consumer, Producer};
 
 /// Default ring size: large enough to pipeline 1 MiB messages, small enough for the cache.
@@ -49,8 +48,21 @@ impl Conn for ShmReceiver {
 /// Create a ring pair in a fresh shared-memory object.
 pub fn pair(opts: &TransportOptions, id: usize) -> anyhow::Result<Pair> {
     let name = format!("/sockbench-{}-{id}", std::process::id());
-    let (p, c) = ring(&name, opts.sndbuf.unwrap_or(DEFAULT_RING_BYTES)).with_context(|| {
-        format!("cannot create shared-memory ring {name} (is /dev/shm mounted and writable?)")
+    let want = opts.sndbuf.unwrap_or(DEFAULT_RING_BYTES);
+    let (p, c) = ring(&name, want).map_err(|e| {
+        let hint = if e.raw_os_error() == Some(nix::libc::ENOSPC) {
+            let free = nix::sys::statvfs::statvfs("/dev/shm")
+                .map(|v| format_bytes(v.blocks_available() as u64 * v.fragment_size() as u64))
+                .unwrap_or_else(|_| "unknown".into());
+            format!(
+                "/dev/shm has {free} free, too little for a ring of {}: free space there, remount it larger \
+                 (`mount -o remount,size=1G /dev/shm`), or use a smaller --sndbuf",
+                format_bytes(want.max(4096).next_power_of_two() as u64)
+            )
+        } else {
+            "is /dev/shm mounted and writable?".into()
+        };
+        anyhow::Error::new(e).context(format!("cannot create shared-memory ring {name}: {hint}"))
     })?;
     let cap = p.capacity() as u64;
     Ok(Pair {

@@ -19,9 +19,22 @@ pub(super) fn bind_addr(ipv6: bool, opts: &TransportOptions) -> SocketAddr {
     })
 }
 
+/// What to do when connecting fails with EADDRNOTAVAIL: no local port is free.
+pub(super) const OUT_OF_PORTS: &str =
+    "out of local ports (closed connections wait in TIME_WAIT, see \
+     net.ipv4.ip_local_port_range): use --linger0 with connect, wait a minute, or allow reuse with \
+     `sysctl -w net.ipv4.tcp_tw_reuse=1`";
+
 /// Explain a bind failure in terms the user can act on.
 pub(super) fn bind_error(proto: &str, addr: SocketAddr, err: &std::io::Error) -> String {
     match err.kind() {
+        // Port 0 asks the kernel for any free port: in use means none is left.
+        std::io::ErrorKind::AddrInUse if addr.port() == 0 => format!(
+            "cannot bind {proto} to {}: no free local port is left (the range is \
+             net.ipv4.ip_local_port_range; closed TCP connections hold theirs in TIME_WAIT): wait a \
+             minute, or widen the range with `sysctl -w net.ipv4.ip_local_port_range=\"1024 65535\"`",
+            addr.ip()
+        ),
         std::io::ErrorKind::AddrInUse => format!(
             "{proto} port {} on {} is already in use by another socket: pick a free port with \
              --bind {}:PORT, or port 0 to let the kernel choose",
@@ -71,11 +84,19 @@ pub fn pair(ipv6: bool, opts: &TransportOptions) -> anyhow::Result<Pair> {
     let sender = Socket::new(domain, Type::STREAM, Some(Protocol::TCP))
         .context("cannot create a TCP socket")?;
     apply_buffers(&sender, opts).context("cannot set socket buffer sizes")?;
-    sender
-        .connect_timeout(&SockAddr::from(target), std::time::Duration::from_secs(5))
-        .with_context(|| {
-            format!("cannot connect to {target}: check --connect and that the address is reachable")
-        })?;
+    super::connect_with_deadline(
+        &sender,
+        &SockAddr::from(target),
+        std::time::Duration::from_secs(5),
+    )
+    .map_err(|e| {
+        let hint = if e.raw_os_error() == Some(nix::libc::EADDRNOTAVAIL) {
+            OUT_OF_PORTS
+        } else {
+            "check --connect and that the address is reachable"
+        };
+        anyhow::Error::new(e).context(format!("cannot connect to {target}: {hint}"))
+    })?;
     let from = sender.local_addr()?.as_socket();
     let receiver = accept_from(&listener, from, &format!("TCP {local}"))?;
     for s in [&sender, &receiver] {

@@ -17,8 +17,8 @@ use std::io::{self, ErrorKind};
 use std::time::{Duration, Instant};
 
 use super::{
-    latency_histogram, record, recv_message, send_all, Endpoint, PeerSignal, Side, SideReport,
-    Stop, Workload,
+    buffer, latency_histogram, record, recv_message, send_all, Endpoint, PeerSignal, Side,
+    SideReport, Stop, Workload,
 };
 use crate::interrupt;
 use crate::measure::cpu::ThreadCpu;
@@ -46,8 +46,8 @@ impl Workload for Connect {
         let Some(Endpoint::Dial(dialer)) = side.endpoint.take() else {
             return Err(missing("dialer"));
         };
-        let req = vec![0x42u8; self.size];
-        let mut resp = vec![0u8; self.size];
+        let req = buffer(self.size, 0x42)?;
+        let mut resp = buffer(self.size, 0)?;
         let (mut h_connect, mut h_first, mut h_close) = (
             latency_histogram(),
             latency_histogram(),
@@ -56,8 +56,9 @@ impl Workload for Connect {
         let limit = self.stop.max_messages();
         let mut open = VecDeque::with_capacity(self.open as usize);
         side.start.wait();
-        let cpu0 = ThreadCpu::now();
+        // The wall-clock interval encloses the CPU interval, so CPU never exceeds it.
         let t0 = Instant::now();
+        let cpu0 = ThreadCpu::now();
         let deadline = self.stop.deadline(t0);
         let (mut made, mut interrupted) = (0u64, false);
         let close_oldest = |open: &mut VecDeque<Box<dyn crate::transport::Conn>>, h: &mut _| {
@@ -97,8 +98,8 @@ impl Workload for Connect {
         while !open.is_empty() {
             close_oldest(&mut open, &mut h_close);
         }
-        let ended = Instant::now();
         let cpu = ThreadCpu::now().since(&cpu0);
+        let ended = Instant::now();
         side.link.signal(PeerSignal::SenderDone);
         Ok(SideReport {
             bytes: made * self.size as u64,
@@ -120,12 +121,13 @@ impl Workload for Connect {
         let Some(Endpoint::Listen(listener)) = side.endpoint.take() else {
             return Err(missing("listener"));
         };
-        let mut buf = vec![0u8; self.size];
+        let mut buf = buffer(self.size, 0)?;
         let mut h_accept = latency_histogram();
         let mut held = VecDeque::new();
         side.start.wait();
-        let cpu0 = ThreadCpu::now();
+        // The wall-clock interval encloses the CPU interval, so CPU never exceeds it.
         let t0 = Instant::now();
+        let cpu0 = ThreadCpu::now();
         let (mut accepted, mut bytes) = (0u64, 0u64);
         loop {
             if !listener.ready(Duration::from_millis(20))? {
@@ -164,8 +166,8 @@ impl Workload for Connect {
             }
         }
         held.clear();
-        let ended = Instant::now();
         let cpu = ThreadCpu::now().since(&cpu0);
+        let ended = Instant::now();
         Ok(SideReport {
             bytes,
             messages: accepted,

@@ -13,8 +13,9 @@ pub mod stream;
 
 use std::fmt;
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
@@ -82,6 +83,8 @@ pub struct SideReport {
     pub latencies: Vec<(&'static str, Histogram<u64>)>,
     /// Exchanges that got no answer in time (lost datagrams).
     pub timeouts: u64,
+    /// Replies that came after their exchange had timed out (and were dropped).
+    pub late: u64,
     /// Sequence-number accounting of a receiver that checks it.
     pub sequence: Option<SequenceCounts>,
     /// How long the sender took to end the data and release its end (stream).
@@ -181,12 +184,52 @@ pub fn record(h: &mut Histogram<u64>, d: Duration) {
     h.saturating_record((d.as_nanos() as u64).clamp(1, 3_600_000_000_000));
 }
 
-/// Send one whole message: loop over partial writes on byte streams; a message transport
-/// must take it in one send.
+/// The most one call of a byte stream's send is given: a 1 GiB message goes out in
+/// pieces, with a check for Ctrl-C between them, so stopping never waits for it all.
+pub const SEND_PIECE: usize = 64 << 20;
+
+/// A message buffer of `size` bytes filled with `fill`; running out of memory is an error
+/// for the scenario, not an abort of the process.
+///
+/// # Errors
+/// `OutOfMemory` if the allocation fails.
+pub fn buffer(size: usize, fill: u8) -> io::Result<Vec<u8>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(size).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::OutOfMemory,
+            format!(
+                "cannot allocate a {} message buffer: use a smaller --size, or raise the memory limit \
+                 (ulimit -v)",
+                crate::measure::units::format_bytes(size as u64)
+            ),
+        )
+    })?;
+    v.resize(size, fill);
+    Ok(v)
+}
+
+/// Send one whole message: loop over partial writes on byte streams (at most
+/// [`SEND_PIECE`] per call); a message transport must take it in one send.
+///
+/// # Errors
+/// As the transport's send; `Interrupted` if Ctrl-C comes between two pieces.
 pub fn send_all(conn: &mut dyn Conn, buf: &[u8], framing: Framing) -> io::Result<()> {
     let mut off = 0;
     while off < buf.len() {
-        match conn.send(&buf[off..]) {
+        let end = match framing {
+            Framing::Stream if buf.len() - off > SEND_PIECE => {
+                if off > 0 && crate::interrupt::requested() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::Interrupted,
+                        "interrupted in the middle of a message",
+                    ));
+                }
+                off + SEND_PIECE
+            }
+            _ => buf.len(),
+        };
+        match conn.send(&buf[off..end]) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(n) if framing == Framing::Message && n != buf.len() => {
                 return Err(io::Error::other(format!(
@@ -286,7 +329,73 @@ pub struct Side {
     pub link: PeerLink,
     /// Every side of the run (and the runner) meets here; the measured interval starts
     /// when it opens.
-    pub start: Arc<Barrier>,
+    pub start: StartLine,
+}
+
+/// The start every side of a run (and the runner) waits at. A side that fails before
+/// reaching it is stood in for, and the runner can open it outright (when a side could
+/// not even be started), so no side ever waits forever.
+#[derive(Clone)]
+pub struct StartLine {
+    gate: Arc<Gate>,
+    passed: Arc<AtomicBool>,
+}
+
+struct Gate {
+    parties: usize,
+    /// How many have arrived, and whether the gate is open.
+    state: Mutex<(usize, bool)>,
+    opened: Condvar,
+}
+
+impl StartLine {
+    /// A start line for `parties` waiters.
+    pub fn new(parties: usize) -> StartLine {
+        StartLine {
+            gate: Arc::new(Gate {
+                parties,
+                state: Mutex::new((0, false)),
+                opened: Condvar::new(),
+            }),
+            passed: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// This side's own line: the same gate, its own record of having waited.
+    pub fn for_side(&self) -> StartLine {
+        StartLine {
+            gate: Arc::clone(&self.gate),
+            passed: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Wait until every side is ready (or the gate is opened).
+    pub fn wait(&self) {
+        self.passed.store(true, Ordering::Relaxed);
+        let mut st = self.gate.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.0 += 1;
+        if st.0 >= self.gate.parties {
+            st.1 = true;
+            self.gate.opened.notify_all();
+        }
+        while !st.1 {
+            st = self.gate.opened.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Arrive in place of a side that ended before it reached the line.
+    pub fn stand_in(&self) {
+        if !self.passed.load(Ordering::Relaxed) {
+            self.wait();
+        }
+    }
+
+    /// Let everyone go now (a side could not be started: the run is abandoned).
+    pub fn open(&self) {
+        let mut st = self.gate.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.1 = true;
+        self.gate.opened.notify_all();
+    }
 }
 
 /// Where a connection-making workload gets its connections.

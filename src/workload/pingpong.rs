@@ -16,8 +16,8 @@ use std::io::{self, ErrorKind};
 use std::time::{Duration, Instant};
 
 use super::{
-    end_of_data, latency_histogram, record, recv_message, send_all, wait_until, PeerSignal, Side,
-    SideReport, Stop, Workload,
+    buffer, end_of_data, latency_histogram, record, recv_message, send_all, wait_until, PeerSignal,
+    Side, SideReport, Stop, Workload,
 };
 use crate::interrupt;
 use crate::measure::cpu::ThreadCpu;
@@ -58,7 +58,13 @@ impl PingPong {
     }
 
     /// Wait for the reply to request `seq`. `Ok(false)`: it timed out (unreliable only).
-    fn await_reply(&self, side: &mut Side, resp: &mut [u8], seq: u64) -> io::Result<bool> {
+    fn await_reply(
+        &self,
+        side: &mut Side,
+        resp: &mut [u8],
+        seq: u64,
+        late: &mut u64,
+    ) -> io::Result<bool> {
         loop {
             match recv_message(side.conn.as_mut(), resp, self.framing) {
                 Ok(0) => {
@@ -70,6 +76,7 @@ impl PingPong {
                 Ok(n) => {
                     // A late reply to an earlier request (after a timeout) is dropped.
                     if !self.reliable && n >= 8 && resp[..8] != seq.to_le_bytes() {
+                        *late += 1;
                         continue;
                     }
                     return Ok(true);
@@ -88,8 +95,8 @@ impl PingPong {
 
 impl Workload for PingPong {
     fn sender(&self, mut side: Side) -> io::Result<SideReport> {
-        let mut req = vec![0x5Au8; self.size];
-        let mut resp = vec![0u8; self.size];
+        let mut req = buffer(self.size, 0x5A)?;
+        let mut resp = buffer(self.size, 0)?;
         let mut hist = latency_histogram();
         if !self.reliable {
             side.conn.set_recv_timeout(Some(REPLY_TIMEOUT))?;
@@ -97,10 +104,11 @@ impl Workload for PingPong {
         let limit = self.stop.max_messages();
         let period = self.rate.map(|r| 1e9 / r);
         side.start.wait();
-        let cpu0 = ThreadCpu::now();
+        // The wall-clock interval encloses the CPU interval, so CPU never exceeds it.
         let t0 = Instant::now();
+        let cpu0 = ThreadCpu::now();
         let deadline = self.stop.deadline(t0);
-        let (mut done, mut timeouts, mut interrupted) = (0u64, 0u64, false);
+        let (mut done, mut timeouts, mut late, mut interrupted) = (0u64, 0u64, 0u64, false);
         let mut now = t0;
         let mut seq = 0u64;
         while done + timeouts < limit {
@@ -120,7 +128,7 @@ impl Workload for PingPong {
                 req[..8].copy_from_slice(&seq.to_le_bytes());
             }
             self.send_request(&mut side, &req)?;
-            let answered = self.await_reply(&mut side, &mut resp, seq)?;
+            let answered = self.await_reply(&mut side, &mut resp, seq, &mut late)?;
             seq += 1;
             now = Instant::now();
             if answered {
@@ -156,19 +164,21 @@ impl Workload for PingPong {
             socket_buffers,
             latencies: vec![("round_trip", hist)],
             timeouts,
+            late,
             sequence: None,
             close: None,
         })
     }
 
     fn receiver(&self, mut side: Side) -> io::Result<SideReport> {
-        let mut buf = vec![0u8; self.size];
+        let mut buf = buffer(self.size, 0)?;
         if !self.reliable {
             side.conn.set_recv_timeout(Some(QUIET))?;
         }
         side.start.wait();
-        let cpu0 = ThreadCpu::now();
+        // The wall-clock interval encloses the CPU interval, so CPU never exceeds it.
         let t0 = Instant::now();
+        let cpu0 = ThreadCpu::now();
         let (mut bytes, mut messages) = (0u64, 0u64);
         loop {
             match recv_message(side.conn.as_mut(), &mut buf, self.framing) {
@@ -203,8 +213,8 @@ impl Workload for PingPong {
                 Err(e) => return Err(e),
             }
         }
-        let ended = Instant::now();
         let cpu = ThreadCpu::now().since(&cpu0);
+        let ended = Instant::now();
         let socket_buffers = side.conn.socket_buffers();
         side.link.signal(PeerSignal::ReceiverDone);
         Ok(SideReport {

@@ -12,8 +12,8 @@ use std::io::{self, ErrorKind};
 use std::time::{Duration, Instant};
 
 use super::{
-    end_of_data, recv_message, send_all, wait_until, PeerSignal, SequenceCounts, Side, SideReport,
-    Stop, Workload,
+    buffer, end_of_data, recv_message, send_all, wait_until, PeerSignal, SequenceCounts, Side,
+    SideReport, Stop, Workload,
 };
 use crate::interrupt;
 use crate::measure::cpu::ThreadCpu;
@@ -104,12 +104,13 @@ impl SequenceTracker {
 
 impl Workload for Rate {
     fn sender(&self, mut side: Side) -> io::Result<SideReport> {
-        let mut buf = vec![0xC3u8; self.size];
+        let mut buf = buffer(self.size, 0xC3)?;
         let limit = self.stop.max_messages();
         let period_ns = self.rate.map(|r| 1e9 / r);
         side.start.wait();
-        let cpu0 = ThreadCpu::now();
+        // The wall-clock interval encloses the CPU interval, so CPU never exceeds it.
         let t0 = Instant::now();
+        let cpu0 = ThreadCpu::now();
         let deadline = self.stop.deadline(t0);
         let carry = self.size.min(8);
         let (mut seq, mut interrupted) = (0u64, false);
@@ -136,8 +137,8 @@ impl Workload for Rate {
                 }
             }
         }
-        let ended = Instant::now();
         let cpu = ThreadCpu::now().since(&cpu0);
+        let ended = Instant::now();
         let socket_buffers = side.conn.socket_buffers();
         end_of_data(&mut side, self.reliable)?;
         Ok(SideReport {
@@ -153,15 +154,16 @@ impl Workload for Rate {
     }
 
     fn receiver(&self, mut side: Side) -> io::Result<SideReport> {
-        let mut buf = vec![0u8; self.size];
+        let mut buf = buffer(self.size, 0)?;
         if !self.reliable {
             side.conn.set_recv_timeout(Some(QUIET))?;
         }
         let mut tracker = SequenceTracker::default();
         let numbered = self.size >= 8;
         side.start.wait();
-        let cpu0 = ThreadCpu::now();
+        // The wall-clock interval encloses the CPU interval, so CPU never exceeds it.
         let t0 = Instant::now();
+        let cpu0 = ThreadCpu::now();
         let (mut bytes, mut messages) = (0u64, 0u64);
         let ended;
         loop {

@@ -13,7 +13,7 @@
 use std::io::{self, ErrorKind};
 use std::time::{Duration, Instant};
 
-use super::{repeat_end_marker, send_all, PeerSignal, Side, SideReport, Stop, Workload};
+use super::{buffer, repeat_end_marker, send_all, PeerSignal, Side, SideReport, Stop, Workload};
 use crate::interrupt;
 use crate::measure::cpu::ThreadCpu;
 use crate::transport::Framing;
@@ -44,7 +44,7 @@ impl Stream {
 
 impl Workload for Stream {
     fn sender(&self, mut side: Side) -> io::Result<SideReport> {
-        let buf = vec![0xA5u8; self.size];
+        let buf = buffer(self.size, 0xA5)?;
         let (limit_msgs, limit_bytes) = match self.stop {
             Stop::Count(n) => (n, u64::MAX),
             Stop::Bytes(b) => (b.div_ceil(self.size as u64), b),
@@ -52,8 +52,9 @@ impl Workload for Stream {
         };
         let check_every = self.check_every();
         side.start.wait();
-        let cpu0 = ThreadCpu::now();
+        // The wall-clock interval encloses the CPU interval, so CPU never exceeds it.
         let t0 = Instant::now();
+        let cpu0 = ThreadCpu::now();
         let deadline = self.stop.deadline(t0);
         let (mut bytes, mut messages, mut interrupted) = (0u64, 0u64, false);
         let mut until_check = check_every;
@@ -74,8 +75,8 @@ impl Workload for Stream {
                 }
             }
         }
-        let ended = Instant::now();
         let cpu = ThreadCpu::now().since(&cpu0);
+        let ended = Instant::now();
         let socket_buffers = side.conn.socket_buffers();
         side.link.signal(PeerSignal::SenderDone);
         // Closing: the end of data (shutdown, close, end marker) and releasing the socket.
@@ -103,13 +104,14 @@ impl Workload for Stream {
     }
 
     fn receiver(&self, mut side: Side) -> io::Result<SideReport> {
-        let mut buf = vec![0u8; self.size];
+        let mut buf = buffer(self.size, 0)?;
         if !self.reliable {
             side.conn.set_recv_timeout(Some(QUIET))?;
         }
         side.start.wait();
-        let cpu0 = ThreadCpu::now();
+        // The wall-clock interval encloses the CPU interval, so CPU never exceeds it.
         let t0 = Instant::now();
+        let cpu0 = ThreadCpu::now();
         let (mut bytes, mut reads) = (0u64, 0u64);
         let mut quiet = Duration::ZERO;
         loop {
@@ -133,8 +135,8 @@ impl Workload for Stream {
                 Err(e) => return Err(e),
             }
         }
-        let ended = (Instant::now() - quiet).max(t0);
         let cpu = ThreadCpu::now().since(&cpu0);
+        let ended = (Instant::now() - quiet).max(t0);
         let socket_buffers = side.conn.socket_buffers();
         side.link.signal(PeerSignal::ReceiverDone);
         let messages = match self.framing {
