@@ -386,7 +386,10 @@ impl<'a> Runner<'a> {
         let udp_before = (!sc.transport.reliable())
             .then(|| udp_rcvbuf_errors(udp6))
             .flatten();
-        start.wait();
+        // The sides may still be filling large buffers: Ctrl-C must not wait for that.
+        if !start.wait_unless_interrupted() {
+            return Err(RunError::Interrupted);
+        }
         let t0 = SystemTicks::now();
         let started = Instant::now();
         let limit = match stop {
@@ -946,6 +949,95 @@ mod tests {
             "{}",
             f.duration_seconds
         );
+    }
+
+    fn scenario(argv: &[&str]) -> Scenario {
+        let mut v = vec!["sockbench"];
+        v.extend_from_slice(argv);
+        Plan::from_args(&<crate::cli::Args as clap::Parser>::parse_from(v))
+            .unwrap()
+            .scenarios
+            .remove(0)
+    }
+
+    fn udp_raw(sent: u64, received: u64, drops: Option<u64>) -> Raw {
+        let t0 = Instant::now();
+        let side = |n: u64| SideReport {
+            bytes: n * 64,
+            messages: n,
+            started: Some(t0),
+            ended: Some(t0 + Duration::from_millis(100)),
+            ..SideReport::default()
+        };
+        Raw {
+            senders: vec![side(sent)],
+            receivers: vec![side(received)],
+            system: None,
+            link: LinkInfo::default(),
+            udp_drops: drops,
+            connect_time: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn the_loss_warning_blames_the_receive_buffer_only_for_the_losses_it_explains() {
+        let sc = scenario(&["rate", "-t", "udp", "-s", "64"]);
+        let w = |drops| {
+            let r = figures(&sc, &[udp_raw(1000, 900, drops)]);
+            assert_eq!(r.messages_lost, Some(100));
+            r.warnings
+                .iter()
+                .find(|w| w.kind == "datagram-loss")
+                .unwrap()
+                .message
+                .clone()
+        };
+        let few = w(Some(3));
+        assert!(
+            few.contains("only 3 of them") && few.contains("other 97"),
+            "{few}"
+        );
+        assert!(!few.contains("try a larger --rcvbuf"), "{few}");
+        assert!(w(Some(95)).contains("the receiver's buffer was full"));
+        assert!(w(Some(0)).contains("no receive-buffer overflow"));
+    }
+
+    #[test]
+    fn no_finished_run_means_unknown_counts_not_zero() {
+        let sc = scenario(&["rate", "-t", "udp", "-s", "64"]);
+        let r = figures(&sc, &[]);
+        assert_eq!(r.messages_lost, None);
+        assert_eq!(r.delivered_fraction, None);
+        assert_eq!(r.messages_reordered, None);
+        assert_eq!(r.udp_receive_buffer_errors, None);
+        let r = figures(&sc, &[udp_raw(10, 10, Some(0))]);
+        assert_eq!(r.messages_lost, Some(0));
+        assert_eq!(r.udp_receive_buffer_errors, Some(0));
+    }
+
+    #[test]
+    fn a_side_is_never_above_one_core_per_thread() {
+        let t0 = Instant::now();
+        let side = SideReport {
+            started: Some(t0),
+            ended: Some(t0 + Duration::from_micros(10)),
+            cpu: crate::measure::cpu::ThreadCpu {
+                exact: Duration::from_micros(15),
+                user: Duration::from_micros(15),
+                ..Default::default()
+            },
+            ..SideReport::default()
+        };
+        let f = side_figures(std::slice::from_ref(&side), 64, Some(t0));
+        assert!(
+            (f.cpu_utilization - 1.0).abs() < 1e-9,
+            "{}",
+            f.cpu_utilization
+        );
+        assert!(f.cpu_seconds <= f.duration_seconds);
+        assert!(f.cpu_user_seconds <= f.cpu_seconds);
+        let two = side_figures(&[side.clone(), side], 64, Some(t0));
+        assert!(two.cpu_utilization <= 2.0 + 1e-9);
     }
 
     #[test]

@@ -275,3 +275,141 @@ fn ctrl_c_while_waiting_for_a_connection_that_never_comes_exits_promptly() {
     );
     assert_eq!(out.status.code(), Some(130));
 }
+
+#[test]
+fn options_that_would_be_ignored_are_refused() {
+    usage_error(
+        &["stream", "-t", "tcp", "--runtime", "multi", "-n", "1"],
+        "--runtime applies to the async engine only",
+    );
+    usage_error(
+        &["connect", "-t", "unix", "--linger0", "-n", "1"],
+        "--linger0 applies to tcp and tcp6 only",
+    );
+}
+
+#[test]
+fn a_message_queue_deeper_than_the_kernel_allows_is_a_warning_that_names_the_sysctl() {
+    let sb = Sandbox::new();
+    let v = common::json(
+        &sb,
+        &[
+            "rate", "-t", "mq", "-s", "64", "--sndbuf", "1G", "-n", "100", "-w", "0",
+        ],
+    );
+    let w = v["warnings"][0].as_str().unwrap();
+    assert!(
+        w.contains("asks for a queue of 16777216 messages") && w.contains("fs.mqueue.msg_max"),
+        "{w}"
+    );
+    assert_eq!(v["results"][0]["messages_received"], 100);
+}
+
+#[test]
+fn a_unix_dgram_message_over_the_requested_send_buffer_blames_sndbuf() {
+    usage_error(
+        &[
+            "stream",
+            "-t",
+            "unix-dgram",
+            "-s",
+            "100K",
+            "--sndbuf",
+            "10K",
+        ],
+        "--sndbuf 10240 gives a send buffer of 20480 bytes; raise --sndbuf",
+    );
+}
+
+/// Run sockbench without CAP_SYS_RESOURCE (root keeps the rest), through `prefix`.
+fn without_sys_resource(prefix: &[&str], args: &[&str]) -> Option<std::process::Output> {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: dropping a capability to reach a kernel limit needs root");
+        return None;
+    }
+    let mut c = std::process::Command::new(prefix[0]);
+    c.args(&prefix[1..])
+        .args([
+            "setpriv",
+            "--bounding-set=-sys_resource",
+            "--inh-caps=-sys_resource",
+        ])
+        .arg(assert_cmd::cargo::cargo_bin("sockbench"))
+        .args(args);
+    Some(c.output().unwrap())
+}
+
+#[test]
+fn message_queue_limits_are_named_for_what_they_are() {
+    // RLIMIT_MSGQUEUE is not the descriptor limit, though the kernel says EMFILE for both.
+    let Some(out) = without_sys_resource(
+        &["prlimit", "--msgqueue=1000"],
+        &["rate", "-t", "mq", "-n", "10", "-w", "0", "-q"],
+    ) else {
+        return;
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("RLIMIT_MSGQUEUE") && err.contains("ulimit -q"),
+        "{err}"
+    );
+    assert!(!err.contains("out of file descriptors"), "{err}");
+    // fs.mqueue.queues_max, in an IPC namespace of our own where it can be 0.
+    let Some(out) = without_sys_resource(
+        &[
+            "unshare",
+            "--ipc",
+            "sh",
+            "-c",
+            "echo 0 > /proc/sys/fs/mqueue/queues_max && exec \"$@\"",
+            "sh",
+        ],
+        &["rate", "-t", "mq", "-n", "10", "-w", "0", "-q"],
+    ) else {
+        return;
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("unshare failed") {
+        eprintln!("skipped: unshare --ipc is not permitted here");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("fs.mqueue.queues_max = 0"), "{err}");
+}
+
+#[test]
+fn an_unwritable_directory_for_socket_files_suggests_path() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root to run as another user");
+        return;
+    }
+    // As an unprivileged user: $XDG_RUNTIME_DIR and $TMPDIR lead to a directory it may
+    // not write.
+    let sb = Sandbox::new();
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(assert_cmd::cargo::cargo_bin("sockbench"))
+        .args(["stream", "-t", "unix", "-n", "1"])
+        .env("TMPDIR", sb.path())
+        .env("XDG_RUNTIME_DIR", sb.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("give a directory you may write with --path"),
+        "{err}"
+    );
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(assert_cmd::cargo::cargo_bin("sockbench"))
+        .args(["stream", "-t", "unix", "-n", "1", "--path"])
+        .arg(sb.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("pick a directory you may write"), "{err}");
+    assert!(!err.contains("remove the file"), "{err}");
+}

@@ -218,3 +218,194 @@ fn ctrl_c_during_connect_and_rate_exits_promptly() {
         assert!(sb.leftovers().is_empty(), "{args:?}: {:?}", sb.leftovers());
     }
 }
+
+#[test]
+fn ctrl_c_while_a_connect_goes_unanswered_stops_within_100_ms() {
+    // Every SYN is dropped: connect(2) would wait for seconds.
+    let sb = Sandbox::new();
+    let Some(out) = common::in_netns(
+        &sb,
+        "iptables -A INPUT -p tcp --syn -j DROP",
+        &[
+            "stream", "-t", "tcp", "-d", "1", "-w", "0", "-q", "--format", "json",
+        ],
+        "sleep 0.5; t0=$(date +%s%N); kill -INT $SB_PID; wait $SB_PID; rc=$?; \
+         echo stopped_ms=$(( ($(date +%s%N) - t0) / 1000000 )) >&2; (exit $rc)",
+        "iptables -L INPUT -v -x -n | awk '/DROP/ {print $1}'",
+    ) else {
+        return;
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    let ms: u64 = err
+        .split("stopped_ms=")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap();
+    assert!(ms <= 100, "took {ms} ms to stop");
+    let syns: u64 = err.rsplit("---\n").next().unwrap().trim().parse().unwrap();
+    assert!(syns >= 1, "the SYN was sent and dropped");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["interrupted"], true);
+}
+
+#[test]
+fn a_closed_stdout_keeps_the_exit_status_the_run_earned() {
+    let sb = Sandbox::new();
+    let bin = assert_cmd::cargo::cargo_bin("sockbench");
+    // A failing run (an address on no interface) piped into a reader that is gone.
+    let script = format!(
+        "{} stream -t tcp --bind 203.0.113.1 -n 10 -w 0 -q | true; echo \"status=${{PIPESTATUS[0]}}\"",
+        bin.display()
+    );
+    let out = Command::new("bash")
+        .args(["-c", &script])
+        .env("TMPDIR", sb.path())
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("status=1"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // And a good run into a closed pipe is still a success.
+    let script = format!(
+        "{} stream -t pipe -n 10 -w 0 -q | true; echo \"status=${{PIPESTATUS[0]}}\"",
+        bin.display()
+    );
+    let out = Command::new("bash").args(["-c", &script]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("status=0"));
+}
+
+#[test]
+fn sighup_behaves_like_sigterm() {
+    let sb = Sandbox::new();
+    let child = spawn(
+        &sb,
+        &[
+            "stream", "-t", "unix", "-d", "5", "-w", "0", "-q", "--format", "json",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    let (took, out) = signal_and_wait(child, Signal::SIGHUP);
+    assert_eq!(out.status.code(), Some(130));
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["interrupted"], true);
+    assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
+}
+
+#[test]
+fn sigkill_mid_run_leaves_nothing_behind() {
+    for args in [
+        &["stream", "-t", "unix", "-d", "5", "-w", "0", "-q"][..],
+        &[
+            "stream",
+            "-t",
+            "fifo,unix-dgram",
+            "-d",
+            "5",
+            "-w",
+            "0",
+            "-q",
+        ],
+        &["connect", "-t", "unix", "-d", "5", "-w", "0", "-q"],
+        &[
+            "connect",
+            "-t",
+            "unix-seqpacket",
+            "-d",
+            "5",
+            "-w",
+            "0",
+            "-q",
+        ],
+        &["pingpong", "-t", "shm", "-d", "5", "-w", "0", "-q"],
+    ] {
+        let sb = Sandbox::new();
+        let child = spawn(&sb, args);
+        let pid = child.id();
+        std::thread::sleep(Duration::from_millis(400));
+        let (_, out) = signal_and_wait(child, Signal::SIGKILL);
+        assert_eq!(out.status.code(), None, "killed");
+        assert!(sb.leftovers().is_empty(), "{args:?}: {:?}", sb.leftovers());
+        assert!(shm_leftovers()
+            .iter()
+            .all(|n| !n.contains(&pid.to_string())));
+        no_message_queues_left(pid);
+    }
+}
+
+#[test]
+fn names_left_by_a_dead_sockbench_are_removed_and_reported() {
+    let sb = Sandbox::new();
+    // What a killed run could leave in the middle of setting up: a run directory with a
+    // socket in it, and a socket file in a --path directory. pid 4194304 is above any
+    // pid_max, so that process is surely gone; our own test's pid is alive.
+    let dead = 4_194_305u32;
+    let stale_dir = sb.path().join(format!("sockbench-{dead}-AbCdEf"));
+    std::fs::create_dir(&stale_dir).unwrap();
+    let _bound = std::os::unix::net::UnixListener::bind(stale_dir.join("x.sock")).unwrap();
+    let live_dir = sb
+        .path()
+        .join(format!("sockbench-{}-AbCdEf", std::process::id()));
+    std::fs::create_dir(&live_dir).unwrap();
+    let user = sb.path().join("user");
+    std::fs::create_dir(&user).unwrap();
+    let stale_sock = user.join(format!("sb{dead}-unix-0.sock"));
+    let _bound2 = std::os::unix::net::UnixListener::bind(&stale_sock).unwrap();
+    let unrelated = user.join("sb123-notes.txt");
+    std::fs::write(&unrelated, "mine").unwrap();
+
+    let out = sb
+        .cmd()
+        .args(["stream", "-t", "unix", "-n", "10", "-w", "0", "-q"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("left by sockbench process {dead}")),
+        "{err}"
+    );
+    assert!(!stale_dir.exists());
+    assert!(
+        live_dir.exists(),
+        "a live process's directory is not touched"
+    );
+    std::fs::remove_dir(&live_dir).unwrap();
+
+    let out = sb
+        .cmd()
+        .args([
+            "stream", "-t", "unix", "-n", "10", "-w", "0", "-q", "--format", "json",
+        ])
+        .arg("--path")
+        .arg(&user)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(!stale_sock.exists());
+    assert!(unrelated.exists());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["warnings"][0]
+        .as_str()
+        .unwrap()
+        .contains("no longer running"));
+}
+
+#[test]
+fn ctrl_c_during_one_huge_message_stops_promptly() {
+    let sb = Sandbox::new();
+    for t in ["tcp", "unix", "shm"] {
+        let child = spawn(
+            &sb,
+            &["stream", "-t", t, "-s", "1G", "-d", "5", "-w", "0", "-q"],
+        );
+        std::thread::sleep(Duration::from_millis(1500));
+        let (took, out) = signal_and_wait(child, Signal::SIGINT);
+        assert_eq!(out.status.code(), Some(130), "{t}");
+        assert!(took < Duration::from_millis(500), "{t}: {took:?}");
+    }
+}

@@ -237,3 +237,174 @@ fn an_export_path_that_is_a_directory_is_refused_before_running() {
         .code(2)
         .stderr(predicate::str::contains("is a directory"));
 }
+
+#[test]
+fn every_cell_sits_under_its_own_header_when_a_scenario_fails() {
+    // tcp cannot bind an address that is on no interface; unix runs: the phase columns
+    // must hold phases, and nothing else may appear.
+    let sb = Sandbox::new();
+    let out = sb
+        .cmd()
+        .args([
+            "stream",
+            "-t",
+            "tcp,unix",
+            "--bind",
+            "203.0.113.1",
+            "-n",
+            "100",
+            "-w",
+            "0",
+            "-q",
+            "--format",
+            "markdown",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<Vec<String>> = text
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .map(|l| {
+            l.trim_matches('|')
+                .split(" | ")
+                .map(|c| c.trim().to_string())
+                .collect()
+        })
+        .collect();
+    let (header, body) = (&rows[0], &rows[2..]);
+    assert!(!header.contains(&"reordered/dup".to_string()), "{header:?}");
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    for row in body {
+        assert_eq!(row.len(), header.len(), "{row:?}");
+    }
+    let (tcp, unix) = (&body[0], &body[1]);
+    assert_eq!(tcp[col("throughput")], "failed");
+    assert_eq!(tcp[col("transfer")], "-");
+    for phase in ["connect", "transfer", "close"] {
+        let cell = &unix[col(phase)];
+        assert!(cell.ends_with('s'), "{phase}: {cell}");
+    }
+    assert!(unix[col("sender CPU")].ends_with('%'));
+}
+
+#[test]
+fn a_failed_scenario_reports_unknown_counts_as_null_in_every_format() {
+    let sb = Sandbox::new();
+    for args in [
+        &["rate", "-t", "udp", "--bind", "203.0.113.1", "-n", "100"][..],
+        &["stream", "-t", "tcp", "--bind", "203.0.113.1", "-n", "100"],
+        &[
+            "pingpong",
+            "-t",
+            "udp",
+            "--bind",
+            "203.0.113.1",
+            "-n",
+            "100",
+        ],
+        &["connect", "-t", "tcp", "--bind", "203.0.113.1", "-n", "100"],
+    ] {
+        let out = sb
+            .cmd()
+            .args(args)
+            .args(["-w", "0", "-q", "--format", "json"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let r = &v["results"][0];
+        assert!(r["error"].is_string());
+        for key in [
+            "messages_lost",
+            "delivered_fraction",
+            "messages_reordered",
+            "messages_duplicated",
+            "udp_receive_buffer_errors",
+            "requests_lost",
+            "replies_lost",
+            "bits_per_second",
+            "messages_per_second",
+        ] {
+            assert!(r[key].is_null(), "{args:?}: {key} = {}", r[key]);
+        }
+        let csv = sb
+            .cmd()
+            .args(args)
+            .args(["-w", "0", "-q", "--format", "csv"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8(csv.stdout).unwrap();
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let lost = header.iter().position(|h| *h == "messages_lost").unwrap();
+        assert_eq!(row[lost], "", "{args:?}");
+    }
+}
+
+#[test]
+fn usage_errors_under_format_json_still_print_a_json_document() {
+    let sb = Sandbox::new();
+    for args in [
+        &["stream", "-s", "abc", "--format", "json"][..],
+        &["stream", "--no-such-flag", "--format", "json"],
+        &["--format=json", "stream", "-t", "carrier-pigeon"],
+    ] {
+        let out = sb.cmd().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+        assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "{v}");
+        assert_eq!(v["results"].as_array().unwrap().len(), 0);
+        assert!(!String::from_utf8_lossy(&out.stderr).is_empty());
+    }
+}
+
+#[test]
+fn the_engine_skip_note_names_each_engine_once() {
+    let sb = Sandbox::new();
+    let out = run(
+        &sb,
+        &[
+            "stream", "-t", "shm,pipe", "-e", "all", "-s", "4K", "-n", "50", "-w", "0",
+        ],
+    );
+    let note = out
+        .lines()
+        .find(|l| l.starts_with("n/a: shm with"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(!note.contains("4 KiB"), "{note}");
+    for e in ["nonblocking", "poll", "epoll", "async"] {
+        assert!(out.contains(e), "{out}");
+    }
+    assert_eq!(out.matches("shm 4 KiB").count(), 0, "{out}");
+}
+
+#[test]
+fn the_progress_bar_stays_off_on_a_dumb_terminal() {
+    // A pseudo-terminal from script(1): the bar is drawn for TERM=xterm, not TERM=dumb.
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: script(1) from util-linux is not installed");
+        return;
+    }
+    let bin = assert_cmd::cargo::cargo_bin("sockbench");
+    let stderr_on_tty = |term: &str| {
+        let out = std::process::Command::new("script")
+            .args([
+                "-qec",
+                &format!("{} stream -t pipe -d 1.5 -w 0 >/dev/null", bin.display()),
+                "/dev/null",
+            ])
+            .env("TERM", term)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(stderr_on_tty("xterm").contains("[00:00:0"));
+    assert!(!stderr_on_tty("dumb").contains("[00:00:0"));
+}

@@ -254,3 +254,55 @@ fn queueing_in_open_loop_is_not_called_a_delayed_ack_stall() {
         "{warnings:?}"
     );
 }
+
+#[test]
+fn udp_loss_splits_into_requests_and_replies_that_add_up_to_the_firewall_count() {
+    // Every 10th datagram with a payload is dropped by the kernel's firewall, exactly; the
+    // firewall's own counter and a model of the exchange are the oracles.
+    let sb = Sandbox::new();
+    let Some(out) = common::in_netns(
+        &sb,
+        "iptables -A INPUT -p udp -m length --length 29:65535 -m statistic --mode nth --every 10 --packet 0 -j DROP",
+        &["pingpong", "-t", "udp", "-n", "100", "-w", "0", "-q", "--format", "json"],
+        "wait $SB_PID",
+        "iptables -L INPUT -v -x -n | awk '/DROP/ {print $1}'",
+    ) else {
+        return;
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let dropped: u64 = err.rsplit("---\n").next().unwrap().trim().parse().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &v["results"][0];
+    let (sent, received, lost) = (
+        common::u(r, "/messages_sent"),
+        common::u(r, "/messages_received"),
+        common::u(r, "/messages_lost"),
+    );
+    let (req, rep, late) = (
+        common::u(r, "/requests_lost"),
+        common::u(r, "/replies_lost"),
+        common::u(r, "/replies_late"),
+    );
+    assert_eq!(sent, 100);
+    assert_eq!(req + rep, dropped, "{r}");
+    assert_eq!(late, 0, "a dropped datagram never comes late");
+    assert_eq!(lost, req + rep + late);
+    assert_eq!(sent, received + lost);
+    assert_eq!(common::u(round_trip(r), "/count"), received);
+    // The model: datagrams pass the rule in order, request then reply; the rule drops
+    // the 1st, 11th, 21st...; a dropped request has no reply.
+    let (mut seen, mut want_req, mut want_rep) = (0u64, 0u64, 0u64);
+    for _ in 0..100 {
+        seen += 1;
+        if seen % 10 == 1 {
+            want_req += 1;
+            continue;
+        }
+        seen += 1;
+        if seen % 10 == 1 {
+            want_rep += 1;
+        }
+    }
+    assert_eq!((req, rep), (want_req, want_rep), "{r}");
+}

@@ -575,3 +575,71 @@ pub(crate) fn connect_with_deadline(
     sock.set_nonblocking(false)?;
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_names_this_tool_makes_carry_an_owner() {
+        assert_eq!(owner_pid("sb123-unix-4.sock"), Some(123));
+        assert_eq!(owner_pid("sb77-fifo-4294967296"), Some(77));
+        assert_eq!(owner_pid("sockbench-42-AbCdEf"), Some(42));
+        for other in [
+            "sb123-notes.txt",
+            "sockbench-42-toolong",
+            "sbx-unix-1.sock",
+            "sockbench-test-1",
+            "unix-1.sock",
+            "sb-unix-1.sock",
+        ] {
+            assert_eq!(owner_pid(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn bind_failures_name_their_cause() {
+        let e = io::Error::from_raw_os_error(nix::libc::EACCES);
+        let h = unix::bind_hint(&e, std::path::Path::new("/srv/x.sock"));
+        assert!(h.contains("permission denied in /srv"), "{h}");
+        assert!(!h.contains("remove"), "{h}");
+        let in_use = io::Error::from(io::ErrorKind::AddrInUse);
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let m = tcp::bind_error("TCP", any, &in_use);
+        assert!(
+            m.contains("no free local port") && m.contains("ip_local_port_range"),
+            "{m}"
+        );
+        let fixed: SocketAddr = "127.0.0.1:5201".parse().unwrap();
+        assert!(tcp::bind_error("TCP", fixed, &in_use)
+            .contains("port 5201 on 127.0.0.1 is already in use"));
+    }
+
+    #[test]
+    fn a_connect_that_nobody_answers_gives_up_at_its_deadline() {
+        // A listener with a full backlog that never accepts: the next connect waits.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let l = socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None).unwrap();
+        l.bind(&socket2::SockAddr::unix(&path).unwrap()).unwrap();
+        l.listen(0).unwrap();
+        let mut held = Vec::new();
+        let t = std::time::Instant::now();
+        let err = loop {
+            let s =
+                socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None).unwrap();
+            match connect_with_deadline(
+                &s,
+                &socket2::SockAddr::unix(&path).unwrap(),
+                Duration::from_millis(300),
+            ) {
+                Ok(()) => held.push(s),
+                Err(e) => break e,
+            }
+            assert!(held.len() < 10, "the backlog never filled");
+        };
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
+        assert!(t.elapsed() >= Duration::from_millis(300));
+        assert!(t.elapsed() < Duration::from_secs(3));
+    }
+}

@@ -194,8 +194,7 @@ pub const SEND_PIECE: usize = 64 << 20;
 /// # Errors
 /// `OutOfMemory` if the allocation fails.
 pub fn buffer(size: usize, fill: u8) -> io::Result<Vec<u8>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(size).map_err(|_| {
+    crate::sys::filled_buffer(size, fill).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::OutOfMemory,
             format!(
@@ -204,9 +203,7 @@ pub fn buffer(size: usize, fill: u8) -> io::Result<Vec<u8>> {
                 crate::measure::units::format_bytes(size as u64)
             ),
         )
-    })?;
-    v.resize(size, fill);
-    Ok(v)
+    })
 }
 
 /// Send one whole message: loop over partial writes on byte streams (at most
@@ -218,14 +215,14 @@ pub fn send_all(conn: &mut dyn Conn, buf: &[u8], framing: Framing) -> io::Result
     let mut off = 0;
     while off < buf.len() {
         let end = match framing {
-            Framing::Stream if buf.len() - off > SEND_PIECE => {
-                if off > 0 && crate::interrupt::requested() {
+            Framing::Stream if buf.len() > SEND_PIECE => {
+                if crate::interrupt::requested() {
                     return Err(io::Error::new(
                         io::ErrorKind::Interrupted,
                         "interrupted in the middle of a message",
                     ));
                 }
-                off + SEND_PIECE
+                (off + SEND_PIECE).min(buf.len())
             }
             _ => buf.len(),
         };
@@ -383,6 +380,33 @@ impl StartLine {
         }
     }
 
+    /// Wait like [`StartLine::wait`], but give up on Ctrl-C: then the gate is opened for
+    /// everyone (the sides see the interruption at their first check) and this returns
+    /// false.
+    pub fn wait_unless_interrupted(&self) -> bool {
+        self.passed.store(true, Ordering::Relaxed);
+        let mut st = self.gate.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.0 += 1;
+        if st.0 >= self.gate.parties {
+            st.1 = true;
+            self.gate.opened.notify_all();
+        }
+        while !st.1 {
+            if crate::interrupt::requested() {
+                st.1 = true;
+                self.gate.opened.notify_all();
+                return false;
+            }
+            st = self
+                .gate
+                .opened
+                .wait_timeout(st, Duration::from_millis(20))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        true
+    }
+
     /// Arrive in place of a side that ended before it reached the line.
     pub fn stand_in(&self) {
         if !self.passed.load(Ordering::Relaxed) {
@@ -418,4 +442,42 @@ pub trait Workload: Send + Sync {
     /// # Errors
     /// An I/O error from the transport.
     fn receiver(&self, side: Side) -> io::Result<SideReport>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_impossible_buffer_is_an_error_not_an_abort() {
+        let e = buffer(isize::MAX as usize, 0).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::OutOfMemory);
+        assert!(e.to_string().contains("smaller --size"), "{e}");
+        assert_eq!(buffer(3, 7).unwrap(), [7, 7, 7]);
+    }
+
+    #[test]
+    fn the_start_line_lets_everyone_go_when_a_side_never_comes() {
+        let line = StartLine::new(3);
+        let a = line.for_side();
+        let ta = std::thread::spawn(move || a.wait());
+        // b failed before its start: its stand-in arrives in its place.
+        let b = line.for_side();
+        let tb = std::thread::spawn(move || b.stand_in());
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!ta.is_finished(), "two of three arrived: still closed");
+        line.open(); // the third side could not be started
+        ta.join().unwrap();
+        tb.join().unwrap();
+        line.for_side().wait(); // an open line does not block
+                                // A side that did arrive is not counted twice by its stand-in.
+        let two = StartLine::new(2);
+        let x = two.for_side();
+        let tx = std::thread::spawn(move || {
+            x.wait();
+            x.stand_in();
+        });
+        two.wait();
+        tx.join().unwrap();
+    }
 }

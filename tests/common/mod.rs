@@ -89,3 +89,46 @@ pub fn f(v: &Value, ptr: &str) -> f64 {
         .and_then(Value::as_f64)
         .unwrap_or_else(|| panic!("{ptr} missing in {v}"))
 }
+
+/// A private network namespace with loopback up: `setup` (shell commands, e.g. iptables
+/// rules) runs first, then `sockbench ARGS` in the background, then `after` (which may
+/// refer to its pid as $SB_PID and must end by waiting for it), then `report` (e.g. the
+/// firewall's counters), printed to stderr after a `---` line. `None` (with the reason
+/// printed) where namespaces or iptables are not available: such tests skip.
+pub fn in_netns(
+    sb: &Sandbox,
+    setup: &str,
+    args: &[&str],
+    after: &str,
+    report: &str,
+) -> Option<std::process::Output> {
+    let have = |cmd: &str, args: &[&str]| {
+        std::process::Command::new(cmd)
+            .args(args)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !have("unshare", &["-n", "true"]) {
+        eprintln!("skipped: `unshare -n` is not permitted here (needs root)");
+        return None;
+    }
+    if !have("iptables", &["--version"]) {
+        eprintln!("skipped: iptables is not installed (apt-get install iptables)");
+        return None;
+    }
+    let bin = assert_cmd::cargo::cargo_bin("sockbench");
+    let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
+    let script = format!(
+        "set -e; ip link set lo up; {setup}; set +e; {} {} & SB_PID=$!; {after}; rc=$?; \
+         echo --- >&2; {report} >&2; exit $rc",
+        bin.display(),
+        quoted.join(" ")
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["-n", "bash", "-c", &script])
+        .env("TMPDIR", sb.path())
+        .env("XDG_RUNTIME_DIR", sb.path())
+        .output()
+        .unwrap();
+    Some(out)
+}

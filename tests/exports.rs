@@ -1,0 +1,292 @@
+//! Exports never clobber what they name: a device, a FIFO or a pipe is written in place
+//! (once, at the end), a symlink is followed, a regular file is replaced atomically with
+//! its mode kept, the temporary file is unpredictable and never opened through a
+//! symlink, every path is checked before the run, and an export that fails late still
+//! leaves the report on stdout.
+
+mod common;
+
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::process::{Command, Stdio};
+
+use common::Sandbox;
+use predicates::prelude::*;
+
+const QUICK: [&str; 7] = ["stream", "-t", "pipe", "-n", "20", "-w", "0"];
+
+fn report(bytes: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(bytes).expect("a whole JSON report")
+}
+
+#[test]
+fn a_device_is_written_in_place_and_never_replaced() {
+    let sb = Sandbox::new();
+    let dev = sb.path().join("null");
+    // A character device of our own (the same as /dev/null), so the test cannot harm /dev.
+    if nix::sys::stat::mknod(
+        &dev,
+        nix::sys::stat::SFlag::S_IFCHR,
+        nix::sys::stat::Mode::from_bits_truncate(0o666),
+        nix::sys::stat::makedev(1, 3),
+    )
+    .is_err()
+    {
+        eprintln!("skipped: mknod needs root (CAP_MKNOD)");
+        return;
+    }
+    sb.cmd()
+        .args(QUICK)
+        .args(["-q", "--export-json"])
+        .arg(&dev)
+        .assert()
+        .success();
+    let meta = std::fs::metadata(&dev).unwrap();
+    assert!(meta.file_type().is_char_device(), "the device was replaced");
+    assert_eq!(meta.rdev(), nix::sys::stat::makedev(1, 3));
+}
+
+#[test]
+fn dev_full_fails_the_run_but_the_report_still_reaches_stdout() {
+    let sb = Sandbox::new();
+    let out = sb
+        .cmd()
+        .args(QUICK)
+        .args(["-q", "--format", "json", "--export-json", "/dev/full"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(report(&out.stdout)["schema_version"], 1);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("/dev/full") && err.contains("No space left"),
+        "{err}"
+    );
+    assert!(std::fs::metadata("/dev/full")
+        .unwrap()
+        .file_type()
+        .is_char_device());
+}
+
+#[test]
+fn a_fifo_reader_gets_one_whole_report() {
+    let sb = Sandbox::new();
+    let fifo = sb.path().join("f");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let reader = Command::new("cat")
+        .arg(&fifo)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    sb.cmd()
+        .args(["stream", "-t", "pipe,unix", "-n", "20", "-w", "0", "-q"])
+        .arg("--export-json")
+        .arg(&fifo)
+        .timeout(std::time::Duration::from_secs(30))
+        .assert()
+        .success();
+    let got = reader.wait_with_output().unwrap();
+    let v = report(&got.stdout);
+    assert_eq!(v["results"].as_array().unwrap().len(), 2);
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+}
+
+#[test]
+fn a_pipe_behind_dev_fd_gets_the_report_at_the_end() {
+    // What `--export-json >(jq .)` passes: /dev/fd/N, a pipe to another process.
+    let sb = Sandbox::new();
+    let bin = assert_cmd::cargo::cargo_bin("sockbench");
+    let script = format!(
+        "{} stream -t pipe -n 20 -w 0 -q --export-json /dev/fd/3 3>&1 >/dev/null",
+        bin.display()
+    );
+    let out = Command::new("bash")
+        .args(["-c", &script])
+        .env("TMPDIR", sb.path())
+        .env("XDG_RUNTIME_DIR", sb.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(report(&out.stdout)["results"][0]["transport"], "pipe");
+}
+
+#[test]
+fn dev_stdout_is_this_process_stdout_one_document_after_the_table() {
+    let sb = Sandbox::new();
+    let out = sb
+        .cmd()
+        .args(QUICK)
+        .args(["-q", "--format", "csv", "--export-json", "/dev/stdout"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let json_at = text.find('{').expect("the JSON follows the CSV");
+    assert!(text.starts_with("workload,"));
+    assert_eq!(report(text[json_at..].as_bytes())["schema_version"], 1);
+}
+
+#[test]
+fn a_symlink_is_followed_and_the_file_it_names_keeps_its_mode() {
+    let sb = Sandbox::new();
+    let real = sb.path().join("real.json");
+    std::fs::write(&real, "old").unwrap();
+    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let link = sb.path().join("link.json");
+    std::os::unix::fs::symlink("real.json", &link).unwrap();
+    sb.cmd()
+        .args(QUICK)
+        .args(["-q", "--export-json"])
+        .arg(&link)
+        .assert()
+        .success();
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(
+        report(&std::fs::read(&real).unwrap())["schema_version"],
+        1,
+        "written through the link"
+    );
+    assert_eq!(
+        std::fs::metadata(&real).unwrap().mode() & 0o777,
+        0o600,
+        "the mode was kept"
+    );
+}
+
+#[test]
+fn a_new_export_gets_the_umask_mode_and_no_temporary_file_is_left() {
+    let sb = Sandbox::new();
+    let path = sb.path().join("r.csv");
+    sb.cmd()
+        .args(QUICK)
+        .args(["-q", "--export-csv"])
+        .arg(&path)
+        .assert()
+        .success();
+    // The test runner's umask is sockbench's too.
+    let umask = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Umask:"))
+        .map(|v| u32::from_str_radix(v.trim(), 8).unwrap())
+        .unwrap();
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().mode() & 0o777,
+        0o666 & !umask
+    );
+    let names: Vec<String> = std::fs::read_dir(sb.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["r.csv"]);
+}
+
+#[test]
+fn the_old_predictable_temporary_name_is_not_used() {
+    // Someone who may write the directory plants the name the old code wrote to, as a
+    // symlink to a file the victim owns: it must stay untouched.
+    let sb = Sandbox::new();
+    let victim = sb.path().join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    std::os::unix::fs::symlink(&victim, sb.path().join(".r.json.sockbench-tmp")).unwrap();
+    sb.cmd()
+        .args(QUICK)
+        .args(["-q", "--export-json"])
+        .arg(sb.path().join("r.json"))
+        .assert()
+        .success();
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    assert_eq!(
+        report(&std::fs::read(sb.path().join("r.json")).unwrap())["schema_version"],
+        1
+    );
+}
+
+#[test]
+fn two_exports_naming_one_file_are_refused_before_running() {
+    let sb = Sandbox::new();
+    let p = sb.path().join("same");
+    sb.cmd()
+        .args(QUICK)
+        .arg("--export-json")
+        .arg(&p)
+        .arg("--export-csv")
+        .arg(sb.path().join(".").join("same"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "--export-json and --export-csv both name",
+        ));
+    let sb = Sandbox::new();
+    sb.cmd()
+        .args(["pingpong", "-t", "unix", "-n", "5", "-w", "0"])
+        .arg("--export-json")
+        .arg(sb.path().join("h.json"))
+        .arg("--histogram")
+        .arg(sb.path().join("h.json"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--histogram both name"));
+}
+
+#[test]
+fn an_unwritable_export_directory_is_refused_before_running() {
+    let sb = Sandbox::new();
+    // A directory even root cannot make files in.
+    sb.cmd()
+        .args(QUICK)
+        .args(["--export-json", "/proc/r.json"])
+        .assert()
+        .code(2)
+        .stdout(predicate::str::is_empty())
+        .stderr(predicate::str::contains(
+            "--export-json /proc/r.json: cannot create a file in /proc",
+        ));
+    assert!(sb.leftovers().is_empty());
+}
+
+#[test]
+fn an_export_that_fails_during_the_run_still_prints_the_report() {
+    let sb = Sandbox::new();
+    let dir = sb.path().join("d");
+    std::fs::create_dir(&dir).unwrap();
+    let target = dir.join("r.json");
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("sockbench"))
+        .args([
+            "stream",
+            "-t",
+            "pipe,unix,tcp",
+            "-d",
+            "0.4",
+            "-w",
+            "0",
+            "-q",
+            "--format",
+            "json",
+        ])
+        .arg("--export-json")
+        .arg(&target)
+        .env("TMPDIR", sb.path())
+        .env("XDG_RUNTIME_DIR", sb.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The directory disappears under the run (after the checks, before the first write).
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    std::fs::remove_dir_all(&dir).unwrap();
+    let status = child.wait().unwrap();
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut child.stdout.take().unwrap(), &mut out).unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert_eq!(report(&out)["results"].as_array().unwrap().len(), 3);
+    assert!(err.contains("not written: --export-json"), "{err}");
+}
