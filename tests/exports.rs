@@ -126,7 +126,7 @@ fn dev_stdout_is_this_process_stdout_one_document_after_the_table() {
     let text = String::from_utf8(out.stdout).unwrap();
     let json_at = text.find('{').expect("the JSON follows the CSV");
     assert!(text.starts_with("workload,"));
-    assert_eq!(report(text[json_at..].as_bytes())["schema_version"], 1);
+    assert_eq!(report(&text.as_bytes()[json_at..])["schema_version"], 1);
 }
 
 #[test]
@@ -289,4 +289,37 @@ fn an_export_that_fails_during_the_run_still_prints_the_report() {
     assert_eq!(status.code(), Some(1), "{err}");
     assert_eq!(report(&out)["results"].as_array().unwrap().len(), 3);
     assert!(err.contains("not written: --export-json"), "{err}");
+}
+
+#[test]
+fn a_block_device_or_a_socket_is_refused_before_running() {
+    let sb = Sandbox::new();
+    let sock = sb.path().join("s.sock");
+    let _l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    sb.cmd()
+        .args(QUICK)
+        .arg("--export-csv")
+        .arg(&sock)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("it is a socket"));
+    let blk = sb.path().join("blk");
+    if nix::sys::stat::mknod(
+        &blk,
+        nix::sys::stat::SFlag::S_IFBLK,
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+        nix::sys::stat::makedev(7, 0),
+    )
+    .is_err()
+    {
+        eprintln!("skipped the block device: mknod needs root (CAP_MKNOD)");
+        return;
+    }
+    sb.cmd()
+        .args(QUICK)
+        .arg("--export-json")
+        .arg(&blk)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("it is a block device"));
 }

@@ -24,7 +24,7 @@
 use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -136,6 +136,15 @@ fn resolve(kind: ExportKind, given: &Path) -> Result<Target, PlanError> {
     match std::fs::metadata(&path) {
         Ok(m) if m.is_dir() => Err(invalid(format!(
             "{flag} {shown}: it is a directory; give a file name"
+        ))),
+        // Writing a report in place would overwrite a disk's data; a socket cannot be
+        // opened at all.
+        Ok(m) if m.file_type().is_block_device() => Err(invalid(format!(
+            "{flag} {shown}: it is a block device, and writing a report there would overwrite its data; \
+             give a file name"
+        ))),
+        Ok(m) if m.file_type().is_socket() => Err(invalid(format!(
+            "{flag} {shown}: it is a socket, which cannot be written as a file; give a file name"
         ))),
         Ok(m) if !m.is_file() || system => {
             if is_stdout(&m) {

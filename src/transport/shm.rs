@@ -52,7 +52,7 @@ pub fn pair(opts: &TransportOptions, id: usize) -> anyhow::Result<Pair> {
     let (p, c) = ring(&name, want).map_err(|e| {
         let hint = if e.raw_os_error() == Some(nix::libc::ENOSPC) {
             let free = nix::sys::statvfs::statvfs("/dev/shm")
-                .map(|v| format_bytes(v.blocks_available() as u64 * v.fragment_size() as u64))
+                .map(|v| format_bytes(v.blocks_available() * v.fragment_size()))
                 .unwrap_or_else(|_| "unknown".into());
             format!(
                 "/dev/shm has {free} free, too little for a ring of {}: free space there, remount it larger \
