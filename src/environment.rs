@@ -45,6 +45,13 @@ pub fn read_sysctl(path: &str) -> Option<String> {
         .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
+/// A field of `/proc/self/status` (`Umask:`, `VmSize:`...), its value trimmed.
+pub fn proc_status(field: &str) -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let value = status.lines().find_map(|l| l.strip_prefix(field))?;
+    Some(value.trim().to_string())
+}
+
 /// Read a numeric sysctl by its `/proc/sys` relative path.
 pub fn read_sysctl_u64(path: &str) -> Option<u64> {
     read_sysctl(path)?.parse().ok()

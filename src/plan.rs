@@ -277,24 +277,15 @@ pub fn max_message(transport: TransportKind, sndbuf: Option<u64>) -> Option<(u64
 /// Whether this process may exceed message-queue limits (CAP_SYS_RESOURCE, bit 24 of
 /// CapEff in /proc/self/status); being root is not enough inside many containers.
 pub fn has_cap_sys_resource() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            let hex = s
-                .lines()
-                .find_map(|l| l.strip_prefix("CapEff:"))?
-                .trim()
-                .to_string();
-            u64::from_str_radix(&hex, 16).ok()
-        })
+    crate::environment::proc_status("CapEff:")
+        .and_then(|hex| u64::from_str_radix(&hex, 16).ok())
         .is_some_and(|caps| caps & (1 << 24) != 0)
 }
 
 /// A field of /proc/self/status in bytes (`VmSize:   1234 kB`).
 fn status_bytes(field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with(field))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    let value = crate::environment::proc_status(field)?;
+    let kib: u64 = value.split_whitespace().next()?.parse().ok()?;
     Some(kib * 1024)
 }
 

@@ -366,8 +366,8 @@ impl StartLine {
         }
     }
 
-    /// Wait until every side is ready (or the gate is opened).
-    pub fn wait(&self) {
+    /// Count this side in; the last one to arrive opens the gate.
+    fn arrive(&self) -> std::sync::MutexGuard<'_, (usize, bool)> {
         self.passed.store(true, Ordering::Relaxed);
         let mut st = self.gate.state.lock().unwrap_or_else(|e| e.into_inner());
         st.0 += 1;
@@ -375,6 +375,12 @@ impl StartLine {
             st.1 = true;
             self.gate.opened.notify_all();
         }
+        st
+    }
+
+    /// Wait until every side is ready (or the gate is opened).
+    pub fn wait(&self) {
+        let mut st = self.arrive();
         while !st.1 {
             st = self.gate.opened.wait(st).unwrap_or_else(|e| e.into_inner());
         }
@@ -384,13 +390,7 @@ impl StartLine {
     /// everyone (the sides see the interruption at their first check) and this returns
     /// false.
     pub fn wait_unless_interrupted(&self) -> bool {
-        self.passed.store(true, Ordering::Relaxed);
-        let mut st = self.gate.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.0 += 1;
-        if st.0 >= self.gate.parties {
-            st.1 = true;
-            self.gate.opened.notify_all();
-        }
+        let mut st = self.arrive();
         while !st.1 {
             if crate::interrupt::requested() {
                 st.1 = true;
