@@ -105,7 +105,10 @@ if ! command -v sockperf >/dev/null; then
     command -v sockperf >/dev/null || die "sockperf installation failed"
 fi
 # --full-rtt is what makes the figures comparable; refuse a sockperf without it.
-sockperf ping-pong --help 2>&1 | grep -q -- '--full-rtt' \
+# (Read the help whole first: with pipefail, `grep -q` closing the pipe early would make
+# sockperf die of SIGPIPE and the check fail on a sockperf that has the option.)
+sockperf_help=$(sockperf ping-pong --help 2>&1 || true)
+grep -q -- '--full-rtt' <<<"$sockperf_help" \
     || die "this sockperf has no --full-rtt option; its latency would be RTT/2"
 
 if [[ ${NO_BUILD:-0} == 1 ]]; then

@@ -399,11 +399,14 @@ fn write_in_place(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
             .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
             .open(path)
     };
+    let fifo = std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo());
     let since = Instant::now();
     let mut file: File = loop {
         match open() {
             Ok(f) => break f,
-            Err(e) if e.raw_os_error() == Some(nix::libc::ENXIO) => {
+            // ENXIO on a FIFO: no reader yet (elsewhere, e.g. /dev/tty without a
+            // terminal, it is final).
+            Err(e) if fifo && e.raw_os_error() == Some(nix::libc::ENXIO) => {
                 if since.elapsed() > FIFO_READER_WAIT {
                     anyhow::bail!(
                         "nobody read the FIFO within {} s: start its reader first (e.g. `cat {} &`)",
