@@ -884,10 +884,11 @@ fn warnings(sc: &Scenario, r: &ScenarioResult) -> Vec<Warning> {
             .map(|(name, used)| format!("the {name} {:.0}%", used * 100.0))
             .collect();
         // Only one-way workloads are meant to keep a core busy; request/response sides wait.
+        // A paced sender spins on purpose.
         let one_way = matches!(sc.workload, WorkloadKind::Stream | WorkloadKind::Rate)
-            && sc.extras.rate.is_none(); // a paced sender spins on purpose
-                                         // Over a few milliseconds, thread start-up and the first wake-ups dominate: too
-                                         // short to call the run CPU-bound.
+            && sc.extras.rate.is_none();
+        // Over a few milliseconds, thread start-up and the first wake-ups dominate: too
+        // short to call the run CPU-bound.
         let judged = first.duration_seconds >= MIN_JUDGED_SECONDS;
         if one_way && judged && !busy.is_empty() {
             out.push(Warning {
@@ -1036,8 +1037,56 @@ mod tests {
         );
         assert!(f.cpu_seconds <= f.duration_seconds);
         assert!(f.cpu_user_seconds <= f.cpu_seconds);
+        // Two threads: up to two cores, not one.
         let two = side_figures(&[side.clone(), side], 64, Some(t0));
-        assert!(two.cpu_utilization <= 2.0 + 1e-9);
+        assert!(
+            (two.cpu_utilization - 2.0).abs() < 1e-9,
+            "{}",
+            two.cpu_utilization
+        );
+    }
+
+    #[test]
+    fn only_a_busy_side_over_a_long_enough_run_is_called_cpu_bound() {
+        let sc = scenario(&["stream", "-t", "tcp", "-s", "64"]);
+        let run = |ms: u64, busy_ms: u64| {
+            let mut raw = udp_raw(10, 10, None);
+            for s in raw.senders.iter_mut().chain(raw.receivers.iter_mut()) {
+                s.ended = s.started.map(|t| t + Duration::from_millis(ms));
+            }
+            raw.senders[0].cpu.exact = Duration::from_millis(busy_ms);
+            figures(&sc, &[raw])
+                .warnings
+                .iter()
+                .any(|w| w.kind == "cpu-saturated")
+        };
+        assert!(run(200, 199), "a sender busy the whole 0.2 s");
+        assert!(!run(200, 20), "a sender busy 10% of the time");
+        assert!(!run(5, 5), "5 ms is too short to judge");
+    }
+
+    #[test]
+    fn a_reliable_transport_that_loses_anything_fails_the_scenario() {
+        // stream: the receiver got less than was sent.
+        let sc = scenario(&["stream", "-t", "tcp", "-s", "64"]);
+        let r = figures(&sc, &[udp_raw(10, 9, None)]);
+        let e = check_agreement(&sc, &r).expect("a disagreement is an error");
+        assert!(e.contains("sender and receiver disagree"), "{e}");
+        assert_eq!(
+            check_agreement(&sc, &figures(&sc, &[udp_raw(10, 10, None)])),
+            None
+        );
+        // pingpong: the server saw fewer requests than the client sent, though every
+        // reply the client waited for came (the counts cannot both be right).
+        let sc = scenario(&["pingpong", "-t", "tcp", "-s", "64"]);
+        let r = figures(&sc, &[udp_raw(10, 9, None)]);
+        assert_eq!(r.runs[0].requests_lost, Some(1));
+        let e = check_agreement(&sc, &r).expect("a lost request on TCP is an error");
+        assert!(e.contains("1 of 10 requests"), "{e}");
+        assert_eq!(
+            check_agreement(&sc, &figures(&sc, &[udp_raw(10, 10, None)])),
+            None
+        );
     }
 
     #[test]

@@ -340,10 +340,30 @@ fn without_sys_resource(prefix: &[&str], args: &[&str]) -> Option<std::process::
 }
 
 #[test]
+fn running_out_of_descriptors_is_named_with_the_limit() {
+    let sb = Sandbox::new();
+    let out = std::process::Command::new("prlimit")
+        .arg("--nofile=24")
+        .arg(assert_cmd::cargo::cargo_bin("sockbench"))
+        .args([
+            "stream", "-t", "tcp", "-P", "16", "-n", "10", "-w", "0", "-q",
+        ])
+        .env("TMPDIR", sb.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("out of file descriptors (the limit is 24"),
+        "{err}"
+    );
+}
+
+#[test]
 fn message_queue_limits_are_named_for_what_they_are() {
     // RLIMIT_MSGQUEUE is not the descriptor limit, though the kernel says EMFILE for both.
     let Some(out) = without_sys_resource(
-        &["prlimit", "--msgqueue=1000"],
+        &["prlimit", "--msgqueue=1000", "--nofile=64"],
         &["rate", "-t", "mq", "-n", "10", "-w", "0", "-q"],
     ) else {
         return;

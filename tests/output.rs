@@ -275,6 +275,10 @@ fn every_cell_sits_under_its_own_header_when_a_scenario_fails() {
         .collect();
     let (header, body) = (&rows[0], &rows[2..]);
     assert!(!header.contains(&"reordered/dup".to_string()), "{header:?}");
+    assert!(
+        !header.contains(&"engine".to_string()),
+        "one engine: no engine column"
+    );
     let col = |name: &str| header.iter().position(|h| h == name).unwrap();
     for row in body {
         assert_eq!(row.len(), header.len(), "{row:?}");

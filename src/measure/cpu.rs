@@ -188,6 +188,43 @@ mod tests {
         assert!(s.utilization > 0.0 && s.utilization <= 1.0);
     }
 
+    fn hz() -> f64 {
+        nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+            .ok()
+            .flatten()
+            .unwrap_or(100) as f64
+    }
+
+    #[test]
+    fn system_cpu_adds_up_each_kind_of_tick() {
+        // user 10+5 nice, system 20, idle 60 + iowait 5, irq 3 + softirq 7, steal 2.
+        let a = parse_proc_stat("cpu  100 10 100 1000 50 30 40 20").unwrap();
+        let b = parse_proc_stat("cpu  110 15 120 1060 55 33 47 22").unwrap();
+        let s = SystemCpu::between(&a, &b).unwrap();
+        let t = |ticks: f64| ticks / hz();
+        assert!((s.cpu_user_seconds - t(15.0)).abs() < 1e-12);
+        assert!((s.cpu_system_seconds - t(20.0)).abs() < 1e-12);
+        assert!((s.cpu_interrupt_seconds - t(10.0)).abs() < 1e-12);
+        assert!((s.cpu_busy_seconds - t(47.0)).abs() < 1e-12);
+        assert!(
+            (s.utilization - 47.0 / 112.0).abs() < 1e-12,
+            "{}",
+            s.utilization
+        );
+    }
+
+    #[test]
+    fn one_tick_per_core_is_enough_to_judge() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+        let a = parse_proc_stat("cpu  100 0 100 100 0 0 0 0").unwrap();
+        let busy = parse_proc_stat(&format!("cpu  {} 0 100 100 0 0 0 0", 100 + cores)).unwrap();
+        assert_eq!(SystemCpu::between(&a, &busy).unwrap().utilization, 1.0);
+        if cores > 1 {
+            let short = parse_proc_stat(&format!("cpu  {} 0 100 100 0 0 0 0", 99 + cores)).unwrap();
+            assert_eq!(SystemCpu::between(&a, &short), None);
+        }
+    }
+
     #[test]
     fn an_interval_shorter_than_a_tick_is_unknown_not_idle() {
         let a = parse_proc_stat("cpu  100 0 100 100 0 0 0 0").unwrap();
