@@ -753,13 +753,10 @@ fn figures(sc: &Scenario, raws: &[Raw]) -> ScenarioResult {
         replies_late: total_opt(&runs, |r| r.replies_late),
         messages_reordered: total_opt(&runs, |r| r.messages_reordered),
         messages_duplicated: total_opt(&runs, |r| r.messages_duplicated),
-        delivered_fraction: lost.map(|l| {
+        // Nothing sent: nothing was delivered or lost, so the fraction is unknown.
+        delivered_fraction: lost.and_then(|l| {
             let sent: u64 = runs.iter().map(|r| r.messages_sent).sum();
-            if sent == 0 {
-                1.0
-            } else {
-                (sent - l.min(sent)) as f64 / sent as f64
-            }
+            (sent > 0).then(|| (sent - l.min(sent)) as f64 / sent as f64)
         }),
         udp_receive_buffer_errors: total_opt(&runs, |r| r.udp_receive_buffer_errors),
         sender_cpu_seconds_per_gb: opt_median(|r| r.sender.cpu_seconds_per_gb),
@@ -1011,7 +1008,10 @@ mod tests {
         assert_eq!(r.delivered_fraction, None);
         assert_eq!(r.messages_reordered, None);
         assert_eq!(r.udp_receive_buffer_errors, None);
+        let r = figures(&sc, &[udp_raw(0, 0, Some(0))]);
+        assert_eq!(r.delivered_fraction, None, "nothing sent: unknown");
         let r = figures(&sc, &[udp_raw(10, 10, Some(0))]);
+        assert_eq!(r.delivered_fraction, Some(1.0));
         assert_eq!(r.messages_lost, Some(0));
         assert_eq!(r.udp_receive_buffer_errors, Some(0));
     }

@@ -412,3 +412,17 @@ fn the_progress_bar_stays_off_on_a_dumb_terminal() {
     assert!(stderr_on_tty("xterm").contains("[00:00:0"));
     assert!(!stderr_on_tty("dumb").contains("[00:00:0"));
 }
+
+#[test]
+fn several_engines_get_an_engine_column_in_every_table() {
+    let sb = Sandbox::new();
+    for workload in ["stream", "pingpong", "rate"] {
+        let out = run(
+            &sb,
+            &[workload, "-t", "tcp", "-e", "blocking,poll", "-n", "20", "-w", "0"],
+        );
+        let header = out.lines().nth(1).unwrap();
+        assert!(header.contains("engine"), "{workload}: {out}");
+        assert!(out.contains("poll"), "{out}");
+    }
+}
