@@ -419,10 +419,59 @@ fn several_engines_get_an_engine_column_in_every_table() {
     for workload in ["stream", "pingpong", "rate"] {
         let out = run(
             &sb,
-            &[workload, "-t", "tcp", "-e", "blocking,poll", "-n", "20", "-w", "0"],
+            &[
+                workload,
+                "-t",
+                "tcp",
+                "-e",
+                "blocking,poll",
+                "-n",
+                "20",
+                "-w",
+                "0",
+            ],
         );
         let header = out.lines().nth(1).unwrap();
         assert!(header.contains("engine"), "{workload}: {out}");
         assert!(out.contains("poll"), "{out}");
+    }
+}
+
+#[test]
+fn the_lost_column_shows_the_count_and_share_the_json_has() {
+    let sb = Sandbox::new();
+    for workload in ["rate", "pingpong"] {
+        let json = sb.path().join(format!("{workload}.json"));
+        let out = sb
+            .cmd()
+            .args([workload, "-t", "udp,unix", "-n", "2000", "-w", "0", "-q"])
+            .args(["--format", "markdown", "--export-json"])
+            .arg(&json)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let text = String::from_utf8(out.stdout).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .filter(|l| l.starts_with('|'))
+            .map(|l| l.trim_matches('|').split(" | ").map(str::trim).collect())
+            .collect();
+        let col = |name: &str| rows[0].iter().position(|h| *h == name).unwrap();
+        let udp = &v["results"][0];
+        let (lost, sent) = (
+            common::u(udp, "/messages_lost"),
+            common::u(udp, "/messages_sent"),
+        );
+        let want = format!("{lost} ({:.2}%)", 100.0 * lost as f64 / sent as f64);
+        assert_eq!(rows[2][col("lost")], want, "{text}");
+        assert_eq!(rows[3][col("lost")], "-", "unix loses nothing: no figure");
+        if workload == "pingpong" {
+            let split = format!(
+                "{}/{}/{}",
+                udp["requests_lost"], udp["replies_lost"], udp["replies_late"]
+            );
+            assert_eq!(rows[2][col("req/reply/late")], split);
+        }
     }
 }
