@@ -472,6 +472,25 @@ fn the_lost_column_shows_the_count_and_share_the_json_has() {
                 udp["requests_lost"], udp["replies_lost"], udp["replies_late"]
             );
             assert_eq!(rows[2][col("req/reply/late")], split);
+            assert_eq!(rows[3][col("req/reply/late")], "-");
         }
     }
+}
+
+#[test]
+fn streams_and_variation_columns_appear_only_when_asked_for() {
+    let sb = Sandbox::new();
+    let header = |args: &[&str]| -> String {
+        let out = run(&sb, args);
+        out.lines().nth(1).unwrap().to_string()
+    };
+    let plain = header(&["stream", "-t", "pipe", "-n", "50", "-w", "0"]);
+    assert!(
+        !plain.contains("streams") && !plain.contains("±CV"),
+        "{plain}"
+    );
+    let both = header(&[
+        "stream", "-t", "pipe", "-n", "50", "-w", "0", "-P", "2", "--runs", "2",
+    ]);
+    assert!(both.contains("streams") && both.contains("±CV"), "{both}");
 }
