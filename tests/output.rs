@@ -473,6 +473,18 @@ fn the_lost_column_shows_the_count_and_share_the_json_has() {
             );
             assert_eq!(rows[2][col("req/reply/late")], split);
             assert_eq!(rows[3][col("req/reply/late")], "-");
+        } else {
+            let unix = &v["results"][1];
+            assert_eq!(
+                rows[3][col("reordered/dup")],
+                format!(
+                    "{}/{}",
+                    unix["messages_reordered"], unix["messages_duplicated"]
+                )
+            );
+            let cpu = common::f(unix, "/sender_cpu_seconds_per_gb")
+                + common::f(unix, "/receiver_cpu_seconds_per_gb");
+            assert_eq!(rows[3][col("CPU s/GB snd+rcv")], format!("{cpu:.3}"));
         }
     }
 }
