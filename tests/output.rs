@@ -376,12 +376,13 @@ fn the_engine_skip_note_names_each_engine_once() {
     );
     let note = out
         .lines()
-        .find(|l| l.starts_with("n/a: shm with"))
+        .find(|l| l.starts_with("n/a: shm with nonblocking"))
         .unwrap_or_else(|| panic!("{out}"));
     assert!(!note.contains("4 KiB"), "{note}");
-    for e in ["nonblocking", "poll", "epoll", "async"] {
-        assert!(out.contains(e), "{out}");
-    }
+    assert!(
+        note.contains("shm with nonblocking, poll, epoll, async:"),
+        "one line names the transport once and every engine it rules out: {note}"
+    );
     assert_eq!(out.matches("shm 4 KiB").count(), 0, "{out}");
 }
 
@@ -467,6 +468,11 @@ fn the_lost_column_shows_the_count_and_share_the_json_has() {
         assert_eq!(rows[2][col("lost")], want, "{text}");
         assert_eq!(rows[3][col("lost")], "-", "unix loses nothing: no figure");
         if workload == "pingpong" {
+            let per_op = common::f(udp, "/cpu_seconds_per_round_trip");
+            assert_eq!(
+                rows[2][col("CPU/op")],
+                sockbench::measure::units::format_ns((per_op * 1e9) as u64)
+            );
             let split = format!(
                 "{}/{}/{}",
                 udp["requests_lost"], udp["replies_lost"], udp["replies_late"]
@@ -505,4 +511,37 @@ fn streams_and_variation_columns_appear_only_when_asked_for() {
         "stream", "-t", "pipe", "-n", "50", "-w", "0", "-P", "2", "--runs", "2",
     ]);
     assert!(both.contains("streams") && both.contains("±CV"), "{both}");
+}
+
+#[test]
+fn a_failed_latency_scenario_says_failed_under_every_percentile() {
+    let sb = Sandbox::new();
+    let out = sb
+        .cmd()
+        .args([
+            "pingpong",
+            "-t",
+            "tcp,unix",
+            "--bind",
+            "203.0.113.1",
+            "-n",
+            "50",
+            "-w",
+            "0",
+            "-q",
+            "--format",
+            "markdown",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .map(|l| l.trim_matches('|').split(" | ").map(str::trim).collect())
+        .collect();
+    let p50 = rows[0].iter().position(|h| *h == "p50").unwrap();
+    assert_eq!(rows[2][p50], "failed", "{text}");
+    assert!(rows[3][p50].ends_with('s'), "unix ran: {text}");
 }
