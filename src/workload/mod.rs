@@ -448,6 +448,40 @@ pub trait Workload: Send + Sync {
 mod tests {
     use super::*;
 
+    /// A connection that takes whatever it is given and remembers each call's size.
+    struct Recorder(Vec<usize>);
+
+    impl Conn for Recorder {
+        fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.push(buf.len());
+            Ok(buf.len())
+        }
+        fn recv(&mut self, _buf: &mut [u8]) -> io::Result<usize> {
+            Ok(0)
+        }
+        fn finish(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+        fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+            None
+        }
+    }
+
+    #[test]
+    fn a_huge_message_goes_out_in_pieces_and_a_small_one_in_one_call() {
+        let big = vec![1u8; 2 * SEND_PIECE + 1000];
+        let mut c = Recorder(Vec::new());
+        send_all(&mut c, &big, Framing::Stream).unwrap();
+        assert_eq!(c.0, [SEND_PIECE, SEND_PIECE, 1000]);
+        let mut c = Recorder(Vec::new());
+        send_all(&mut c, &big[..SEND_PIECE], Framing::Stream).unwrap();
+        assert_eq!(c.0, [SEND_PIECE]);
+        // A message transport takes a message whole or not at all.
+        let mut c = Recorder(Vec::new());
+        send_all(&mut c, &big[..SEND_PIECE + 1], Framing::Message).unwrap();
+        assert_eq!(c.0, [SEND_PIECE + 1]);
+    }
+
     #[test]
     fn an_impossible_buffer_is_an_error_not_an_abort() {
         let e = buffer(isize::MAX as usize, 0).unwrap_err();
