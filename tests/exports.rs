@@ -292,8 +292,17 @@ fn an_export_that_fails_during_the_run_still_prints_the_report() {
 }
 
 #[test]
-fn a_block_device_or_a_socket_is_refused_before_running() {
+fn a_block_device_a_socket_or_a_kernel_file_is_refused_before_running() {
     let sb = Sandbox::new();
+    let sysctl = "/proc/sys/net/core/rmem_max";
+    let before = std::fs::read_to_string(sysctl).unwrap();
+    sb.cmd()
+        .args(QUICK)
+        .args(["--export-json", sysctl])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("it is a kernel file"));
+    assert_eq!(std::fs::read_to_string(sysctl).unwrap(), before);
     let sock = sb.path().join("s.sock");
     let _l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
     sb.cmd()

@@ -150,6 +150,15 @@ fn resolve(kind: ExportKind, given: &Path) -> Result<Target, PlanError> {
             if is_stdout(&m) {
                 return Ok(Target::Stdout);
             }
+            // A regular file under /proc or /sys is a kernel setting or status, unless it
+            // is one of this process's own descriptors (/dev/stderr, /proc/self/fd/N).
+            let descriptor = ["/dev/stdout", "/dev/stderr"].iter().any(|d| given == Path::new(d))
+                || given.to_string_lossy().contains("/fd/");
+            if m.is_file() && !descriptor {
+                return Err(invalid(format!(
+                    "{flag} {shown}: it is a kernel file, not a place for a report; give a file name"
+                )));
+            }
             nix::unistd::access(&path, nix::unistd::AccessFlags::W_OK).map_err(|e| {
                 invalid(format!(
                     "{flag} {shown}: cannot write to it ({}): choose a path you may write",
@@ -396,7 +405,9 @@ fn write_in_place(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let open = || {
         OpenOptions::new()
             .write(true)
-            .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+            // O_APPEND: a regular file behind /dev/stderr or /dev/fd/N gets the report
+            // after what is already there, as `>>` would.
+            .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY | nix::libc::O_APPEND)
             .open(path)
     };
     let fifo = std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo());
