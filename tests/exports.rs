@@ -332,3 +332,26 @@ fn a_block_device_a_socket_or_a_kernel_file_is_refused_before_running() {
         .code(2)
         .stderr(predicate::str::contains("it is a block device"));
 }
+
+#[test]
+fn a_file_beside_a_redirected_stdout_is_still_a_file_of_its_own() {
+    // stdout goes to a file on the same file system as the export: only the very same
+    // file counts as stdout.
+    let sb = Sandbox::new();
+    let table = std::fs::File::create(sb.path().join("table.txt")).unwrap();
+    let status = Command::new(assert_cmd::cargo::cargo_bin("sockbench"))
+        .args(QUICK)
+        .arg("-q")
+        .arg("--export-json")
+        .arg(sb.path().join("r.json"))
+        .stdout(table)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(
+        report(&std::fs::read(sb.path().join("r.json")).unwrap())["schema_version"],
+        1
+    );
+    let table = std::fs::read_to_string(sb.path().join("table.txt")).unwrap();
+    assert!(table.contains("throughput") && !table.contains("schema_version"));
+}
