@@ -21,19 +21,10 @@ fn report(bytes: &[u8]) -> serde_json::Value {
 #[test]
 fn a_device_is_written_in_place_and_never_replaced() {
     let sb = Sandbox::new();
-    let dev = sb.path().join("null");
-    // A character device of our own (the same as /dev/null), so the test cannot harm /dev.
-    if nix::sys::stat::mknod(
-        &dev,
-        nix::sys::stat::SFlag::S_IFCHR,
-        nix::sys::stat::Mode::from_bits_truncate(0o666),
-        nix::sys::stat::makedev(1, 3),
-    )
-    .is_err()
-    {
-        eprintln!("skipped: mknod needs root (CAP_MKNOD)");
+    // The same device as /dev/null.
+    let Some(dev) = own_device(&sb, "null", 3) else {
         return;
-    }
+    };
     sb.cmd()
         .args(QUICK)
         .args(["-q", "--export-json"])
@@ -45,23 +36,46 @@ fn a_device_is_written_in_place_and_never_replaced() {
     assert_eq!(meta.rdev(), nix::sys::stat::makedev(1, 3));
 }
 
+/// A device of our own in the sandbox, never the host's /dev: a broken build (or a
+/// mutation test) that renamed over its target must not replace the machine's devices.
+fn own_device(sb: &Sandbox, name: &str, minor: u64) -> Option<std::path::PathBuf> {
+    let dev = sb.path().join(name);
+    match nix::sys::stat::mknod(
+        &dev,
+        nix::sys::stat::SFlag::S_IFCHR,
+        nix::sys::stat::Mode::from_bits_truncate(0o666),
+        nix::sys::stat::makedev(1, minor),
+    ) {
+        Ok(()) => Some(dev),
+        Err(_) => {
+            eprintln!("skipped: mknod needs root (CAP_MKNOD)");
+            None
+        }
+    }
+}
+
 #[test]
-fn dev_full_fails_the_run_but_the_report_still_reaches_stdout() {
+fn a_full_device_fails_the_run_but_the_report_still_reaches_stdout() {
     let sb = Sandbox::new();
+    // The same device as /dev/full: every write fails with ENOSPC.
+    let Some(full) = own_device(&sb, "full", 7) else {
+        return;
+    };
     let out = sb
         .cmd()
         .args(QUICK)
-        .args(["-q", "--format", "json", "--export-json", "/dev/full"])
+        .args(["-q", "--format", "json", "--export-json"])
+        .arg(&full)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(report(&out.stdout)["schema_version"], 1);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("/dev/full") && err.contains("No space left"),
+        err.contains("/full") && err.contains("No space left"),
         "{err}"
     );
-    assert!(std::fs::metadata("/dev/full")
+    assert!(std::fs::metadata(&full)
         .unwrap()
         .file_type()
         .is_char_device());
@@ -114,12 +128,13 @@ fn a_pipe_behind_dev_fd_gets_the_report_at_the_end() {
 }
 
 #[test]
-fn dev_stdout_is_this_process_stdout_one_document_after_the_table() {
+fn this_process_stdout_by_name_is_one_document_after_the_table() {
+    // /proc/self/fd/1 is what /dev/stdout leads to (a path no rename can replace).
     let sb = Sandbox::new();
     let out = sb
         .cmd()
         .args(QUICK)
-        .args(["-q", "--format", "csv", "--export-json", "/dev/stdout"])
+        .args(["-q", "--format", "csv", "--export-json", "/proc/self/fd/1"])
         .output()
         .unwrap();
     assert!(out.status.success());
