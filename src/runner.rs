@@ -492,18 +492,11 @@ fn explain_fd_limit(e: anyhow::Error) -> anyhow::Error {
     });
     // EMFILE also means other things (a message queue over RLIMIT_MSGQUEUE): blame the
     // descriptor limit only when this process really is at it.
-    let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
-        .ok()
-        .map(|(soft, _)| soft);
-    let open = std::fs::read_dir("/proc/self/fd").map(Iterator::count).ok();
-    let at_limit = match (open, limit) {
-        (Some(n), Some(l)) => n as u64 + 8 >= l,
-        _ => true,
-    };
-    if !out_of_fds || !at_limit {
+    if !out_of_fds || !crate::transport::at_descriptor_limit() {
         return e;
     }
-    let limit = limit.map_or_else(|| "unknown".into(), |l| l.to_string());
+    let limit = crate::transport::descriptors()
+        .map_or_else(|| "unknown".into(), |(_, soft)| soft.to_string());
     e.context(format!(
         "out of file descriptors (the limit is {limit}, see `ulimit -n`): raise the limit or use fewer --parallel streams"
     ))

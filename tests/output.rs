@@ -6,6 +6,15 @@ mod common;
 use common::Sandbox;
 use predicates::prelude::*;
 
+/// The rows of the Markdown tables in `text`, each a list of trimmed cells (the header,
+/// the alignment line, then one row per scenario).
+fn markdown_rows(text: &str) -> Vec<Vec<&str>> {
+    text.lines()
+        .filter(|l| l.starts_with('|'))
+        .map(|l| l.trim_matches('|').split(" | ").map(str::trim).collect())
+        .collect()
+}
+
 fn run(sb: &Sandbox, args: &[&str]) -> String {
     let out = sb.cmd().args(args).arg("-q").output().unwrap();
     assert!(
@@ -263,23 +272,11 @@ fn every_cell_sits_under_its_own_header_when_a_scenario_fails() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8(out.stdout).unwrap();
-    let rows: Vec<Vec<String>> = text
-        .lines()
-        .filter(|l| l.starts_with('|'))
-        .map(|l| {
-            l.trim_matches('|')
-                .split(" | ")
-                .map(|c| c.trim().to_string())
-                .collect()
-        })
-        .collect();
+    let rows = markdown_rows(&text);
     let (header, body) = (&rows[0], &rows[2..]);
-    assert!(!header.contains(&"reordered/dup".to_string()), "{header:?}");
-    assert!(
-        !header.contains(&"engine".to_string()),
-        "one engine: no engine column"
-    );
-    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    assert!(!header.contains(&"reordered/dup"), "{header:?}");
+    assert!(!header.contains(&"engine"), "one engine: no engine column");
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
     for row in body {
         assert_eq!(row.len(), header.len(), "{row:?}");
     }
@@ -453,11 +450,7 @@ fn the_lost_column_shows_the_count_and_share_the_json_has() {
         assert!(out.status.success());
         let text = String::from_utf8(out.stdout).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-        let rows: Vec<Vec<&str>> = text
-            .lines()
-            .filter(|l| l.starts_with('|'))
-            .map(|l| l.trim_matches('|').split(" | ").map(str::trim).collect())
-            .collect();
+        let rows = markdown_rows(&text);
         let col = |name: &str| rows[0].iter().position(|h| *h == name).unwrap();
         let udp = &v["results"][0];
         let (lost, sent) = (
@@ -536,11 +529,7 @@ fn a_failed_latency_scenario_says_failed_under_every_percentile() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8(out.stdout).unwrap();
-    let rows: Vec<Vec<&str>> = text
-        .lines()
-        .filter(|l| l.starts_with('|'))
-        .map(|l| l.trim_matches('|').split(" | ").map(str::trim).collect())
-        .collect();
+    let rows = markdown_rows(&text);
     let p50 = rows[0].iter().position(|h| *h == "p50").unwrap();
     assert_eq!(rows[2][p50], "failed", "{text}");
     assert!(rows[3][p50].ends_with('s'), "unix ran: {text}");

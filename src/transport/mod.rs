@@ -477,6 +477,24 @@ pub fn owner_pid(name: &str) -> Option<i32> {
     ours.then(|| pid.parse().ok()).flatten()
 }
 
+/// How close this process is to its descriptor limit: `(open, RLIMIT_NOFILE soft)`,
+/// `None` if either cannot be read. EMFILE means both "out of descriptors" and "over
+/// RLIMIT_MSGQUEUE"; this tells them apart.
+pub fn descriptors() -> Option<(u64, u64)> {
+    let open = std::fs::read_dir("/proc/self/fd").ok()?.count() as u64;
+    let (soft, _) =
+        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).ok()?;
+    Some((open, soft))
+}
+
+/// Whether this process is within a few descriptors of its limit (true if unknown).
+pub fn at_descriptor_limit() -> bool {
+    match descriptors() {
+        Some((open, soft)) => open + 8 >= soft,
+        None => true,
+    }
+}
+
 /// Whether process `pid` is gone.
 fn dead(pid: i32) -> bool {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) == Err(nix::errno::Errno::ESRCH)

@@ -89,12 +89,6 @@ fn ensure_rlimit(bytes: u64) {
     }
 }
 
-/// How many more descriptors this process may open.
-fn fds_left() -> u64 {
-    let open = std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count) as u64;
-    getrlimit(Resource::RLIMIT_NOFILE).map_or(u64::MAX, |(soft, _)| soft.saturating_sub(open))
-}
-
 /// Open a queue pair: the receiver creates it, the sender opens it by name.
 pub fn pair(opts: &TransportOptions, id: usize) -> anyhow::Result<Pair> {
     let name = format!("/sockbench-{}-{id}", std::process::id());
@@ -116,7 +110,7 @@ pub fn pair(opts: &TransportOptions, id: usize) -> anyhow::Result<Pair> {
                 " (message size {msgsize} B or depth {maxmsg} exceeds fs.mqueue.msgsize_max / fs.mqueue.msg_max)"
             ),
             // EMFILE is both the descriptor limit and RLIMIT_MSGQUEUE: name the one hit.
-            Errno::EMFILE if fds_left() > 8 => format!(
+            Errno::EMFILE if !super::at_descriptor_limit() => format!(
                 " (the queues of this user no longer fit RLIMIT_MSGQUEUE, {}: raise it with `ulimit -q`)",
                 getrlimit(Resource::RLIMIT_MSGQUEUE)
                     .map(|(soft, _)| format!("{soft} bytes"))
