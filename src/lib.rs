@@ -25,5 +25,6 @@ pub mod report;
 pub mod runner;
 #[allow(unsafe_code)]
 pub(crate) mod sys;
+pub mod testhooks;
 pub mod transport;
 pub mod workload;

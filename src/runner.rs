@@ -142,6 +142,17 @@ impl<'a> Runner<'a> {
     /// None today: failures are the scenarios' own; the signature leaves room for
     /// failures outside any scenario.
     pub fn run(&mut self, report: &mut Report) -> anyhow::Result<()> {
+        if self
+            .plan
+            .scenarios
+            .iter()
+            .any(|s| matches!(s.transport, TransportKind::Mq | TransportKind::Shm))
+        {
+            for note in crate::transport::remove_stale_ipc() {
+                eprintln!("sockbench: note: {note}");
+                report.warnings.push(note);
+            }
+        }
         if self.plan.scenarios.iter().any(|s| s.transport.uses_path()) {
             // What a killed sockbench left where this run makes its names.
             let dir = self
@@ -463,6 +474,12 @@ impl<'a> Runner<'a> {
         }
         if senders.iter().any(|s| s.interrupted) {
             return Err(RunError::Interrupted);
+        }
+        if crate::testhooks::fault("receiver-counts-one-more") {
+            if let Some(r) = receivers.first_mut() {
+                r.messages += 1;
+                r.bytes += 1;
+            }
         }
         // Socket buffers as they ended up (TCP autotuning grows them during the run).
         let mut link = link;

@@ -48,7 +48,7 @@ fn run_example(line: &str) {
 
 #[test]
 fn readme_test_command_is_what_ci_runs() {
-    let command = "cargo fmt --check && cargo clippy --locked --all-targets -- -D warnings && cargo check --locked --no-default-features && cargo test --locked";
+    let command = "cargo fmt --check && cargo clippy --locked --all-targets --all-features -- -D warnings && cargo check --locked --no-default-features && cargo test --locked --features test-hooks";
     assert!(README.contains(command));
     assert!(CI.lines().any(|l| l.trim() == command));
 }

@@ -145,6 +145,7 @@ pub fn ring(name: &str, capacity: usize) -> io::Result<(Producer, Consumer)> {
         OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_RDWR,
         Mode::from_bits_truncate(0o600),
     )?;
+    crate::testhooks::hold("shm");
     let result = (|| {
         // Reserve the memory now: a sparse object on a full tmpfs would map fine and then
         // kill the process with SIGBUS on the first write to a page it cannot back.

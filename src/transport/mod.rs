@@ -500,6 +500,52 @@ fn dead(pid: i32) -> bool {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) == Err(nix::errno::Errno::ESRCH)
 }
 
+/// The process id in the name of a message queue or shared-memory ring this crate made
+/// (`sockbench-<pid>-<id>`, as listed in /dev/mqueue or /dev/shm).
+fn ipc_owner_pid(name: &str) -> Option<i32> {
+    let (pid, id) = name.strip_prefix("sockbench-")?.split_once('-')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (digits(pid) && digits(id))
+        .then(|| pid.parse().ok())
+        .flatten()
+}
+
+/// Remove the message queues and shared-memory rings a killed sockbench left (those whose
+/// owner process is gone), returning one line per removal. Rings are found in /dev/shm;
+/// queues only where the mqueue file system is mounted (/dev/mqueue), since the kernel
+/// offers no other way to list them.
+pub fn remove_stale_ipc() -> Vec<String> {
+    let mut removed = Vec::new();
+    for (dir, what) in [
+        ("/dev/shm", "shared-memory ring"),
+        ("/dev/mqueue", "message queue"),
+    ] {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(pid) = ipc_owner_pid(&name).filter(|&p| dead(p)) else {
+                continue;
+            };
+            let Ok(cname) = std::ffi::CString::new(format!("/{name}")) else {
+                continue;
+            };
+            let gone = if what == "message queue" {
+                nix::mqueue::mq_unlink(cname.as_c_str())
+            } else {
+                nix::sys::mman::shm_unlink(cname.as_c_str())
+            };
+            if gone.is_ok() {
+                removed.push(format!(
+                    "removed {what} {dir}/{name} left by sockbench process {pid}, which is no longer running"
+                ));
+            }
+        }
+    }
+    removed
+}
+
 /// Remove what a killed sockbench left in `dir` (socket files, FIFOs and run directories
 /// whose owner process is gone), returning one line per removal for the report.
 pub fn remove_stale(dir: &std::path::Path) -> Vec<String> {
@@ -612,6 +658,23 @@ mod tests {
             "sb-unix-1.sock",
         ] {
             assert_eq!(owner_pid(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn only_queues_and_rings_this_tool_makes_carry_an_owner() {
+        assert_eq!(ipc_owner_pid("sockbench-123-0"), Some(123));
+        assert_eq!(ipc_owner_pid("sockbench-9-17"), Some(9));
+        for other in [
+            "sockbench-test-123",
+            "sockbench-test2-123",
+            "sockbench-12-AbCdEf",
+            "sockbench-12-",
+            "sockbench--1",
+            "sb123-unix-0",
+            "pulse-shm-123",
+        ] {
+            assert_eq!(ipc_owner_pid(other), None, "{other}");
         }
     }
 

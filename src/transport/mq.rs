@@ -127,6 +127,7 @@ pub fn pair(opts: &TransportOptions, id: usize) -> anyhow::Result<Pair> {
         };
         anyhow::Error::new(io_err(e)).context(format!("cannot create message queue {name}{hint}"))
     })?;
+    crate::testhooks::hold("mq");
     let sender = mq_open(
         cname.as_c_str(),
         MQ_OFlag::O_WRONLY | MQ_OFlag::O_CLOEXEC,

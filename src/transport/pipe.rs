@@ -95,6 +95,7 @@ pub fn fifo(opts: &TransportOptions, id: usize) -> anyhow::Result<Pair> {
         let why = super::unix::bind_hint(&e, &path);
         anyhow::Error::new(e).context(format!("cannot create FIFO {}: {why}", path.display()))
     })?;
+    crate::testhooks::hold("fifo");
     let opened = open_fifo(&path);
     let _ = std::fs::remove_file(&path);
     let (r, w) = opened?;

@@ -89,6 +89,7 @@ fn connected(
     let path = opts.dir.join(name);
     let listener = bind(ty, &path, opts)?;
     let _unlink = Unlink(&path);
+    crate::testhooks::hold("unix");
     let (sender, receiver) = if ty == Type::DGRAM {
         // The sender binds a name of its own too, so the receiver can answer it.
         let back = path.with_extension("reply.sock");
