@@ -120,7 +120,7 @@ pub fn in_netns(
     let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
     let script = format!(
         "set -e; ip link set lo up; {setup}; set +e; {} {} & SB_PID=$!; {after}; rc=$?; \
-         echo --- >&2; {report} >&2; exit $rc",
+         echo --- >&2; {{ {report}; }} >&2; exit $rc",
         bin.display(),
         quoted.join(" ")
     );
@@ -131,4 +131,50 @@ pub fn in_netns(
         .output()
         .unwrap();
     Some(out)
+}
+
+/// The `name=value` lines a namespace script's `report` printed (after its `---` line).
+pub fn netns_figures(out: &std::process::Output) -> std::collections::HashMap<String, u64> {
+    let err = String::from_utf8_lossy(&out.stderr);
+    let tail = err.rsplit_once("---\n").map_or("", |(_, t)| t);
+    tail.lines()
+        .filter_map(|l| l.split_once('='))
+        .filter_map(|(k, v)| Some((k.trim().to_string(), v.trim().parse().ok()?)))
+        .collect()
+}
+
+/// A shell fragment printing `name=value` for one counter of /proc/net/snmp or
+/// /proc/net/netstat (`proto` is the line's prefix, e.g. `Udp`, `Tcp`, `TcpExt`).
+pub fn snmp(proto: &str, counter: &str, name: &str) -> String {
+    format!(
+        "awk '$1==\"{proto}:\" {{ if (!h) {{ for (i=1;i<=NF;i++) n[i]=$i; h=1 }} else {{ for (i=1;i<=NF;i++) \
+         if (n[i]==\"{counter}\") print \"{name}=\" $i }} }}' /proc/net/snmp /proc/net/netstat"
+    )
+}
+
+/// A shell fragment printing `name=value` for the packet count of the first rule of an
+/// iptables chain whose target is `target` (empty: a rule that only counts).
+pub fn rule_packets(chain: &str, target: &str, name: &str) -> String {
+    format!("iptables -L {chain} -v -x -n | awk 'NR>2 && $3==\"{target}\" {{ print \"{name}=\" $1; exit }}'")
+}
+
+/// Run `sockbench ARGS --format json -q` in a private network namespace after `setup`,
+/// then `report`; the JSON report and the figures `report` printed. `None` where
+/// namespaces or iptables are not available (the reason is printed).
+pub fn json_in_netns(
+    sb: &Sandbox,
+    setup: &str,
+    args: &[&str],
+    report: &str,
+) -> Option<(Value, std::collections::HashMap<String, u64>)> {
+    let mut all = args.to_vec();
+    all.extend(["--format", "json", "-q"]);
+    let out = in_netns(sb, setup, &all, "wait $SB_PID", report)?;
+    assert!(
+        out.status.success(),
+        "sockbench {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    Some((v, netns_figures(&out)))
 }

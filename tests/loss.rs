@@ -1,0 +1,79 @@
+//! Loss checked against loss the kernel was told to make. In a private network namespace
+//! an iptables rule drops exactly every Nth UDP datagram that has a payload (the empty
+//! end-of-data markers pass untouched), so the count is known before the run; the rule's
+//! own packet counter and the namespace's UDP RcvbufErrors (/proc/net/snmp) are read
+//! after it. (pingpong's split into lost requests and replies: tests/pingpong.rs.)
+
+mod common;
+
+use common::{json_in_netns, rule_packets, snmp, u, Sandbox};
+
+fn drop_every(n: u64) -> String {
+    format!(
+        "iptables -A INPUT -p udp -m length --length 29:65535 -m statistic --mode nth --every {n} --packet 0 -j DROP"
+    )
+}
+
+fn counters() -> String {
+    format!(
+        "{}; {}",
+        rule_packets("INPUT", "DROP", "dropped"),
+        snmp("Udp", "RcvbufErrors", "rcvbuf_errors")
+    )
+}
+
+#[test]
+fn rate_over_udp_reports_exactly_the_datagrams_the_firewall_dropped_in_every_run() {
+    let sb = Sandbox::new();
+    let Some((v, k)) = json_in_netns(
+        &sb,
+        &drop_every(10),
+        &[
+            "rate", "-t", "udp", "-n", "1000", "--runs", "2", "-w", "0", "--rate", "40k",
+        ],
+        &counters(),
+    ) else {
+        return;
+    };
+    let r = &v["results"][0];
+    // Two runs of 1000 on fresh sockets: the rule's counter goes on, 1st, 11th, ... 1991st.
+    assert_eq!(k["dropped"], 200, "{k:?}");
+    let overflow = k["rcvbuf_errors"];
+    for run in 0..2 {
+        let f = &r["runs"][run];
+        let own_overflow = u(f, "/udp_receive_buffer_errors");
+        assert_eq!(u(f, "/messages_sent"), 1000);
+        assert_eq!(u(f, "/messages_lost"), 100 + own_overflow, "run {run}: {f}");
+        assert_eq!(u(f, "/messages_received"), 900 - own_overflow, "run {run}");
+        assert_eq!(u(f, "/bytes_received"), 64 * (900 - own_overflow));
+    }
+    // The scenario's figures are the total over both runs, not the first run's.
+    assert_eq!(u(r, "/messages_sent"), 2000);
+    assert_eq!(u(r, "/messages_lost"), 200 + overflow, "{r}");
+    assert_eq!(u(r, "/messages_received"), 1800 - overflow);
+    assert_eq!(u(r, "/udp_receive_buffer_errors"), overflow);
+    assert!(r["error"].is_null());
+}
+
+#[test]
+fn stream_over_udp_loses_exactly_the_dropped_datagrams_plus_the_overflows() {
+    let sb = Sandbox::new();
+    let Some((v, k)) = json_in_netns(
+        &sb,
+        &drop_every(7),
+        &["stream", "-t", "udp", "-n", "2000", "-w", "0"],
+        &counters(),
+    ) else {
+        return;
+    };
+    let r = &v["results"][0];
+    // The 1st, 8th, 15th ... of 2000: ceil(2000 / 7).
+    assert_eq!(k["dropped"], 286, "{k:?}");
+    let lost = 286 + k["rcvbuf_errors"];
+    assert_eq!(u(r, "/messages_sent"), 2000);
+    assert_eq!(u(r, "/bytes_sent"), 2000 * 1472);
+    assert_eq!(u(r, "/messages_lost"), lost, "{r}");
+    assert_eq!(u(r, "/messages_received"), 2000 - lost);
+    assert_eq!(u(r, "/bytes_received"), 1472 * (2000 - lost));
+    assert_eq!(u(r, "/udp_receive_buffer_errors"), k["rcvbuf_errors"]);
+}
