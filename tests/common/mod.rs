@@ -152,11 +152,19 @@ pub fn snmp(proto: &str, counter: &str, name: &str) -> String {
     )
 }
 
-/// A shell fragment printing `name=value` for the packet count of the first rule of an
-/// iptables chain whose target is `target` (empty: a rule that only counts).
+/// A shell fragment printing `name=PACKETS` and `name_bytes=BYTES` (IP length: headers
+/// included) for the first rule of an iptables chain whose target is `target`.
 pub fn rule_packets(chain: &str, target: &str, name: &str) -> String {
-    format!("iptables -L {chain} -v -x -n | awk 'NR>2 && $3==\"{target}\" {{ print \"{name}=\" $1; exit }}'")
+    format!(
+        "iptables -L {chain} -v -x -n | awk 'NR>2 && $3==\"{target}\" {{ print \"{name}=\" $1; \
+         print \"{name}_bytes=\" $2; exit }}'"
+    )
 }
+
+/// A shell fragment printing `lo_packets=` and `lo_bytes=` (transmitted on loopback;
+/// loopback counts each packet from its IP header on, without an Ethernet header).
+pub const LO_COUNTERS: &str =
+    "awk '$1==\"lo:\" { print \"lo_bytes=\" $10; print \"lo_packets=\" $11 }' /proc/net/dev";
 
 /// Run `sockbench ARGS --format json -q` in a private network namespace after `setup`,
 /// then `report`; the JSON report and the figures `report` printed. `None` where

@@ -1,0 +1,285 @@
+//! Bytes, packets, connections, threads and CPUs checked against what the kernel counted
+//! or shows, never only against sockbench's other side: the namespace's loopback counters
+//! (/proc/net/dev), firewall rule counters, the process's I/O accounting (/proc/PID/io,
+//! read while it is a zombie), TIME_WAIT sockets (`ss`), thread names, affinities and the
+//! CPU each thread last ran on (/proc/PID/task).
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{json_in_netns, rule_packets, snmp, u, Sandbox, LO_COUNTERS};
+use serde_json::Value;
+
+/// Per packet on loopback: an IPv4 header and a TCP header with timestamps.
+const TCP_OVERHEAD: u64 = 20 + 32;
+/// SYN and SYN-ACK carry 8 more bytes of options (MSS, SACK, window scale).
+const HANDSHAKE_EXTRA: u64 = 2 * 8;
+
+#[test]
+fn udp_datagrams_and_bytes_are_the_kernels_count_of_what_left_and_arrived() {
+    let sb = Sandbox::new();
+    let Some((v, k)) = json_in_netns(
+        &sb,
+        "iptables -A OUTPUT -p udp -m length --length 29:65535 -j ACCEPT; \
+         iptables -A INPUT -p udp -m length --length 29:65535 -j ACCEPT",
+        &[
+            "rate", "-t", "udp", "-n", "3000", "-s", "100", "-w", "0", "--rate", "50k",
+        ],
+        &format!(
+            "{}; {}; {}",
+            rule_packets("OUTPUT", "ACCEPT", "out"),
+            rule_packets("INPUT", "ACCEPT", "in"),
+            snmp("Udp", "RcvbufErrors", "rcvbuf_errors")
+        ),
+    ) else {
+        return;
+    };
+    let r = &v["results"][0];
+    assert_eq!(u(r, "/messages_sent"), k["out"], "{k:?}");
+    // An IPv4 UDP datagram is its payload plus 28 bytes of headers.
+    assert_eq!(u(r, "/bytes_sent"), k["out_bytes"] - 28 * k["out"]);
+    // What arrived at the socket: what passed INPUT, less what its full buffer refused.
+    let delivered = k["in"] - k["rcvbuf_errors"];
+    assert_eq!(u(r, "/messages_received"), delivered, "{k:?}");
+    assert_eq!(u(r, "/bytes_received"), 100 * delivered);
+}
+
+/// The TCP payload that crossed loopback: bytes less the headers of every packet.
+fn tcp_payload(k: &HashMap<String, u64>, connections: u64) -> u64 {
+    k["lo_bytes"] - TCP_OVERHEAD * k["lo_packets"] - HANDSHAKE_EXTRA * connections
+}
+
+#[test]
+fn tcp_bytes_are_the_payload_the_kernel_carried_and_the_warm_up_is_its_own_connection() {
+    for warmup in ["0", "0.1"] {
+        let sb = Sandbox::new();
+        let Some((v, k)) = json_in_netns(
+            &sb,
+            "iptables -A INPUT -p tcp --syn -j ACCEPT",
+            &[
+                "stream", "-t", "tcp", "-n", "200", "-s", "64K", "--runs", "2", "-w", warmup,
+            ],
+            &format!(
+                "{LO_COUNTERS}; {}; {}",
+                rule_packets("INPUT", "ACCEPT", "syn"),
+                snmp("Tcp", "RetransSegs", "retransmitted")
+            ),
+        ) else {
+            return;
+        };
+        let r = &v["results"][0];
+        let measured = u(r, "/bytes_sent");
+        assert_eq!(measured, 2 * 200 * 65536);
+        assert_eq!(u(r, "/bytes_received"), measured);
+        // One connection per measured run, and one more per run for the warm-up.
+        let connections = if warmup == "0" { 2 } else { 4 };
+        assert_eq!(k["syn"], connections, "warm-up {warmup}: {k:?}");
+        let carried = tcp_payload(&k, connections);
+        if warmup == "0" {
+            if k["retransmitted"] == 0 {
+                assert_eq!(carried, measured, "{k:?}");
+            } else {
+                eprintln!(
+                    "note: {} segments retransmitted, so loopback carried more",
+                    k["retransmitted"]
+                );
+                assert!(carried >= measured);
+            }
+        } else {
+            // The warm-up sent data, on its own connections, and none of it was counted.
+            assert!(carried > measured + 65536, "{carried} vs {measured}: {k:?}");
+        }
+    }
+}
+
+/// Run sockbench to its end, read its /proc/PID/io while it is a zombie, then reap it.
+fn io_accounting(args: &[&str]) -> (Value, usize, HashMap<String, u64>) {
+    let sb = Sandbox::new();
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("sockbench"))
+        .args(args)
+        .args(["--format", "json", "-q"])
+        .env("TMPDIR", sb.path())
+        .env("XDG_RUNTIME_DIR", sb.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
+    child.stderr.take().unwrap().read_to_end(&mut err).unwrap();
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    use nix::sys::wait::{waitid, Id, WaitPidFlag};
+    waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT).unwrap();
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap_or_default();
+    assert!(child.wait().unwrap().success());
+    let io = io
+        .lines()
+        .filter_map(|l| l.split_once(": "))
+        .map(|(k, v)| (k.to_string(), v.parse().unwrap()))
+        .collect();
+    (
+        serde_json::from_slice(&out).unwrap(),
+        out.len() + err.len(),
+        io,
+    )
+}
+
+#[test]
+fn pipe_bytes_are_what_the_kernel_accounted_to_the_process() {
+    if !std::path::Path::new("/proc/self/io").exists() {
+        eprintln!(
+            "skipped: this kernel has no per-process I/O accounting (CONFIG_TASK_IO_ACCOUNTING)"
+        );
+        return;
+    }
+    for warmup in ["0", "0.05"] {
+        let (v, printed, io) = io_accounting(&[
+            "stream", "-t", "pipe", "-n", "300", "-s", "10000", "-w", warmup,
+        ]);
+        let r = &v["results"][0];
+        let sent = u(r, "/bytes_sent");
+        assert_eq!(sent, 3_000_000);
+        // Every byte written by this process: the pipe's data and the report.
+        let written = io["wchar"] - printed as u64;
+        // rchar also holds what the tool read from /proc and /sys: a few kilobytes.
+        let read = io["rchar"];
+        if warmup == "0" {
+            assert_eq!(written, sent, "{io:?}");
+            assert!((sent..sent + 1_000_000).contains(&read), "{io:?}");
+            // One write(2) per message, one for the report.
+            assert!((300..=305).contains(&io["syscw"]), "{io:?}");
+        } else {
+            assert!(written > sent + 10_000, "the warm-up wrote nothing: {io:?}");
+        }
+    }
+}
+
+#[test]
+fn linger0_leaves_no_time_wait_socket_and_without_it_every_connection_does() {
+    for linger0 in [false, true] {
+        let sb = Sandbox::new();
+        let mut args = vec!["connect", "-t", "tcp", "-n", "50", "-w", "0"];
+        if linger0 {
+            args.push("--linger0");
+        }
+        let Some((v, k)) = json_in_netns(
+            &sb,
+            "true",
+            &args,
+            "echo time_wait=$(ss -Htan state time-wait | wc -l)",
+        ) else {
+            return;
+        };
+        assert_eq!(u(&v["results"][0], "/messages_sent"), 50);
+        if linger0 {
+            assert_eq!(k["time_wait"], 0, "{k:?}");
+        } else {
+            assert_eq!(k["time_wait"], 50, "{k:?}");
+        }
+    }
+}
+
+/// The threads of process `pid`: (name, allowed CPUs, the CPU it last ran on).
+fn threads(pid: u32) -> Vec<(String, String, u32)> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let p = t.path();
+        let Ok(name) = std::fs::read_to_string(p.join("comm")) else {
+            continue;
+        };
+        let status = std::fs::read_to_string(p.join("status")).unwrap_or_default();
+        let allowed = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        let stat = std::fs::read_to_string(p.join("stat")).unwrap_or_default();
+        // Field 39 (processor), counted after the parenthesised name.
+        let cpu = stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.split_whitespace().nth(36))
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(u32::MAX);
+        out.push((name.trim().to_string(), allowed, cpu));
+    }
+    out
+}
+
+/// Threads of a running `sockbench ARGS`, looked at half a second in.
+fn threads_while_running(args: &[&str]) -> Vec<(String, String, u32)> {
+    let sb = Sandbox::new();
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("sockbench"))
+        .args(args)
+        .arg("-q")
+        .env("TMPDIR", sb.path())
+        .env("XDG_RUNTIME_DIR", sb.path())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let seen = threads(child.id());
+    let _ = child.kill();
+    let _ = child.wait();
+    seen
+}
+
+#[test]
+fn cpus_pins_each_side_to_its_cpu_and_each_runs_there() {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("skipped: --cpus needs two CPUs to show anything");
+        return;
+    }
+    for (send, recv) in [(0u32, 1u32), (1, 0)] {
+        let pin = format!("{send},{recv}");
+        let seen =
+            threads_while_running(&["stream", "-t", "unix", "-d", "2", "-w", "0", "--cpus", &pin]);
+        for (name, cpu) in [("sb-send-0", send), ("sb-recv-0", recv)] {
+            let (_, allowed, last) = seen
+                .iter()
+                .find(|t| t.0 == name)
+                .unwrap_or_else(|| panic!("no thread {name} in {seen:?}"));
+            assert_eq!(
+                allowed,
+                &cpu.to_string(),
+                "{name} with --cpus {pin}: {seen:?}"
+            );
+            assert_eq!(
+                *last, cpu,
+                "{name} with --cpus {pin} ran elsewhere: {seen:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn runtime_multi_runs_tokio_worker_threads_and_current_runs_none() {
+    for (runtime, workers) in [("multi", true), ("current", false)] {
+        let seen = threads_while_running(&[
+            "stream",
+            "-t",
+            "unix",
+            "-e",
+            "async",
+            "--runtime",
+            runtime,
+            "-d",
+            "2",
+            "-w",
+            "0",
+        ]);
+        let n = seen.iter().filter(|t| t.0 == "tokio-rt-worker").count();
+        // One worker per side (sender and receiver each have their runtime).
+        assert_eq!(n > 0, workers, "--runtime {runtime}: {seen:?}");
+        if workers {
+            assert_eq!(n, 2, "--runtime {runtime}: {seen:?}");
+        }
+    }
+}
