@@ -93,6 +93,65 @@ mod tests {
         assert!(Latency::of(&hist(&[])).is_none());
     }
 
+    /// The nearest-rank percentile of sorted samples: the smallest value with at least
+    /// q of the samples at or below it.
+    fn nearest_rank(sorted: &[u64], q: f64) -> u64 {
+        let rank = ((q * sorted.len() as f64).ceil() as usize).max(1);
+        sorted[rank - 1]
+    }
+
+    /// Within HDR's precision (3 significant digits: a bucket is at most 1/1024 wide).
+    fn close(hdr: u64, exact: u64) -> bool {
+        hdr.abs_diff(exact) <= exact / 500 + 1
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+
+        #[test]
+        fn every_figure_matches_a_brute_force_computation_on_the_same_samples(
+            samples in proptest::collection::vec(1u64..5_000_000_000, 1..3000)
+        ) {
+            let l = Latency::of(&hist(&samples)).unwrap();
+            let mut sorted = samples.clone();
+            sorted.sort_unstable();
+            let n = sorted.len() as f64;
+            proptest::prop_assert_eq!(l.count, samples.len() as u64);
+            proptest::prop_assert!(close(l.min_ns, sorted[0]));
+            proptest::prop_assert!(close(l.max_ns, *sorted.last().unwrap()));
+            for (got, q) in [
+                (l.p50_ns, 0.50),
+                (l.p90_ns, 0.90),
+                (l.p99_ns, 0.99),
+                (l.p99_9_ns, 0.999),
+                (l.p99_99_ns, 0.9999),
+            ] {
+                let want = nearest_rank(&sorted, q);
+                proptest::prop_assert!(close(got, want), "p{}: {} vs {}", q * 100.0, got, want);
+            }
+            let mean = sorted.iter().map(|&v| v as f64).sum::<f64>() / n;
+            proptest::prop_assert!((l.mean_ns as f64 - mean).abs() <= mean / 500.0 + 1.0, "mean {} vs {mean}", l.mean_ns);
+            // Population standard deviation, as HdrHistogram defines it.
+            let sd = (sorted.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n).sqrt();
+            let max = *sorted.last().unwrap() as f64;
+            proptest::prop_assert!((l.stddev_ns as f64 - sd).abs() <= max / 500.0 + 1.0, "sd {} vs {sd}", l.stddev_ns);
+        }
+
+        #[test]
+        fn merged_runs_are_the_histogram_of_all_their_samples(
+            runs in proptest::collection::vec(proptest::collection::vec(1u64..1_000_000_000, 0..500), 1..5)
+        ) {
+            let mut merged = hist(&[]);
+            for run in &runs {
+                merge(&mut merged, &hist(run));
+            }
+            let all: Vec<u64> = runs.concat();
+            let direct = hist(&all);
+            proptest::prop_assert_eq!(merged.len(), all.len() as u64);
+            proptest::prop_assert_eq!(Latency::of(&merged), Latency::of(&direct));
+        }
+    }
+
     #[test]
     fn stall_fraction_counts_slow_samples() {
         let h = hist(&[10_000, 20_000, 40_000_000, 41_000_000]);

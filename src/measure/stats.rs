@@ -111,6 +111,55 @@ mod tests {
         assert!(s.stddev.is_none() && s.ci95_low.is_none() && s.cv.is_none());
     }
 
+    proptest::proptest! {
+        #[test]
+        fn summary_matches_a_brute_force_computation(
+            values in proptest::collection::vec(-1e12f64..1e12, 1..40)
+        ) {
+            let s = Summary::of(&values).unwrap();
+            let n = values.len();
+            let mut sorted = values.clone();
+            sorted.sort_by(f64::total_cmp);
+            let median = if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 };
+            let mean = values.iter().sum::<f64>() / n as f64;
+            let eps = 1e-9 * sorted.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+            proptest::prop_assert_eq!(s.runs, n);
+            proptest::prop_assert_eq!(s.median, median);
+            proptest::prop_assert!((s.mean - mean).abs() <= eps);
+            proptest::prop_assert_eq!(s.min, sorted[0]);
+            proptest::prop_assert_eq!(s.max, sorted[n - 1]);
+            if n == 1 {
+                proptest::prop_assert!(s.stddev.is_none() && s.ci95_low.is_none() && s.ci95_high.is_none());
+            } else {
+                let sd = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt();
+                proptest::prop_assert!((s.stddev.unwrap() - sd).abs() <= eps);
+                let half = T95.get(n - 2).copied().unwrap_or(2.042) * sd / (n as f64).sqrt();
+                proptest::prop_assert!((s.ci95_low.unwrap() - (mean - half)).abs() <= 10.0 * eps);
+                proptest::prop_assert!((s.ci95_high.unwrap() - (mean + half)).abs() <= 10.0 * eps);
+                if mean != 0.0 {
+                    proptest::prop_assert!((s.cv.unwrap() - sd / mean.abs()).abs() <= 1e-6 * (sd / mean.abs()).max(1.0));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn t_quantiles_follow_the_table_and_shrink_with_more_runs() {
+        assert_eq!(t95(1), 12.706);
+        assert_eq!(t95(30), 2.042);
+        assert_eq!(t95(35), 2.042);
+        assert_eq!(t95(50), 2.021);
+        assert_eq!(t95(100), 2.000);
+        assert_eq!(t95(500), 1.980);
+        assert_eq!(t95(5000), 1.960);
+        assert!(t95(0).is_nan());
+        let mut last = f64::INFINITY;
+        for df in 1..2000 {
+            assert!(t95(df) <= last, "{df}");
+            last = t95(df);
+        }
+    }
+
     #[test]
     fn confidence_interval_uses_student_t() {
         // mean 2, sample sd 1, n 3: half-width = 4.303 / sqrt(3)
