@@ -96,7 +96,8 @@ fn tcp_bytes_are_the_payload_the_kernel_carried_and_the_warm_up_is_its_own_conne
     }
 }
 
-/// Run sockbench to its end, read its /proc/PID/io while it is a zombie, then reap it.
+/// Run sockbench to its end, read its /proc/PID/io and CPU time (`cpu_ticks`) while it
+/// is a zombie, then reap it.
 fn io_accounting(args: &[&str]) -> (Value, usize, HashMap<String, u64>) {
     let sb = Sandbox::new();
     let mut child = Command::new(assert_cmd::cargo::cargo_bin("sockbench"))
@@ -115,12 +116,22 @@ fn io_accounting(args: &[&str]) -> (Value, usize, HashMap<String, u64>) {
     use nix::sys::wait::{waitid, Id, WaitPidFlag};
     waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT).unwrap();
     let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap_or_default();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     assert!(child.wait().unwrap().success());
-    let io = io
+    let mut io: HashMap<String, u64> = io
         .lines()
         .filter_map(|l| l.split_once(": "))
         .map(|(k, v)| (k.to_string(), v.parse().unwrap()))
         .collect();
+    // utime and stime (fields 14 and 15) of the whole process, in clock ticks.
+    let fields: Vec<u64> = stat
+        .rsplit_once(") ")
+        .unwrap()
+        .1
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    io.insert("cpu_ticks".into(), fields[11] + fields[12]);
     (
         serde_json::from_slice(&out).unwrap(),
         out.len() + err.len(),
@@ -155,6 +166,34 @@ fn pipe_bytes_are_what_the_kernel_accounted_to_the_process() {
         } else {
             assert!(written > sent + 10_000, "the warm-up wrote nothing: {io:?}");
         }
+    }
+}
+
+#[test]
+fn cpu_time_is_the_kernels_and_cpu_per_gigabyte_follows_from_it() {
+    let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .unwrap()
+        .unwrap() as f64;
+    let (v, _, io) = io_accounting(&["stream", "-t", "unix", "-d", "1", "-w", "0"]);
+    let r = &v["results"][0];
+    let run = &r["runs"][0];
+    let process = io["cpu_ticks"] as f64 / ticks;
+    let sides = run["sender"]["cpu_seconds"].as_f64().unwrap()
+        + run["receiver"]["cpu_seconds"].as_f64().unwrap();
+    // The sides' measured intervals are most of the process's life, and never more;
+    // the kernel samples process time at each tick, hence the slack.
+    assert!(
+        (0.7 * process - 0.05..1.1 * process + 0.05).contains(&sides),
+        "sides {sides} s of CPU, the kernel says the process used {process} s"
+    );
+    for side in ["sender", "receiver"] {
+        let gb = u(r, "/bytes_sent") as f64 / 1e9;
+        let per_gb = r[format!("{side}_cpu_seconds_per_gb")].as_f64().unwrap();
+        let cpu = run[side]["cpu_seconds"].as_f64().unwrap();
+        assert!(
+            (per_gb * gb - cpu).abs() <= 1e-6 * cpu,
+            "{side}: {per_gb} s/GB for {cpu} s over {gb} GB"
+        );
     }
 }
 

@@ -306,3 +306,37 @@ fn udp_loss_splits_into_requests_and_replies_that_add_up_to_the_firewall_count()
     }
     assert_eq!((req, rep), (want_req, want_rep), "{r}");
 }
+
+#[test]
+fn round_trips_of_every_run_are_merged_into_one_distribution() {
+    let sb = Sandbox::new();
+    let hist = sb.path().join("rtt.csv");
+    let v = common::json(
+        &sb,
+        &[
+            "pingpong",
+            "-t",
+            "unix",
+            "-n",
+            "100",
+            "--runs",
+            "3",
+            "-w",
+            "0",
+            "--histogram",
+            hist.to_str().unwrap(),
+        ],
+    );
+    let r = &v["results"][0];
+    assert_eq!(common::u(round_trip(r), "/count"), 300, "{r}");
+    for run in r["runs"].as_array().unwrap() {
+        assert_eq!(common::u(run, "/latencies/round_trip/count"), 100);
+    }
+    // The histogram file holds every round trip too: its counts add up to 300.
+    let text = std::fs::read_to_string(&hist).unwrap();
+    let total: u64 = text
+        .lines()
+        .filter_map(|l| l.rsplit(',').next()?.trim().parse::<u64>().ok())
+        .sum();
+    assert_eq!(total, 300, "{text}");
+}
