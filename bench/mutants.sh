@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Mutation testing (cargo-mutants) over the measuring code: workloads, measurement,
+# engines, transports and the runner. Each mutant is one deliberate fault; the test suite
+# must fail for it. Survivors that are equivalent or harmless are listed, one line each
+# with the reason, in mutants-survivors.txt; any other survivor fails this script.
+#
+#   bench/mutants.sh --shard random/20    one random twentieth of the measuring code
+#   bench/mutants.sh --shard 3/20         the 3rd twentieth
+#   bench/mutants.sh --all                all of it (hours on 2 cores)
+#   bench/mutants.sh --in-diff REF [--max N]
+#                                         the mutants in code changed since REF (any
+#                                         file), at most N of them (a shard that fits)
+#
+# Results: mutants.out/ (cargo-mutants' own files) and a summary line on stdout.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scope=(-f 'src/workload/**' -f 'src/measure/**' -f 'src/engine/**' -f 'src/transport/**' -f src/runner.rs)
+args=()
+max=0
+case "${1:-}" in
+  --shard)
+    shard=${2:?--shard K/N}
+    if [[ $shard == random/* ]]; then
+      n=${shard#random/}
+      shard="$(( (RANDOM % n) + 1 ))/$n"
+    fi
+    # cargo-mutants counts shards from 0.
+    k=${shard%/*}; n=${shard#*/}
+    args=("${scope[@]}" --shard "$((k - 1))/$n")
+    echo "mutants: shard $k of $n of the measuring code" >&2
+    ;;
+  --all) args=("${scope[@]}") ;;
+  --in-diff)
+    ref=${2:?--in-diff REF}
+    git diff "$ref" -- src > target/mutants.diff
+    args=(--in-diff target/mutants.diff)
+    [ "${3:-}" = --max ] && max=${4:?--max N}
+    ;;
+  *) sed -n '2,16p' "$0" >&2; exit 2 ;;
+esac
+
+command -v cargo-mutants >/dev/null || {
+  echo "mutants: cargo-mutants is not installed: cargo install cargo-mutants --locked" >&2
+  exit 2
+}
+mkdir -p target
+
+if [ "$max" -gt 0 ]; then
+  count=$(cargo mutants --list "${args[@]}" 2>/dev/null | wc -l)
+  if [ "$count" -eq 0 ]; then
+    echo "mutants: no mutants in the changed code"
+    exit 0
+  fi
+  if [ "$count" -gt "$max" ]; then
+    shards=$(( (count + max - 1) / max ))
+    pick=$(( RANDOM % shards ))
+    echo "mutants: $count mutants in the diff, testing shard $((pick + 1)) of $shards" >&2
+    args+=(--shard "$pick/$shards")
+  fi
+fi
+
+start=$(date +%s)
+status=0
+cargo mutants --no-shuffle -j 1 "${args[@]}" || status=$?
+# 0: all caught; 2: some missed; 3: some timed out; 4: the tests fail without a mutant.
+if [ "$status" = 1 ] || [ "$status" = 4 ]; then
+  echo "mutants: cargo-mutants could not run (status $status)" >&2
+  exit 1
+fi
+
+out=mutants.out
+count() { [ -f "$out/$1.txt" ] && grep -c . "$out/$1.txt" || echo 0; }
+caught=$(count caught); missed=$(count missed); timeout=$(count timeout); unviable=$(count unviable)
+viable=$((caught + missed + timeout))
+score=$(awk -v c="$caught" -v t="$timeout" -v v="$viable" 'BEGIN { printf "%.1f", v ? 100 * (c + t) / v : 100 }')
+echo "mutants: caught $caught, missed $missed, timeouts $timeout, unviable $unviable; score $score% in $(( $(date +%s) - start )) s"
+
+# Survivors not explained in mutants-survivors.txt fail the check. cargo-mutants names a
+# mutant "FILE:LINE:COL: DESCRIPTION"; the list names it "FILE: DESCRIPTION".
+unexplained=0
+if [ -f "$out/missed.txt" ]; then
+  while IFS= read -r m; do
+    key="$(echo "$m" | sed -E 's/^([^:]+):[0-9]+:[0-9]+: /\1: /')"
+    if ! grep -Fq -- "$key |" mutants-survivors.txt; then
+      echo "mutants: survivor not explained in mutants-survivors.txt: $key" >&2
+      unexplained=$((unexplained + 1))
+    fi
+  done < "$out/missed.txt"
+fi
+[ "$unexplained" = 0 ]
