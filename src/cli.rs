@@ -130,7 +130,8 @@ pub struct CommonArgs {
     #[arg(short, long, value_name = "TIME", conflicts_with = "count")]
     pub duration: Option<String>,
     /// Exactly N messages (stream, rate), round trips (pingpong) or connections (connect)
-    /// per run, instead of running for a time.
+    /// per run and per stream (`-P 2 -n 1000` is 2000 in all), instead of running for a
+    /// time.
     #[arg(short = 'n', long, value_name = "N")]
     pub count: Option<u64>,
     /// Unmeasured warm-up before each run, on its own connection (0 to skip).
@@ -189,7 +190,8 @@ pub struct StreamArgs {
     /// Flags every workload takes.
     #[command(flatten)]
     pub common: CommonArgs,
-    /// Send exactly this many bytes per run (e.g. 1G); the last message may be short.
+    /// Send exactly this many bytes per run and per stream (e.g. 1G; with -P 2, 2G in
+    /// all); the last message may be short.
     #[arg(long, value_name = "SIZE", conflicts_with_all = ["duration", "count"])]
     pub bytes: Option<String>,
 }

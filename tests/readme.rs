@@ -2,7 +2,8 @@
 
 mod common;
 
-use common::Sandbox;
+use common::{u, Sandbox};
+use serde_json::Value;
 
 const README: &str = include_str!("../README.md");
 const CI: &str = include_str!("../.ci/run");
@@ -26,10 +27,14 @@ fn run_example(line: &str) {
     let words: Vec<&str> = line.split_whitespace().collect();
     assert_eq!(words[0], "sockbench", "{line}");
     let sb = Sandbox::new();
+    // As written, plus a JSON copy of the report to check what the example promises.
+    let report = sb.path().join("promise.json");
     let out = sb
         .cmd()
         .args(&words[1..])
         .arg("-q")
+        .arg("--export-json")
+        .arg(&report)
         .current_dir(sb.path())
         .output()
         .unwrap();
@@ -44,6 +49,165 @@ fn run_example(line: &str) {
         "`{line}` left {:?}",
         sb.leftovers()
     );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert!(v["error"].is_null(), "`{line}`: {}", v["error"]);
+    for r in results(&v) {
+        assert!(r["error"].is_null(), "`{line}`: {}", r["error"]);
+    }
+    keeps_its_promise(line, &v, &out.stdout, sb.path());
+}
+
+fn results(v: &Value) -> &Vec<Value> {
+    v["results"].as_array().unwrap()
+}
+
+/// The (transport, engine, size) of every result, in order.
+fn cells(v: &Value) -> Vec<(String, String, u64)> {
+    results(v)
+        .iter()
+        .map(|r| {
+            (
+                r["transport"].as_str().unwrap().to_string(),
+                r["engine"].as_str().unwrap().to_string(),
+                u(r, "/size_bytes"),
+            )
+        })
+        .collect()
+}
+
+fn transports(v: &Value) -> Vec<String> {
+    cells(v).into_iter().map(|c| c.0).collect()
+}
+
+fn every(v: &Value, ptr: &str) -> Vec<u64> {
+    results(v).iter().map(|r| u(r, ptr)).collect()
+}
+
+fn near(got: f64, want: f64, within: f64) -> bool {
+    (got - want).abs() <= within * want
+}
+
+/// What each README example says it does, checked on its report. An example without an
+/// entry here fails: a new example comes with its promise.
+fn keeps_its_promise(line: &str, v: &Value, stdout: &[u8], dir: &std::path::Path) {
+    let rs = results(v);
+    let ran_for = |r: &Value| r["runs"][0]["duration_seconds"].as_f64().unwrap();
+    match line {
+        "sockbench stream -t tcp -s 128K -d 1" => {
+            assert_eq!(cells(v), [("tcp".into(), "blocking".into(), 131072)]);
+            assert!(near(ran_for(&rs[0]), 1.0, 0.3), "{}", ran_for(&rs[0]));
+            assert_eq!(u(&rs[0], "/bytes_sent"), u(&rs[0], "/bytes_received"));
+        }
+        "sockbench stream -t unix,shm -s 1M -d 0.3 --runs 3"
+        | "sockbench stream -t tcp,unix -s 1M -d 0.5 --runs 3" => {
+            assert_eq!(rs.len(), 2);
+            assert!(rs.iter().all(|r| r["runs"].as_array().unwrap().len() == 3
+                && u(r, "/statistics/bits_per_second/runs") == 3
+                && r["statistics"]["bits_per_second"]["ci95_low"].is_f64()));
+        }
+        "sockbench stream -t all -s 4K -d 0.2 -w 0.05" => {
+            assert_eq!(rs.len(), 12, "{:?}", transports(v));
+            assert!(every(v, "/size_bytes").iter().all(|&s| s == 4096));
+        }
+        "sockbench stream -t udp -s 1K -d 0.5 --rcvbuf 4M" => {
+            assert_eq!(u(&rs[0], "/options/rcvbuf_bytes"), 4 << 20);
+            assert!(rs[0]["messages_lost"].is_u64());
+        }
+        "sockbench stream -t tcp --nodelay -s 64 -d 0.5 --cpus 0,1" => {
+            assert_eq!(rs[0]["options"]["nodelay"], true);
+            assert_eq!(rs[0]["options"]["cpus"], serde_json::json!([0, 1]));
+        }
+        "sockbench stream -t tcp -P 2 -s 1M --bytes 256M" => {
+            assert_eq!(u(&rs[0], "/options/parallel"), 2);
+            // --bytes is per stream.
+            assert_eq!(u(&rs[0], "/bytes_received"), 2 * (256 << 20));
+        }
+        "sockbench stream -t unix,tcp -s 1K -n 100000" => {
+            assert_eq!(transports(v), ["unix", "tcp"]);
+            assert_eq!(every(v, "/messages_sent"), [100_000, 100_000]);
+            assert_eq!(every(v, "/bytes_received"), [102_400_000, 102_400_000]);
+        }
+        "sockbench stream -t unix-seqpacket -s 16..64K -n 2000 -w 0.05 --format csv" => {
+            let sizes: Vec<u64> = (4..=16).map(|p| 1 << p).collect();
+            assert_eq!(every(v, "/size_bytes"), sizes);
+            assert!(every(v, "/messages_received").iter().all(|&m| m == 2000));
+            let csv = String::from_utf8_lossy(stdout);
+            assert_eq!(csv.lines().count(), 1 + sizes.len(), "{csv}");
+        }
+        "sockbench stream -t mq -s 4K -d 0.5 --format json --export-markdown mq.md" => {
+            let printed: Value = serde_json::from_slice(stdout).unwrap();
+            assert_eq!(printed["results"], v["results"]);
+            let md = std::fs::read_to_string(dir.join("mq.md")).unwrap();
+            assert!(md.lines().any(|l| l.starts_with("| mq ")), "{md}");
+        }
+        "sockbench pingpong -t tcp,udp,unix,shm -s 64 -d 0.5" => {
+            assert_eq!(transports(v), ["tcp", "udp", "unix", "shm"]);
+            assert!(every(v, "/latencies/round_trip/p50_ns")
+                .iter()
+                .all(|&p| p > 0));
+        }
+        "sockbench pingpong -t tcp -s 1K --rate 20k -d 0.5 --histogram rtt.csv" => {
+            // Open loop: 20k requests a second for half a second, never more (a sender
+            // starved of CPU sends fewer, late, and their delay counts against them).
+            let sent = u(&rs[0], "/messages_sent");
+            assert!((1..=10_050).contains(&sent), "{sent}");
+            let text = std::fs::read_to_string(dir.join("rtt.csv")).unwrap();
+            let total: u64 = text
+                .lines()
+                .skip(1)
+                .filter_map(|l| l.rsplit(',').next()?.parse::<u64>().ok())
+                .sum();
+            assert_eq!(total, u(&rs[0], "/latencies/round_trip/count"));
+        }
+        "sockbench pingpong -t tcp -s 64 --writes 2 -n 20" => {
+            assert_eq!(u(&rs[0], "/latencies/round_trip/count"), 20);
+        }
+        "sockbench rate -t udp,unix-dgram,mq -s 64 -d 0.5" => {
+            assert_eq!(transports(v), ["udp", "unix-dgram", "mq"]);
+            assert!(rs
+                .iter()
+                .all(|r| r["messages_per_second"].as_f64().unwrap() > 0.0));
+        }
+        "sockbench rate -t udp -s 64 --rate 100k -d 0.5" => {
+            // Paced at 100k/s for half a second: never faster.
+            let sent = u(&rs[0], "/messages_sent");
+            assert!((1..=50_500).contains(&sent), "{sent}");
+            assert!(rs[0]["messages_per_second"].as_f64().unwrap() <= 101_000.0);
+        }
+        "sockbench connect -t tcp,unix -n 2000" => {
+            assert_eq!(every(v, "/messages_sent"), [2000, 2000]);
+        }
+        "sockbench connect -t tcp --linger0 --open 16 -d 0.5" => {
+            assert!(u(&rs[0], "/messages_sent") > 16);
+        }
+        "sockbench stream -t unix,tcp,pipe -e all -s 64K -d 0.2 -w 0.05" => {
+            for t in ["unix", "tcp", "pipe"] {
+                let engines: Vec<String> = cells(v)
+                    .into_iter()
+                    .filter(|c| c.0 == t)
+                    .map(|c| c.1)
+                    .collect();
+                let skipped = v["skipped"].as_array().map_or(0, |s| s.len());
+                assert!(engines.len() + skipped >= 6, "{t}: {engines:?}");
+            }
+        }
+        "sockbench pingpong -t tcp -e blocking,nonblocking,epoll -n 5000" => {
+            let engines: Vec<String> = cells(v).into_iter().map(|c| c.1).collect();
+            assert_eq!(engines, ["blocking", "nonblocking", "epoll"]);
+            assert!(every(v, "/latencies/round_trip/count")
+                .iter()
+                .all(|&c| c == 5000));
+        }
+        "sockbench suite -d 0.1 -t unix,tcp,shm" => {
+            assert!(transports(v)
+                .iter()
+                .all(|t| ["unix", "tcp", "shm"].contains(&t.as_str())));
+            let workloads: std::collections::BTreeSet<&str> =
+                rs.iter().map(|r| r["workload"].as_str().unwrap()).collect();
+            assert!(workloads.len() >= 2, "{workloads:?}");
+        }
+        other => panic!("README example `{other}` has no promise in tests/readme.rs: add one"),
+    }
 }
 
 #[test]

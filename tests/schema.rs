@@ -1,6 +1,8 @@
 //! The JSON report matches schema/report.schema.json: the committed schema is the one the
-//! code generates (regenerate with `UPDATE_SCHEMA=1 cargo test --test schema`), and real
-//! output validates against it, including a failed run's output.
+//! code generates (regenerate with `UPDATE_SCHEMA=1 cargo test --test schema`), every
+//! schema_version names exactly one schema (a change to the report's keys without a new
+//! version fails), and real output of every workload, a failed run's included, validates
+//! against the committed file.
 
 mod common;
 
@@ -27,8 +29,40 @@ fn committed_schema_is_up_to_date() {
     );
 }
 
+/// Each released `schema_version` and the FNV-1a hash of its schema file. A report whose
+/// keys or types change gets a new version and a new line here; an old line never changes.
+const RELEASED: &[(u32, u64)] = &[(1, 0x444f_6492_3329_e7e6)];
+
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+#[test]
+fn each_schema_version_names_one_schema() {
+    let committed = std::fs::read_to_string(SCHEMA_PATH).unwrap();
+    let hash = fnv1a(&committed);
+    let version = sockbench::report::SCHEMA_VERSION;
+    match RELEASED.iter().find(|(v, _)| *v == version) {
+        Some((_, h)) => assert!(
+            *h == hash,
+            "the report's schema changed (hash {hash:#x}) but schema_version is still {version}: \
+             bump SCHEMA_VERSION and add ({}, {hash:#x}) to RELEASED in tests/schema.rs",
+            version + 1
+        ),
+        None => panic!("schema_version {version} is new: add ({version}, {hash:#x}) to RELEASED in tests/schema.rs"),
+    }
+    let versions: Vec<u32> = RELEASED.iter().map(|r| r.0).collect();
+    assert!(
+        versions.windows(2).all(|w| w[0] < w[1]),
+        "versions only grow: {versions:?}"
+    );
+}
+
 fn validate(doc: &serde_json::Value) {
-    let schema: serde_json::Value = serde_json::from_str(&generated()).unwrap();
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(SCHEMA_PATH).unwrap()).unwrap();
     let validator = jsonschema::validator_for(&schema).expect("schema compiles");
     let errors: Vec<String> = validator
         .iter_errors(doc)
@@ -38,6 +72,31 @@ fn validate(doc: &serde_json::Value) {
         errors.is_empty(),
         "report does not match the schema: {errors:#?}"
     );
+}
+
+#[test]
+fn every_workloads_output_validates_against_the_committed_schema() {
+    let sb = Sandbox::new();
+    for args in [
+        &["pingpong", "-t", "unix,udp", "-n", "200", "--runs", "2"][..],
+        &[
+            "pingpong", "-t", "tcp", "-n", "100", "--rate", "10k", "-e", "epoll",
+        ],
+        &["rate", "-t", "udp,mq", "-n", "500"],
+        &["connect", "-t", "tcp,unix", "-n", "20", "--runs", "2"],
+        &["stream", "-t", "pipe,unix-dgram", "-n", "100", "-P", "2"],
+    ] {
+        let out = sb
+            .cmd()
+            .args(args)
+            .args(["-w", "0", "--format", "json", "-q"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}");
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(!doc["results"].as_array().unwrap().is_empty());
+        validate(&doc);
+    }
 }
 
 #[test]
@@ -71,7 +130,8 @@ fn real_output_validates_against_the_schema() {
     assert!(doc["environment"]["sysctls"]["net.core.wmem_max"].is_string());
     validate(&doc);
     // The schema has teeth: a negative counter or a missing figure is rejected.
-    let schema: serde_json::Value = serde_json::from_str(&generated()).unwrap();
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(SCHEMA_PATH).unwrap()).unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();
     let mut bad = doc.clone();
     bad["results"][0]["bytes_sent"] = serde_json::json!(-1);
