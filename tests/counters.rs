@@ -8,7 +8,7 @@ mod common;
 
 use std::collections::HashMap;
 use std::io::Read;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use common::{json_in_netns, rule_packets, snmp, u, Sandbox, LO_COUNTERS};
@@ -100,11 +100,10 @@ fn tcp_bytes_are_the_payload_the_kernel_carried_and_the_warm_up_is_its_own_conne
 /// is a zombie, then reap it.
 fn io_accounting(args: &[&str]) -> (Value, usize, HashMap<String, u64>) {
     let sb = Sandbox::new();
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin("sockbench"))
+    let mut child = sb
+        .sockbench()
         .args(args)
         .args(["--format", "json", "-q"])
-        .env("TMPDIR", sb.path())
-        .env("XDG_RUNTIME_DIR", sb.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -255,11 +254,10 @@ fn threads(pid: u32) -> Vec<(String, String, u32)> {
 /// Threads of a running `sockbench ARGS`, looked at half a second in.
 fn threads_while_running(args: &[&str]) -> Vec<(String, String, u32)> {
     let sb = Sandbox::new();
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin("sockbench"))
+    let mut child = sb
+        .sockbench()
         .args(args)
         .arg("-q")
-        .env("TMPDIR", sb.path())
-        .env("XDG_RUNTIME_DIR", sb.path())
         .stdout(Stdio::null())
         .spawn()
         .unwrap();

@@ -10,7 +10,7 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -26,10 +26,9 @@ struct Held {
 }
 
 fn hold(sb: &Sandbox, point: &str, args: &[&str]) -> Held {
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin("sockbench"))
+    let mut child = sb
+        .sockbench()
         .args(args)
-        .env("TMPDIR", sb.path())
-        .env("XDG_RUNTIME_DIR", sb.path())
         .env("SOCKBENCH_TEST_HOLD", format!("{point}:20000"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

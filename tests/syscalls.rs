@@ -25,15 +25,14 @@ fn syscalls(engine: &str) -> Option<HashMap<String, (u64, u64)>> {
     }
     let sb = Sandbox::new();
     let log = sb.path().join("strace.txt");
-    let out = Command::new("strace")
+    let out = sb
+        .std_cmd("strace")
         .args(["-f", "-c", "-o"])
         .arg(&log)
         .arg(assert_cmd::cargo::cargo_bin("sockbench"))
         .args([
             "pingpong", "-t", "tcp", "-e", engine, "-n", "2000", "-w", "0", "-q",
         ])
-        .env("TMPDIR", sb.path())
-        .env("XDG_RUNTIME_DIR", sb.path())
         .output()
         .unwrap();
     assert!(

@@ -37,6 +37,21 @@ impl Sandbox {
         c
     }
 
+    /// `program` as a plain std Command (for spawning, tracing, waiting on it yourself),
+    /// with its temporary directories inside the sandbox.
+    pub fn std_cmd(&self, program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+        let mut c = std::process::Command::new(program);
+        c.env("TMPDIR", self.path())
+            .env("XDG_RUNTIME_DIR", self.path())
+            .env_remove("RUST_BACKTRACE");
+        c
+    }
+
+    /// The sockbench binary as a plain std Command, see [`Sandbox::std_cmd`].
+    pub fn sockbench(&self) -> std::process::Command {
+        self.std_cmd(assert_cmd::cargo::cargo_bin("sockbench"))
+    }
+
     /// Files and directories left in the sandbox (none is the goal).
     pub fn leftovers(&self) -> Vec<String> {
         std::fs::read_dir(self.path())
