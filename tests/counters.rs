@@ -320,3 +320,48 @@ fn runtime_multi_runs_tokio_worker_threads_and_current_runs_none() {
         }
     }
 }
+
+/// What the kernel grants a new socket of `ty` asked for `size` bytes of each buffer.
+fn granted(ty: socket2::Type, size: usize) -> (u64, u64) {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, ty, None).unwrap();
+    s.set_send_buffer_size(size).unwrap();
+    s.set_recv_buffer_size(size).unwrap();
+    (
+        s.send_buffer_size().unwrap() as u64,
+        s.recv_buffer_size().unwrap() as u64,
+    )
+}
+
+#[test]
+fn socket_buffers_are_what_the_kernel_grants_for_the_same_request() {
+    let sb = Sandbox::new();
+    for (transport, ty) in [
+        ("udp", socket2::Type::DGRAM),
+        ("tcp", socket2::Type::STREAM),
+    ] {
+        for size in [16384usize, 98304] {
+            let v = common::json(
+                &sb,
+                &[
+                    "stream",
+                    "-t",
+                    transport,
+                    "-n",
+                    "50",
+                    "-s",
+                    "1K",
+                    "-w",
+                    "0",
+                    "--sndbuf",
+                    &size.to_string(),
+                    "--rcvbuf",
+                    &size.to_string(),
+                ],
+            );
+            let run = &v["results"][0]["runs"][0];
+            let (snd, rcv) = granted(ty, size);
+            assert_eq!(u(run, "/sndbuf_bytes"), snd, "{transport} {size}");
+            assert_eq!(u(run, "/rcvbuf_bytes"), rcv, "{transport} {size}");
+        }
+    }
+}

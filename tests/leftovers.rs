@@ -197,3 +197,37 @@ fn what_sigkill_leaves_the_next_run_removes_and_reports() {
         assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
     }
 }
+
+#[test]
+fn a_socket_file_left_by_an_earlier_process_with_the_same_pid_is_replaced() {
+    // In a new pid namespace sockbench is pid 1, so the name it will use is known in
+    // advance: leave a socket file there, as a killed process with that pid would have.
+    let sb = Sandbox::new();
+    let dir = sb.path().join("sockets");
+    std::fs::create_dir(&dir).unwrap();
+    let stale = dir.join("sb1-unix-0.sock");
+    let left = std::os::unix::net::UnixListener::bind(&stale).unwrap();
+    drop(left);
+    assert!(stale.exists());
+    let out = sb
+        .std_cmd("unshare")
+        .args(["-p", "-f", "--kill-child"])
+        .arg(assert_cmd::cargo::cargo_bin("sockbench"))
+        .args([
+            "stream", "-t", "unix", "-n", "10", "-w", "0", "-q", "--path",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("unshare failed") || err.contains("Operation not permitted") {
+        eprintln!("skipped: `unshare -p` is not permitted here (needs root)");
+        return;
+    }
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("removed {}", stale.display())),
+        "{err}"
+    );
+    assert!(!stale.exists());
+}

@@ -684,6 +684,11 @@ mod tests {
         let h = unix::bind_hint(&e, std::path::Path::new("/srv/x.sock"));
         assert!(h.contains("permission denied in /srv"), "{h}");
         assert!(!h.contains("remove"), "{h}");
+        let h = unix::bind_hint(
+            &io::Error::from_raw_os_error(nix::libc::EROFS),
+            std::path::Path::new("/mnt/ro/x.sock"),
+        );
+        assert!(h.contains("/mnt/ro is on a read-only file system"), "{h}");
         let in_use = io::Error::from(io::ErrorKind::AddrInUse);
         let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
         let m = tcp::bind_error("TCP", any, &in_use);
