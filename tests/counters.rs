@@ -11,7 +11,7 @@ use std::io::Read;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{json_in_netns, rule_packets, snmp, u, Sandbox, LO_COUNTERS};
+use common::{json_in_netns, rule, snmp, u, Sandbox, LO_COUNTERS, RULE_COUNTS};
 use serde_json::Value;
 
 /// Per packet on loopback: an IPv4 header and a TCP header with timestamps.
@@ -24,15 +24,25 @@ fn udp_datagrams_and_bytes_are_the_kernels_count_of_what_left_and_arrived() {
     let sb = Sandbox::new();
     let Some((v, k)) = json_in_netns(
         &sb,
-        "iptables -A OUTPUT -p udp -m length --length 29:65535 -j ACCEPT; \
-         iptables -A INPUT -p udp -m length --length 29:65535 -j ACCEPT",
+        &[
+            rule(
+                "OUTPUT",
+                "-p udp -m length --length 29:65535 -j ACCEPT",
+                "out",
+            ),
+            rule(
+                "INPUT",
+                "-p udp -m length --length 29:65535 -j ACCEPT",
+                "in",
+            ),
+            rule("INPUT", "-p udp -m length --length 28 -j ACCEPT", "markers"),
+        ]
+        .join("; "),
         &[
             "rate", "-t", "udp", "-n", "3000", "-s", "100", "-w", "0", "--rate", "50k",
         ],
         &format!(
-            "{}; {}; {}",
-            rule_packets("OUTPUT", "ACCEPT", "out"),
-            rule_packets("INPUT", "ACCEPT", "in"),
+            "{RULE_COUNTS}; {}",
             snmp("Udp", "RcvbufErrors", "rcvbuf_errors")
         ),
     ) else {
@@ -42,10 +52,15 @@ fn udp_datagrams_and_bytes_are_the_kernels_count_of_what_left_and_arrived() {
     assert_eq!(u(r, "/messages_sent"), k["out"], "{k:?}");
     // An IPv4 UDP datagram is its payload plus 28 bytes of headers.
     assert_eq!(u(r, "/bytes_sent"), k["out_bytes"] - 28 * k["out"]);
-    // What arrived at the socket: what passed INPUT, less what its full buffer refused.
-    let delivered = k["in"] - k["rcvbuf_errors"];
-    assert_eq!(u(r, "/messages_received"), delivered, "{k:?}");
-    assert_eq!(u(r, "/bytes_received"), 100 * delivered);
+    // What reached the socket: what passed INPUT, less what its full buffer refused
+    // (RcvbufErrors, which may also count refused empty end markers).
+    let received = u(r, "/messages_received");
+    let refused = k["rcvbuf_errors"];
+    assert!(
+        (k["in"] - refused..=k["in"] - refused.saturating_sub(k["markers"])).contains(&received),
+        "{received} received: {k:?}"
+    );
+    assert_eq!(u(r, "/bytes_received"), 100 * received);
 }
 
 /// The TCP payload that crossed loopback: bytes less the headers of every packet.
@@ -59,13 +74,12 @@ fn tcp_bytes_are_the_payload_the_kernel_carried_and_the_warm_up_is_its_own_conne
         let sb = Sandbox::new();
         let Some((v, k)) = json_in_netns(
             &sb,
-            "iptables -A INPUT -p tcp --syn -j ACCEPT",
+            &rule("INPUT", "-p tcp --syn -j ACCEPT", "syn"),
             &[
                 "stream", "-t", "tcp", "-n", "200", "-s", "64K", "--runs", "2", "-w", warmup,
             ],
             &format!(
-                "{LO_COUNTERS}; {}; {}",
-                rule_packets("INPUT", "ACCEPT", "syn"),
+                "{LO_COUNTERS}; {RULE_COUNTS}; {}",
                 snmp("Tcp", "RetransSegs", "retransmitted")
             ),
         ) else {
@@ -81,7 +95,13 @@ fn tcp_bytes_are_the_payload_the_kernel_carried_and_the_warm_up_is_its_own_conne
         let carried = tcp_payload(&k, connections);
         if warmup == "0" {
             if k["retransmitted"] == 0 {
-                assert_eq!(carried, measured, "{k:?}");
+                // Exact, but for the odd ACK carrying a SACK block: options come in
+                // 4-byte words, and a payload miscount of whole messages is 64 KiB.
+                let extra = carried - measured;
+                assert!(
+                    extra % 4 == 0 && extra < 1024,
+                    "{carried} vs {measured}: {k:?}"
+                );
             } else {
                 eprintln!(
                     "note: {} segments retransmitted, so loopback carried more",

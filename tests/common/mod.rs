@@ -167,14 +167,15 @@ pub fn snmp(proto: &str, counter: &str, name: &str) -> String {
     )
 }
 
-/// A shell fragment printing `name=PACKETS` and `name_bytes=BYTES` (IP length: headers
-/// included) for the first rule of an iptables chain whose target is `target`.
-pub fn rule_packets(chain: &str, target: &str, name: &str) -> String {
-    format!(
-        "iptables -L {chain} -v -x -n | awk 'NR>2 && $3==\"{target}\" {{ print \"{name}=\" $1; \
-         print \"{name}_bytes=\" $2; exit }}'"
-    )
+/// An iptables rule (`iptables -A CHAIN RULE`) tagged `name`, for [`rule_counts`].
+pub fn rule(chain: &str, rule: &str, name: &str) -> String {
+    format!("iptables -A {chain} {rule} -m comment --comment {name}")
 }
+
+/// A shell fragment printing `name=PACKETS` and `name_bytes=BYTES` (IP length: headers
+/// included) for every rule made by [`rule`].
+pub const RULE_COUNTS: &str = "iptables -L -v -x -n | awk '{ for (i=1;i<NF;i++) \
+     if ($i==\"/*\" && $(i+2)==\"*/\") { print $(i+1) \"=\" $1; print $(i+1) \"_bytes=\" $2 } }'";
 
 /// A shell fragment printing `lo_packets=` and `lo_bytes=` (transmitted on loopback;
 /// loopback counts each packet from its IP header on, without an Ethernet header).
