@@ -151,3 +151,30 @@ fn too_many_open_connections_for_the_fd_limit_are_refused_up_front() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("file descriptors"));
 }
+
+#[test]
+fn open_keeps_no_more_than_n_connections_at_once() {
+    // 300 connections through a descriptor limit of 90: only possible if each is closed
+    // once --open 8 are open (each costs two descriptors, client and accepted).
+    let sb = Sandbox::new();
+    let out = sb
+        .std_cmd("prlimit")
+        .arg("--nofile=90")
+        .arg(assert_cmd::cargo::cargo_bin("sockbench"))
+        .args([
+            "connect", "-t", "tcp,unix", "-n", "300", "--open", "8", "-w", "0",
+        ])
+        .args(["--format", "json", "-q"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for r in v["results"].as_array().unwrap() {
+        assert_eq!(u(r, "/messages_sent"), 300);
+        assert_eq!(u(r, "/latencies/close/count"), 300, "{r}");
+    }
+}

@@ -189,8 +189,10 @@ fn what_sigkill_leaves_the_next_run_removes_and_reports() {
         assert!(next.status.success());
         let v: serde_json::Value = serde_json::from_slice(&next.stdout).unwrap();
         let notes = v["warnings"].to_string();
+        // A ring is in /dev/shm, where any sockbench starting alongside (other tests)
+        // may remove it first; files in the sandbox only this next run sees.
         assert!(
-            notes.contains(&format!("left by sockbench process {pid}")),
+            transport == "shm" || notes.contains(&format!("left by sockbench process {pid}")),
             "{transport}: {notes}"
         );
         assert_eq!(objects_of(&sb, pid), Vec::<String>::new(), "{transport}");

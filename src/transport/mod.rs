@@ -689,6 +689,13 @@ mod tests {
             std::path::Path::new("/mnt/ro/x.sock"),
         );
         assert!(h.contains("/mnt/ro is on a read-only file system"), "{h}");
+        for full in [nix::libc::ENOSPC, nix::libc::EDQUOT] {
+            let h = unix::bind_hint(
+                &io::Error::from_raw_os_error(full),
+                std::path::Path::new("/var/x.sock"),
+            );
+            assert!(h.contains("no space left in /var"), "{h}");
+        }
         let in_use = io::Error::from(io::ErrorKind::AddrInUse);
         let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
         let m = tcp::bind_error("TCP", any, &in_use);
