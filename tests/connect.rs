@@ -178,3 +178,30 @@ fn open_keeps_no_more_than_n_connections_at_once() {
         assert_eq!(u(r, "/latencies/close/count"), 300, "{r}");
     }
 }
+
+#[test]
+fn open_holds_n_connections_at_once() {
+    // Mid-run, the namespace's socket table shows the connections held open: at least
+    // --open 16 on the client side (one may be between close and dial).
+    let sb = Sandbox::new();
+    let Some(out) = common::in_netns(
+        &sb,
+        "true",
+        &[
+            "connect", "-t", "tcp", "--open", "16", "-d", "1.5", "-w", "0", "-q",
+        ],
+        "sleep 0.7; ss -Htn state established > \"$TMPDIR/est\"; wait $SB_PID",
+        "echo established=$(wc -l < \"$TMPDIR/est\")",
+    ) else {
+        return;
+    };
+    assert!(out.status.success());
+    let k = common::netns_figures(&out);
+    // Each connection is two sockets here, the client's and the accepted one; a dial
+    // and a close in flight add a couple.
+    assert!(
+        (30..=40).contains(&k["established"]),
+        "{k:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
