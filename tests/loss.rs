@@ -102,3 +102,35 @@ fn stream_over_udp_loses_exactly_the_dropped_datagrams_plus_the_overflows() {
     assert_eq!(u(r, "/bytes_received"), 1472 * (2000 - lost));
     assert_eq!(u(r, "/udp_receive_buffer_errors"), k["rcvbuf_errors"]);
 }
+
+#[test]
+fn udp_runs_end_when_every_end_marker_is_lost() {
+    // Every empty datagram (the end-of-data marker) is dropped: the receivers must end on
+    // their own, after the sender said it is done and the line went quiet, and the quiet
+    // wait is not part of the measured interval.
+    for args in [
+        &["stream", "-t", "udp", "-n", "500", "-s", "1K", "-w", "0"][..],
+        &["rate", "-t", "udp", "-n", "500", "--rate", "50k", "-w", "0"],
+    ] {
+        let sb = Sandbox::new();
+        let Some((v, k)) = json_in_netns(
+            &sb,
+            &rule("INPUT", "-p udp -m length --length 28 -j DROP", "markers"),
+            args,
+            RULE_COUNTS,
+        ) else {
+            return;
+        };
+        assert!(k["markers"] >= 1, "{args:?}: no end marker was sent: {k:?}");
+        let r = &v["results"][0];
+        assert_eq!(u(r, "/messages_sent"), 500, "{args:?}");
+        assert_eq!(
+            u(r, "/messages_received") + u(r, "/messages_lost"),
+            500,
+            "{args:?}"
+        );
+        // 500 datagrams take milliseconds; the quiet wait that ends the run is 50 ms.
+        let secs = r["runs"][0]["duration_seconds"].as_f64().unwrap();
+        assert!(secs < 0.04, "{args:?}: {secs} s measured");
+    }
+}
