@@ -48,6 +48,8 @@ const INTERRUPT_GRACE: Duration = Duration::from_millis(600);
 const SATURATED: f64 = 0.9;
 /// The shortest measured interval a CPU-bound verdict is drawn from.
 const MIN_JUDGED_SECONDS: f64 = 0.1;
+/// Runs shorter than this have no machine-wide CPU figure: /proc/stat's ticks are 10 ms.
+const MIN_SYSTEM_SECONDS: f64 = 0.05;
 /// Coefficient of variation above which runs are said to disagree.
 const UNSTABLE_CV: f64 = 0.05;
 
@@ -647,7 +649,11 @@ fn run_figures(sc: &Scenario, raw: &Raw) -> RunFigures {
         messages_per_second: rate(counted),
         sender,
         receiver,
-        system: raw.system,
+        // /proc/stat counts in ticks (10 ms): over a shorter run its figure is noise.
+        system: raw
+            .system
+            .clone()
+            .filter(|_| transfer_seconds >= MIN_SYSTEM_SECONDS),
         sndbuf_bytes: raw.link.sndbuf_bytes,
         rcvbuf_bytes: raw.link.rcvbuf_bytes,
         mss_bytes: raw.link.mss_bytes,

@@ -161,14 +161,14 @@ fn cpu_never_exceeds_a_core_per_thread_and_short_runs_are_not_judged() {
                 assert!(cpu <= secs + 1e-12, "{side}: {cpu} s of CPU in {secs} s");
                 assert!(common::f(f, "/cpu_utilization") <= 1.0);
             }
-            // One message takes microseconds: too short for a CPU-bound verdict, and
-            // shorter than a /proc/stat tick, so the machine-wide figure is unknown.
+            // One message takes microseconds: too short for a CPU-bound verdict, and for
+            // /proc/stat's 10 ms ticks, so the machine-wide figure is unknown.
             assert!(r["warnings"]
                 .as_array()
                 .unwrap()
                 .iter()
                 .all(|w| w["kind"] != "cpu-saturated"));
-            if common::f(&r["runs"][0], "/duration_seconds") < 0.001 {
+            if common::f(&r["runs"][0], "/duration_seconds") < 0.05 {
                 assert!(
                     r["runs"][0]["system"].is_null(),
                     "{}",
