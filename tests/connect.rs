@@ -36,6 +36,11 @@ fn every_connection_is_accepted_answered_and_closed_and_each_phase_is_timed() {
             assert!(r["latencies"][phase]["p50_ns"].as_u64().unwrap() > 0);
         }
         assert!(r["messages_per_second"].as_f64().unwrap() > 0.0);
+        // Both sides did work: 200 dials, sends and closes; 200 accepts, reads, answers.
+        for side in ["sender", "receiver"] {
+            let cpu = r["runs"][0][side]["cpu_seconds"].as_f64().unwrap();
+            assert!(cpu > 0.0, "{t}: the {side} used no CPU");
+        }
     }
     assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
 }
