@@ -375,6 +375,12 @@ impl<'a> Runner<'a> {
                     let r = match (cpu.map(pin).transpose(), role) {
                         (Err(e), _) => Err(e),
                         (Ok(_), Role::Sender) => workload.sender(side),
+                        (Ok(_), Role::Receiver) if crate::testhooks::fault("receiver-dies") => {
+                            // Gone without a word: the sender must find out by itself.
+                            side.start.wait();
+                            drop(side);
+                            Ok(SideReport::default())
+                        }
                         (Ok(_), Role::Receiver) => workload.receiver(side),
                     };
                     // A side that failed before the start must not keep the others waiting.
