@@ -467,6 +467,81 @@ mod tests {
         }
     }
 
+    /// A connection whose receives and sends play a script: each call takes the next
+    /// step (`Ok(n)`: n bytes; `Err`: that error); past the end, receives see the end of
+    /// data and sends take everything.
+    struct Script(std::collections::VecDeque<io::Result<usize>>);
+
+    impl Script {
+        fn new(steps: Vec<io::Result<usize>>) -> Script {
+            Script(steps.into())
+        }
+        fn step(&mut self, len: usize, past_end: usize) -> io::Result<usize> {
+            self.0
+                .pop_front()
+                .unwrap_or(Ok(past_end))
+                .map(|n| n.min(len))
+        }
+    }
+
+    impl Conn for Script {
+        fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.step(buf.len(), buf.len())
+        }
+        fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.step(buf.len(), 0)
+        }
+        fn finish(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+        fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+            None
+        }
+    }
+
+    fn eintr() -> io::Result<usize> {
+        Err(io::ErrorKind::Interrupted.into())
+    }
+
+    #[test]
+    fn an_interrupted_call_is_repeated_and_a_real_error_is_not() {
+        let mut buf = [0u8; 64];
+        for framing in [Framing::Stream, Framing::Message] {
+            let mut c = Script::new(vec![eintr(), Ok(64)]);
+            assert_eq!(recv_message(&mut c, &mut buf, framing).unwrap(), 64);
+            let mut c = Script::new(vec![eintr(), Ok(64)]);
+            send_all(&mut c, &buf, framing).unwrap();
+            assert!(c.0.is_empty(), "both steps taken");
+            let reset = || Err(io::ErrorKind::ConnectionReset.into());
+            let mut c = Script::new(vec![reset(), Ok(64)]);
+            let e = recv_message(&mut c, &mut buf, framing).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::ConnectionReset);
+            let mut c = Script::new(vec![reset(), Ok(64)]);
+            let e = send_all(&mut c, &buf, framing).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::ConnectionReset);
+        }
+    }
+
+    #[test]
+    fn a_byte_stream_that_ends_inside_a_message_is_an_error_and_before_one_is_the_end() {
+        let mut buf = [0u8; 64];
+        let mut c = Script::new(vec![Ok(10), Ok(20)]);
+        let e = recv_message(&mut c, &mut buf, Framing::Stream).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+        let mut c = Script::new(vec![]);
+        assert_eq!(recv_message(&mut c, &mut buf, Framing::Stream).unwrap(), 0);
+        // Pieces are put together into one message.
+        let mut c = Script::new(vec![Ok(10), Ok(50), Ok(4)]);
+        assert_eq!(recv_message(&mut c, &mut buf, Framing::Stream).unwrap(), 64);
+        // A message transport's short send is a truncated message.
+        let mut c = Script::new(vec![Ok(10)]);
+        let e = send_all(&mut c, &buf, Framing::Message).unwrap_err();
+        assert!(e.to_string().contains("truncated"), "{e}");
+        let mut c = Script::new(vec![Ok(10), Ok(54)]);
+        send_all(&mut c, &buf, Framing::Stream).unwrap();
+        assert!(c.0.is_empty());
+    }
+
     #[test]
     fn a_huge_message_goes_out_in_pieces_and_a_small_one_in_one_call() {
         let big = vec![1u8; 2 * SEND_PIECE + 1000];
