@@ -33,6 +33,7 @@ case "${1:-}" in
   --all) args=("${scope[@]}") ;;
   --in-diff)
     ref=${2:?--in-diff REF}
+    mkdir -p target
     git diff "$ref" -- src > target/mutants.diff
     args=(--in-diff target/mutants.diff)
     [ "${3:-}" = --max ] && max=${4:?--max N}
