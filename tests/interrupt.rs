@@ -406,6 +406,7 @@ fn ctrl_c_during_one_huge_message_stops_promptly() {
         std::thread::sleep(Duration::from_millis(1500));
         let (took, out) = signal_and_wait(child, Signal::SIGINT);
         assert_eq!(out.status.code(), Some(130), "{t}");
-        assert!(took < Duration::from_millis(500), "{t}: {took:?}");
+        // Within the second the README promises, on a busy machine too.
+        assert!(took < Duration::from_secs(1), "{t}: {took:?}");
     }
 }
