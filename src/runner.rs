@@ -658,7 +658,6 @@ fn run_figures(sc: &Scenario, raw: &Raw) -> RunFigures {
         // /proc/stat counts in ticks (10 ms): over a shorter run its figure is noise.
         system: raw
             .system
-            .clone()
             .filter(|_| transfer_seconds >= MIN_SYSTEM_SECONDS),
         sndbuf_bytes: raw.link.sndbuf_bytes,
         rcvbuf_bytes: raw.link.rcvbuf_bytes,
