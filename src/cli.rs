@@ -127,15 +127,27 @@ pub struct CommonArgs {
     #[arg(short, long, value_name = "LIST|RANGE")]
     pub size: Option<String>,
     /// How long each measured run lasts (2, 500ms, 1.5s; default 2 s).
-    #[arg(short, long, value_name = "TIME", conflicts_with = "count")]
+    #[arg(
+        short,
+        long,
+        value_name = "TIME",
+        conflicts_with = "count",
+        allow_hyphen_values = true
+    )]
     pub duration: Option<String>,
     /// Exactly N messages (stream, rate), round trips (pingpong) or connections (connect)
     /// per run and per stream (`-P 2 -n 1000` is 2000 in all), instead of running for a
     /// time.
-    #[arg(short = 'n', long, value_name = "N")]
+    #[arg(short = 'n', long, value_name = "N", allow_hyphen_values = true)]
     pub count: Option<u64>,
     /// Unmeasured warm-up before each run, on its own connection (0 to skip).
-    #[arg(short, long, value_name = "TIME", default_value = "0.25s")]
+    #[arg(
+        short,
+        long,
+        value_name = "TIME",
+        default_value = "0.25s",
+        allow_hyphen_values = true
+    )]
     pub warmup: String,
     /// Measured repetitions per scenario; with 2 or more, the median, a 95% confidence
     /// interval and the coefficient of variation are reported.
@@ -249,10 +261,22 @@ pub struct ConnectArgs {
 #[derive(Debug, ClapArgs, Default)]
 pub struct SuiteArgs {
     /// Measured time per cell.
-    #[arg(short, long, value_name = "TIME", default_value = "1s")]
+    #[arg(
+        short,
+        long,
+        value_name = "TIME",
+        default_value = "1s",
+        allow_hyphen_values = true
+    )]
     pub duration: String,
     /// Unmeasured warm-up per cell.
-    #[arg(short, long, value_name = "TIME", default_value = "0.1s")]
+    #[arg(
+        short,
+        long,
+        value_name = "TIME",
+        default_value = "0.1s",
+        allow_hyphen_values = true
+    )]
     pub warmup: String,
     /// Transports to include (default: all).
     #[arg(short, long, value_name = "LIST", default_value = "all")]

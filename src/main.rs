@@ -148,7 +148,40 @@ fn usage_error(e: clap::Error, argv: &[String]) -> ExitCode {
         print_error_document(argv, first);
     }
     let _ = e.print();
+    if let Some(tip) = command_first_tip(&e, argv) {
+        eprintln!("{tip}");
+    }
     ExitCode::from(USAGE)
+}
+
+/// `sockbench -t tcp`: options given without a command. The options belong to a workload;
+/// suggest the most common one with the same arguments.
+fn command_first_tip(e: &clap::Error, argv: &[String]) -> Option<String> {
+    use clap::CommandFactory;
+    if e.kind() != clap::error::ErrorKind::UnknownArgument {
+        return None;
+    }
+    let commands: Vec<String> = Args::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    let rest = argv.get(1..).unwrap_or_default();
+    if rest.iter().any(|a| commands.contains(a)) {
+        return None;
+    }
+    // Only when `stream` would take them as they are.
+    let with_stream = ["sockbench", "stream"].into_iter().map(String::from);
+    Args::try_parse_from(with_stream.chain(rest.iter().cloned())).ok()?;
+    Some(format!(
+        "tip: options like these follow a command ({}): try `sockbench stream {}`",
+        commands
+            .iter()
+            .filter(|c| *c != "help")
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", "),
+        rest.join(" ")
+    ))
 }
 
 fn print(plan: &Plan, exports: &ExportManager, report: &Report) -> anyhow::Result<()> {

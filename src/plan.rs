@@ -619,8 +619,9 @@ impl Plan {
     }
 
     fn suite(args: &SuiteArgs, output: Output) -> Result<Plan, PlanError> {
-        let duration = parse_duration(&args.duration).map_err(invalid)?;
-        let warmup = parse_duration(&args.warmup).map_err(invalid)?;
+        let duration =
+            parse_duration(&args.duration).map_err(|e| invalid(format!("--duration: {e}")))?;
+        let warmup = parse_duration(&args.warmup).map_err(|e| invalid(format!("--warmup: {e}")))?;
         if duration.is_zero() {
             return Err(invalid("--duration must be more than 0"));
         }

@@ -433,3 +433,41 @@ fn an_unwritable_directory_for_socket_files_suggests_path() {
     assert!(err.contains("pick a directory you may write"), "{err}");
     assert!(!err.contains("remove the file"), "{err}");
 }
+
+#[test]
+fn a_negative_time_says_it_must_be_positive() {
+    usage_error(
+        &["stream", "-d", "-1"],
+        "--duration: invalid duration '-1': must be positive",
+    );
+    usage_error(
+        &["pingpong", "-w", "-0.5"],
+        "--warmup: invalid duration '-0.5': must be positive",
+    );
+    usage_error(
+        &["suite", "-d", "-1"],
+        "--duration: invalid duration '-1': must be positive",
+    );
+    usage_error(
+        &["rate", "-n", "-5"],
+        "invalid value '-5' for '--count <N>'",
+    );
+}
+
+#[test]
+fn options_without_a_command_suggest_one() {
+    usage_error(
+        &["-t", "tcp", "-s", "1K"],
+        "tip: options like these follow a command (stream, pingpong, rate, connect, suite): try `sockbench stream -t tcp -s 1K`",
+    );
+    // No tip where it would not help: an option no command takes, or a command given.
+    for args in [&["--bogus"][..], &["stream", "--bogus"]] {
+        let sb = Sandbox::new();
+        sb.cmd()
+            .args(args)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("unexpected argument"))
+            .stderr(predicate::str::contains("tip:").not());
+    }
+}

@@ -93,7 +93,12 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let v: f64 = num.trim().parse().map_err(|_| {
         format!("invalid duration '{text}': use seconds (2, 0.5) or a unit (500ms, 2s, 1m)")
     })?;
-    if !v.is_finite() || v < 0.0 || v * scale > 1e7 {
+    if v < 0.0 {
+        return Err(format!(
+            "invalid duration '{text}': must be positive (2, 0.5, 500ms)"
+        ));
+    }
+    if !v.is_finite() || v * scale > 1e7 {
         return Err(format!(
             "invalid duration '{text}': must be between 0 and 10^7 seconds"
         ));
@@ -235,7 +240,25 @@ mod tests {
         assert_eq!(parse_duration("0.25s").unwrap(), Duration::from_millis(250));
         assert_eq!(parse_duration("1m").unwrap(), Duration::from_secs(60));
         assert!(parse_duration("fast").is_err());
-        assert!(parse_duration("-1").is_err());
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert_eq!(parse_duration("0ms").unwrap(), Duration::ZERO);
+        for negative in ["-1", "-0.5s", "-3ms"] {
+            let e = parse_duration(negative).unwrap_err();
+            assert!(e.contains("must be positive"), "{e}");
+        }
+        // At most 10^7 seconds, whatever the unit says.
+        assert_eq!(
+            parse_duration("1e7").unwrap(),
+            Duration::from_secs(10_000_000)
+        );
+        assert_eq!(
+            parse_duration("166666m").unwrap(),
+            Duration::from_secs(9_999_960)
+        );
+        for huge in ["10000001", "166667m", "1.1e10ms", "inf", "NaN"] {
+            let e = parse_duration(huge).unwrap_err();
+            assert!(e.contains("between 0 and 10^7 seconds"), "{huge}: {e}");
+        }
     }
 
     #[test]
