@@ -75,11 +75,7 @@ fn without_the_fault_the_same_runs_agree_and_udp_is_never_judged_by_it() {
     assert!(out.status.success());
     // UDP may lose datagrams: one "extra" received is not a disagreement the tool judges.
     let out = faulty(&sb, &["rate", "-t", "udp", "-n", "100", "--rate", "10k"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
 }
 
 #[test]

@@ -172,11 +172,7 @@ fn open_keeps_no_more_than_n_connections_at_once() {
         .args(["--format", "json", "-q"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     for r in v["results"].as_array().unwrap() {
         assert_eq!(u(r, "/messages_sent"), 300);

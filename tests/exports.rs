@@ -119,11 +119,7 @@ fn a_pipe_behind_dev_fd_gets_the_report_at_the_end() {
         .env("XDG_RUNTIME_DIR", sb.path())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     assert_eq!(report(&out.stdout)["results"][0]["transport"], "pipe");
 }
 

@@ -127,11 +127,7 @@ fn an_argument_that_is_not_utf8_is_a_usage_error_not_a_panic() {
         .arg(&dir)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let argv = v["command"].as_array().unwrap();
     assert!(argv

@@ -17,11 +17,7 @@ fn markdown_rows(text: &str) -> Vec<Vec<&str>> {
 
 fn run(sb: &Sandbox, args: &[&str]) -> String {
     let out = sb.cmd().args(args).arg("-q").output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     String::from_utf8(out.stdout).unwrap()
 }
 

@@ -35,11 +35,7 @@ fn syscalls(engine: &str) -> Option<HashMap<String, (u64, u64)>> {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     let table = std::fs::read_to_string(&log).unwrap();
     // "% time  seconds  usecs/call  calls  errors  syscall", errors empty when none.
     Some(

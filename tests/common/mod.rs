@@ -91,6 +91,15 @@ pub fn json(sb: &Sandbox, args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).expect("stdout is JSON")
 }
 
+/// Fail with the process's stderr unless it exited 0.
+pub fn assert_success(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Unsigned integer at a JSON pointer.
 pub fn u(v: &Value, ptr: &str) -> u64 {
     v.pointer(ptr)
