@@ -98,6 +98,24 @@ pub struct OutputArgs {
     /// No progress bar on stderr.
     #[arg(short, long, global = true)]
     pub quiet: bool,
+    /// Tables: show every column, however wide (by default a table fits 100 columns and
+    /// the rest is in --format json).
+    #[arg(long, global = true)]
+    pub wide: bool,
+    /// Tables: throughput in bits/s (SI, as iperf3), bytes/s (binary, as file tools), or
+    /// both.
+    #[arg(long, value_enum, value_name = "UNIT", default_value_t = crate::report::Units::Bits, global = true)]
+    pub units: crate::report::Units,
+}
+
+impl OutputArgs {
+    /// How tables present figures.
+    pub fn view(&self) -> crate::report::View {
+        crate::report::View {
+            wide: self.wide,
+            units: self.units,
+        }
+    }
 }
 
 /// Output formats.

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Sysctls that shape IPC results, by their `sysctl` name.
 const SYSCTLS: [&str; 11] = [
@@ -22,7 +22,7 @@ const SYSCTLS: [&str; 11] = [
 ];
 
 /// Where a run happened.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Environment {
     /// `uname -sr` and build string.
     pub kernel: String,

@@ -45,7 +45,7 @@ fn main() -> ExitCode {
     if let Err(e) = sockbench::interrupt::install() {
         eprintln!("sockbench: warning: cannot catch Ctrl-C: {e}");
     }
-    let exports = ExportManager::new(plan.output.exports.clone());
+    let exports = ExportManager::new(plan.output.exports.clone(), args.output.view());
     let mut report = empty_report(argv);
     report.skipped = plan.skipped.clone();
     report.warnings = plan.notes.clone();
@@ -101,8 +101,8 @@ fn empty_report(command: Vec<String>) -> Report {
     Report {
         schema_version: SCHEMA_VERSION,
         tool: Tool {
-            name: "sockbench",
-            version: env!("CARGO_PKG_VERSION"),
+            name: "sockbench".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
         },
         command,
         environment: Environment::collect(),
@@ -119,7 +119,7 @@ fn empty_report(command: Vec<String>) -> Report {
 fn print_error_document(argv: &[String], error: &str) {
     let mut report = empty_report(argv.to_vec());
     report.error = Some(error.to_string());
-    if let Ok(bytes) = exporter(Format::Json).serialize(&report) {
+    if let Ok(bytes) = exporter(Format::Json, Default::default()).serialize(&report) {
         let _ = std::io::stdout().lock().write_all(&bytes);
     }
 }
@@ -186,12 +186,12 @@ fn command_first_tip(e: &clap::Error, argv: &[String]) -> Option<String> {
 
 fn print(plan: &Plan, exports: &ExportManager, report: &Report) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
-    stdout.write_all(&exporter(plan.output.format).serialize(report)?)?;
+    stdout.write_all(&exporter(plan.output.format, plan.output.view).serialize(report)?)?;
     for f in exports.stdout_formats() {
         if f == plan.output.format {
             continue; // already printed: one document, not two
         }
-        stdout.write_all(&exporter(f).serialize(report)?)?;
+        stdout.write_all(&exporter(f, plan.output.view).serialize(report)?)?;
     }
     stdout.flush()?;
     Ok(())

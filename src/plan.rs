@@ -120,7 +120,7 @@ pub struct Scenario {
 }
 
 /// A combination left out of a multi-transport plan, with the reason.
-#[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Skipped {
     /// The transport.
     pub transport: TransportKind,
@@ -141,6 +141,8 @@ pub struct Output {
     pub exports: Vec<crate::report::export::Export>,
     /// No progress bar.
     pub quiet: bool,
+    /// How tables present figures.
+    pub view: crate::report::View,
 }
 
 /// Everything the runner needs.
@@ -554,6 +556,7 @@ impl Plan {
             format: args.output.format,
             exports,
             quiet: args.output.quiet,
+            view: args.output.view(),
         };
         match &args.command {
             Some(Command::Stream(s)) => {

@@ -236,7 +236,7 @@ impl<'a> Runner<'a> {
         result.error = error.or_else(|| check_agreement(sc, &result));
         if interrupted {
             result.warnings.push(Warning {
-                kind: "interrupted",
+                kind: "interrupted".into(),
                 message: format!("interrupted after {} of {} runs", raws.len(), sc.runs),
             });
         }
@@ -808,7 +808,7 @@ fn delayed_ack_stall(sc: &Scenario, r: &ScenarioResult) -> Option<Warning> {
     let mss = r.median_run().and_then(|m| m.mss_bytes).unwrap_or(65_483);
     let pieces = sc.extras.writes > 1 || sc.size > mss;
     (tcp && !sc.nodelay && pieces && sc.extras.rate.is_none() && slow >= 0.01).then(|| Warning {
-        kind: "delayed-ack",
+        kind: "delayed-ack".into(),
         message: format!(
             "{:.0}% of round trips took 30 ms or more, the signature of Nagle's algorithm waiting for a delayed \
              ACK (about 40 ms on Linux) when a request is sent in more than one write: use --nodelay \
@@ -860,7 +860,7 @@ fn warnings(sc: &Scenario, r: &ScenarioResult) -> Vec<Warning> {
     if let Some(cv) = r.statistics.as_ref().and_then(|s| s.bits_per_second.cv) {
         if cv > UNSTABLE_CV {
             out.push(Warning {
-                kind: "unstable",
+                kind: "unstable".into(),
                 message: format!(
                     "runs disagree: throughput varies by {:.1}% (coefficient of variation); close other programs, \
                      pin threads with --cpus, or raise --runs and --duration",
@@ -874,7 +874,7 @@ fn warnings(sc: &Scenario, r: &ScenarioResult) -> Vec<Warning> {
             let (asked, got) = (asked?, got?);
             // Linux doubles SO_SNDBUF/SO_RCVBUF for bookkeeping; less than double means clamped.
             (sc.transport.is_socket() && got < asked.saturating_mul(2)).then(|| Warning {
-                kind: "buffer-clamped",
+                kind: "buffer-clamped".into(),
                 message: format!(
                     "{what} of {} was requested but the kernel granted {} (half of it usable): it is capped by {sysctl}; \
                      raise it with `sysctl -w {sysctl}=...`",
@@ -910,7 +910,7 @@ fn warnings(sc: &Scenario, r: &ScenarioResult) -> Vec<Warning> {
         let judged = first.duration_seconds >= MIN_JUDGED_SECONDS;
         if one_way && judged && !busy.is_empty() {
             out.push(Warning {
-                kind: "cpu-saturated",
+                kind: "cpu-saturated".into(),
                 message: format!(
                     "CPU-bound ({} of a core): the figure is a limit of the CPU and the kernel's code path, \
                      not of the transport",
@@ -942,7 +942,7 @@ fn warnings(sc: &Scenario, r: &ScenarioResult) -> Vec<Warning> {
             None => "try a larger --rcvbuf, or pace the sender with --rate".to_string(),
         };
         out.push(Warning {
-            kind: "datagram-loss",
+            kind: "datagram-loss".into(),
             message: format!("{lost} of {} datagrams were lost: {why}", r.messages_sent),
         });
     }

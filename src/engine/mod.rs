@@ -19,7 +19,7 @@ use std::fmt;
 use std::io;
 
 use clap::ValueEnum;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::transport::{Conn, TransportKind};
 
@@ -34,6 +34,7 @@ use crate::transport::{Conn, TransportKind};
     PartialOrd,
     Ord,
     Serialize,
+    Deserialize,
     ValueEnum,
     schemars::JsonSchema,
 )]
@@ -60,7 +61,7 @@ pub enum EngineKind {
 
 /// Which tokio runtime the async engine builds.
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, ValueEnum, schemars::JsonSchema,
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, ValueEnum, schemars::JsonSchema,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum RuntimeKind {

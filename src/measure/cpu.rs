@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use nix::sys::resource::{getrusage, UsageWho};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// CPU time and context switches of the calling thread since it started.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -124,7 +124,7 @@ pub fn parse_proc_stat(text: &str) -> Option<SystemTicks> {
 /// Machine-wide CPU over the measured interval (all cores), from `/proc/stat`. Catches
 /// kernel work done outside the measured threads (softirq processing, other threads).
 /// Resolution is one clock tick (10 ms at USER_HZ=100), so short runs are coarse.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SystemCpu {
     /// Seconds of CPU spent in user mode (including nice) on all cores.
     pub cpu_user_seconds: f64,

@@ -2,10 +2,10 @@
 //! percentile summary that reports carry.
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Percentiles of a latency distribution, in integer nanoseconds.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Latency {
     /// Number of samples.
     pub count: u64,

@@ -1,10 +1,10 @@
 //! Statistics over repeated runs: median, mean, spread, a 95% confidence interval for the
 //! mean (Student's t, since `--runs` is usually small) and the coefficient of variation.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Summary of one figure over the measured runs.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Summary {
     /// Number of runs.
     pub runs: usize,

@@ -266,14 +266,16 @@ pub fn prepare(wanted: &[(ExportKind, PathBuf)]) -> Result<Vec<Export>, PlanErro
 /// remembers what could not be written.
 pub struct ExportManager {
     exports: Vec<Export>,
+    view: super::View,
     failures: RefCell<Vec<(PathBuf, String)>>,
 }
 
 impl ExportManager {
     /// Exports resolved by [`prepare`].
-    pub fn new(exports: Vec<Export>) -> ExportManager {
+    pub fn new(exports: Vec<Export>, view: super::View) -> ExportManager {
         ExportManager {
             exports,
+            view,
             failures: RefCell::new(Vec::new()),
         }
     }
@@ -311,7 +313,7 @@ impl ExportManager {
         announce: bool,
         write: impl FnOnce(&[u8]) -> anyhow::Result<()>,
     ) {
-        let result = render(e, report).and_then(|b| write(&b));
+        let result = render(e, report, self.view).and_then(|b| write(&b));
         if let Err(err) = result {
             let mut failures = self.failures.borrow_mut();
             if failures.iter().all(|(p, _)| p != &e.given) {
@@ -346,9 +348,9 @@ impl ExportManager {
     }
 }
 
-fn render(e: &Export, report: &Report) -> anyhow::Result<Vec<u8>> {
+fn render(e: &Export, report: &Report, view: super::View) -> anyhow::Result<Vec<u8>> {
     match e.kind {
-        ExportKind::Report(f) => exporter(f).serialize(report),
+        ExportKind::Report(f) => exporter(f, view).serialize(report),
         ExportKind::Histogram => {
             histogram::render(report, e.given.extension().is_some_and(|x| x == "json"))
         }

@@ -50,7 +50,8 @@ fn cell_or_error(r: &ScenarioResult, f: impl Fn(&ScenarioResult) -> Option<Strin
 
 /// Build the tables for a report: one for a list of scenarios; for the suite, the
 /// throughput matrix, then the latency and message-rate tables. Notes go under the last.
-pub fn build(report: &Report) -> Vec<Grid> {
+pub fn build(report: &Report, view: &super::View) -> Vec<Grid> {
+    let _ = view;
     let mut grids = match report.layout {
         Layout::List => vec![list(report)],
         Layout::Suite => {
@@ -410,7 +411,7 @@ fn notes(report: &Report, g: &mut Grid) {
     for r in &report.results {
         for w in &r.warnings {
             by_kind
-                .entry(w.kind)
+                .entry(w.kind.as_str())
                 .or_default()
                 .push((r.label(), &w.message));
         }

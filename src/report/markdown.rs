@@ -4,7 +4,10 @@ use super::grid::{self, Align};
 use super::{Exporter, Report};
 
 /// Markdown exporter.
-pub struct Markdown;
+pub struct Markdown {
+    /// Width and units.
+    pub view: super::View,
+}
 
 fn escape(s: &str) -> String {
     s.replace('|', "\\|")
@@ -14,7 +17,7 @@ impl Exporter for Markdown {
     fn serialize(&self, report: &Report) -> anyhow::Result<Vec<u8>> {
         let mut out = String::new();
         let line = |cells: Vec<String>| format!("| {} |\n", cells.join(" | "));
-        for (i, g) in grid::build(report).iter().enumerate() {
+        for (i, g) in grid::build(report, &self.view).iter().enumerate() {
             if i > 0 {
                 out.push('\n');
             }

@@ -16,7 +16,7 @@ pub mod table;
 pub use export::ExportManager;
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use crate::cli::Format;
@@ -33,7 +33,7 @@ use crate::workload::WorkloadKind;
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// The whole report.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Report {
     /// Version of this shape.
     pub schema_version: u32,
@@ -59,16 +59,16 @@ pub struct Report {
 }
 
 /// Name and version of the tool.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Tool {
     /// Always "sockbench".
-    pub name: &'static str,
+    pub name: String,
     /// The crate version.
-    pub version: &'static str,
+    pub version: String,
 }
 
 /// The options that shaped a scenario.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ScenarioOptions {
     /// Measured time per run, when the run was timed.
     pub duration_seconds: Option<f64>,
@@ -95,7 +95,7 @@ pub struct ScenarioOptions {
 }
 
 /// CPU and timing of one side (all its threads, with `--parallel`).
-#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SideFigures {
     /// Length of this side's measured interval (the longest of its threads).
     pub duration_seconds: f64,
@@ -120,7 +120,7 @@ pub struct SideFigures {
 }
 
 /// The figures of one measured run.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunFigures {
     /// The receiver's measured interval: from the start to its last byte.
     pub duration_seconds: f64,
@@ -182,7 +182,7 @@ pub struct RunFigures {
 }
 
 /// The phases of a stream run, as the classic client/server benchmark reports them.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Phases {
     /// Setting up the connection (bind, listen, connect, accept; or creating the pipe,
     /// FIFO, queue or ring), per stream.
@@ -194,7 +194,7 @@ pub struct Phases {
 }
 
 /// Statistics across the measured runs of a scenario.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Statistics {
     /// Received bits per second.
     pub bits_per_second: Summary,
@@ -203,7 +203,7 @@ pub struct Statistics {
 }
 
 /// One scenario's result.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ScenarioResult {
     /// The workload.
     pub workload: WorkloadKind,
@@ -269,10 +269,10 @@ pub struct ScenarioResult {
 }
 
 /// A warning attached to a scenario.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Warning {
     /// A stable identifier: `unstable`, `buffer-clamped`, `cpu-saturated`, `datagram-loss`.
-    pub kind: &'static str,
+    pub kind: String,
     /// The explanation, with what to try.
     pub message: String,
 }
@@ -309,12 +309,34 @@ pub trait Exporter {
     fn serialize(&self, report: &Report) -> anyhow::Result<Vec<u8>>;
 }
 
-/// The exporter for a format.
-pub fn exporter(format: Format) -> Box<dyn Exporter> {
+/// How the tables for people present figures (`--wide`, `--units`). JSON and CSV are
+/// exact, in base units, and ignore it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct View {
+    /// Every column, however wide the table gets (default: fit 100 columns).
+    pub wide: bool,
+    /// Throughput in bits or bytes per second, or both.
+    pub units: Units,
+}
+
+/// The unit of throughput in tables.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Units {
+    /// Bits per second, SI (1 Gbit/s = 10^9 bit/s), as iperf3 and network gear count.
+    #[default]
+    Bits,
+    /// Bytes per second, binary (1 GiB/s = 2^30 B/s), as file and memory tools count.
+    Bytes,
+    /// Both, side by side.
+    Both,
+}
+
+/// The exporter for a format; `view` shapes the tables for people.
+pub fn exporter(format: Format, view: View) -> Box<dyn Exporter> {
     match format {
-        Format::Table => Box::new(table::Table),
+        Format::Table => Box::new(table::Table { view }),
         Format::Json => Box::new(json::Json),
         Format::Csv => Box::new(csv::Csv),
-        Format::Markdown => Box::new(markdown::Markdown),
+        Format::Markdown => Box::new(markdown::Markdown { view }),
     }
 }

@@ -6,12 +6,15 @@ use super::grid::{self, Align};
 use super::{Exporter, Report};
 
 /// Terminal table exporter.
-pub struct Table;
+pub struct Table {
+    /// Width and units.
+    pub view: super::View,
+}
 
 impl Exporter for Table {
     fn serialize(&self, report: &Report) -> anyhow::Result<Vec<u8>> {
         let mut out = String::new();
-        for (i, g) in grid::build(report).iter().enumerate() {
+        for (i, g) in grid::build(report, &self.view).iter().enumerate() {
             if i > 0 {
                 out.push('\n');
             }

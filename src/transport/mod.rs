@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::ValueEnum;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The transport the user selects.
 #[derive(
@@ -38,6 +38,7 @@ use serde::Serialize;
     PartialOrd,
     Ord,
     Serialize,
+    Deserialize,
     ValueEnum,
     schemars::JsonSchema,
 )]

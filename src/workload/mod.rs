@@ -19,7 +19,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::measure::cpu::ThreadCpu;
 use hdrhistogram::Histogram;
@@ -27,7 +27,7 @@ use hdrhistogram::Histogram;
 use crate::transport::{Conn, Framing};
 
 /// The workload the user selects.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, ValueEnum, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, ValueEnum, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum WorkloadKind {
     /// One-way bulk transfer.
