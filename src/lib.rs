@@ -15,11 +15,13 @@
 //! Data flows `Args` → [`plan::Plan`] → [`runner::Runner`] → [`report::Report`] → exporters.
 
 pub mod cli;
+pub mod diagnose;
 pub mod engine;
 pub mod environment;
 pub mod error;
 pub mod interrupt;
 pub mod measure;
+pub mod placement;
 pub mod plan;
 pub mod report;
 pub mod runner;

@@ -4,6 +4,7 @@
 //! only at the edges of the measured interval.
 
 pub mod cpu;
+pub mod figures;
 pub mod histogram;
 pub mod netstat;
 pub mod stats;

@@ -13,6 +13,7 @@ pub mod markdown;
 pub mod progress;
 pub mod table;
 
+pub use crate::workload::stream::Phases;
 pub use export::ExportManager;
 
 use hdrhistogram::Histogram;
@@ -179,18 +180,6 @@ pub struct RunFigures {
     /// Latency distributions of this run by name (`round_trip` for pingpong; `connect`,
     /// `accept`, `first_response`, `close` for connect).
     pub latencies: BTreeMap<String, Latency>,
-}
-
-/// The phases of a stream run, as the classic client/server benchmark reports them.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Phases {
-    /// Setting up the connection (bind, listen, connect, accept; or creating the pipe,
-    /// FIFO, queue or ring), per stream.
-    pub connect_seconds: f64,
-    /// Moving the data: the receiver's measured interval.
-    pub transfer_seconds: f64,
-    /// Ending the data and closing the sender's end (slowest stream).
-    pub close_seconds: f64,
 }
 
 /// Statistics across the measured runs of a scenario.

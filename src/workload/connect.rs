@@ -16,13 +16,16 @@ use std::collections::VecDeque;
 use std::io::{self, ErrorKind};
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use super::{
-    buffer, latency_histogram, record, recv_message, send_all, Endpoint, PeerSignal, Side,
-    SideReport, Stop, Workload,
+    buffer, latency_histogram, record, recv_message, send_all, Endpoint, Meter, PeerSignal, Role,
+    Roles, Side, SideReport, Spec, Stop, Tally, Wiring, Workload,
 };
+use crate::engine::EngineKind;
 use crate::interrupt;
-use crate::measure::cpu::ThreadCpu;
-use crate::transport::Framing;
+use crate::plan::Scenario;
+use crate::transport::{Framing, TransportKind};
 
 /// The connect workload for one scenario.
 #[derive(Clone, Debug)]
@@ -55,10 +58,8 @@ impl Workload for Connect {
         );
         let limit = self.stop.max_messages();
         let mut open = VecDeque::with_capacity(self.open as usize);
-        side.start.wait();
-        // The wall-clock interval encloses the CPU interval, so CPU never exceeds it.
-        let t0 = Instant::now();
-        let cpu0 = ThreadCpu::now();
+        let meter = Meter::start(&side.start);
+        let t0 = meter.t0();
         let deadline = self.stop.deadline(t0);
         let (mut made, mut interrupted) = (0u64, false);
         let close_oldest = |open: &mut VecDeque<Box<dyn crate::transport::Conn>>, h: &mut _| {
@@ -98,22 +99,18 @@ impl Workload for Connect {
         while !open.is_empty() {
             close_oldest(&mut open, &mut h_close);
         }
-        let cpu = ThreadCpu::now().since(&cpu0);
-        let ended = Instant::now();
+        let measured = meter.stop(None, side.conn.as_ref());
         side.link.signal(PeerSignal::SenderDone);
         Ok(SideReport {
             bytes: made * self.size as u64,
             messages: made,
-            started: Some(t0),
-            ended: Some(ended),
-            cpu,
             interrupted,
             latencies: vec![
                 ("connect", h_connect),
                 ("first_response", h_first),
                 ("close", h_close),
             ],
-            ..SideReport::default()
+            ..measured
         })
     }
 
@@ -124,10 +121,7 @@ impl Workload for Connect {
         let mut buf = buffer(self.size, 0)?;
         let mut h_accept = latency_histogram();
         let mut held = VecDeque::new();
-        side.start.wait();
-        // The wall-clock interval encloses the CPU interval, so CPU never exceeds it.
-        let t0 = Instant::now();
-        let cpu0 = ThreadCpu::now();
+        let meter = Meter::start(&side.start);
         let (mut accepted, mut bytes) = (0u64, 0u64);
         loop {
             if !listener.ready(Duration::from_millis(20))? {
@@ -166,16 +160,64 @@ impl Workload for Connect {
             }
         }
         held.clear();
-        let cpu = ThreadCpu::now().since(&cpu0);
-        let ended = Instant::now();
+        let measured = meter.stop(None, side.conn.as_ref());
         Ok(SideReport {
             bytes,
             messages: accepted,
-            started: Some(t0),
-            ended: Some(ended),
-            cpu,
             latencies: vec![("accept", h_accept)],
-            ..SideReport::default()
+            ..measured
         })
+    }
+}
+/// `connect` as the plan and the figures see it.
+pub struct ConnectSpec;
+
+impl Spec for ConnectSpec {
+    fn wiring(&self) -> Wiring {
+        Wiring::ListenDial
+    }
+
+    fn refuses(&self, sc: &Scenario) -> Option<String> {
+        let t = sc.transport;
+        if !matches!(
+            t,
+            TransportKind::Tcp
+                | TransportKind::Tcp6
+                | TransportKind::Unix
+                | TransportKind::UnixSeqpacket
+        ) {
+            return Some(format!(
+                "connect measures connection setup, which {t} does not have: use tcp, tcp6, unix or unix-seqpacket"
+            ));
+        }
+        (sc.engine != EngineKind::Blocking).then(|| {
+            format!(
+                "connect runs on the blocking engine only so far, not {}",
+                sc.engine
+            )
+        })
+    }
+
+    fn roles(&self, sc: &Scenario, stop: Stop) -> Arc<dyn Workload> {
+        Arc::new(Connect {
+            size: sc.size as usize,
+            stop,
+            framing: sc.transport.framing(),
+            open: sc.extras.open,
+        })
+    }
+
+    /// Timed by the client, which drives the exchanges; the server counts what it
+    /// accepted and read.
+    fn tally(&self, _sc: &Scenario, roles: &Roles) -> Tally {
+        let bytes_received = Roles::sum(&roles.receivers, |s| s.bytes);
+        Tally {
+            clock: Some(Role::Sender),
+            bytes_received,
+            messages_received: Roles::sum(&roles.receivers, |s| s.messages),
+            delivered_bytes: bytes_received,
+            counted: Roles::sum(&roles.senders, |s| s.messages),
+            ..Tally::default()
+        }
     }
 }

@@ -16,6 +16,7 @@ use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Condvar, Mutex};
+
 use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
@@ -27,7 +28,9 @@ use hdrhistogram::Histogram;
 use crate::transport::{Conn, Framing};
 
 /// The workload the user selects.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, ValueEnum, schemars::JsonSchema)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, ValueEnum, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum WorkloadKind {
     /// One-way bulk transfer.
@@ -69,10 +72,12 @@ pub struct SideReport {
     pub bytes: u64,
     /// Messages this side sent or received (for byte streams: bytes / message size, rounded up).
     pub messages: u64,
-    /// When this side's measured interval began (right after the shared start).
-    pub started: Option<Instant>,
-    /// When it ended: the sender's last send, the receiver's end of data.
-    pub ended: Option<Instant>,
+    /// How long after the start line opened this side began its interval, by its own
+    /// clock (a side that woke late is still timed from the start).
+    pub start_delay: Duration,
+    /// This side's measured interval by its own clock: from its start to its end (the
+    /// sender's last send, the receiver's end of data); `None` if it never ran.
+    pub elapsed: Option<Duration>,
     /// This thread's CPU over the interval.
     pub cpu: ThreadCpu,
     /// The run was cut short by Ctrl-C.
@@ -342,6 +347,8 @@ struct Gate {
     parties: usize,
     /// How many have arrived, and whether the gate is open.
     state: Mutex<(usize, bool)>,
+    /// When it opened.
+    opened_at: Mutex<Option<Instant>>,
     opened: Condvar,
 }
 
@@ -352,6 +359,7 @@ impl StartLine {
             gate: Arc::new(Gate {
                 parties,
                 state: Mutex::new((0, false)),
+                opened_at: Mutex::new(None),
                 opened: Condvar::new(),
             }),
             passed: Arc::new(AtomicBool::new(false)),
@@ -372,18 +380,36 @@ impl StartLine {
         let mut st = self.gate.state.lock().unwrap_or_else(|e| e.into_inner());
         st.0 += 1;
         if st.0 >= self.gate.parties {
-            st.1 = true;
-            self.gate.opened.notify_all();
+            self.open_locked(&mut st);
         }
         st
     }
 
-    /// Wait until every side is ready (or the gate is opened).
-    pub fn wait(&self) {
+    /// Open the gate (the state's lock held), noting when.
+    fn open_locked(&self, st: &mut (usize, bool)) {
+        if !st.1 {
+            st.1 = true;
+            *self
+                .gate
+                .opened_at
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        }
+        self.gate.opened.notify_all();
+    }
+
+    /// Wait until every side is ready (or the gate is opened); returns when it opened.
+    pub fn wait(&self) -> Instant {
         let mut st = self.arrive();
         while !st.1 {
             st = self.gate.opened.wait(st).unwrap_or_else(|e| e.into_inner());
         }
+        drop(st);
+        self.gate
+            .opened_at
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(Instant::now)
     }
 
     /// Wait like [`StartLine::wait`], but give up on Ctrl-C: then the gate is opened for
@@ -393,8 +419,7 @@ impl StartLine {
         let mut st = self.arrive();
         while !st.1 {
             if crate::interrupt::requested() {
-                st.1 = true;
-                self.gate.opened.notify_all();
+                self.open_locked(&mut st);
                 return false;
             }
             st = self
@@ -417,8 +442,50 @@ impl StartLine {
     /// Let everyone go now (a side could not be started: the run is abandoned).
     pub fn open(&self) {
         let mut st = self.gate.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.1 = true;
-        self.gate.opened.notify_all();
+        self.open_locked(&mut st);
+    }
+}
+
+/// The part every role measures the same way: wait at the start line, then read the
+/// clock and the thread's CPU at the two edges of the measured interval, and the socket
+/// buffers at its end. Every duration is this role's own (no instant is shared with
+/// another role), so a role can run in another process or on another host.
+pub struct Meter {
+    t0: Instant,
+    cpu0: ThreadCpu,
+    start_delay: Duration,
+}
+
+impl Meter {
+    /// Wait at the start line, then start the clock and the CPU counter. The wall-clock
+    /// interval encloses the CPU interval, so CPU never exceeds it.
+    pub fn start(line: &StartLine) -> Meter {
+        let opened = line.wait();
+        let t0 = Instant::now();
+        Meter {
+            t0,
+            cpu0: ThreadCpu::now(),
+            start_delay: t0.saturating_duration_since(opened),
+        }
+    }
+
+    /// When the measured interval began.
+    pub fn t0(&self) -> Instant {
+        self.t0
+    }
+
+    /// End the interval at `ended` (now if `None`): a report with this role's timing,
+    /// CPU and socket buffers filled in, for the workload to add its counts to.
+    pub fn stop(&self, ended: Option<Instant>, conn: &dyn Conn) -> SideReport {
+        let cpu = ThreadCpu::now().since(&self.cpu0);
+        let ended = ended.unwrap_or_else(Instant::now);
+        SideReport {
+            start_delay: self.start_delay,
+            elapsed: Some(ended.saturating_duration_since(self.t0)),
+            cpu,
+            socket_buffers: conn.socket_buffers(),
+            ..SideReport::default()
+        }
     }
 }
 
@@ -428,6 +495,189 @@ pub enum Endpoint {
     Listen(crate::transport::connector::Listener),
     /// The sending side dials.
     Dial(Box<crate::transport::connector::Dialer>),
+}
+
+/// The two roles of a run: the sender (the client, for request/response workloads) and
+/// the receiver (the server).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Sends the data or starts each exchange.
+    Sender,
+    /// Receives the data or answers.
+    Receiver,
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Role::Sender => "sender",
+            Role::Receiver => "receiver",
+        })
+    }
+}
+
+/// How a workload's connections are wired.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wiring {
+    /// One connected pair, data one way.
+    Pair,
+    /// One pair that carries data both ways (one-way transports get a second channel).
+    Duplex,
+    /// A listener on the receiving side and a dialer on the sending side, which makes a
+    /// new connection per exchange.
+    ListenDial,
+}
+
+/// What one measured run's roles reported, as a placement brings them back.
+#[derive(Clone, Debug, Default)]
+pub struct Roles {
+    /// The sending roles, one per stream.
+    pub senders: Vec<SideReport>,
+    /// The receiving roles, one per stream.
+    pub receivers: Vec<SideReport>,
+    /// Machine-wide CPU over the run.
+    pub system: Option<crate::measure::cpu::SystemCpu>,
+    /// What the kernel granted for the first stream's connection.
+    pub link: crate::transport::LinkInfo,
+    /// UDP receive-buffer drops the kernel counted during the run.
+    pub udp_drops: Option<u64>,
+    /// Time to open one stream's transport (the average over streams).
+    pub connect_time: Duration,
+}
+
+impl Roles {
+    /// The total of a counter over the roles of one kind.
+    pub fn sum(of: &[SideReport], f: fn(&SideReport) -> u64) -> u64 {
+        of.iter().map(f).sum()
+    }
+
+    /// When the run started, as an offset from the start line's opening: the smallest
+    /// start delay of any role that ran.
+    pub fn first_start(&self) -> Duration {
+        self.senders
+            .iter()
+            .chain(&self.receivers)
+            .filter(|s| s.elapsed.is_some())
+            .map(|s| s.start_delay)
+            .min()
+            .unwrap_or_default()
+    }
+
+    /// The roles of one kind.
+    pub fn of(&self, role: Role) -> &[SideReport] {
+        match role {
+            Role::Sender => &self.senders,
+            Role::Receiver => &self.receivers,
+        }
+    }
+
+    /// A role's interval in seconds: from the run's start (so a role that woke late
+    /// cannot shorten its own interval) to the last end of its streams, each role's
+    /// times being its own.
+    pub fn interval(&self, role: Role) -> f64 {
+        let first = self.first_start();
+        self.of(role)
+            .iter()
+            .filter_map(|s| {
+                Some(
+                    (s.start_delay + s.elapsed?)
+                        .saturating_sub(first)
+                        .as_secs_f64(),
+                )
+            })
+            .fold(0.0, f64::max)
+    }
+}
+
+/// What a run's role reports add up to, as its workload counts them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Tally {
+    /// Which role's interval times the run: the receiver's for one-way workloads (what
+    /// was delivered), the client's for request/response ones.
+    pub clock: Option<Role>,
+    /// Payload bytes that count as received.
+    pub bytes_received: u64,
+    /// Messages that count as received (pingpong: completed round trips).
+    pub messages_received: u64,
+    /// Payload bytes the rates are made of (distinct messages delivered).
+    pub delivered_bytes: u64,
+    /// Messages the message rate is made of.
+    pub counted: u64,
+    /// Messages sent and never received (null where nothing can be lost).
+    pub messages_lost: Option<u64>,
+    /// pingpong's split of the lost exchanges.
+    pub exchanges: Option<pingpong::LostExchanges>,
+    /// rate's sequence-number accounting.
+    pub sequence: Option<SequenceCounts>,
+    /// stream's phases.
+    pub phases: Option<stream::Phases>,
+}
+
+/// What a workload declares about itself, in its own file: how its connections are
+/// wired, what it refuses, what each role does, how its figures are counted and which
+/// diagnoses apply to it. [`spec`] is the only place that maps a [`WorkloadKind`] to one.
+pub trait Spec: Sync {
+    /// How its connections are wired.
+    fn wiring(&self) -> Wiring;
+    /// Message size when `--size` is not given.
+    fn default_size(&self, _transport: crate::transport::TransportKind) -> u64 {
+        64
+    }
+    /// Why this workload cannot run `sc` (over its transport, engine, size and options),
+    /// if it cannot.
+    fn refuses(&self, sc: &crate::plan::Scenario) -> Option<String>;
+    /// What the roles do, for one run of `sc` that stops at `stop`.
+    fn roles(&self, sc: &crate::plan::Scenario, stop: Stop) -> Arc<dyn Workload>;
+    /// Count one run.
+    fn tally(&self, sc: &crate::plan::Scenario, roles: &Roles) -> Tally;
+    /// Whether the figure of interest is CPU per exchange (request/response workloads).
+    fn cpu_per_exchange(&self) -> bool {
+        false
+    }
+    /// The warnings that apply to this workload beyond those that apply to every one.
+    fn diagnoses(&self) -> &'static [crate::diagnose::Diagnosis] {
+        &[]
+    }
+}
+
+/// The declaration of a workload kind: the one `match` on the kind.
+pub fn spec(kind: WorkloadKind) -> &'static dyn Spec {
+    match kind {
+        WorkloadKind::Stream => &stream::StreamSpec,
+        WorkloadKind::Pingpong => &pingpong::PingpongSpec,
+        WorkloadKind::Rate => &rate::RateSpec,
+        WorkloadKind::Connect => &connect::ConnectSpec,
+    }
+}
+
+/// Messages and bytes one-way workloads count: what the receivers got, duplicates
+/// aside, timed by the receiver; loss where the transport can lose.
+pub fn one_way_tally(sc: &crate::plan::Scenario, roles: &Roles) -> Tally {
+    let sent = Roles::sum(&roles.senders, |s| s.messages);
+    let received = Roles::sum(&roles.receivers, |s| s.messages);
+    let bytes_received = Roles::sum(&roles.receivers, |s| s.bytes);
+    let sequence = roles
+        .receivers
+        .iter()
+        .map(|r| r.sequence)
+        .collect::<Option<Vec<_>>>()
+        .map(|v| SequenceCounts {
+            reordered: v.iter().map(|c| c.reordered).sum(),
+            duplicated: v.iter().map(|c| c.duplicated).sum(),
+        });
+    // A duplicated datagram is not a delivered message, and does not make up for a lost one.
+    let dup = sequence.map_or(0, |c| c.duplicated);
+    Tally {
+        clock: Some(Role::Receiver),
+        bytes_received,
+        messages_received: received,
+        delivered_bytes: bytes_received.saturating_sub(dup * sc.size),
+        counted: received - dup.min(received),
+        messages_lost: (!sc.transport.reliable())
+            .then(|| sent.saturating_sub(received - dup.min(received))),
+        sequence,
+        ..Tally::default()
+    }
 }
 
 /// The two sides of a workload.
@@ -580,7 +830,9 @@ mod tests {
     fn a_stand_in_arrives_for_a_side_that_never_reached_the_line() {
         let line = StartLine::new(2);
         let a = line.for_side();
-        let ta = std::thread::spawn(move || a.wait());
+        let ta = std::thread::spawn(move || {
+            a.wait();
+        });
         // b failed before its start: its stand-in is what lets a go.
         line.for_side().stand_in();
         assert!(released(&ta, &line), "a waited for a side that had failed");
@@ -590,11 +842,13 @@ mod tests {
     fn the_start_line_lets_everyone_go_when_a_side_never_comes() {
         let line = StartLine::new(3);
         let a = line.for_side();
-        let ta = std::thread::spawn(move || a.wait());
+        let ta = std::thread::spawn(move || {
+            a.wait();
+        });
         std::thread::sleep(Duration::from_millis(20));
         assert!(!ta.is_finished(), "one of three arrived: still closed");
         line.open(); // the other sides could not be started
         ta.join().unwrap();
-        line.for_side().wait(); // an open line does not block
+        let _ = line.for_side().wait(); // an open line does not block
     }
 }

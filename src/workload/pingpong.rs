@@ -15,12 +15,15 @@
 use std::io::{self, ErrorKind};
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use super::{
-    buffer, end_of_data, latency_histogram, record, recv_message, send_all, wait_until, PeerSignal,
-    Side, SideReport, Stop, Workload,
+    buffer, end_of_data, latency_histogram, record, recv_message, send_all, wait_until, Meter,
+    PeerSignal, Role, Roles, Side, SideReport, Spec, Stop, Tally, Wiring, Workload,
 };
+use crate::diagnose::Diagnosis;
 use crate::interrupt;
-use crate::measure::cpu::ThreadCpu;
+use crate::plan::Scenario;
 use crate::transport::Framing;
 
 /// How long the client waits for a reply on an unreliable transport.
@@ -103,10 +106,8 @@ impl Workload for PingPong {
         }
         let limit = self.stop.max_messages();
         let period = self.rate.map(|r| 1e9 / r);
-        side.start.wait();
-        // The wall-clock interval encloses the CPU interval, so CPU never exceeds it.
-        let t0 = Instant::now();
-        let cpu0 = ThreadCpu::now();
+        let meter = Meter::start(&side.start);
+        let t0 = meter.t0();
         let deadline = self.stop.deadline(t0);
         let (mut done, mut timeouts, mut late, mut interrupted) = (0u64, 0u64, 0u64, false);
         let mut now = t0;
@@ -150,23 +151,16 @@ impl Workload for PingPong {
                 break;
             }
         }
-        let ended = now;
-        let cpu = ThreadCpu::now().since(&cpu0);
-        let socket_buffers = side.conn.socket_buffers();
+        let measured = meter.stop(Some(now), side.conn.as_ref());
         end_of_data(&mut side, self.reliable)?;
         Ok(SideReport {
             bytes: seq * self.size as u64,
             messages: seq,
-            started: Some(t0),
-            ended: Some(ended),
-            cpu,
             interrupted,
-            socket_buffers,
             latencies: vec![("round_trip", hist)],
             timeouts,
             late,
-            sequence: None,
-            close: None,
+            ..measured
         })
     }
 
@@ -175,10 +169,7 @@ impl Workload for PingPong {
         if !self.reliable {
             side.conn.set_recv_timeout(Some(QUIET))?;
         }
-        side.start.wait();
-        // The wall-clock interval encloses the CPU interval, so CPU never exceeds it.
-        let t0 = Instant::now();
-        let cpu0 = ThreadCpu::now();
+        let meter = Meter::start(&side.start);
         let (mut bytes, mut messages) = (0u64, 0u64);
         loop {
             match recv_message(side.conn.as_mut(), &mut buf, self.framing) {
@@ -213,18 +204,92 @@ impl Workload for PingPong {
                 Err(e) => return Err(e),
             }
         }
-        let cpu = ThreadCpu::now().since(&cpu0);
-        let ended = Instant::now();
-        let socket_buffers = side.conn.socket_buffers();
+        let measured = meter.stop(None, side.conn.as_ref());
         side.link.signal(PeerSignal::ReceiverDone);
         Ok(SideReport {
             bytes,
             messages,
-            started: Some(t0),
-            ended: Some(ended),
-            cpu,
-            socket_buffers,
-            ..SideReport::default()
+            ..measured
         })
+    }
+}
+/// Where the exchanges that got no reply in time were lost: they add up to
+/// `messages_lost`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LostExchanges {
+    /// Requests that never reached the server (the server's own count).
+    pub requests_lost: u64,
+    /// Replies the server sent that never reached the client.
+    pub replies_lost: u64,
+    /// Replies that reached the client after their timeout.
+    pub replies_late: u64,
+}
+
+/// `pingpong` as the plan and the figures see it.
+pub struct PingpongSpec;
+
+impl Spec for PingpongSpec {
+    fn wiring(&self) -> Wiring {
+        Wiring::Duplex
+    }
+
+    fn refuses(&self, sc: &Scenario) -> Option<String> {
+        let t = sc.transport;
+        if sc.extras.writes > 1 && t.framing() == Framing::Message {
+            return Some(format!(
+                "--writes splits a request into several writes, which only a byte stream can reassemble; \
+                 {t} is message-based"
+            ));
+        }
+        (!t.reliable() && sc.size < 8).then(|| {
+            format!(
+                "pingpong over {t} needs at least 8 bytes per message: a reply that comes after its timeout \
+                 is told apart from the next one by the sequence number it carries"
+            )
+        })
+    }
+
+    fn roles(&self, sc: &Scenario, stop: Stop) -> Arc<dyn Workload> {
+        Arc::new(PingPong {
+            size: sc.size as usize,
+            stop,
+            framing: sc.transport.framing(),
+            reliable: sc.transport.reliable(),
+            rate: sc.extras.rate,
+            writes: sc.extras.writes,
+        })
+    }
+
+    /// The client counts the replies that came back in time; the server counts the
+    /// requests that reached it. Requests lost + replies lost + late replies = requests
+    /// without an answer = timeouts.
+    fn tally(&self, sc: &Scenario, roles: &Roles) -> Tally {
+        let sent = Roles::sum(&roles.senders, |s| s.messages);
+        let reached = Roles::sum(&roles.receivers, |s| s.messages);
+        let timeouts = Roles::sum(&roles.senders, |s| s.timeouts);
+        let late = Roles::sum(&roles.senders, |s| s.late);
+        let answered = sent.saturating_sub(timeouts);
+        Tally {
+            clock: Some(Role::Sender),
+            bytes_received: answered * sc.size,
+            messages_received: answered,
+            delivered_bytes: answered * sc.size,
+            counted: answered,
+            messages_lost: (!sc.transport.reliable()).then_some(timeouts),
+            exchanges: Some(LostExchanges {
+                requests_lost: sent.saturating_sub(reached),
+                replies_lost: reached.saturating_sub(answered).saturating_sub(late),
+                replies_late: late,
+            }),
+            ..Tally::default()
+        }
+    }
+
+    fn cpu_per_exchange(&self) -> bool {
+        true
+    }
+
+    fn diagnoses(&self) -> &'static [Diagnosis] {
+        &[Diagnosis::DelayedAck, Diagnosis::LatencyRunsDisagree]
     }
 }

@@ -11,12 +11,15 @@
 use std::io::{self, ErrorKind};
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use super::{
-    buffer, end_of_data, recv_message, send_all, wait_until, PeerSignal, SequenceCounts, Side,
-    SideReport, Stop, Workload,
+    buffer, end_of_data, one_way_tally, recv_message, send_all, wait_until, Meter, PeerSignal,
+    Roles, SequenceCounts, Side, SideReport, Spec, Stop, Tally, Wiring, Workload,
 };
+use crate::diagnose::Diagnosis;
 use crate::interrupt;
-use crate::measure::cpu::ThreadCpu;
+use crate::plan::Scenario;
 use crate::transport::Framing;
 
 /// How many recent sequence numbers the receiver remembers.
@@ -107,10 +110,8 @@ impl Workload for Rate {
         let mut buf = buffer(self.size, 0xC3)?;
         let limit = self.stop.max_messages();
         let period_ns = self.rate.map(|r| 1e9 / r);
-        side.start.wait();
-        // The wall-clock interval encloses the CPU interval, so CPU never exceeds it.
-        let t0 = Instant::now();
-        let cpu0 = ThreadCpu::now();
+        let meter = Meter::start(&side.start);
+        let t0 = meter.t0();
         let deadline = self.stop.deadline(t0);
         let carry = self.size.min(8);
         let (mut seq, mut interrupted) = (0u64, false);
@@ -137,19 +138,13 @@ impl Workload for Rate {
                 }
             }
         }
-        let cpu = ThreadCpu::now().since(&cpu0);
-        let ended = Instant::now();
-        let socket_buffers = side.conn.socket_buffers();
+        let measured = meter.stop(None, side.conn.as_ref());
         end_of_data(&mut side, self.reliable)?;
         Ok(SideReport {
             bytes: seq * self.size as u64,
             messages: seq,
-            started: Some(t0),
-            ended: Some(ended),
-            cpu,
             interrupted,
-            socket_buffers,
-            ..SideReport::default()
+            ..measured
         })
     }
 
@@ -160,10 +155,8 @@ impl Workload for Rate {
         }
         let mut tracker = SequenceTracker::default();
         let numbered = self.size >= 8;
-        side.start.wait();
-        // The wall-clock interval encloses the CPU interval, so CPU never exceeds it.
-        let t0 = Instant::now();
-        let cpu0 = ThreadCpu::now();
+        let meter = Meter::start(&side.start);
+        let t0 = meter.t0();
         let (mut bytes, mut messages) = (0u64, 0u64);
         let ended;
         loop {
@@ -185,26 +178,52 @@ impl Workload for Rate {
                 {
                     if side.link.has(PeerSignal::SenderDone) {
                         // The end marker was lost: the last datagram came at most QUIET ago.
-                        ended = Instant::now() - QUIET;
+                        ended = Instant::now().checked_sub(QUIET).unwrap_or(t0);
                         break;
                     }
                 }
                 Err(e) => return Err(e),
             }
         }
-        let cpu = ThreadCpu::now().since(&cpu0);
-        let socket_buffers = side.conn.socket_buffers();
+        let measured = meter.stop(Some(ended.max(t0)), side.conn.as_ref());
         side.link.signal(PeerSignal::ReceiverDone);
         Ok(SideReport {
             bytes,
             messages,
-            started: Some(t0),
-            ended: Some(ended.max(t0)),
-            cpu,
-            socket_buffers,
             sequence: numbered.then(|| tracker.counts()),
-            ..SideReport::default()
+            ..measured
         })
+    }
+}
+
+/// `rate` as the plan and the figures see it.
+pub struct RateSpec;
+
+impl Spec for RateSpec {
+    fn wiring(&self) -> Wiring {
+        Wiring::Pair
+    }
+
+    fn refuses(&self, _sc: &Scenario) -> Option<String> {
+        None
+    }
+
+    fn roles(&self, sc: &Scenario, stop: Stop) -> Arc<dyn Workload> {
+        Arc::new(Rate {
+            size: sc.size as usize,
+            stop,
+            framing: sc.transport.framing(),
+            reliable: sc.transport.reliable(),
+            rate: sc.extras.rate,
+        })
+    }
+
+    fn tally(&self, sc: &Scenario, roles: &Roles) -> Tally {
+        one_way_tally(sc, roles)
+    }
+
+    fn diagnoses(&self) -> &'static [Diagnosis] {
+        &[Diagnosis::CpuSaturated]
     }
 }
 

@@ -13,10 +13,17 @@
 use std::io::{self, ErrorKind};
 use std::time::{Duration, Instant};
 
-use super::{buffer, repeat_end_marker, send_all, PeerSignal, Side, SideReport, Stop, Workload};
+use std::sync::Arc;
+
+use super::{
+    buffer, one_way_tally, repeat_end_marker, send_all, Meter, PeerSignal, Role, Roles, Side,
+    SideReport, Spec, Stop, Tally, Wiring, Workload,
+};
+use crate::diagnose::Diagnosis;
 use crate::interrupt;
-use crate::measure::cpu::ThreadCpu;
+use crate::plan::Scenario;
 use crate::transport::Framing;
+use crate::transport::TransportKind;
 
 /// How long a UDP receiver waits in silence before it checks whether the sender is done.
 pub const QUIET: Duration = Duration::from_millis(50);
@@ -51,10 +58,8 @@ impl Workload for Stream {
             Stop::Duration(_) => (u64::MAX, u64::MAX),
         };
         let check_every = self.check_every();
-        side.start.wait();
-        // The wall-clock interval encloses the CPU interval, so CPU never exceeds it.
-        let t0 = Instant::now();
-        let cpu0 = ThreadCpu::now();
+        let meter = Meter::start(&side.start);
+        let t0 = meter.t0();
         let deadline = self.stop.deadline(t0);
         let (mut bytes, mut messages, mut interrupted) = (0u64, 0u64, false);
         let mut until_check = check_every;
@@ -75,9 +80,7 @@ impl Workload for Stream {
                 }
             }
         }
-        let cpu = ThreadCpu::now().since(&cpu0);
-        let ended = Instant::now();
-        let socket_buffers = side.conn.socket_buffers();
+        let measured = meter.stop(None, side.conn.as_ref());
         side.link.signal(PeerSignal::SenderDone);
         // Closing: the end of data (shutdown, close, end marker) and releasing the socket.
         let closing = Instant::now();
@@ -93,13 +96,9 @@ impl Workload for Stream {
         Ok(SideReport {
             bytes,
             messages,
-            started: Some(t0),
-            ended: Some(ended),
-            cpu,
             interrupted,
-            socket_buffers,
             close: Some(close),
-            ..SideReport::default()
+            ..measured
         })
     }
 
@@ -108,10 +107,8 @@ impl Workload for Stream {
         if !self.reliable {
             side.conn.set_recv_timeout(Some(QUIET))?;
         }
-        side.start.wait();
-        // The wall-clock interval encloses the CPU interval, so CPU never exceeds it.
-        let t0 = Instant::now();
-        let cpu0 = ThreadCpu::now();
+        let meter = Meter::start(&side.start);
+        let t0 = meter.t0();
         let (mut bytes, mut reads) = (0u64, 0u64);
         let mut quiet = Duration::ZERO;
         loop {
@@ -135,9 +132,8 @@ impl Workload for Stream {
                 Err(e) => return Err(e),
             }
         }
-        let cpu = ThreadCpu::now().since(&cpu0);
-        let ended = (Instant::now() - quiet).max(t0);
-        let socket_buffers = side.conn.socket_buffers();
+        let ended = Instant::now().checked_sub(quiet).unwrap_or(t0).max(t0);
+        let measured = meter.stop(Some(ended), side.conn.as_ref());
         side.link.signal(PeerSignal::ReceiverDone);
         let messages = match self.framing {
             Framing::Message => reads,
@@ -146,12 +142,71 @@ impl Workload for Stream {
         Ok(SideReport {
             bytes,
             messages,
-            started: Some(t0),
-            ended: Some(ended),
-            cpu,
-            interrupted: false,
-            socket_buffers,
-            ..SideReport::default()
+            ..measured
         })
+    }
+}
+/// The phases of a stream run, as the classic client/server benchmark reports them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct Phases {
+    /// Setting up the connection (bind, listen, connect, accept; or creating the pipe,
+    /// FIFO, queue or ring), per stream.
+    pub connect_seconds: f64,
+    /// Moving the data: the receiver's measured interval.
+    pub transfer_seconds: f64,
+    /// Ending the data and closing the sender's end (slowest stream).
+    pub close_seconds: f64,
+}
+
+/// `stream` as the plan and the figures see it.
+pub struct StreamSpec;
+
+impl Spec for StreamSpec {
+    fn wiring(&self) -> Wiring {
+        Wiring::Pair
+    }
+
+    /// 64 KiB, but 1472 B for UDP (a datagram that fits a 1500-byte Ethernet MTU) and
+    /// 8 KiB for mq.
+    fn default_size(&self, transport: TransportKind) -> u64 {
+        match transport {
+            TransportKind::Udp | TransportKind::Udp6 => 1472,
+            TransportKind::Mq => 8 << 10,
+            _ => 64 << 10,
+        }
+    }
+
+    fn refuses(&self, _sc: &Scenario) -> Option<String> {
+        None
+    }
+
+    fn roles(&self, sc: &Scenario, stop: Stop) -> Arc<dyn Workload> {
+        Arc::new(Stream {
+            size: sc.size as usize,
+            stop,
+            framing: sc.transport.framing(),
+            reliable: sc.transport.reliable(),
+        })
+    }
+
+    fn tally(&self, sc: &Scenario, roles: &Roles) -> Tally {
+        Tally {
+            phases: Some(Phases {
+                connect_seconds: roles.connect_time.as_secs_f64(),
+                transfer_seconds: roles.interval(Role::Receiver),
+                close_seconds: roles
+                    .senders
+                    .iter()
+                    .filter_map(|s| s.close)
+                    .max()
+                    .unwrap_or_default()
+                    .as_secs_f64(),
+            }),
+            ..one_way_tally(sc, roles)
+        }
+    }
+
+    fn diagnoses(&self) -> &'static [Diagnosis] {
+        &[Diagnosis::CpuSaturated]
     }
 }

@@ -1,0 +1,270 @@
+//! Diagnoses: what looks odd about a scenario's result, each a warning that says what to
+//! try. One function per warning kind, each unit-tested; [`warnings`] applies those that
+//! apply to every workload plus the ones the workload declares ([`Diagnosis`]).
+//!
+//! A diagnosis reads the scenario and its figures only: it never measures.
+
+use crate::measure::histogram::fraction_at_least;
+use crate::measure::units::{format_bytes, format_ns};
+use crate::plan::Scenario;
+use crate::report::{ScenarioResult, Warning};
+use crate::transport::TransportKind;
+
+/// A side thread's CPU use above this fraction of a core counts as saturated.
+const SATURATED: f64 = 0.9;
+/// The shortest measured interval a CPU-bound verdict is drawn from.
+const MIN_JUDGED_SECONDS: f64 = 0.1;
+/// Coefficient of variation above which runs are said to disagree.
+const UNSTABLE_CV: f64 = 0.05;
+/// Round trips this slow on loopback TCP are Nagle's algorithm holding a request's tail
+/// until the peer's delayed ACK (40 ms on Linux) lets it go.
+const STALL_NS: u64 = 30_000_000;
+/// A run whose p50 round trip is this many times the others' median stands apart.
+const APART: f64 = 2.0;
+/// A single run shorter than this gets a note that it is one short run.
+const SHORT_SINGLE_RUN_SECONDS: f64 = 1.0;
+
+/// Warnings a workload may declare beyond those that apply to every workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Diagnosis {
+    /// A one-way side busy a whole core: the figure is the CPU's limit.
+    CpuSaturated,
+    /// ~40 ms round trips from Nagle's algorithm meeting delayed ACKs.
+    DelayedAck,
+    /// Runs whose median round trip differs by a factor (one CPU or two), and a single
+    /// short run said to be one.
+    LatencyRunsDisagree,
+}
+
+fn warning(kind: &str, message: String) -> Warning {
+    Warning {
+        kind: kind.into(),
+        message,
+    }
+}
+
+/// Every warning for a scenario's result: the common ones, then the workload's own.
+pub fn warnings(sc: &Scenario, r: &ScenarioResult) -> Vec<Warning> {
+    let mut out = Vec::new();
+    out.extend(unstable(r));
+    out.extend(buffer_clamped(sc, r));
+    for d in crate::workload::spec(sc.workload).diagnoses() {
+        match d {
+            Diagnosis::CpuSaturated => out.extend(cpu_saturated(sc, r)),
+            Diagnosis::DelayedAck => out.extend(delayed_ack(sc, r)),
+            Diagnosis::LatencyRunsDisagree => out.extend(latency_runs_disagree(sc, r)),
+        }
+    }
+    out.extend(datagram_loss(r));
+    out
+}
+
+/// Throughput that varies across runs.
+pub fn unstable(r: &ScenarioResult) -> Option<Warning> {
+    let cv = r.statistics.as_ref()?.bits_per_second.cv?;
+    (cv > UNSTABLE_CV).then(|| {
+        warning(
+            "unstable",
+            format!(
+                "runs disagree: throughput varies by {:.1}% (coefficient of variation); close other programs, \
+                 pin threads with --cpus, or raise --runs and --duration",
+                cv * 100.0
+            ),
+        )
+    })
+}
+
+/// A requested socket buffer the kernel granted less of.
+pub fn buffer_clamped(sc: &Scenario, r: &ScenarioResult) -> Vec<Warning> {
+    let Some(first) = r.median_run() else {
+        return Vec::new();
+    };
+    let clamp = |what: &str, asked: Option<u64>, got: Option<u64>, sysctl: &str| {
+        let (asked, got) = (asked?, got?);
+        // Linux doubles SO_SNDBUF/SO_RCVBUF for bookkeeping; less than double means clamped.
+        (sc.transport.is_socket() && got < asked.saturating_mul(2)).then(|| {
+            warning(
+                "buffer-clamped",
+                format!(
+                    "{what} of {} was requested but the kernel granted {} (half of it usable): it is capped by \
+                     {sysctl}; raise it with `sysctl -w {sysctl}=...`",
+                    format_bytes(asked),
+                    format_bytes(got)
+                ),
+            )
+        })
+    };
+    [
+        clamp(
+            "--sndbuf",
+            sc.sndbuf,
+            first.sndbuf_bytes,
+            "net.core.wmem_max",
+        ),
+        clamp(
+            "--rcvbuf",
+            sc.rcvbuf,
+            first.rcvbuf_bytes,
+            "net.core.rmem_max",
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// A one-way side that kept a core busy: the figure is a limit of the CPU. A paced
+/// sender spins on purpose, and a run of a few milliseconds is too short to judge.
+pub fn cpu_saturated(sc: &Scenario, r: &ScenarioResult) -> Option<Warning> {
+    if sc.extras.rate.is_some() {
+        return None;
+    }
+    let first = r.median_run()?;
+    if first.duration_seconds < MIN_JUDGED_SECONDS {
+        return None;
+    }
+    let busy: Vec<String> = [("sender", &first.sender), ("receiver", &first.receiver)]
+        .into_iter()
+        .map(|(name, side)| (name, side.cpu_utilization / sc.parallel as f64))
+        .filter(|&(_, used)| used >= SATURATED)
+        .map(|(name, used)| format!("the {name} {:.0}%", used * 100.0))
+        .collect();
+    (!busy.is_empty()).then(|| {
+        warning(
+            "cpu-saturated",
+            format!(
+                "CPU-bound ({} of a core): the figure is a limit of the CPU and the kernel's code path, not of \
+                 the transport",
+                busy.join(", ")
+            ),
+        )
+    })
+}
+
+/// A cluster of ~40 ms round trips on TCP without TCP_NODELAY.
+pub fn delayed_ack(sc: &Scenario, r: &ScenarioResult) -> Option<Warning> {
+    let tcp = matches!(sc.transport, TransportKind::Tcp | TransportKind::Tcp6);
+    let h = r.histograms.get("round_trip")?;
+    let slow = fraction_at_least(h, STALL_NS);
+    // Only a request that leaves in pieces can wait for an ACK (several writes, or one
+    // larger than a segment); in open loop, queueing alone makes round trips this slow.
+    let mss = r.median_run().and_then(|m| m.mss_bytes).unwrap_or(65_483);
+    let pieces = sc.extras.writes > 1 || sc.size > mss;
+    (tcp && !sc.nodelay && pieces && sc.extras.rate.is_none() && slow >= 0.01).then(|| {
+        warning(
+            "delayed-ack",
+            format!(
+                "{:.0}% of round trips took 30 ms or more, the signature of Nagle's algorithm waiting for a \
+                 delayed ACK (about 40 ms on Linux) when a request is sent in more than one write: use \
+                 --nodelay (TCP_NODELAY), or send each request in one write",
+                slow * 100.0
+            ),
+        )
+    })
+}
+
+/// Round-trip runs that disagree: some runs' p50 stands apart from the others' (on a
+/// small machine, both sides on one CPU or on two give round trips that differ by a
+/// factor of five). A single short run is said to be a single run.
+pub fn latency_runs_disagree(sc: &Scenario, r: &ScenarioResult) -> Option<Warning> {
+    let p50s: Vec<u64> = r
+        .runs
+        .iter()
+        .filter_map(|run| run.latencies.get("round_trip").map(|l| l.p50_ns))
+        .collect();
+    if p50s.len() == 1 && sc.runs == 1 {
+        let secs = r.runs[0].duration_seconds;
+        return (secs < SHORT_SINGLE_RUN_SECONDS).then(|| {
+            warning(
+                "single-run",
+                format!(
+                    "one run of {secs:.2} s: round trips can differ by a factor between runs (the scheduler may \
+                     put both sides on one CPU or on two); use --runs 5 to see the spread, --cpus to choose"
+                ),
+            )
+        });
+    }
+    if p50s.len() < 2 {
+        return None;
+    }
+    let mut sorted = p50s.clone();
+    sorted.sort_unstable();
+    let middle = sorted[(sorted.len() - 1) / 2].max(1) as f64;
+    let apart: Vec<u64> = p50s
+        .iter()
+        .copied()
+        .filter(|&p| p as f64 > middle * APART || (p as f64) * APART < middle)
+        .collect();
+    (!apart.is_empty()).then(|| {
+        let list: Vec<String> = p50s.iter().map(|&p| format_ns(p)).collect();
+        warning(
+            "runs-disagree",
+            format!(
+                "runs disagree: p50 round trip per run {}; {} of {} runs stand more than {APART}x apart from the \
+                 median ({}). Both sides on one CPU or on two give different round trips: pin them with --cpus \
+                 A,B to choose, and raise --runs",
+                list.join(", "),
+                apart.len(),
+                p50s.len(),
+                format_ns(middle as u64)
+            ),
+        )
+    })
+}
+
+/// Datagrams lost, and where the kernel's counters say they went.
+pub fn datagram_loss(r: &ScenarioResult) -> Option<Warning> {
+    let lost = r.messages_lost.filter(|&l| l > 0)?;
+    let why = match r.udp_receive_buffer_errors {
+        Some(0) => "the kernel counted no receive-buffer overflow, so they were dropped elsewhere \
+                    (sender queue, interface, a firewall rule, or another host)"
+            .to_string(),
+        // Most of the losses (the counter is system-wide, so it may exceed them): the
+        // receiver's buffer overflowed.
+        Some(n) if n.saturating_mul(10) >= lost.saturating_mul(9) => format!(
+            "the kernel counted {n} receive-buffer overflows (UDP RcvbufErrors) during the run: the \
+             receiver's buffer was full; try a larger --rcvbuf (up to net.core.rmem_max) or a --rate"
+        ),
+        Some(n) => format!(
+            "only {n} of them were receive-buffer overflows (UDP RcvbufErrors); the other {} were dropped \
+             elsewhere (sender queue, interface, a firewall rule, or another host): look there first, \
+             e.g. `nstat -az | grep -i drop`",
+            lost - n
+        ),
+        None => "try a larger --rcvbuf, or pace the sender with --rate".to_string(),
+    };
+    Some(warning(
+        "datagram-loss",
+        format!("{lost} of {} datagrams were lost: {why}", r.messages_sent),
+    ))
+}
+
+/// A reliable transport must deliver exactly what was sent: anything else fails the
+/// scenario (it is a bug, in sockbench or the kernel).
+pub fn disagreement(sc: &Scenario, r: &ScenarioResult) -> Option<String> {
+    if !sc.transport.reliable() {
+        return None;
+    }
+    if let Some(f) = r
+        .runs
+        .iter()
+        .find(|f| f.requests_lost.unwrap_or(0) + f.replies_lost.unwrap_or(0) > 0)
+    {
+        return Some(format!(
+            "{} of {} requests or their replies went missing on {}, which must deliver everything: this is \
+             a bug, please report it",
+            f.requests_lost.unwrap_or(0) + f.replies_lost.unwrap_or(0),
+            f.messages_sent,
+            sc.transport
+        ));
+    }
+    let bad = r
+        .runs
+        .iter()
+        .find(|f| f.bytes_sent != f.bytes_received || f.messages_sent != f.messages_received)?;
+    Some(format!(
+        "sender and receiver disagree: sent {} bytes in {} messages, received {} bytes in {} messages; \
+         a reliable transport must deliver everything, so this is a bug: please report it",
+        bad.bytes_sent, bad.messages_sent, bad.bytes_received, bad.messages_received
+    ))
+}

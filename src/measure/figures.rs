@@ -1,0 +1,434 @@
+//! From what the roles of a run reported to the figures of the report: the figures every
+//! workload shares (each side's interval, CPU, rates, buffers), with the counts the
+//! workload's own [`Tally`] makes, then statistics across runs and the diagnoses.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+use crate::measure::histogram::{merge, Latency};
+use crate::measure::stats::{median, Summary};
+use crate::plan::Scenario;
+use crate::report::{RunFigures, ScenarioOptions, ScenarioResult, SideFigures, Statistics};
+use crate::workload::{spec, Role, Roles, SideReport, Stop, Tally};
+
+/// Runs shorter than this have no machine-wide CPU figure: /proc/stat's ticks are 10 ms.
+const MIN_SYSTEM_SECONDS: f64 = 0.05;
+
+/// One side's figures; its interval runs from the run's start (`first`: the smallest
+/// start delay of any side, so a side that woke late cannot shorten its own interval)
+/// to its last end, each side's times being its own.
+pub fn side_figures(sides: &[SideReport], bytes: u64, first: Duration) -> SideFigures {
+    let secs = sides
+        .iter()
+        .filter_map(|s| {
+            Some(
+                (s.start_delay + s.elapsed?)
+                    .saturating_sub(first)
+                    .as_secs_f64(),
+            )
+        })
+        .fold(0.0, f64::max);
+    let cpu = sides
+        .iter()
+        .fold(crate::measure::cpu::ThreadCpu::default(), |a, s| {
+            a.plus(&s.cpu)
+        });
+    // A thread cannot use more than one core: on an interval of a few microseconds the
+    // clock reads themselves could make it look so.
+    let total = cpu
+        .total()
+        .as_secs_f64()
+        .min(secs * sides.len().max(1) as f64);
+    let messages: u64 = sides.iter().map(|s| s.messages).sum();
+    SideFigures {
+        messages_per_second: if secs > 0.0 {
+            messages as f64 / secs
+        } else {
+            0.0
+        },
+        duration_seconds: secs,
+        cpu_seconds: total,
+        cpu_user_seconds: cpu.user.as_secs_f64().min(total),
+        cpu_system_seconds: cpu.system.as_secs_f64().min(total),
+        cpu_utilization: if secs > 0.0 { total / secs } else { 0.0 },
+        cpu_seconds_per_gb: (bytes > 0).then(|| total / (bytes as f64 / 1e9)),
+        voluntary_context_switches: cpu.voluntary_switches,
+        involuntary_context_switches: cpu.involuntary_switches,
+    }
+}
+
+/// The figures of one run.
+pub fn run_figures(sc: &Scenario, roles: &Roles) -> RunFigures {
+    let tally: Tally = spec(sc.workload).tally(sc, roles);
+    let first = roles.first_start();
+    let bytes_sent = Roles::sum(&roles.senders, |s| s.bytes);
+    let messages_sent = Roles::sum(&roles.senders, |s| s.messages);
+    let receiver = side_figures(
+        &roles.receivers,
+        Roles::sum(&roles.receivers, |s| s.bytes),
+        first,
+    );
+    let sender = side_figures(&roles.senders, bytes_sent, first);
+    let transfer_seconds = receiver.duration_seconds;
+    let secs = match tally.clock {
+        Some(Role::Sender) => sender.duration_seconds,
+        _ => receiver.duration_seconds,
+    };
+    let rate = |n: u64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
+    let latencies = run_histograms(roles)
+        .iter()
+        .filter_map(|(name, h)| Some((name.to_string(), Latency::of(h)?)))
+        .collect();
+    RunFigures {
+        duration_seconds: secs,
+        bytes_sent,
+        bytes_received: tally.bytes_received,
+        messages_sent,
+        messages_received: tally.messages_received,
+        messages_lost: tally.messages_lost,
+        requests_lost: tally.exchanges.map(|e| e.requests_lost),
+        replies_lost: tally.exchanges.map(|e| e.replies_lost),
+        replies_late: tally.exchanges.map(|e| e.replies_late),
+        messages_reordered: tally.sequence.map(|c| c.reordered),
+        messages_duplicated: tally.sequence.map(|c| c.duplicated),
+        udp_receive_buffer_errors: roles.udp_drops,
+        bits_per_second: rate(tally.delivered_bytes) * 8.0,
+        bytes_per_second: rate(tally.delivered_bytes),
+        messages_per_second: rate(tally.counted),
+        sender,
+        receiver,
+        // /proc/stat counts in ticks (10 ms): over a shorter run its figure is noise.
+        system: roles
+            .system
+            .filter(|_| transfer_seconds >= MIN_SYSTEM_SECONDS),
+        sndbuf_bytes: roles.link.sndbuf_bytes,
+        rcvbuf_bytes: roles.link.rcvbuf_bytes,
+        mss_bytes: roles.link.mss_bytes,
+        endpoint: roles.link.endpoint.clone(),
+        phases: tally.phases,
+        latencies,
+    }
+}
+
+/// A run's latency histograms, merged over its sides and streams, by name.
+fn run_histograms(raw: &Roles) -> BTreeMap<&'static str, Histogram<u64>> {
+    let mut out: BTreeMap<&'static str, Histogram<u64>> = BTreeMap::new();
+    for (name, h) in raw
+        .senders
+        .iter()
+        .chain(&raw.receivers)
+        .flat_map(|s| &s.latencies)
+    {
+        match out.get_mut(name) {
+            Some(into) => merge(into, h),
+            None => {
+                out.insert(name, h.clone());
+            }
+        }
+    }
+    out
+}
+
+/// Turn the raw runs of a scenario into its result, with statistics and warnings.
+pub fn figures(sc: &Scenario, raws: &[Roles]) -> ScenarioResult {
+    let runs: Vec<RunFigures> = raws.iter().map(|r| run_figures(sc, r)).collect();
+    let col = |f: fn(&RunFigures) -> f64| runs.iter().map(f).collect::<Vec<_>>();
+    let bits = col(|r| r.bits_per_second);
+    let msgs = col(|r| r.messages_per_second);
+    let opt_median =
+        |f: fn(&RunFigures) -> Option<f64>| median(&runs.iter().filter_map(f).collect::<Vec<_>>());
+    let statistics = Summary::of(&bits)
+        .zip(Summary::of(&msgs))
+        .map(|(b, m)| Statistics {
+            bits_per_second: b,
+            messages_per_second: m,
+        });
+    // With no finished run nothing is known: null, never a reassuring zero.
+    let lost = total_opt(&runs, |r| r.messages_lost);
+    let mut histograms: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
+    for (name, h) in raws.iter().flat_map(run_histograms) {
+        match histograms.get_mut(name) {
+            Some(into) => merge(into, &h),
+            None => {
+                histograms.insert(name.to_string(), h);
+            }
+        }
+    }
+    let latencies = histograms
+        .iter()
+        .filter_map(|(name, h)| Some((name.clone(), Latency::of(h)?)))
+        .collect();
+    let cpu_seconds_per_round_trip = spec(sc.workload)
+        .cpu_per_exchange()
+        .then(|| {
+            opt_median(|r| {
+                let trips = r.messages_per_second * r.duration_seconds;
+                (trips > 0.0).then(|| (r.sender.cpu_seconds + r.receiver.cpu_seconds) / trips)
+            })
+        })
+        .flatten();
+    let mut result = ScenarioResult {
+        workload: sc.workload,
+        transport: sc.transport,
+        engine: sc.engine,
+        size_bytes: sc.size,
+        options: ScenarioOptions {
+            duration_seconds: match sc.stop {
+                Stop::Duration(d) => Some(d.as_secs_f64()),
+                _ => None,
+            },
+            count: match sc.stop {
+                Stop::Count(n) => Some(n),
+                _ => None,
+            },
+            bytes: match sc.stop {
+                Stop::Bytes(n) => Some(n),
+                _ => None,
+            },
+            warmup_seconds: sc.warmup.as_secs_f64(),
+            runs: sc.runs,
+            parallel: sc.parallel,
+            sndbuf_bytes: sc.sndbuf,
+            rcvbuf_bytes: sc.rcvbuf,
+            nodelay: sc.nodelay,
+            cpus: sc.cpus.map(|(a, b)| [a, b]),
+            runtime: (sc.engine == crate::engine::EngineKind::Async).then_some(sc.extras.runtime),
+        },
+        bits_per_second: median(&bits),
+        bytes_per_second: median(&col(|r| r.bytes_per_second)),
+        messages_per_second: median(&msgs),
+        bytes_sent: runs.iter().map(|r| r.bytes_sent).sum(),
+        bytes_received: runs.iter().map(|r| r.bytes_received).sum(),
+        messages_sent: runs.iter().map(|r| r.messages_sent).sum(),
+        messages_received: runs.iter().map(|r| r.messages_received).sum(),
+        messages_lost: lost,
+        requests_lost: total_opt(&runs, |r| r.requests_lost),
+        replies_lost: total_opt(&runs, |r| r.replies_lost),
+        replies_late: total_opt(&runs, |r| r.replies_late),
+        messages_reordered: total_opt(&runs, |r| r.messages_reordered),
+        messages_duplicated: total_opt(&runs, |r| r.messages_duplicated),
+        // Nothing sent: nothing was delivered or lost, so the fraction is unknown.
+        delivered_fraction: lost.and_then(|l| {
+            let sent: u64 = runs.iter().map(|r| r.messages_sent).sum();
+            (sent > 0).then(|| (sent - l.min(sent)) as f64 / sent as f64)
+        }),
+        udp_receive_buffer_errors: total_opt(&runs, |r| r.udp_receive_buffer_errors),
+        sender_cpu_seconds_per_gb: opt_median(|r| r.sender.cpu_seconds_per_gb),
+        receiver_cpu_seconds_per_gb: opt_median(|r| r.receiver.cpu_seconds_per_gb),
+        latencies,
+        cpu_seconds_per_round_trip,
+        statistics,
+        runs,
+        warnings: Vec::new(),
+        error: None,
+        histograms,
+    };
+    result.warnings = crate::diagnose::warnings(sc, &result);
+    result
+}
+
+/// The total of a per-run counter, null if any run lacks it or there is no run.
+fn total_opt(runs: &[RunFigures], f: fn(&RunFigures) -> Option<u64>) -> Option<u64> {
+    if runs.is_empty() {
+        return None;
+    }
+    runs.iter().map(f).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::disagreement as check_agreement;
+    use crate::plan::Plan;
+    use crate::transport::LinkInfo;
+
+    const MS: fn(u64) -> Duration = Duration::from_millis;
+
+    #[test]
+    fn a_side_that_starts_late_is_timed_from_the_shared_start() {
+        let late = SideReport {
+            bytes: 1000,
+            start_delay: MS(3),
+            elapsed: Some(MS(7)),
+            ..SideReport::default()
+        };
+        let f = side_figures(&[late], 1000, Duration::ZERO);
+        assert!(
+            (f.duration_seconds - 0.010).abs() < 1e-9,
+            "{}",
+            f.duration_seconds
+        );
+    }
+
+    fn scenario(argv: &[&str]) -> Scenario {
+        let mut v = vec!["sockbench"];
+        v.extend_from_slice(argv);
+        Plan::from_args(&<crate::cli::Args as clap::Parser>::parse_from(v))
+            .unwrap()
+            .scenarios
+            .remove(0)
+    }
+
+    fn udp_raw(sent: u64, received: u64, drops: Option<u64>) -> Roles {
+        let side = |n: u64| SideReport {
+            bytes: n * 64,
+            messages: n,
+            elapsed: Some(MS(100)),
+            ..SideReport::default()
+        };
+        Roles {
+            senders: vec![side(sent)],
+            receivers: vec![side(received)],
+            system: None,
+            link: LinkInfo::default(),
+            udp_drops: drops,
+            connect_time: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn the_loss_warning_blames_the_receive_buffer_only_for_the_losses_it_explains() {
+        let sc = scenario(&["rate", "-t", "udp", "-s", "64"]);
+        let w = |drops| {
+            let r = figures(&sc, &[udp_raw(1000, 900, drops)]);
+            assert_eq!(r.messages_lost, Some(100));
+            r.warnings
+                .iter()
+                .find(|w| w.kind == "datagram-loss")
+                .unwrap()
+                .message
+                .clone()
+        };
+        let few = w(Some(3));
+        assert!(
+            few.contains("only 3 of them") && few.contains("other 97"),
+            "{few}"
+        );
+        assert!(!few.contains("try a larger --rcvbuf"), "{few}");
+        assert!(w(Some(95)).contains("the receiver's buffer was full"));
+        assert!(w(Some(0)).contains("no receive-buffer overflow"));
+    }
+
+    #[test]
+    fn no_finished_run_means_unknown_counts_not_zero() {
+        let sc = scenario(&["rate", "-t", "udp", "-s", "64"]);
+        let r = figures(&sc, &[]);
+        assert_eq!(r.messages_lost, None);
+        assert_eq!(r.delivered_fraction, None);
+        assert_eq!(r.messages_reordered, None);
+        assert_eq!(r.udp_receive_buffer_errors, None);
+        let r = figures(&sc, &[udp_raw(0, 0, Some(0))]);
+        assert_eq!(r.delivered_fraction, None, "nothing sent: unknown");
+        let r = figures(&sc, &[udp_raw(10, 10, Some(0))]);
+        assert_eq!(r.delivered_fraction, Some(1.0));
+        assert_eq!(r.messages_lost, Some(0));
+        assert_eq!(r.udp_receive_buffer_errors, Some(0));
+    }
+
+    #[test]
+    fn a_side_is_never_above_one_core_per_thread() {
+        let side = SideReport {
+            elapsed: Some(Duration::from_micros(10)),
+            cpu: crate::measure::cpu::ThreadCpu {
+                exact: Duration::from_micros(15),
+                user: Duration::from_micros(15),
+                ..Default::default()
+            },
+            ..SideReport::default()
+        };
+        let f = side_figures(std::slice::from_ref(&side), 64, Duration::ZERO);
+        assert!(
+            (f.cpu_utilization - 1.0).abs() < 1e-9,
+            "{}",
+            f.cpu_utilization
+        );
+        assert!(f.cpu_seconds <= f.duration_seconds);
+        assert!(f.cpu_user_seconds <= f.cpu_seconds);
+        // Two threads: up to two cores, not one.
+        let two = side_figures(&[side.clone(), side], 64, Duration::ZERO);
+        assert!(
+            (two.cpu_utilization - 2.0).abs() < 1e-9,
+            "{}",
+            two.cpu_utilization
+        );
+    }
+
+    #[test]
+    fn only_a_busy_side_over_a_long_enough_run_is_called_cpu_bound() {
+        let sc = scenario(&["stream", "-t", "tcp", "-s", "64"]);
+        let run = |ms: u64, busy_ms: u64| {
+            let mut raw = udp_raw(10, 10, None);
+            for s in raw.senders.iter_mut().chain(raw.receivers.iter_mut()) {
+                s.elapsed = Some(MS(ms));
+            }
+            raw.senders[0].cpu.exact = Duration::from_millis(busy_ms);
+            figures(&sc, &[raw])
+                .warnings
+                .iter()
+                .any(|w| w.kind == "cpu-saturated")
+        };
+        assert!(run(200, 199), "a sender busy the whole 0.2 s");
+        assert!(!run(200, 20), "a sender busy 10% of the time");
+        assert!(!run(5, 5), "5 ms is too short to judge");
+    }
+
+    #[test]
+    fn a_reliable_transport_that_loses_anything_fails_the_scenario() {
+        // stream: the receiver got less than was sent.
+        let sc = scenario(&["stream", "-t", "tcp", "-s", "64"]);
+        let r = figures(&sc, &[udp_raw(10, 9, None)]);
+        let e = check_agreement(&sc, &r).expect("a disagreement is an error");
+        assert!(e.contains("sender and receiver disagree"), "{e}");
+        assert_eq!(
+            check_agreement(&sc, &figures(&sc, &[udp_raw(10, 10, None)])),
+            None
+        );
+        // pingpong: the server saw fewer requests than the client sent, though every
+        // reply the client waited for came (the counts cannot both be right).
+        let sc = scenario(&["pingpong", "-t", "tcp", "-s", "64"]);
+        let r = figures(&sc, &[udp_raw(10, 9, None)]);
+        assert_eq!(r.runs[0].requests_lost, Some(1));
+        let e = check_agreement(&sc, &r).expect("a lost request on TCP is an error");
+        assert!(e.contains("1 of 10 requests"), "{e}");
+        assert_eq!(
+            check_agreement(&sc, &figures(&sc, &[udp_raw(10, 10, None)])),
+            None
+        );
+    }
+
+    #[test]
+    fn the_median_run_describes_the_table() {
+        let sc = Plan::from_args(&<crate::cli::Args as clap::Parser>::parse_from([
+            "sockbench",
+            "stream",
+        ]))
+        .unwrap()
+        .scenarios
+        .remove(0);
+        let raw = |ms: u64| Roles {
+            senders: vec![SideReport {
+                bytes: 1000,
+                messages: 1,
+                elapsed: Some(MS(ms)),
+                ..SideReport::default()
+            }],
+            receivers: vec![SideReport {
+                bytes: 1000,
+                messages: 1,
+                elapsed: Some(MS(ms)),
+                ..SideReport::default()
+            }],
+            system: None,
+            link: LinkInfo::default(),
+            udp_drops: None,
+            connect_time: Duration::ZERO,
+        };
+        let r = figures(&sc, &[raw(10), raw(40), raw(20)]);
+        let median = r.median_run().unwrap();
+        assert!((median.duration_seconds - 0.020).abs() < 1e-9);
+        assert_eq!(r.bits_per_second, Some(median.bits_per_second));
+        assert_eq!(r.bytes_sent, 3000);
+    }
+}
