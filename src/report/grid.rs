@@ -381,9 +381,11 @@ fn notes(report: &Report, g: &mut Grid) {
             .split_once(": ")
             .map(|(_, w)| w.to_string())
             .unwrap_or_else(|| s.reason.clone());
-        let what = match s.engine {
-            Some(_) => s.transport.to_string(),
-            None => format!("{} {}", s.transport, format_bytes(s.size_bytes)),
+        // An engine's refusal holds at every size: name the transport and the engines.
+        let by_engine = s.reason.starts_with("engine ");
+        let what = match by_engine {
+            true => s.transport.to_string(),
+            false => format!("{} {}", s.transport, format_bytes(s.size_bytes)),
         };
         let entry = reasons.entry(why).or_default();
         let i = match entry.iter().position(|(w, _)| *w == what) {
@@ -393,8 +395,8 @@ fn notes(report: &Report, g: &mut Grid) {
                 entry.len() - 1
             }
         };
-        if let Some(e) = s.engine {
-            entry[i].1.push(e.to_string());
+        if by_engine && !entry[i].1.contains(&s.engine.to_string()) {
+            entry[i].1.push(s.engine.to_string());
         }
     }
     for (why, which) in reasons {

@@ -31,7 +31,7 @@ use crate::transport::TransportKind;
 use crate::workload::WorkloadKind;
 
 /// Version of the JSON report's shape; bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The whole report.
 #[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]

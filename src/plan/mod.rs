@@ -13,6 +13,11 @@ use crate::report::export::ExportKind;
 use crate::transport::{Framing, TransportKind};
 use crate::workload::{Stop, WorkloadKind};
 
+pub mod host;
+pub mod matrix;
+
+pub use host::Host;
+
 /// Longest Unix socket path Linux accepts (`sun_path` is 108 bytes with the final NUL).
 pub const UNIX_PATH_MAX: usize = 107;
 /// The longest file name a transport creates inside the run directory.
@@ -71,19 +76,6 @@ fn parse_opt_rate(text: &Option<String>) -> Result<Option<f64>, PlanError> {
         .transpose()
 }
 
-/// Which transports a workload can use, and why not.
-fn workload_refuses(kind: WorkloadKind, t: TransportKind) -> Option<String> {
-    match kind {
-        WorkloadKind::Connect if !matches!(
-            t,
-            TransportKind::Tcp | TransportKind::Tcp6 | TransportKind::Unix | TransportKind::UnixSeqpacket
-        ) => Some(format!(
-            "connect measures connection setup, which {t} does not have: use tcp, tcp6, unix or unix-seqpacket"
-        )),
-        _ => None,
-    }
-}
-
 /// One scenario: a workload over a transport through an engine at one size.
 #[derive(Clone, Debug)]
 pub struct Scenario {
@@ -122,11 +114,13 @@ pub struct Scenario {
 /// A combination left out of a multi-transport plan, with the reason.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Skipped {
+    /// The workload.
+    pub workload: WorkloadKind,
     /// The transport.
     pub transport: TransportKind,
-    /// The engine that cannot drive it (null when the transport or size is the reason).
-    pub engine: Option<EngineKind>,
-    /// The size in bytes (for an engine's refusal: the first size asked for).
+    /// The engine.
+    pub engine: EngineKind,
+    /// The message size in bytes.
     pub size_bytes: u64,
     /// Why it cannot run.
     pub reason: String,
@@ -219,13 +213,13 @@ pub fn parse_engines(text: &str) -> Result<Vec<EngineKind>, PlanError> {
     Ok(out)
 }
 
-fn sysctl(name: &str) -> Option<u64> {
-    crate::environment::read_sysctl_u64(&name.replace('.', "/"))
-}
-
 /// The largest message `transport` can carry with the requested send buffer, and what
 /// sets that limit; `None` for byte streams (no limit).
-pub fn max_message(transport: TransportKind, sndbuf: Option<u64>) -> Option<(u64, String)> {
+pub fn max_message(
+    host: &Host,
+    transport: TransportKind,
+    sndbuf: Option<u64>,
+) -> Option<(u64, String)> {
     match transport {
         TransportKind::Udp => Some((
             65_507,
@@ -238,8 +232,7 @@ pub fn max_message(transport: TransportKind, sndbuf: Option<u64>) -> Option<(u64
         TransportKind::UnixDgram | TransportKind::UnixSeqpacket => {
             // The kernel refuses a datagram larger than the socket send buffer minus 32
             // bytes (net/unix/af_unix.c); SO_SNDBUF is doubled and capped by wmem_max.
-            let wmem_max = sysctl("net.core.wmem_max").unwrap_or(212_992);
-            let wmem_default = sysctl("net.core.wmem_default").unwrap_or(212_992);
+            let (wmem_max, wmem_default) = (host.wmem_max, host.wmem_default);
             let buf = match sndbuf {
                 Some(n) => 2 * n.min(wmem_max),
                 None => wmem_default,
@@ -262,8 +255,8 @@ pub fn max_message(transport: TransportKind, sndbuf: Option<u64>) -> Option<(u64
             ))
         }
         TransportKind::Mq => {
-            let max = sysctl("fs.mqueue.msgsize_max").unwrap_or(8192);
-            if has_cap_sys_resource() {
+            let max = host.mq_msgsize_max;
+            if host.cap_sys_resource {
                 Some((16 << 20, "a message queue message is at most 16 MiB (the kernel's HARD_MSGSIZEMAX)".into()))
             } else {
                 Some((
@@ -276,25 +269,17 @@ pub fn max_message(transport: TransportKind, sndbuf: Option<u64>) -> Option<(u64
     }
 }
 
-/// Whether this process may exceed message-queue limits (CAP_SYS_RESOURCE, bit 24 of
-/// CapEff in /proc/self/status); being root is not enough inside many containers.
-pub fn has_cap_sys_resource() -> bool {
-    crate::environment::proc_status("CapEff:")
-        .and_then(|hex| u64::from_str_radix(&hex, 16).ok())
-        .is_some_and(|caps| caps & (1 << 24) != 0)
-}
-
-/// A field of /proc/self/status in bytes (`VmSize:   1234 kB`).
-fn status_bytes(field: &str) -> Option<u64> {
-    let value = crate::environment::proc_status(field)?;
-    let kib: u64 = value.split_whitespace().next()?.parse().ok()?;
-    Some(kib * 1024)
-}
+pub use host::has_cap_sys_resource;
 
 /// Refuse a plan whose buffers would not fit in memory or in this process's limits: each
 /// stream's two sides hold up to three message buffers between them (a request, a
 /// response and the echo), plus a shared-memory ring of up to `--sndbuf`.
-fn check_memory(size: u64, parallel: u32, sndbuf: Option<u64>) -> Result<(), PlanError> {
+fn check_memory(
+    host: &Host,
+    size: u64,
+    parallel: u32,
+    sndbuf: Option<u64>,
+) -> Result<(), PlanError> {
     let need = (3 * size + sndbuf.unwrap_or(0)).saturating_mul(parallel as u64);
     let what = || {
         format!(
@@ -303,11 +288,7 @@ fn check_memory(size: u64, parallel: u32, sndbuf: Option<u64>) -> Result<(), Pla
             format_bytes(need)
         )
     };
-    if let Some(available) = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
-        let line = m.lines().find(|l| l.starts_with("MemAvailable:"))?;
-        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-        Some(kib * 1024)
-    }) {
+    if let Some(available) = host.mem_available {
         if need > available / 2 {
             return Err(invalid(format!(
                 "{} of memory, more than half of the {} available: use a smaller --size or fewer --parallel streams",
@@ -319,87 +300,20 @@ fn check_memory(size: u64, parallel: u32, sndbuf: Option<u64>) -> Result<(), Pla
     // An address-space or data limit (ulimit -v / -d) would turn the allocation into an
     // abort: compare with what the process already uses, the side threads' stacks and a
     // margin for the runtime.
-    use nix::sys::resource::{getrlimit, Resource, RLIM_INFINITY};
     let stacks = 2 * parallel as u64 * (8 << 20);
-    for (resource, name, used) in [
-        (
-            Resource::RLIMIT_AS,
-            "address space (ulimit -v)",
-            status_bytes("VmSize:"),
-        ),
-        (
-            Resource::RLIMIT_DATA,
-            "data segment (ulimit -d)",
-            status_bytes("VmData:"),
-        ),
-    ] {
-        let Ok((soft, _)) = getrlimit(resource) else {
-            continue;
-        };
-        if soft == RLIM_INFINITY {
-            continue;
-        }
-        let wanted = need + used.unwrap_or(0) + stacks + (64 << 20);
+    for &(name, soft, used) in &host.memory_limits {
+        let wanted = need + used + stacks + (64 << 20);
         if wanted > soft {
             return Err(invalid(format!(
                 "{}, but this process's {name} is limited to {} and {} of it is in use: use a smaller --size \
                  or fewer --parallel streams, or raise the limit",
                 what(),
                 format_bytes(soft),
-                format_bytes(used.unwrap_or(0))
+                format_bytes(used)
             )));
         }
     }
     Ok(())
-}
-
-/// One cell of the default suite: default options, one run.
-fn suite_cell(
-    workload: WorkloadKind,
-    transport: TransportKind,
-    size: u64,
-    duration: Duration,
-    warmup: Duration,
-) -> Scenario {
-    Scenario {
-        workload,
-        transport,
-        engine: EngineKind::Blocking,
-        size,
-        stop: Stop::Duration(duration),
-        warmup,
-        runs: 1,
-        parallel: 1,
-        cpus: None,
-        sndbuf: None,
-        rcvbuf: None,
-        nodelay: false,
-        bind: None,
-        connect: None,
-        extras: WorkloadOptions::default(),
-    }
-}
-
-/// The message size when `--size` is not given: 64 B for latency, rate and connection
-/// workloads; for stream 64 KiB, but 1472 B for UDP (one Ethernet MTU) and 8 KiB for mq.
-pub fn default_size(workload: WorkloadKind, transport: TransportKind) -> u64 {
-    match transport {
-        _ if workload != WorkloadKind::Stream => 64,
-        TransportKind::Udp | TransportKind::Udp6 => 1472,
-        TransportKind::Mq => 8 << 10,
-        _ => 64 << 10,
-    }
-}
-
-/// Why `transport` cannot carry `size`-byte messages, if it cannot.
-fn size_refusal(transport: TransportKind, size: u64, sndbuf: Option<u64>) -> Option<String> {
-    let (max, why) = max_message(transport, sndbuf)?;
-    (size > max).then(|| {
-        format!(
-            "size {} ({size} bytes) is too large for {transport}: {why}",
-            format_bytes(size)
-        )
-    })
 }
 
 fn parse_opt_size(name: &str, text: &Option<String>) -> Result<Option<u64>, PlanError> {
@@ -429,16 +343,8 @@ fn parse_bind(text: &str) -> Result<SocketAddr, PlanError> {
         })
 }
 
-fn parse_cpus(text: &str) -> Result<(usize, usize), PlanError> {
-    // The CPUs this process may use (a cpuset or taskset may exclude some).
-    let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).ok();
-    let usable: Vec<usize> = (0..nix::sched::CpuSet::count())
-        .filter(|&c| {
-            allowed
-                .as_ref()
-                .is_some_and(|set| set.is_set(c).unwrap_or(false))
-        })
-        .collect();
+fn parse_cpus(host: &Host, text: &str) -> Result<(usize, usize), PlanError> {
+    let usable = &host.cpus;
     let list = usable
         .iter()
         .map(|c| c.to_string())
@@ -536,6 +442,14 @@ impl Plan {
     /// # Errors
     /// [`PlanError`] for anything malformed, out of range or unsupported.
     pub fn from_args(args: &Args) -> Result<Plan, PlanError> {
+        Plan::from_args_on(args, &Host::probe())
+    }
+
+    /// Check the flags and build the plan for a machine whose limits are `host`.
+    ///
+    /// # Errors
+    /// As [`Plan::from_args`].
+    pub fn from_args_on(args: &Args, host: &Host) -> Result<Plan, PlanError> {
         let mut wanted = Vec::new();
         for (fmt, p) in [
             (Format::Json, &args.output.export_json),
@@ -565,7 +479,7 @@ impl Plan {
                     bytes,
                     ..WorkloadOptions::default()
                 };
-                Plan::workload(WorkloadKind::Stream, &s.common, extras, output)
+                Plan::workload(host, WorkloadKind::Stream, &s.common, extras, output)
             }
             Some(Command::Pingpong(p)) => {
                 let extras = WorkloadOptions {
@@ -576,14 +490,14 @@ impl Plan {
                 if p.writes == 0 || p.writes > 64 {
                     return Err(invalid("--writes must be between 1 and 64"));
                 }
-                Plan::workload(WorkloadKind::Pingpong, &p.common, extras, output)
+                Plan::workload(host, WorkloadKind::Pingpong, &p.common, extras, output)
             }
             Some(Command::Rate(r)) => {
                 let extras = WorkloadOptions {
                     rate: parse_opt_rate(&r.rate)?,
                     ..WorkloadOptions::default()
                 };
-                Plan::workload(WorkloadKind::Rate, &r.common, extras, output)
+                Plan::workload(host, WorkloadKind::Rate, &r.common, extras, output)
             }
             Some(Command::Connect(c)) => {
                 if c.open == 0 || c.open > 10_000 {
@@ -591,9 +505,7 @@ impl Plan {
                 }
                 // Each open connection holds a descriptor on both sides.
                 let need = 2 * c.open as u64 * c.common.parallel as u64 + 64;
-                if let Ok((soft, _)) =
-                    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
-                {
+                if let Some(soft) = host.max_descriptors {
                     if need > soft {
                         return Err(invalid(format!(
                             "--open {} x {} streams needs about {need} file descriptors, over this process's limit \
@@ -607,10 +519,11 @@ impl Plan {
                     open: c.open,
                     ..WorkloadOptions::default()
                 };
-                Plan::workload(WorkloadKind::Connect, &c.common, extras, output)
+                Plan::workload(host, WorkloadKind::Connect, &c.common, extras, output)
             }
-            Some(Command::Suite(s)) => Plan::suite(s, output),
+            Some(Command::Suite(s)) => Plan::suite(host, s, output),
             None => Plan::suite(
+                host,
                 &SuiteArgs {
                     duration: "1s".into(),
                     warmup: "0.1s".into(),
@@ -621,7 +534,7 @@ impl Plan {
         }
     }
 
-    fn suite(args: &SuiteArgs, output: Output) -> Result<Plan, PlanError> {
+    fn suite(host: &Host, args: &SuiteArgs, output: Output) -> Result<Plan, PlanError> {
         let duration =
             parse_duration(&args.duration).map_err(|e| invalid(format!("--duration: {e}")))?;
         let warmup = parse_duration(&args.warmup).map_err(|e| invalid(format!("--warmup: {e}")))?;
@@ -629,6 +542,31 @@ impl Plan {
             return Err(invalid("--duration must be more than 0"));
         }
         let (transports, _) = parse_transports(&args.transport)?;
+        let cell = |workload: WorkloadKind, duration: Duration| Scenario {
+            workload,
+            transport: transports[0],
+            engine: EngineKind::Blocking,
+            size: 64,
+            stop: Stop::Duration(duration),
+            warmup,
+            runs: 1,
+            parallel: 1,
+            cpus: None,
+            sndbuf: None,
+            rcvbuf: None,
+            nodelay: false,
+            bind: None,
+            connect: None,
+            extras: WorkloadOptions::default(),
+        };
+        let message: Vec<TransportKind> = transports
+            .iter()
+            .copied()
+            .filter(|t| t.framing() == Framing::Message)
+            .collect();
+        // Throughput of every transport at the four sizes; then the latency of every
+        // transport and the message rate of the message transports, each at 64 B and for
+        // half the stream cells' time. A suite never stops for a refusal: it skips.
         let mut plan = Plan {
             scenarios: Vec::new(),
             skipped: Vec::new(),
@@ -637,48 +575,25 @@ impl Plan {
             path: None,
             notes: Vec::new(),
         };
-        for &transport in &transports {
-            for &size in &SUITE_SIZES {
-                if let Some(reason) = size_refusal(transport, size, None) {
-                    plan.skipped.push(Skipped {
-                        transport,
-                        engine: None,
-                        size_bytes: size,
-                        reason,
-                    });
-                    continue;
-                }
-                plan.scenarios.push(suite_cell(
-                    WorkloadKind::Stream,
-                    transport,
-                    size,
-                    duration,
-                    warmup,
-                ));
-            }
-        }
-        // Latency of every transport, then the message rate of the datagram transports,
-        // each at 64 B and for half the stream cells' time.
-        for &transport in &transports {
-            plan.scenarios.push(suite_cell(
-                WorkloadKind::Pingpong,
-                transport,
-                64,
-                duration / 2,
-                warmup,
-            ));
-        }
-        for &transport in transports
-            .iter()
-            .filter(|t| t.framing() == Framing::Message)
-        {
-            plan.scenarios.push(suite_cell(
-                WorkloadKind::Rate,
-                transport,
-                64,
-                duration / 2,
-                warmup,
-            ));
+        for (workload, duration, transports, sizes) in [
+            (
+                WorkloadKind::Stream,
+                duration,
+                &transports,
+                &SUITE_SIZES[..],
+            ),
+            (WorkloadKind::Pingpong, duration / 2, &transports, &[64][..]),
+            (WorkloadKind::Rate, duration / 2, &message, &[64][..]),
+        ] {
+            let axes = matrix::Axes {
+                transports,
+                engines: &[EngineKind::Blocking],
+                sizes: Some(sizes),
+                explicit: false,
+            };
+            let (run, skipped) = matrix::expand(host, &axes, &cell(workload, duration))?;
+            plan.scenarios.extend(run);
+            plan.skipped.extend(skipped);
         }
         if transports.iter().any(|t| t.uses_path()) {
             check_path(&default_dir_base(), false)?;
@@ -687,6 +602,7 @@ impl Plan {
     }
 
     fn workload(
+        host: &Host,
         kind: WorkloadKind,
         a: &CommonArgs,
         extras: WorkloadOptions,
@@ -699,14 +615,14 @@ impl Plan {
         // explicit request; with `all`, the others still run and the report says why.
         let mut unavailable = Vec::new();
         for e in &engines {
-            if let Some(why) = e.engine().unavailable() {
+            if let Some(why) = host.engine_unavailable(*e) {
                 if !all_engines {
                     return Err(PlanError::Unavailable(format!("engine {e}: {why}")));
                 }
                 unavailable.push(format!("engine {e} skipped: {why}"));
             }
         }
-        engines.retain(|e| e.engine().unavailable().is_none());
+        engines.retain(|&e| host.engine_unavailable(e).is_none());
         let sizes = match &a.size {
             Some(text) => Some(parse_size_list(text).map_err(|e| invalid(format!("--size: {e}")))?),
             None => None,
@@ -760,7 +676,7 @@ impl Plan {
         }
         let sndbuf = parse_opt_size("sndbuf", &a.sndbuf)?;
         let rcvbuf = parse_opt_size("rcvbuf", &a.rcvbuf)?;
-        let cpus = a.cpus.as_deref().map(parse_cpus).transpose()?;
+        let cpus = a.cpus.as_deref().map(|c| parse_cpus(host, c)).transpose()?;
         let bind = a.bind.as_deref().map(parse_bind).transpose()?;
         let connect = a
             .connect
@@ -833,7 +749,7 @@ impl Plan {
             }
         }
         let largest = given.iter().copied().max().unwrap_or(64 << 10);
-        check_memory(largest, a.parallel, sndbuf)?;
+        check_memory(host, largest, a.parallel, sndbuf)?;
         if let (Some(b), Some(c)) = (bind, connect) {
             if b.is_ipv6() != c.is_ipv6() {
                 return Err(invalid(
@@ -847,147 +763,68 @@ impl Plan {
             None => {}
         }
 
-        let mut plan = Plan {
-            scenarios: Vec::new(),
-            skipped: Vec::new(),
-            output,
-            layout: Layout::List,
-            path: a.path.clone(),
-            notes: unavailable,
+        let template = Scenario {
+            workload: kind,
+            transport: transports[0],
+            engine: engines[0],
+            size: 0,
+            stop,
+            warmup,
+            runs: a.runs,
+            parallel: a.parallel,
+            cpus,
+            sndbuf,
+            rcvbuf,
+            nodelay: a.nodelay,
+            bind,
+            connect,
+            extras: WorkloadOptions {
+                runtime: a.runtime,
+                ..extras
+            },
         };
-        for &engine in &engines {
-            for &transport in &transports {
-                if extras.writes > 1 && transport.framing() == Framing::Message {
-                    let why = format!(
-                        "--writes splits a request into several writes, which only a byte stream can \
-                         reassemble; {transport} is message-based"
-                    );
-                    if all {
-                        continue;
-                    }
-                    return Err(PlanError::Unsupported(why));
-                }
-                if kind == WorkloadKind::Pingpong
-                    && !transport.reliable()
-                    && sizes.as_ref().is_some_and(|s| s.iter().any(|&n| n < 8))
-                {
-                    let why = format!(
-                        "pingpong over {transport} needs at least 8 bytes per message: a reply that comes after \
-                         its timeout is told apart from the next one by the sequence number it carries"
-                    );
-                    if all {
-                        continue;
-                    }
-                    return Err(PlanError::Unsupported(why));
-                }
-                if let Some(why) = workload_refuses(kind, transport) {
-                    if all {
-                        continue;
-                    }
-                    return Err(PlanError::Unsupported(why));
-                }
-                if kind == WorkloadKind::Connect && engine != EngineKind::Blocking {
-                    return Err(PlanError::Unsupported(format!(
-                        "connect runs on the blocking engine only so far, not {engine}"
-                    )));
-                }
-                if engine == EngineKind::IoUring
-                    && connect.is_some()
-                    && transport.is_ip()
-                    && !transport.reliable()
-                {
-                    return Err(PlanError::Unsupported(
-                        "with --connect the UDP receiver answers with sendto, which the io-uring engine does not \
-                         submit: drop --connect or use another engine"
-                            .into(),
-                    ));
-                }
-                if let Some(why) = engine.engine().refuses(transport) {
-                    let why = format!("engine {engine} cannot drive {transport}: {why}");
-                    if all || all_engines {
-                        plan.skipped.push(Skipped {
-                            transport,
-                            engine: Some(engine),
-                            size_bytes: sizes
-                                .as_ref()
-                                .and_then(|s| s.first().copied())
-                                .unwrap_or(0),
-                            reason: why,
-                        });
-                        continue;
-                    }
-                    return Err(PlanError::Unsupported(why));
-                }
-                let fam_mismatch = transport.is_ip()
-                    && (bind.is_some_and(|b| b.is_ipv6() != transport.is_ipv6())
-                        || connect.is_some_and(|c| c.is_ipv6() != transport.is_ipv6()));
-                let sizes = sizes
-                    .clone()
-                    .unwrap_or_else(|| vec![default_size(kind, transport)]);
-                for &size in &sizes {
-                    if fam_mismatch {
-                        plan.skipped.push(Skipped {
-                            transport,
-                            engine: None,
-                            size_bytes: size,
-                            reason: "--bind/--connect address is of the other IP family".into(),
-                        });
-                        continue;
-                    }
-                    if let (TransportKind::Mq, Some(n)) = (transport, sndbuf) {
-                        let asked = (n / size).max(1);
-                        let max = crate::transport::mq_max_depth();
-                        let note = format!(
-                            "mq {}: --sndbuf {} asks for a queue of {asked} messages, but the kernel allows {max} \
-                             (fs.mqueue.msg_max): the queue holds {max}; raise it with `sysctl -w fs.mqueue.msg_max={asked}`",
-                            format_bytes(size),
-                            format_bytes(n)
-                        );
-                        if asked > max && !plan.notes.contains(&note) {
-                            plan.notes.push(note);
-                        }
-                    }
-                    if let Some(reason) = size_refusal(transport, size, sndbuf) {
-                        if all {
-                            plan.skipped.push(Skipped {
-                                transport,
-                                engine: None,
-                                size_bytes: size,
-                                reason,
-                            });
-                            continue;
-                        }
-                        return Err(PlanError::Unsupported(reason));
-                    }
-                    plan.scenarios.push(Scenario {
-                        workload: kind,
-                        transport,
-                        engine,
-                        size,
-                        stop,
-                        warmup,
-                        runs: a.runs,
-                        parallel: a.parallel,
-                        cpus,
-                        sndbuf,
-                        rcvbuf,
-                        nodelay: a.nodelay,
-                        bind: bind.filter(|_| transport.is_ip()),
-                        connect: connect.filter(|_| transport.is_ip()),
-                        extras: WorkloadOptions {
-                            runtime: a.runtime,
-                            ..extras.clone()
-                        },
-                    });
-                }
+        let axes = matrix::Axes {
+            transports: &transports,
+            engines: &engines,
+            sizes: sizes.as_deref(),
+            explicit: !(all || all_engines),
+        };
+        let (mut scenarios, skipped) = matrix::expand(host, &axes, &template)?;
+        for sc in &mut scenarios {
+            sc.bind = sc.bind.filter(|_| sc.transport.is_ip());
+            sc.connect = sc.connect.filter(|_| sc.transport.is_ip());
+        }
+        let mut notes = unavailable;
+        for sc in scenarios
+            .iter()
+            .filter(|s| s.transport == TransportKind::Mq)
+        {
+            let Some(n) = sndbuf else { break };
+            let asked = (n / sc.size).max(1);
+            let max = crate::transport::mq_max_depth();
+            let note = format!(
+                "mq {}: --sndbuf {} asks for a queue of {asked} messages, but the kernel allows {max} \
+                 (fs.mqueue.msg_max): the queue holds {max}; raise it with `sysctl -w fs.mqueue.msg_max={asked}`",
+                format_bytes(sc.size),
+                format_bytes(n)
+            );
+            if asked > max && !notes.contains(&note) {
+                notes.push(note);
             }
         }
-        if plan.scenarios.is_empty() {
+        if scenarios.is_empty() {
             return Err(PlanError::Unsupported(
                 "nothing to run: every transport/size combination was refused".into(),
             ));
         }
-        Ok(plan)
+        Ok(Plan {
+            scenarios,
+            skipped,
+            output,
+            layout: Layout::List,
+            path: a.path.clone(),
+            notes,
+        })
     }
 }
 
@@ -1088,5 +925,68 @@ mod tests {
         assert_eq!(p.scenarios[0].stop, Stop::Count(1000));
         let p = plan(&["stream", "--bytes", "1M"]).unwrap();
         assert_eq!(p.scenarios[0].stop, Stop::Bytes(1 << 20));
+    }
+
+    #[test]
+    fn a_named_combination_is_an_error_and_under_all_a_skip_naming_all_four() {
+        // Named explicitly: the error names the limit.
+        let e = plan(&["stream", "-t", "shm", "-e", "poll"]).unwrap_err();
+        assert!(matches!(e, PlanError::Unsupported(_)), "{e}");
+        assert!(
+            e.to_string().contains("engine poll cannot drive shm"),
+            "{e}"
+        );
+        let e = plan(&["connect", "-t", "tcp", "-e", "epoll"]).unwrap_err();
+        assert!(e.to_string().contains("blocking engine only"), "{e}");
+        // Under `all`: one skip per combination, each with its workload, engine and size.
+        let p = plan(&["stream", "-t", "shm,udp", "-e", "all", "-s", "64,1M"]).unwrap();
+        let shm_poll: Vec<u64> = p
+            .skipped
+            .iter()
+            .filter(|s| s.transport == TransportKind::Shm && s.engine == EngineKind::Poll)
+            .map(|s| s.size_bytes)
+            .collect();
+        assert_eq!(shm_poll, [64, 1 << 20], "sizes recorded, not 0");
+        let udp_big = p
+            .skipped
+            .iter()
+            .find(|s| s.transport == TransportKind::Udp && s.engine == EngineKind::Blocking)
+            .expect("udp cannot carry 1 MiB");
+        assert_eq!(udp_big.size_bytes, 1 << 20);
+        assert!(udp_big.reason.contains("65507"), "{}", udp_big.reason);
+        assert!(p.skipped.iter().all(|s| s.workload == WorkloadKind::Stream));
+        // connect under every engine: blocking runs, the others are skipped.
+        let p = plan(&["connect", "-t", "tcp", "-e", "all"]).unwrap();
+        assert!(p.scenarios.iter().all(|s| s.engine == EngineKind::Blocking));
+        assert!(p
+            .skipped
+            .iter()
+            .all(|s| s.workload == WorkloadKind::Connect && s.engine != EngineKind::Blocking));
+    }
+
+    #[test]
+    fn the_plan_reads_the_machine_from_the_host_it_is_given() {
+        let args = <Args as clap::Parser>::parse_from([
+            "sockbench",
+            "stream",
+            "-t",
+            "unix-dgram",
+            "-s",
+            "100K",
+        ]);
+        let mut host = Host::probe();
+        host.wmem_default = 1 << 20;
+        host.wmem_max = 1 << 20;
+        assert!(
+            Plan::from_args_on(&args, &host).is_ok(),
+            "a 1 MiB default buffer carries 100 KiB"
+        );
+        host.wmem_default = 65_536;
+        let e = Plan::from_args_on(&args, &host).unwrap_err().to_string();
+        assert!(e.contains("net.core.wmem_default = 65536"), "{e}");
+        host.cpus = vec![3];
+        let args = <Args as clap::Parser>::parse_from(["sockbench", "stream", "--cpus", "0,1"]);
+        let e = Plan::from_args_on(&args, &host).unwrap_err().to_string();
+        assert!(e.contains("may run on CPUs 3"), "{e}");
     }
 }

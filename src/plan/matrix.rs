@@ -1,0 +1,106 @@
+//! The cross product of engines, transports and sizes, and the one refusal rule: a
+//! combination the user named explicitly is an error (exit 2) that names the limit; under
+//! `all` it is a skip recorded with workload, transport, engine, size and the reason.
+
+use super::host::Host;
+use super::{Scenario, Skipped};
+use crate::engine::EngineKind;
+use crate::error::PlanError;
+use crate::measure::units::format_bytes;
+use crate::transport::TransportKind;
+use crate::workload::spec;
+
+/// The axes of a plan.
+pub struct Axes<'a> {
+    /// Transports, in order.
+    pub transports: &'a [TransportKind],
+    /// Engines, in order.
+    pub engines: &'a [EngineKind],
+    /// Sizes as given; `None`: each workload's default for each transport.
+    pub sizes: Option<&'a [u64]>,
+    /// Whether the user named every combination (no `all` on any axis): then a refusal
+    /// is an error rather than a skip.
+    pub explicit: bool,
+}
+
+/// Why `transport` cannot carry `size`-byte messages, if it cannot.
+pub fn size_refusal(
+    host: &Host,
+    transport: TransportKind,
+    size: u64,
+    sndbuf: Option<u64>,
+) -> Option<String> {
+    let (max, why) = super::max_message(host, transport, sndbuf)?;
+    (size > max).then(|| {
+        format!(
+            "size {} ({size} bytes) is too large for {transport}: {why}",
+            format_bytes(size)
+        )
+    })
+}
+
+/// Why the combination `sc` cannot run, if it cannot: the workload's own refusal, the
+/// engine's, the options', then the transport's size limit.
+pub fn refusal(host: &Host, sc: &Scenario) -> Option<String> {
+    let (t, e) = (sc.transport, sc.engine);
+    if let Some(why) = spec(sc.workload).refuses(sc) {
+        return Some(why);
+    }
+    if let Some(why) = e.engine().refuses(t) {
+        return Some(format!("engine {e} cannot drive {t}: {why}"));
+    }
+    if e == EngineKind::IoUring && sc.connect.is_some() && t.is_ip() && !t.reliable() {
+        return Some(
+            "with --connect the UDP receiver answers with sendto, which the io-uring engine does not \
+             submit: drop --connect or use another engine"
+                .into(),
+        );
+    }
+    let family = |v6: bool| v6 != t.is_ipv6();
+    if t.is_ip()
+        && (sc.bind.is_some_and(|b| family(b.is_ipv6()))
+            || sc.connect.is_some_and(|c| family(c.is_ipv6())))
+    {
+        return Some("--bind/--connect address is of the other IP family".into());
+    }
+    size_refusal(host, t, sc.size, sc.sndbuf)
+}
+
+/// Every combination of the axes, built from `template` (its transport, engine and size
+/// are replaced): those that can run, and those left out with why.
+///
+/// # Errors
+/// [`PlanError::Unsupported`] for a refused combination the user named explicitly.
+pub fn expand(
+    host: &Host,
+    axes: &Axes<'_>,
+    template: &Scenario,
+) -> Result<(Vec<Scenario>, Vec<Skipped>), PlanError> {
+    let (mut run, mut skipped) = (Vec::new(), Vec::new());
+    let workload = spec(template.workload);
+    for &engine in axes.engines {
+        for &transport in axes.transports {
+            let defaults = [workload.default_size(transport)];
+            for &size in axes.sizes.unwrap_or(&defaults) {
+                let sc = Scenario {
+                    transport,
+                    engine,
+                    size,
+                    ..template.clone()
+                };
+                match refusal(host, &sc) {
+                    None => run.push(sc),
+                    Some(why) if axes.explicit => return Err(PlanError::Unsupported(why)),
+                    Some(reason) => skipped.push(Skipped {
+                        workload: sc.workload,
+                        transport,
+                        engine,
+                        size_bytes: size,
+                        reason,
+                    }),
+                }
+            }
+        }
+    }
+    Ok((run, skipped))
+}
