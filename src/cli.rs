@@ -23,6 +23,17 @@ const AFTER_HELP: &str = "Examples:
 
 Exit status: 0 success, 1 a run failed, 2 bad usage, 130 interrupted.";
 
+/// Help heading: the workload, transports, sizes and engines.
+pub const HEAD_MEASURE: &str = "What to measure";
+/// Help heading: duration, counts, warm-up and runs.
+pub const HEAD_TIME: &str = "How long";
+/// Help heading: socket options and addresses.
+pub const HEAD_SOCKETS: &str = "Sockets";
+/// Help heading: streams and CPUs.
+pub const HEAD_PLACEMENT: &str = "Placement";
+/// Help heading: formats and files.
+pub const HEAD_OUTPUT: &str = "Output";
+
 /// Top-level arguments.
 #[derive(Debug, Parser)]
 #[command(name = "sockbench", version, about = ABOUT, long_about = LONG_ABOUT, after_help = AFTER_HELP)]
@@ -71,6 +82,7 @@ counts are not reported for them (null); loss is still exact (sent - received)."
     Rate(Box<RateArgs>),
     /// Connection cost on tcp, tcp6, unix and unix-seqpacket: connect, accept, first
     /// request/response and close, each as a distribution, and connections per second.
+    #[command(mut_arg("transport", |a| a.help(connect_transports_help())))]
     #[command(after_help = "Examples:
   sockbench connect -t tcp,unix -s 64
   sockbench connect -t tcp --linger0 --open 16")]
@@ -78,33 +90,62 @@ counts are not reported for them (null); loss is still exact (sent - received)."
     /// The default suite (what plain `sockbench` runs): every local transport at 64 B,
     /// 4 KiB, 64 KiB and 1 MiB, one table with the fastest transport at each size.
     Suite(SuiteArgs),
+    /// Print a saved JSON report again: as a table (default), Markdown, CSV or JSON, with
+    /// --wide and --units as for a run.
+    #[command(after_help = "Examples:
+  sockbench stream -t tcp,unix --format json > run.json
+  sockbench report run.json
+  sockbench report run.json --units bytes --format markdown > run.md
+
+The file must be a report of this sockbench's schema version (its `schema_version`).")]
+    Report(ReportArgs),
+}
+
+/// Flags of `report`.
+#[derive(Debug, ClapArgs)]
+pub struct ReportArgs {
+    /// A JSON report written by `--format json` or `--export-json` ("-" for stdin).
+    #[arg(value_name = "FILE.json")]
+    pub file: PathBuf,
+}
+
+/// `connect --help`: only the transports connect can use.
+fn connect_transports_help() -> String {
+    let names: Vec<&str> = crate::workload::connect::TRANSPORTS
+        .iter()
+        .map(|t| t.name())
+        .collect();
+    format!(
+        "Transports, comma-separated, or `all`: {} (the connection-oriented ones)",
+        names.join(", ")
+    )
 }
 
 /// Output flags shared by every command.
 #[derive(Debug, ClapArgs)]
 pub struct OutputArgs {
     /// What to print on stdout.
-    #[arg(long, value_enum, default_value_t = Format::Table, global = true)]
+    #[arg(long, value_enum, default_value_t = Format::Table, global = true, help_heading = HEAD_OUTPUT)]
     pub format: Format,
     /// Also write the JSON report to PATH after every scenario ("-" for stdout).
-    #[arg(long, value_name = "PATH", global = true)]
+    #[arg(long, value_name = "PATH", global = true, help_heading = HEAD_OUTPUT)]
     pub export_json: Option<PathBuf>,
     /// Also write a CSV file (one row per scenario) to PATH after every scenario.
-    #[arg(long, value_name = "PATH", global = true)]
+    #[arg(long, value_name = "PATH", global = true, help_heading = HEAD_OUTPUT)]
     pub export_csv: Option<PathBuf>,
     /// Also write a Markdown table to PATH after every scenario.
-    #[arg(long, value_name = "PATH", global = true)]
+    #[arg(long, value_name = "PATH", global = true, help_heading = HEAD_OUTPUT)]
     pub export_markdown: Option<PathBuf>,
     /// No progress bar on stderr.
-    #[arg(short, long, global = true)]
+    #[arg(short, long, global = true, help_heading = HEAD_OUTPUT)]
     pub quiet: bool,
     /// Tables: show every column, however wide (by default a table fits 100 columns and
     /// the rest is in --format json).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = HEAD_OUTPUT)]
     pub wide: bool,
     /// Tables: throughput in bits/s (SI, as iperf3), bytes/s (binary, as file tools), or
     /// both.
-    #[arg(long, value_enum, value_name = "UNIT", default_value_t = crate::report::Units::Bits, global = true)]
+    #[arg(long, value_enum, value_name = "UNIT", default_value_t = crate::report::Units::Bits, global = true, help_heading = HEAD_OUTPUT)]
     pub units: crate::report::Units,
 }
 
@@ -136,16 +177,17 @@ pub enum Format {
 pub struct CommonArgs {
     /// Transports, comma-separated, or `all`: unix, unix-dgram, unix-seqpacket, socketpair,
     /// tcp, tcp6, udp, udp6, pipe, fifo, mq, shm.
-    #[arg(short, long, value_name = "LIST", default_value = "unix")]
+    #[arg(help_heading = HEAD_MEASURE, short, long, value_name = "LIST", default_value = "unix")]
     pub transport: String,
     /// Message sizes: a list (1,64,4K,64K,1M) or a range of powers of two (1..64M).
     /// Suffixes K, M, G are binary (4K = 4096 bytes). Default: 64 for pingpong, rate and
     /// connect; for stream 64K, but 1472 for udp and udp6 (a datagram that fits a
     /// 1500-byte Ethernet MTU) and 8K for mq.
-    #[arg(short, long, value_name = "LIST|RANGE")]
+    #[arg(help_heading = HEAD_MEASURE, short, long, value_name = "LIST|RANGE")]
     pub size: Option<String>,
     /// How long each measured run lasts (2, 500ms, 1.5s; default 2 s).
     #[arg(
+        help_heading = HEAD_TIME,
         short,
         long,
         value_name = "TIME",
@@ -156,10 +198,11 @@ pub struct CommonArgs {
     /// Exactly N messages (stream, rate), round trips (pingpong) or connections (connect)
     /// per run and per stream (`-P 2 -n 1000` is 2000 in all), instead of running for a
     /// time.
-    #[arg(short = 'n', long, value_name = "N", allow_hyphen_values = true)]
+    #[arg(help_heading = HEAD_TIME, short = 'n', long, value_name = "N", allow_hyphen_values = true)]
     pub count: Option<u64>,
     /// Unmeasured warm-up before each run, on its own connection (0 to skip).
     #[arg(
+        help_heading = HEAD_TIME,
         short,
         long,
         value_name = "TIME",
@@ -169,21 +212,21 @@ pub struct CommonArgs {
     pub warmup: String,
     /// Measured repetitions per scenario; with 2 or more, the median, a 95% confidence
     /// interval and the coefficient of variation are reported.
-    #[arg(short, long, value_name = "N", default_value_t = 1)]
+    #[arg(help_heading = HEAD_TIME, short, long, value_name = "N", default_value_t = 1)]
     pub runs: u32,
     /// Requested send buffer: SO_SNDBUF for sockets, the pipe size for pipe and fifo, the
     /// ring size for shm, the queue depth (in messages of SIZE) for mq.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(help_heading = HEAD_SOCKETS, long, value_name = "SIZE")]
     pub sndbuf: Option<String>,
     /// Requested receive buffer (SO_RCVBUF; sockets only). Setting it turns off TCP's
     /// receive-buffer autotuning.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(help_heading = HEAD_SOCKETS, long, value_name = "SIZE")]
     pub rcvbuf: Option<String>,
     /// Disable Nagle's algorithm (TCP_NODELAY) on TCP.
-    #[arg(long)]
+    #[arg(help_heading = HEAD_SOCKETS, long)]
     pub nodelay: bool,
     /// Parallel streams: N sender/receiver pairs, each on its own connection and threads.
-    #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]
+    #[arg(help_heading = HEAD_PLACEMENT, short = 'P', long, value_name = "N", default_value_t = 1)]
     pub parallel: u32,
     /// I/O engines, comma-separated, or `all`: blocking (plain blocking calls; alias
     /// blocking-sync), nonblocking (O_NONBLOCK, retry on EAGAIN without sleeping; alias
@@ -192,25 +235,25 @@ pub struct CommonArgs {
     /// epoll_wait(2) on EAGAIN), io-uring (each send and receive submitted to io_uring;
     /// alias nonblocking-async), async (a tokio runtime per side; see --runtime). shm
     /// runs on blocking only; connect too, so far.
-    #[arg(short, long, value_name = "LIST", default_value = "blocking")]
+    #[arg(help_heading = HEAD_MEASURE, short, long, value_name = "LIST", default_value = "blocking")]
     pub engine: String,
     /// The async engine's tokio runtime: current (the side's own thread runs the
     /// reactor) or multi (a worker thread does, so each wake-up crosses threads).
-    #[arg(long, value_enum, default_value_t = crate::engine::RuntimeKind::Current)]
+    #[arg(help_heading = HEAD_MEASURE, long, value_enum, default_value_t = crate::engine::RuntimeKind::Current)]
     pub runtime: crate::engine::RuntimeKind,
     /// Pin the sender thread(s) to CPU A and the receiver thread(s) to CPU B.
-    #[arg(long, value_name = "A,B")]
+    #[arg(help_heading = HEAD_PLACEMENT, long, value_name = "A,B")]
     pub cpus: Option<String>,
     /// tcp/udp: address the receiver binds, IP or IP:PORT (default 127.0.0.1 or ::1, port
     /// chosen by the kernel). Use a real interface address to leave loopback.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(help_heading = HEAD_SOCKETS, long, value_name = "ADDR")]
     pub bind: Option<String>,
     /// tcp/udp: address the sender connects to (default: the bound address).
-    #[arg(long, value_name = "IP")]
+    #[arg(help_heading = HEAD_SOCKETS, long, value_name = "IP")]
     pub connect: Option<String>,
     /// Directory for Unix socket files and FIFOs (default: a private directory under
     /// $XDG_RUNTIME_DIR or /tmp, removed afterwards).
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = HEAD_SOCKETS, long, value_name = "DIR")]
     pub path: Option<PathBuf>,
 }
 
@@ -222,7 +265,7 @@ pub struct StreamArgs {
     pub common: CommonArgs,
     /// Send exactly this many bytes per run and per stream (e.g. 1G; with -P 2, 2G in
     /// all); the last message may be short.
-    #[arg(long, value_name = "SIZE", conflicts_with_all = ["duration", "count"])]
+    #[arg(long, value_name = "SIZE", conflicts_with_all = ["duration", "count"], help_heading = HEAD_TIME)]
     pub bytes: Option<String>,
 }
 
@@ -236,15 +279,15 @@ pub struct PingpongArgs {
     /// from when its request was due, so a stall delays (and counts against) every request
     /// queued behind it (coordinated-omission correction). Default: closed loop. Accepts
     /// k and M suffixes (10k = 10000).
-    #[arg(long, value_name = "R")]
+    #[arg(long, value_name = "R", help_heading = HEAD_MEASURE)]
     pub rate: Option<String>,
     /// Write every scenario's full latency distribution to PATH: CSV (value_ns, count)
     /// or, if PATH ends in .json, JSON.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", help_heading = HEAD_OUTPUT)]
     pub histogram: Option<PathBuf>,
     /// Send each request as N separate writes (the request/response pattern that meets
     /// Nagle's algorithm and delayed ACKs on TCP; see --nodelay).
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1, help_heading = HEAD_MEASURE)]
     pub writes: u32,
 }
 
@@ -256,7 +299,7 @@ pub struct RateArgs {
     pub common: CommonArgs,
     /// Pace each sender at R messages per second (default: as fast as it can). Accepts k
     /// and M suffixes.
-    #[arg(long, value_name = "R")]
+    #[arg(long, value_name = "R", help_heading = HEAD_MEASURE)]
     pub rate: Option<String>,
 }
 
@@ -268,10 +311,10 @@ pub struct ConnectArgs {
     pub common: CommonArgs,
     /// Close with SO_LINGER 0: the connection is reset instead of closed, so TCP leaves
     /// no TIME_WAIT state behind.
-    #[arg(long)]
+    #[arg(long, help_heading = HEAD_SOCKETS)]
     pub linger0: bool,
     /// Connections kept open at once: each is closed only when this many are open.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1, help_heading = HEAD_MEASURE)]
     pub open: u32,
 }
 

@@ -21,6 +21,7 @@ pub mod environment;
 pub mod error;
 pub mod interrupt;
 pub mod measure;
+pub mod mode;
 pub mod placement;
 pub mod plan;
 pub mod report;

@@ -11,7 +11,7 @@ use crate::error::PlanError;
 use crate::measure::units::{format_bytes, parse_duration, parse_size, parse_size_list};
 use crate::report::export::ExportKind;
 use crate::transport::{Framing, TransportKind};
-use crate::workload::{Stop, WorkloadKind};
+use crate::workload::{spec, Stop, WorkloadKind};
 
 pub mod host;
 pub mod matrix;
@@ -27,6 +27,8 @@ pub const MAX_SIZE: u64 = 1 << 30;
 /// Largest `--sndbuf`/`--rcvbuf` accepted (socket options are a signed 32-bit int that
 /// Linux doubles).
 pub const MAX_BUFFER: u64 = 1 << 30;
+/// Most parallel streams (each is two threads).
+pub const MAX_PARALLEL: u32 = 256;
 /// Sizes of the default suite.
 pub const SUITE_SIZES: [u64; 4] = [64, 4 << 10, 64 << 10, 1 << 20];
 
@@ -161,11 +163,15 @@ fn invalid(msg: impl Into<String>) -> PlanError {
     PlanError::Invalid(msg.into())
 }
 
-/// Parse a transport list; `all` is every transport. Returns whether `all` was used.
-pub fn parse_transports(text: &str) -> Result<(Vec<TransportKind>, bool), PlanError> {
+/// Parse a transport list; `all` is every transport in `usable` (those the workload can
+/// use). Returns whether `all` was used.
+pub fn parse_transports(
+    text: &str,
+    usable: &[TransportKind],
+) -> Result<(Vec<TransportKind>, bool), PlanError> {
     use clap::ValueEnum;
     if text.trim() == "all" {
-        return Ok((TransportKind::ALL.to_vec(), true));
+        return Ok((usable.to_vec(), true));
     }
     let mut out = Vec::new();
     for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
@@ -522,6 +528,9 @@ impl Plan {
                 Plan::workload(host, WorkloadKind::Connect, &c.common, extras, output)
             }
             Some(Command::Suite(s)) => Plan::suite(host, s, output),
+            Some(Command::Report(_)) => Err(invalid(
+                "`report` prints a saved run: it has nothing to plan",
+            )),
             None => Plan::suite(
                 host,
                 &SuiteArgs {
@@ -541,7 +550,7 @@ impl Plan {
         if duration.is_zero() {
             return Err(invalid("--duration must be more than 0"));
         }
-        let (transports, _) = parse_transports(&args.transport)?;
+        let (transports, _) = parse_transports(&args.transport, &TransportKind::ALL)?;
         let cell = |workload: WorkloadKind, duration: Duration| Scenario {
             workload,
             transport: transports[0],
@@ -608,7 +617,7 @@ impl Plan {
         extras: WorkloadOptions,
         output: Output,
     ) -> Result<Plan, PlanError> {
-        let (transports, all) = parse_transports(&a.transport)?;
+        let (transports, all) = parse_transports(&a.transport, spec(kind).transports())?;
         let mut engines = parse_engines(&a.engine)?;
         let all_engines = a.engine.trim() == "all";
         // An engine the system refuses (io_uring disabled, a feature not built) stops an
@@ -657,8 +666,18 @@ impl Plan {
         if a.runs == 0 {
             return Err(invalid("--runs must be at least 1"));
         }
-        if a.parallel == 0 || a.parallel > 256 {
-            return Err(invalid("--parallel must be between 1 and 256"));
+        if a.parallel == 0 {
+            return Err(invalid("--parallel must be at least 1"));
+        }
+        if a.parallel > MAX_PARALLEL {
+            return Err(invalid(format!(
+                "--parallel {}: at most {MAX_PARALLEL} streams. Each stream has a sender and a receiver thread of \
+                 its own, and past a few hundred threads on a machine with {} CPUs the figures measure the \
+                 scheduler switching threads, not the transport. For more concurrent streams, run several \
+                 sockbench processes side by side (pin each with --cpus)",
+                a.parallel,
+                host.cpus.len()
+            )));
         }
         if a.runtime == crate::engine::RuntimeKind::Multi && !engines.contains(&EngineKind::Async) {
             return Err(invalid(

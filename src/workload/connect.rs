@@ -169,6 +169,14 @@ impl Workload for Connect {
         })
     }
 }
+/// The connection-oriented transports, the only ones with a connection to set up.
+pub const TRANSPORTS: [TransportKind; 4] = [
+    TransportKind::Unix,
+    TransportKind::UnixSeqpacket,
+    TransportKind::Tcp,
+    TransportKind::Tcp6,
+];
+
 /// `connect` as the plan and the figures see it.
 pub struct ConnectSpec;
 
@@ -177,15 +185,13 @@ impl Spec for ConnectSpec {
         Wiring::ListenDial
     }
 
+    fn transports(&self) -> &'static [TransportKind] {
+        &TRANSPORTS
+    }
+
     fn refuses(&self, sc: &Scenario) -> Option<String> {
         let t = sc.transport;
-        if !matches!(
-            t,
-            TransportKind::Tcp
-                | TransportKind::Tcp6
-                | TransportKind::Unix
-                | TransportKind::UnixSeqpacket
-        ) {
+        if !TRANSPORTS.contains(&t) {
             return Some(format!(
                 "connect measures connection setup, which {t} does not have: use tcp, tcp6, unix or unix-seqpacket"
             ));

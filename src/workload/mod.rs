@@ -619,6 +619,10 @@ pub struct Tally {
 pub trait Spec: Sync {
     /// How its connections are wired.
     fn wiring(&self) -> Wiring;
+    /// The transports it can use (what `--transport all` means).
+    fn transports(&self) -> &'static [crate::transport::TransportKind] {
+        &crate::transport::TransportKind::ALL
+    }
     /// Message size when `--size` is not given.
     fn default_size(&self, _transport: crate::transport::TransportKind) -> u64 {
         64

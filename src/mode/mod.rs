@@ -1,0 +1,59 @@
+//! One file per top-level command, each owning its flow. `main` parses the command line,
+//! matches the command and hands it to its mode; a mode returns the exit status.
+//!
+//! - [`bench`]: the measuring commands (`stream`, `pingpong`, `rate`, `connect`): plan,
+//!   run, report;
+//! - [`suite`]: the default suite (plain `sockbench`);
+//! - [`report`]: print a saved JSON report again.
+
+pub mod bench;
+pub mod report;
+pub mod suite;
+
+use std::io::Write;
+
+use crate::cli::Format;
+use crate::environment::Environment;
+use crate::report::{exporter, Report, Tool, SCHEMA_VERSION};
+
+/// Exit status of a runtime failure.
+pub const FAILED: u8 = 1;
+/// Exit status of bad usage (as clap's own).
+pub const USAGE: u8 = 2;
+/// Exit status after Ctrl-C / SIGTERM / SIGHUP (128 + SIGINT, as shells report it).
+pub const INTERRUPTED: u8 = 130;
+
+/// A report of this run with nothing in it yet.
+pub fn empty_report(command: Vec<String>) -> Report {
+    Report {
+        schema_version: SCHEMA_VERSION,
+        tool: Tool {
+            name: "sockbench".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        },
+        command,
+        environment: Environment::collect(),
+        results: Vec::new(),
+        skipped: Vec::new(),
+        warnings: Vec::new(),
+        interrupted: false,
+        error: None,
+        layout: Default::default(),
+    }
+}
+
+/// Under `--format json` even an error before any run is a JSON document, with the
+/// error in it.
+pub fn print_error_document(argv: &[String], error: &str) {
+    let mut report = empty_report(argv.to_vec());
+    report.error = Some(error.to_string());
+    if let Ok(bytes) = exporter(Format::Json, Default::default()).serialize(&report) {
+        let _ = std::io::stdout().lock().write_all(&bytes);
+    }
+}
+
+/// Whether an error writing to stdout is a closed pipe (`sockbench | head`): the table is
+/// lost, not the outcome.
+pub fn broken_pipe(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<std::io::Error>().map(|e| e.kind()) == Some(std::io::ErrorKind::BrokenPipe)
+}

@@ -1,0 +1,114 @@
+//! `sockbench report FILE.json`: print a saved run again, in any format, with `--wide`
+//! and `--units`, and write the `--export-*` files from it. Nothing is measured.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::ExitCode;
+
+use super::{broken_pipe, FAILED, USAGE};
+use crate::cli::{Args, Command, Format, ReportArgs};
+use crate::plan::Layout;
+use crate::report::export::ExportKind;
+use crate::report::{exporter, ExportManager, Report, SCHEMA_VERSION};
+
+/// Read, check and print a saved report.
+pub fn run(r: &ReportArgs, args: &Args) -> ExitCode {
+    let report = match load(&r.file) {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("sockbench: error: {e:#}");
+            return ExitCode::from(FAILED);
+        }
+    };
+    let mut wanted = Vec::new();
+    for (fmt, p) in [
+        (Format::Json, &args.output.export_json),
+        (Format::Csv, &args.output.export_csv),
+        (Format::Markdown, &args.output.export_markdown),
+    ] {
+        if let Some(p) = p {
+            wanted.push((ExportKind::Report(fmt), p.clone()));
+        }
+    }
+    let exports = match crate::report::export::prepare(&wanted) {
+        Ok(e) => ExportManager::new(e, args.output.view()),
+        Err(e) => {
+            eprintln!("sockbench: error: {e}");
+            return ExitCode::from(USAGE);
+        }
+    };
+    exports.finish(&report);
+    let mut status = 0;
+    let printed = exporter(args.output.format, args.output.view())
+        .serialize(&report)
+        .and_then(|bytes| {
+            let mut out = std::io::stdout().lock();
+            out.write_all(&bytes)?;
+            out.flush()?;
+            Ok(())
+        });
+    if let Err(e) = printed {
+        if !broken_pipe(&e) {
+            eprintln!("sockbench: error: cannot print the report: {e:#}");
+            status = FAILED;
+        }
+    }
+    for f in exports.failures() {
+        eprintln!("sockbench: error: not written: {f}");
+        status = FAILED;
+    }
+    ExitCode::from(status)
+}
+
+/// Read a report from `path` ("-": stdin) and check it is one this sockbench can read.
+///
+/// # Errors
+/// If the file cannot be read, is not JSON, is another schema version or not a report.
+pub fn load(path: &Path) -> anyhow::Result<Report> {
+    use anyhow::Context;
+    let name = path.display();
+    let mut text = String::new();
+    if path == Path::new("-") {
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("cannot read the report from stdin")?;
+    } else {
+        text = std::fs::read_to_string(path).with_context(|| format!("cannot read {name}"))?;
+    }
+    let value: serde_json::Value = serde_json::from_str(&text).with_context(|| {
+        format!("{name} is not JSON: give a report written by --format json or --export-json")
+    })?;
+    match value.get("schema_version").and_then(serde_json::Value::as_u64) {
+        Some(v) if v == u64::from(SCHEMA_VERSION) => {}
+        Some(v) => anyhow::bail!(
+            "{name} is a report of schema version {v}; this sockbench {} reads version {SCHEMA_VERSION}: \
+             print it with the sockbench that wrote it, or run the measurement again",
+            env!("CARGO_PKG_VERSION")
+        ),
+        None => anyhow::bail!(
+            "{name} is not a sockbench report (no schema_version): give a report written by --format json \
+             or --export-json"
+        ),
+    }
+    let mut report: Report = serde_json::from_value(value)
+        .with_context(|| format!("{name} is not a complete sockbench report"))?;
+    report.layout = layout_of(&report);
+    Ok(report)
+}
+
+/// How the run's tables were laid out: the command line it was run with tells (plain
+/// `sockbench` and `suite` are the suite); failing that, a mix of workloads is the suite.
+pub fn layout_of(report: &Report) -> Layout {
+    use clap::Parser;
+    match Args::try_parse_from(&report.command).map(|a| a.command) {
+        Ok(None | Some(Command::Suite(_))) => Layout::Suite,
+        Ok(_) => Layout::List,
+        Err(_) => {
+            let first = report.results.first().map(|r| r.workload);
+            match report.results.iter().any(|r| Some(r.workload) != first) {
+                true => Layout::Suite,
+                false => Layout::List,
+            }
+        }
+    }
+}

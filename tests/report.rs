@@ -1,0 +1,156 @@
+//! `sockbench report FILE.json` prints a saved run again: the JSON reads back into the
+//! report and writes out identical (JSON -> Report -> JSON), and every table it prints is
+//! the one the run printed, for every workload and the suite.
+
+mod common;
+
+use common::{assert_success, Sandbox};
+
+/// Run `args` with the table on stdout and the JSON report exported to a file; return
+/// both.
+fn run_and_save(sb: &Sandbox, name: &str, args: &[&str]) -> (String, std::path::PathBuf) {
+    let path = sb.path().join(format!("{name}.json"));
+    let out = sb
+        .sockbench()
+        .args(args)
+        .args(["-q", "--export-json"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    (String::from_utf8(out.stdout).unwrap(), path)
+}
+
+fn report(sb: &Sandbox, file: &std::path::Path, extra: &[&str]) -> std::process::Output {
+    sb.sockbench()
+        .arg("report")
+        .arg(file)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+const RUNS: [(&str, &[&str]); 5] = [
+    (
+        "stream",
+        &[
+            "stream", "-t", "tcp,pipe", "-n", "2000", "-s", "4K", "-w", "0",
+        ],
+    ),
+    (
+        "pingpong",
+        &[
+            "pingpong", "-t", "udp,unix", "-n", "300", "-w", "0", "--runs", "2",
+        ],
+    ),
+    ("rate", &["rate", "-t", "udp,mq", "-n", "2000", "-w", "0"]),
+    (
+        "connect",
+        &["connect", "-t", "tcp,unix", "-n", "50", "-w", "0"],
+    ),
+    (
+        "suite",
+        &["suite", "-d", "0.02", "-w", "0", "-t", "unix,udp"],
+    ),
+];
+
+#[test]
+fn every_workloads_report_reads_back_to_the_same_json_and_the_same_tables() {
+    let sb = Sandbox::new();
+    for (name, args) in RUNS {
+        let (table, saved) = run_and_save(&sb, name, args);
+        let original = std::fs::read_to_string(&saved).unwrap();
+        // JSON -> Report -> JSON: byte for byte.
+        let out = report(&sb, &saved, &["--format", "json"]);
+        assert_success(&out);
+        let again = String::from_utf8(out.stdout).unwrap();
+        let first_difference = again
+            .lines()
+            .zip(original.lines())
+            .find(|(a, b)| a != b);
+        assert_eq!(
+            first_difference, None,
+            "{name}: the JSON changed on the way through the report"
+        );
+        assert_eq!(again, original, "{name}: same lines, different bytes");
+        // The table of the saved run is the table the run printed.
+        let out = report(&sb, &saved, &[]);
+        assert_success(&out);
+        let again = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(again, table, "{name}: the table differs from the run's");
+        assert!(again.contains("tcp") || again.contains("unix") || again.contains("udp"));
+        // And the other formats render from it.
+        for format in ["markdown", "csv"] {
+            let out = report(&sb, &saved, &["--format", format]);
+            assert_success(&out);
+            assert!(!out.stdout.is_empty(), "{name} as {format}");
+        }
+    }
+}
+
+#[test]
+fn the_suite_is_shown_as_the_suite_and_a_list_as_a_list() {
+    let sb = Sandbox::new();
+    let (_, suite) = run_and_save(&sb, "suite", RUNS[4].1);
+    let text = String::from_utf8(report(&sb, &suite, &[]).stdout).unwrap();
+    assert!(text.contains("Throughput"), "{text}");
+    assert!(text.contains("Fastest"), "{text}");
+    let (_, list) = run_and_save(&sb, "stream", RUNS[0].1);
+    let text = String::from_utf8(report(&sb, &list, &[]).stdout).unwrap();
+    assert!(!text.contains("Fastest"), "{text}");
+}
+
+#[test]
+fn stdin_and_exports_work_from_a_saved_report() {
+    let sb = Sandbox::new();
+    let (_, saved) = run_and_save(&sb, "rate", RUNS[2].1);
+    let md = sb.path().join("again.md");
+    let out = sb
+        .sockbench()
+        .args(["report", "-", "--format", "csv", "--export-markdown"])
+        .arg(&md)
+        .stdin(std::fs::File::open(&saved).unwrap())
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let csv = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(csv.lines().count(), 3, "a header and two scenarios: {csv}");
+    assert!(std::fs::read_to_string(&md).unwrap().contains("| udp"));
+}
+
+#[test]
+fn a_file_that_is_not_a_report_of_this_version_is_a_clear_error() {
+    let sb = Sandbox::new();
+    let missing = sb.path().join("nope.json");
+    let out = report(&sb, &missing, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read"));
+
+    let garbage = sb.path().join("garbage.json");
+    std::fs::write(&garbage, "not json").unwrap();
+    let out = report(&sb, &garbage, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not JSON"));
+
+    let (_, saved) = run_and_save(&sb, "stream", RUNS[0].1);
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
+    doc["schema_version"] = 1.into();
+    let old = sb.path().join("old.json");
+    std::fs::write(&old, doc.to_string()).unwrap();
+    let out = report(&sb, &old, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        err.contains("schema version 1") && err.contains("reads version"),
+        "{err}"
+    );
+
+    doc["schema_version"] = sockbench::report::SCHEMA_VERSION.into();
+    doc["results"] = serde_json::json!([{"workload": "stream"}]);
+    std::fs::write(&old, doc.to_string()).unwrap();
+    let out = report(&sb, &old, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a complete sockbench report"));
+    assert!(out.stdout.is_empty(), "nothing half-printed");
+}
