@@ -6,6 +6,9 @@
 
 mod common;
 
+/// The report's schema version, as written.
+const SCHEMA: u32 = sockbench::report::SCHEMA_VERSION;
+
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::process::{Command, Stdio};
 
@@ -69,7 +72,7 @@ fn a_full_device_fails_the_run_but_the_report_still_reaches_stdout() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert_eq!(report(&out.stdout)["schema_version"], 1);
+    assert_eq!(report(&out.stdout)["schema_version"], SCHEMA);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("/full") && err.contains("No space left"),
@@ -137,7 +140,10 @@ fn this_process_stdout_by_name_is_one_document_after_the_table() {
     let text = String::from_utf8(out.stdout).unwrap();
     let json_at = text.find('{').expect("the JSON follows the CSV");
     assert!(text.starts_with("workload,"));
-    assert_eq!(report(&text.as_bytes()[json_at..])["schema_version"], 1);
+    assert_eq!(
+        report(&text.as_bytes()[json_at..])["schema_version"],
+        SCHEMA
+    );
 }
 
 #[test]
@@ -160,7 +166,7 @@ fn a_symlink_is_followed_and_the_file_it_names_keeps_its_mode() {
         .is_symlink());
     assert_eq!(
         report(&std::fs::read(&real).unwrap())["schema_version"],
-        1,
+        SCHEMA,
         "written through the link"
     );
     assert_eq!(
@@ -215,7 +221,7 @@ fn the_old_predictable_temporary_name_is_not_used() {
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
     assert_eq!(
         report(&std::fs::read(sb.path().join("r.json")).unwrap())["schema_version"],
-        1
+        SCHEMA
     );
 }
 
@@ -361,7 +367,7 @@ fn a_file_beside_a_redirected_stdout_is_still_a_file_of_its_own() {
     assert!(status.success());
     assert_eq!(
         report(&std::fs::read(sb.path().join("r.json")).unwrap())["schema_version"],
-        1
+        SCHEMA
     );
     let table = std::fs::read_to_string(sb.path().join("table.txt")).unwrap();
     assert!(table.contains("throughput") && !table.contains("schema_version"));

@@ -64,10 +64,7 @@ fn every_workloads_report_reads_back_to_the_same_json_and_the_same_tables() {
         let out = report(&sb, &saved, &["--format", "json"]);
         assert_success(&out);
         let again = String::from_utf8(out.stdout).unwrap();
-        let first_difference = again
-            .lines()
-            .zip(original.lines())
-            .find(|(a, b)| a != b);
+        let first_difference = again.lines().zip(original.lines()).find(|(a, b)| a != b);
         assert_eq!(
             first_difference, None,
             "{name}: the JSON changed on the way through the report"
