@@ -134,8 +134,11 @@ fn exports_write_every_format_to_files_and_json_to_stdout() {
         .assert()
         .success()
         .stdout(
-            predicate::str::contains("\"schema_version\": 1")
-                .and(predicate::str::contains("throughput")),
+            predicate::str::contains(format!(
+                "\"schema_version\": {}",
+                sockbench::report::SCHEMA_VERSION
+            ))
+            .and(predicate::str::contains("throughput")),
         );
 }
 
