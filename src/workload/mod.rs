@@ -45,12 +45,11 @@ pub enum WorkloadKind {
 
 impl fmt::Display for WorkloadKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            WorkloadKind::Stream => "stream",
-            WorkloadKind::Pingpong => "pingpong",
-            WorkloadKind::Rate => "rate",
-            WorkloadKind::Connect => "connect",
-        })
+        // The command-line name (clap's, from the variant: kebab-case), as serde's.
+        match self.to_possible_value() {
+            Some(v) => f.write_str(v.get_name()),
+            None => Ok(()),
+        }
     }
 }
 
@@ -854,5 +853,15 @@ mod tests {
         line.open(); // the other sides could not be started
         ta.join().unwrap();
         let _ = line.for_side().wait(); // an open line does not block
+    }
+
+    #[test]
+    fn every_workload_is_named_alike_on_the_command_line_in_json_and_in_tables() {
+        for kind in WorkloadKind::value_variants() {
+            let json = serde_json::to_value(kind).unwrap();
+            assert_eq!(json.as_str(), Some(kind.to_string().as_str()));
+            assert!(!kind.to_string().is_empty());
+            assert_eq!(WorkloadKind::from_str(&kind.to_string(), false), Ok(*kind));
+        }
     }
 }
