@@ -1,18 +1,32 @@
 //! sockbench: measure inter-process and network communication on Linux.
 //!
-//! The crate is laid out by concern, one axis per module, combined only by the runner:
+//! The crate is laid out by concern, one room per axis; a new workload, transport or
+//! engine is one file plus one enum line:
 //!
+//! - [`mode`]: one file per top-level command, each owning its flow (`bench` for the
+//!   measuring commands, `suite`, `report`); `main` only parses and dispatches;
+//! - [`cli`]: the flags, as clap parses them; [`plan`]: the checked plan built from them,
+//!   with the machine's limits probed once ([`plan::Host`]) and the one refusal rule
+//!   ([`plan::matrix`]: a combination named explicitly is an error, under `all` a skip);
 //! - [`transport`]: what carries the bytes (Unix sockets, TCP, UDP, pipes, FIFOs, message
-//!   queues, shared memory);
+//!   queues, shared memory), each able to listen and connect separately;
 //! - [`engine`]: how sends and receives reach the kernel;
-//! - [`workload`]: what the two sides do (today `stream`);
-//! - [`measure`]: CPU accounting, statistics, units;
-//! - [`report`]: the report data and its exporters (table, JSON, CSV, Markdown);
-//! - [`cli`] and [`plan`]: flags, and the checked plan built from them;
-//! - [`runner`]: runs a plan;
+//! - [`workload`]: what the roles do; each workload declares in its own file
+//!   ([`workload::Spec`]) how it is wired, what it refuses, its roles, how its figures are
+//!   counted and which diagnoses apply; [`workload::Meter`] is what every role measures
+//!   the same way;
+//! - [`placement`]: where the roles of a run execute ([`placement::Placement`]; threads
+//!   of this process today), bringing back each role's own report;
+//! - [`runner`]: the scenario loop (warm-up, runs, exports after each scenario);
+//! - [`measure`]: CPU accounting, statistics, units, and the figures of a run;
+//! - [`diagnose`]: one function per warning kind;
+//! - [`report`]: the report (serialized and read back) and its exporters (table, JSON,
+//!   CSV, Markdown), which know neither the plan nor the CLI;
 //! - `sys`: the only module allowed `unsafe`.
 //!
-//! Data flows `Args` → [`plan::Plan`] → [`runner::Runner`] → [`report::Report`] → exporters.
+//! Data flows one way: `Args` → command → [`plan::Host::probe`] → [`plan::Plan`] → per
+//! scenario, [`placement::Placement::run`] → role reports → workload tally + common
+//! figures → diagnoses → [`report::ScenarioResult`] → exporters.
 
 pub mod cli;
 pub mod diagnose;

@@ -1,7 +1,7 @@
 //! One file per top-level command, each owning its flow. `main` parses the command line,
 //! matches the command and hands it to its mode; a mode returns the exit status.
 //!
-//! - [`bench`]: the measuring commands (`stream`, `pingpong`, `rate`, `connect`): plan,
+//! - [`bench`](mod@bench): the measuring commands (`stream`, `pingpong`, `rate`, `connect`): plan,
 //!   run, report;
 //! - [`suite`]: the default suite (plain `sockbench`);
 //! - [`report`]: print a saved JSON report again.
