@@ -268,3 +268,83 @@ pub fn disagreement(sc: &Scenario, r: &ScenarioResult) -> Option<String> {
         bad.bytes_sent, bad.messages_sent, bad.bytes_received, bad.messages_received
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::figures::figures;
+    use crate::plan::Plan;
+    use crate::workload::{latency_histogram, record, Roles, SideReport};
+    use std::time::Duration;
+
+    fn scenario(argv: &[&str]) -> Scenario {
+        let mut v = vec!["sockbench"];
+        v.extend_from_slice(argv);
+        Plan::from_args(&<crate::cli::Args as clap::Parser>::parse_from(v))
+            .unwrap()
+            .scenarios
+            .remove(0)
+    }
+
+    /// One pingpong run of `n` round trips of `rtt_us` each, lasting `secs`.
+    fn run(n: u64, rtt_us: u64, secs: f64) -> Roles {
+        let mut h = latency_histogram();
+        for _ in 0..n {
+            record(&mut h, Duration::from_micros(rtt_us));
+        }
+        let side = |latencies| SideReport {
+            bytes: n * 64,
+            messages: n,
+            elapsed: Some(Duration::from_secs_f64(secs)),
+            latencies,
+            ..SideReport::default()
+        };
+        Roles {
+            senders: vec![side(vec![("round_trip", h)])],
+            receivers: vec![side(Vec::new())],
+            ..Roles::default()
+        }
+    }
+
+    fn kinds(sc: &Scenario, runs: &[Roles]) -> Vec<String> {
+        figures(sc, runs)
+            .warnings
+            .into_iter()
+            .map(|w| w.kind)
+            .collect()
+    }
+
+    #[test]
+    fn a_pingpong_run_far_from_the_others_is_named_with_every_runs_p50() {
+        let sc = scenario(&["pingpong", "-t", "tcp", "--runs", "3"]);
+        let r = figures(
+            &sc,
+            &[run(100, 14, 2.0), run(100, 72, 2.0), run(100, 15, 2.0)],
+        );
+        let w = latency_runs_disagree(&sc, &r).expect("72 us among 14 us runs");
+        assert_eq!(w.kind, "runs-disagree");
+        assert!(w.message.contains("1 of 3 runs"), "{}", w.message);
+        assert!(w.message.contains("--cpus"), "{}", w.message);
+        // Runs that agree within the factor: no warning.
+        let r = figures(
+            &sc,
+            &[run(100, 14, 2.0), run(100, 20, 2.0), run(100, 15, 2.0)],
+        );
+        assert_eq!(latency_runs_disagree(&sc, &r), None);
+        // Half as fast is within the factor; a bit more than twice is not.
+        let r = figures(&sc, &[run(100, 10, 2.0), run(100, 21, 2.0)]);
+        assert!(latency_runs_disagree(&sc, &r).is_some());
+        let r = figures(&sc, &[run(100, 10, 2.0), run(100, 19, 2.0)]);
+        assert_eq!(latency_runs_disagree(&sc, &r), None);
+    }
+
+    #[test]
+    fn a_single_short_run_says_it_is_one_run_and_a_long_one_does_not() {
+        let sc = scenario(&["pingpong", "-t", "tcp"]);
+        assert_eq!(kinds(&sc, &[run(100, 14, 0.5)]), ["single-run"]);
+        assert!(kinds(&sc, &[run(100, 14, 2.0)]).is_empty());
+        // Other workloads do not carry latency diagnoses.
+        let sc = scenario(&["stream", "-t", "tcp"]);
+        assert!(!kinds(&sc, &[run(100, 14, 0.5)]).contains(&"single-run".to_string()));
+    }
+}
