@@ -150,6 +150,18 @@ pub struct OutputArgs {
 }
 
 impl OutputArgs {
+    /// The report exports these flags ask for (`--export-json/csv/markdown`), by format.
+    pub fn report_exports(&self) -> Vec<(Format, PathBuf)> {
+        [
+            (Format::Json, &self.export_json),
+            (Format::Csv, &self.export_csv),
+            (Format::Markdown, &self.export_markdown),
+        ]
+        .into_iter()
+        .filter_map(|(f, p)| Some((f, p.clone()?)))
+        .collect()
+    }
+
     /// How tables present figures.
     pub fn view(&self) -> crate::report::View {
         crate::report::View {

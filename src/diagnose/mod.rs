@@ -273,18 +273,10 @@ pub fn disagreement(sc: &Scenario, r: &ScenarioResult) -> Option<String> {
 mod tests {
     use super::*;
     use crate::measure::figures::figures;
-    use crate::plan::Plan;
     use crate::workload::{latency_histogram, record, Roles, SideReport};
     use std::time::Duration;
 
-    fn scenario(argv: &[&str]) -> Scenario {
-        let mut v = vec!["sockbench"];
-        v.extend_from_slice(argv);
-        Plan::from_args(&<crate::cli::Args as clap::Parser>::parse_from(v))
-            .unwrap()
-            .scenarios
-            .remove(0)
-    }
+    use crate::plan::first_scenario as scenario;
 
     /// One pingpong run of `n` round trips of `rtt_us` each, lasting `secs`.
     fn run(n: u64, rtt_us: u64, secs: f64) -> Roles {

@@ -3,7 +3,6 @@
 //! workload's own [`Tally`] makes, then statistics across runs and the diagnoses.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
@@ -11,25 +10,16 @@ use crate::measure::histogram::{merge, Latency};
 use crate::measure::stats::{median, Summary};
 use crate::plan::Scenario;
 use crate::report::{RunFigures, ScenarioOptions, ScenarioResult, SideFigures, Statistics};
-use crate::workload::{spec, Role, Roles, SideReport, Stop, Tally};
+use crate::workload::{spec, Role, Roles, Stop, Tally};
 
 /// Runs shorter than this have no machine-wide CPU figure: /proc/stat's ticks are 10 ms.
 const MIN_SYSTEM_SECONDS: f64 = 0.05;
 
-/// One side's figures; its interval runs from the run's start (`first`: the smallest
-/// start delay of any side, so a side that woke late cannot shorten its own interval)
-/// to its last end, each side's times being its own.
-pub fn side_figures(sides: &[SideReport], bytes: u64, first: Duration) -> SideFigures {
-    let secs = sides
-        .iter()
-        .filter_map(|s| {
-            Some(
-                (s.start_delay + s.elapsed?)
-                    .saturating_sub(first)
-                    .as_secs_f64(),
-            )
-        })
-        .fold(0.0, f64::max);
+/// One role's figures (all its streams): its interval runs from the run's start (so a
+/// role that woke late cannot shorten its own interval) to its last end.
+pub fn side_figures(roles: &Roles, role: Role, bytes: u64) -> SideFigures {
+    let sides = roles.of(role);
+    let secs = roles.interval(role);
     let cpu = sides
         .iter()
         .fold(crate::measure::cpu::ThreadCpu::default(), |a, s| {
@@ -62,15 +52,14 @@ pub fn side_figures(sides: &[SideReport], bytes: u64, first: Duration) -> SideFi
 /// The figures of one run.
 pub fn run_figures(sc: &Scenario, roles: &Roles) -> RunFigures {
     let tally: Tally = spec(sc.workload).tally(sc, roles);
-    let first = roles.first_start();
     let bytes_sent = Roles::sum(&roles.senders, |s| s.bytes);
     let messages_sent = Roles::sum(&roles.senders, |s| s.messages);
     let receiver = side_figures(
-        &roles.receivers,
+        roles,
+        Role::Receiver,
         Roles::sum(&roles.receivers, |s| s.bytes),
-        first,
     );
-    let sender = side_figures(&roles.senders, bytes_sent, first);
+    let sender = side_figures(roles, Role::Sender, bytes_sent);
     let transfer_seconds = receiver.duration_seconds;
     let secs = match tally.clock {
         Some(Role::Sender) => sender.duration_seconds,
@@ -243,33 +232,41 @@ mod tests {
     use crate::diagnose::disagreement as check_agreement;
     use crate::plan::Plan;
     use crate::transport::LinkInfo;
+    use crate::workload::SideReport;
+    use std::time::Duration;
 
     const MS: fn(u64) -> Duration = Duration::from_millis;
 
     #[test]
     fn a_side_that_starts_late_is_timed_from_the_shared_start() {
-        let late = SideReport {
+        let side = |delay: u64, ms: u64| SideReport {
             bytes: 1000,
-            start_delay: MS(3),
-            elapsed: Some(MS(7)),
+            start_delay: MS(delay),
+            elapsed: Some(MS(ms)),
             ..SideReport::default()
         };
-        let f = side_figures(&[late], 1000, Duration::ZERO);
+        // The receiver started 2 ms after the line opened, the sender 5 ms: the run
+        // starts with the receiver, and the late sender's 7 ms count from there.
+        let roles = Roles {
+            senders: vec![side(5, 7)],
+            receivers: vec![side(2, 20)],
+            ..Roles::default()
+        };
+        let f = side_figures(&roles, Role::Sender, 1000);
         assert!(
             (f.duration_seconds - 0.010).abs() < 1e-9,
             "{}",
             f.duration_seconds
         );
+        let f = side_figures(&roles, Role::Receiver, 1000);
+        assert!(
+            (f.duration_seconds - 0.020).abs() < 1e-9,
+            "{}",
+            f.duration_seconds
+        );
     }
 
-    fn scenario(argv: &[&str]) -> Scenario {
-        let mut v = vec!["sockbench"];
-        v.extend_from_slice(argv);
-        Plan::from_args(&<crate::cli::Args as clap::Parser>::parse_from(v))
-            .unwrap()
-            .scenarios
-            .remove(0)
-    }
+    use crate::plan::first_scenario as scenario;
 
     fn udp_raw(sent: u64, received: u64, drops: Option<u64>) -> Roles {
         let side = |n: u64| SideReport {
@@ -338,7 +335,11 @@ mod tests {
             },
             ..SideReport::default()
         };
-        let f = side_figures(std::slice::from_ref(&side), 64, Duration::ZERO);
+        let one = Roles {
+            senders: vec![side.clone()],
+            ..Roles::default()
+        };
+        let f = side_figures(&one, Role::Sender, 64);
         assert!(
             (f.cpu_utilization - 1.0).abs() < 1e-9,
             "{}",
@@ -347,7 +348,11 @@ mod tests {
         assert!(f.cpu_seconds <= f.duration_seconds);
         assert!(f.cpu_user_seconds <= f.cpu_seconds);
         // Two threads: up to two cores, not one.
-        let two = side_figures(&[side.clone(), side], 64, Duration::ZERO);
+        let two = Roles {
+            senders: vec![side.clone(), side],
+            ..Roles::default()
+        };
+        let two = side_figures(&two, Role::Sender, 64);
         assert!(
             (two.cpu_utilization - 2.0).abs() < 1e-9,
             "{}",

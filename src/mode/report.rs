@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use super::{broken_pipe, FAILED, USAGE};
-use crate::cli::{Args, Command, Format, ReportArgs};
+use crate::cli::{Args, Command, ReportArgs};
 use crate::plan::Layout;
 use crate::report::export::ExportKind;
 use crate::report::{exporter, ExportManager, Report, SCHEMA_VERSION};
@@ -20,16 +20,9 @@ pub fn run(r: &ReportArgs, args: &Args) -> ExitCode {
             return ExitCode::from(FAILED);
         }
     };
-    let mut wanted = Vec::new();
-    for (fmt, p) in [
-        (Format::Json, &args.output.export_json),
-        (Format::Csv, &args.output.export_csv),
-        (Format::Markdown, &args.output.export_markdown),
-    ] {
-        if let Some(p) = p {
-            wanted.push((ExportKind::Report(fmt), p.clone()));
-        }
-    }
+    let wanted: Vec<_> = (args.output.report_exports().into_iter())
+        .map(|(f, p)| (ExportKind::Report(f), p))
+        .collect();
     let exports = match crate::report::export::prepare(&wanted) {
         Ok(e) => ExportManager::new(e, args.output.view()),
         Err(e) => {

@@ -456,16 +456,9 @@ impl Plan {
     /// # Errors
     /// As [`Plan::from_args`].
     pub fn from_args_on(args: &Args, host: &Host) -> Result<Plan, PlanError> {
-        let mut wanted = Vec::new();
-        for (fmt, p) in [
-            (Format::Json, &args.output.export_json),
-            (Format::Csv, &args.output.export_csv),
-            (Format::Markdown, &args.output.export_markdown),
-        ] {
-            if let Some(p) = p {
-                wanted.push((ExportKind::Report(fmt), p.clone()));
-            }
-        }
+        let mut wanted: Vec<_> = (args.output.report_exports().into_iter())
+            .map(|(f, p)| (ExportKind::Report(f), p))
+            .collect();
         if let Some(Command::Pingpong(p)) = &args.command {
             if let Some(h) = &p.histogram {
                 wanted.push((ExportKind::Histogram, h.clone()));
@@ -845,6 +838,17 @@ impl Plan {
             notes,
         })
     }
+}
+
+/// The first scenario `sockbench ARGV...` plans (for unit tests elsewhere).
+#[cfg(test)]
+pub(crate) fn first_scenario(argv: &[&str]) -> Scenario {
+    let mut v = vec!["sockbench"];
+    v.extend_from_slice(argv);
+    Plan::from_args(&<Args as clap::Parser>::parse_from(v))
+        .expect("a valid command line")
+        .scenarios
+        .remove(0)
 }
 
 #[cfg(test)]
