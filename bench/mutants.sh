@@ -15,7 +15,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scope=(-f 'src/workload/**' -f 'src/measure/**' -f 'src/engine/**' -f 'src/transport/**' -f src/runner.rs)
+scope=(-f 'src/workload/**' -f 'src/measure/**' -f 'src/engine/**' -f 'src/transport/**' -f 'src/diagnose/**'
+       -f 'src/placement/**' -f 'src/plan/**' -f src/runner.rs)
 args=()
 max=0
 case "${1:-}" in

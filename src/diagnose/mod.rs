@@ -52,7 +52,7 @@ pub fn warnings(sc: &Scenario, r: &ScenarioResult) -> Vec<Warning> {
         match d {
             Diagnosis::CpuSaturated => out.extend(cpu_saturated(sc, r)),
             Diagnosis::DelayedAck => out.extend(delayed_ack(sc, r)),
-            Diagnosis::LatencyRunsDisagree => out.extend(latency_runs_disagree(sc, r)),
+            Diagnosis::LatencyRunsDisagree => out.extend(latency_runs_disagree(r)),
         }
     }
     out.extend(datagram_loss(r));
@@ -166,13 +166,13 @@ pub fn delayed_ack(sc: &Scenario, r: &ScenarioResult) -> Option<Warning> {
 /// Round-trip runs that disagree: some runs' p50 stands apart from the others' (on a
 /// small machine, both sides on one CPU or on two give round trips that differ by a
 /// factor of five). A single short run is said to be a single run.
-pub fn latency_runs_disagree(sc: &Scenario, r: &ScenarioResult) -> Option<Warning> {
+pub fn latency_runs_disagree(r: &ScenarioResult) -> Option<Warning> {
     let p50s: Vec<u64> = r
         .runs
         .iter()
         .filter_map(|run| run.latencies.get("round_trip").map(|l| l.p50_ns))
         .collect();
-    if p50s.len() == 1 && sc.runs == 1 {
+    if p50s.len() == 1 {
         let secs = r.runs[0].duration_seconds;
         return (secs < SHORT_SINGLE_RUN_SECONDS).then(|| {
             warning(
@@ -280,9 +280,14 @@ mod tests {
 
     /// One pingpong run of `n` round trips of `rtt_us` each, lasting `secs`.
     fn run(n: u64, rtt_us: u64, secs: f64) -> Roles {
+        run_ns(n, rtt_us * 1000, secs)
+    }
+
+    /// The same in nanoseconds (below 2048 ns the histogram holds values exactly).
+    fn run_ns(n: u64, rtt_ns: u64, secs: f64) -> Roles {
         let mut h = latency_histogram();
         for _ in 0..n {
-            record(&mut h, Duration::from_micros(rtt_us));
+            record(&mut h, Duration::from_nanos(rtt_ns));
         }
         let side = |latencies| SideReport {
             bytes: n * 64,
@@ -313,7 +318,7 @@ mod tests {
             &sc,
             &[run(100, 14, 2.0), run(100, 72, 2.0), run(100, 15, 2.0)],
         );
-        let w = latency_runs_disagree(&sc, &r).expect("72 us among 14 us runs");
+        let w = latency_runs_disagree(&r).expect("72 us among 14 us runs");
         assert_eq!(w.kind, "runs-disagree");
         assert!(w.message.contains("1 of 3 runs"), "{}", w.message);
         assert!(w.message.contains("--cpus"), "{}", w.message);
@@ -322,12 +327,25 @@ mod tests {
             &sc,
             &[run(100, 14, 2.0), run(100, 20, 2.0), run(100, 15, 2.0)],
         );
-        assert_eq!(latency_runs_disagree(&sc, &r), None);
+        assert_eq!(latency_runs_disagree(&r), None);
         // Half as fast is within the factor; a bit more than twice is not.
         let r = figures(&sc, &[run(100, 10, 2.0), run(100, 21, 2.0)]);
-        assert!(latency_runs_disagree(&sc, &r).is_some());
+        assert!(latency_runs_disagree(&r).is_some());
         let r = figures(&sc, &[run(100, 10, 2.0), run(100, 19, 2.0)]);
-        assert_eq!(latency_runs_disagree(&sc, &r), None);
+        assert_eq!(latency_runs_disagree(&r), None);
+        let r = figures(&sc, &[run_ns(100, 1000, 2.0), run_ns(100, 2000, 2.0)]);
+        assert_eq!(latency_runs_disagree(&r), None, "exactly 2x is not more");
+        // A run far below the others counts too.
+        let r = figures(
+            &sc,
+            &[run(100, 30, 2.0), run(100, 31, 2.0), run(100, 10, 2.0)],
+        );
+        let w = latency_runs_disagree(&r).expect("10 us among 30 us runs");
+        assert!(w.message.contains("1 of 3 runs"), "{}", w.message);
+        // The middle of five runs is the third: 21 us, from which 10 and 45 stand apart.
+        let five: Vec<_> = [10, 20, 21, 22, 45].map(|us| run(100, us, 2.0)).into();
+        let w = latency_runs_disagree(&figures(&sc, &five)).unwrap();
+        assert!(w.message.contains("2 of 5 runs"), "{}", w.message);
     }
 
     #[test]
@@ -335,6 +353,10 @@ mod tests {
         let sc = scenario(&["pingpong", "-t", "tcp"]);
         assert_eq!(kinds(&sc, &[run(100, 14, 0.5)]), ["single-run"]);
         assert!(kinds(&sc, &[run(100, 14, 2.0)]).is_empty());
+        assert!(
+            kinds(&sc, &[run(100, 14, 1.0)]).is_empty(),
+            "a second is long enough"
+        );
         // Other workloads do not carry latency diagnoses.
         let sc = scenario(&["stream", "-t", "tcp"]);
         assert!(!kinds(&sc, &[run(100, 14, 0.5)]).contains(&"single-run".to_string()));
