@@ -62,8 +62,8 @@ pub fn run_figures(sc: &Scenario, roles: &Roles) -> RunFigures {
     let sender = side_figures(roles, Role::Sender, bytes_sent);
     let transfer_seconds = receiver.duration_seconds;
     let secs = match tally.clock {
-        Some(Role::Sender) => sender.duration_seconds,
-        _ => receiver.duration_seconds,
+        Role::Sender => sender.duration_seconds,
+        Role::Receiver => receiver.duration_seconds,
     };
     let rate = |n: u64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
     let latencies = run_histograms(roles)

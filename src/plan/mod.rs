@@ -1012,4 +1012,11 @@ mod tests {
         let e = Plan::from_args_on(&args, &host).unwrap_err().to_string();
         assert!(e.contains("may run on CPUs 3"), "{e}");
     }
+
+    #[test]
+    fn the_largest_message_a_transport_carries_is_allowed_and_one_more_byte_is_not() {
+        assert!(plan(&["stream", "-t", "udp", "-s", "65507"]).is_ok());
+        let e = plan(&["stream", "-t", "udp", "-s", "65508"]).unwrap_err();
+        assert!(e.to_string().contains("65507"), "{e}");
+    }
 }

@@ -218,12 +218,11 @@ impl Spec for ConnectSpec {
     fn tally(&self, _sc: &Scenario, roles: &Roles) -> Tally {
         let bytes_received = Roles::sum(&roles.receivers, |s| s.bytes);
         Tally {
-            clock: Some(Role::Sender),
             bytes_received,
             messages_received: Roles::sum(&roles.receivers, |s| s.messages),
             delivered_bytes: bytes_received,
             counted: Roles::sum(&roles.senders, |s| s.messages),
-            ..Tally::default()
+            ..Tally::timed_by(Role::Sender)
         }
     }
 }

@@ -589,11 +589,11 @@ impl Roles {
 }
 
 /// What a run's role reports add up to, as its workload counts them.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Tally {
     /// Which role's interval times the run: the receiver's for one-way workloads (what
     /// was delivered), the client's for request/response ones.
-    pub clock: Option<Role>,
+    pub clock: Role,
     /// Payload bytes that count as received.
     pub bytes_received: u64,
     /// Messages that count as received (pingpong: completed round trips).
@@ -610,6 +610,23 @@ pub struct Tally {
     pub sequence: Option<SequenceCounts>,
     /// stream's phases.
     pub phases: Option<stream::Phases>,
+}
+
+impl Tally {
+    /// Nothing counted yet, the run timed by `clock`.
+    pub fn timed_by(clock: Role) -> Tally {
+        Tally {
+            clock,
+            bytes_received: 0,
+            messages_received: 0,
+            delivered_bytes: 0,
+            counted: 0,
+            messages_lost: None,
+            exchanges: None,
+            sequence: None,
+            phases: None,
+        }
+    }
 }
 
 /// What a workload declares about itself, in its own file: how its connections are
@@ -671,7 +688,6 @@ pub fn one_way_tally(sc: &crate::plan::Scenario, roles: &Roles) -> Tally {
     // A duplicated datagram is not a delivered message, and does not make up for a lost one.
     let dup = sequence.map_or(0, |c| c.duplicated);
     Tally {
-        clock: Some(Role::Receiver),
         bytes_received,
         messages_received: received,
         delivered_bytes: bytes_received.saturating_sub(dup * sc.size),
@@ -679,7 +695,7 @@ pub fn one_way_tally(sc: &crate::plan::Scenario, roles: &Roles) -> Tally {
         messages_lost: (!sc.transport.reliable())
             .then(|| sent.saturating_sub(received - dup.min(received))),
         sequence,
-        ..Tally::default()
+        ..Tally::timed_by(Role::Receiver)
     }
 }
 
@@ -863,5 +879,53 @@ mod tests {
             assert!(!kind.to_string().is_empty());
             assert_eq!(WorkloadKind::from_str(&kind.to_string(), false), Ok(*kind));
         }
+    }
+
+    #[test]
+    fn one_way_counts_distinct_messages_and_loss_that_duplicates_do_not_hide() {
+        let sc = crate::plan::first_scenario(&["rate", "-t", "udp", "-s", "64"]);
+        // 10 sent; 12 arrivals of which 3 were duplicates: 9 distinct, 1 lost.
+        let roles = Roles {
+            senders: vec![SideReport {
+                messages: 10,
+                bytes: 640,
+                ..SideReport::default()
+            }],
+            receivers: vec![SideReport {
+                messages: 12,
+                bytes: 768,
+                sequence: Some(SequenceCounts {
+                    reordered: 2,
+                    duplicated: 3,
+                }),
+                ..SideReport::default()
+            }],
+            ..Roles::default()
+        };
+        let t = spec(WorkloadKind::Rate).tally(&sc, &roles);
+        assert_eq!(t.clock, Role::Receiver);
+        assert_eq!((t.messages_received, t.bytes_received), (12, 768));
+        assert_eq!(t.counted, 9);
+        assert_eq!(t.delivered_bytes, 9 * 64);
+        assert_eq!(t.messages_lost, Some(1));
+        assert_eq!(
+            t.sequence.map(|c| (c.reordered, c.duplicated)),
+            Some((2, 3))
+        );
+        // On a reliable transport nothing can be lost: unknown, not zero.
+        let sc = crate::plan::first_scenario(&["rate", "-t", "unix-dgram", "-s", "64"]);
+        assert_eq!(
+            spec(WorkloadKind::Rate).tally(&sc, &roles).messages_lost,
+            None
+        );
+    }
+
+    #[test]
+    fn only_request_response_workloads_count_cpu_per_exchange() {
+        let per_exchange: Vec<_> = WorkloadKind::value_variants()
+            .iter()
+            .filter(|k| spec(**k).cpu_per_exchange())
+            .collect();
+        assert_eq!(per_exchange, [&WorkloadKind::Pingpong]);
     }
 }

@@ -270,7 +270,6 @@ impl Spec for PingpongSpec {
         let late = Roles::sum(&roles.senders, |s| s.late);
         let answered = sent.saturating_sub(timeouts);
         Tally {
-            clock: Some(Role::Sender),
             bytes_received: answered * sc.size,
             messages_received: answered,
             delivered_bytes: answered * sc.size,
@@ -281,7 +280,7 @@ impl Spec for PingpongSpec {
                 replies_lost: reached.saturating_sub(answered).saturating_sub(late),
                 replies_late: late,
             }),
-            ..Tally::default()
+            ..Tally::timed_by(Role::Sender)
         }
     }
 
