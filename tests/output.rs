@@ -210,7 +210,7 @@ fn suite_is_a_matrix_with_the_fastest_transport_per_size() {
     assert!(out.contains("Fastest through the kernel: 64 B"), "{out}");
     assert!(out.contains("65507"), "the n/a cells are explained: {out}");
     assert!(out.contains("Round-trip latency: pingpong"), "{out}");
-    assert!(out.contains("Message rate: datagram transports"), "{out}");
+    assert!(out.contains("Message rate: message transports"), "{out}");
     let rate_table = out.split("Message rate").nth(1).unwrap();
     assert!(
         rate_table.contains("│ udp") && !rate_table.contains("│ shm"),
@@ -266,6 +266,7 @@ fn every_cell_sits_under_its_own_header_when_a_scenario_fails() {
             "-q",
             "--format",
             "markdown",
+            "--wide",
         ])
         .output()
         .unwrap();
@@ -286,7 +287,7 @@ fn every_cell_sits_under_its_own_header_when_a_scenario_fails() {
         let cell = &unix[col(phase)];
         assert!(cell.ends_with('s'), "{phase}: {cell}");
     }
-    assert!(unix[col("sender CPU")].ends_with('%'));
+    assert!(unix[col("CPU snd/rcv")].ends_with('%'));
 }
 
 #[test]
@@ -442,7 +443,7 @@ fn the_lost_column_shows_the_count_and_share_the_json_has() {
         let out = sb
             .cmd()
             .args([workload, "-t", "udp,unix", "-n", "2000", "-w", "0", "-q"])
-            .args(["--format", "markdown", "--export-json"])
+            .args(["--wide", "--format", "markdown", "--export-json"])
             .arg(&json)
             .output()
             .unwrap();
@@ -529,7 +530,7 @@ fn a_failed_latency_scenario_says_failed_under_every_percentile() {
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8(out.stdout).unwrap();
     let rows = markdown_rows(&text);
-    let p50 = rows[0].iter().position(|h| *h == "p50").unwrap();
+    let p50 = rows[0].iter().position(|h| *h == "RTT p50").unwrap();
     assert_eq!(rows[2][p50], "failed", "{text}");
     assert!(rows[3][p50].ends_with('s'), "unix ran: {text}");
 }

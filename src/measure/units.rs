@@ -170,9 +170,15 @@ pub fn format_bits_per_second(bps: f64) -> String {
     si(bps, "bit/s")
 }
 
-/// A byte rate in SI units: `4.77 GB/s`.
+/// A byte rate in binary units, as sizes are printed: `3.11 GiB/s` (1 GiB = 2^30 B).
 pub fn format_bytes_per_second(bps: f64) -> String {
-    si(bps, "B/s")
+    const UNITS: [&str; 5] = ["B/s", "KiB/s", "MiB/s", "GiB/s", "TiB/s"];
+    let (mut v, mut i) = (bps, 0);
+    while v.abs() >= 1024.0 && i < UNITS.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    format!("{} {}", sig3(v), UNITS[i])
 }
 
 /// A count rate in SI units: `1.23 M/s`.
@@ -269,6 +275,12 @@ mod tests {
         assert_eq!(format_bytes(1536), "1.50 KiB");
         assert_eq!(format_bits_per_second(38_212_000_000.0), "38.2 Gbit/s");
         assert_eq!(format_bytes_per_second(999.0), "999 B/s");
+        assert_eq!(format_bytes_per_second(1e9), "954 MiB/s");
+        assert_eq!(
+            format_bytes_per_second(3.0 * (1u64 << 30) as f64),
+            "3.00 GiB/s"
+        );
+        assert_eq!(format_bytes_per_second(1536.0), "1.50 KiB/s");
         assert_eq!(format_per_second(1_230_000.0), "1.23 M/s");
         assert_eq!(format_seconds(0.25), "250 ms");
     }

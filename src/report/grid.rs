@@ -1,16 +1,24 @@
 //! The one table builder behind the terminal table and Markdown: a report becomes
 //! headers, rows of human-formatted cells, and notes (warnings, skipped combinations,
 //! the fastest transport per size).
+//!
+//! Every table is built from a list of columns, each with a priority: unless `--wide`,
+//! the least important columns leave until the table fits [`MAX_WIDTH`] characters, and
+//! a note names them.
 
 use std::collections::BTreeMap;
 
-use super::{Report, ScenarioResult};
+use super::{Report, ScenarioResult, Units, View};
 use crate::measure::units::{
-    format_bits_per_second, format_bytes, format_ns, format_per_second, format_seconds,
+    format_bits_per_second, format_bytes, format_bytes_per_second, format_ns, format_per_second,
+    format_seconds,
 };
 use crate::plan::{Layout, SUITE_SIZES};
 use crate::transport::TransportKind;
-use crate::workload::WorkloadKind;
+use crate::workload::{spec, TableKind, WorkloadKind};
+
+/// The widest a table gets without `--wide`, in characters.
+pub const MAX_WIDTH: usize = 100;
 
 /// Column alignment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,24 +44,71 @@ pub struct Grid {
     pub notes: Vec<String>,
 }
 
+impl Grid {
+    /// The rendered width of the table in characters (one space of padding on each side
+    /// of a cell and one border between cells, as the terminal table draws it).
+    pub fn width(&self) -> usize {
+        if self.headers.is_empty() {
+            return 0;
+        }
+        let content: usize = (0..self.headers.len())
+            .map(|i| {
+                self.rows
+                    .iter()
+                    .map(|r| r[i].chars().count())
+                    .chain([self.headers[i].chars().count()])
+                    .max()
+                    .unwrap_or(0)
+            })
+            .sum();
+        content + 3 * self.headers.len() + 1
+    }
+}
+
 fn pct(v: f64) -> String {
     format!("{:.0}%", v * 100.0)
+}
+
+fn dash() -> String {
+    "-".into()
 }
 
 fn cell_or_error(r: &ScenarioResult, f: impl Fn(&ScenarioResult) -> Option<String>) -> String {
     match (&r.error, f(r)) {
         (_, Some(s)) => s,
         (Some(_), None) => "failed".into(),
-        (None, None) => "-".into(),
+        (None, None) => dash(),
+    }
+}
+
+/// A throughput in the unit the view asks for.
+pub fn throughput(bits_per_second: f64, units: Units) -> String {
+    let bits = || format_bits_per_second(bits_per_second);
+    let bytes = || format_bytes_per_second(bits_per_second / 8.0);
+    match units {
+        Units::Bits => bits(),
+        Units::Bytes => bytes(),
+        Units::Both => format!("{} ({})", bits(), bytes()),
+    }
+}
+
+/// What the throughput cells hold, for the note under a table.
+fn throughput_note(units: Units) -> &'static str {
+    match units {
+        Units::Bits => "Received payload bits per second (SI: 1 Gbit/s = 10^9 bit/s)",
+        Units::Bytes => "Received payload bytes per second (binary: 1 GiB/s = 2^30 B/s)",
+        Units::Both => {
+            "Received payload per second, in bits (SI: 1 Gbit/s = 10^9 bit/s) and bytes (binary: 1 GiB/s \
+             = 2^30 B/s)"
+        }
     }
 }
 
 /// Build the tables for a report: one for a list of scenarios; for the suite, the
 /// throughput matrix, then the latency and message-rate tables. Notes go under the last.
-pub fn build(report: &Report, view: &super::View) -> Vec<Grid> {
-    let _ = view;
+pub fn build(report: &Report, view: &View) -> Vec<Grid> {
     let mut grids = match report.layout {
-        Layout::List => vec![list(report)],
+        Layout::List => vec![list(report, view)],
         Layout::Suite => {
             let only = |w: WorkloadKind| Report {
                 results: report
@@ -65,16 +120,22 @@ pub fn build(report: &Report, view: &super::View) -> Vec<Grid> {
                 ..report.clone()
             };
             let mut v = vec![titled(
-                suite(&only(WorkloadKind::Stream)),
+                suite(&only(WorkloadKind::Stream), view),
                 "Throughput: one-way stream",
             )];
             let latency = only(WorkloadKind::Pingpong);
             if !latency.results.is_empty() {
-                v.push(titled(list(&latency), "Round-trip latency: pingpong"));
+                v.push(titled(
+                    latency_list(&latency, view),
+                    "Round-trip latency: pingpong",
+                ));
             }
             let rate = only(WorkloadKind::Rate);
             if !rate.results.is_empty() {
-                v.push(titled(list(&rate), "Message rate: datagram transports"));
+                v.push(titled(
+                    throughput_list(&rate, view),
+                    "Message rate: message transports (one send is one message)",
+                ));
             }
             v
         }
@@ -90,29 +151,40 @@ fn titled(mut g: Grid, title: &str) -> Grid {
     g
 }
 
-/// One column: its header, alignment, and how a scenario fills its cell. Headers and
-/// rows are built from the same list, so a cell can never sit under another's header.
+/// How much a column matters: [`ALWAYS`] columns stay whatever the width, the others
+/// leave in order of priority (lowest first) until the table fits.
+type Priority = u8;
+/// A column that is never left out (what identifies the row).
+const ALWAYS: Priority = u8::MAX;
+
+/// One column: its header, alignment, priority, and how a scenario fills its cell.
+/// Headers and rows are built from the same list, so a cell can never sit under another's
+/// header.
 struct Column<'a> {
     header: String,
     align: Align,
+    priority: Priority,
     cell: Box<dyn Fn(&ScenarioResult) -> String + 'a>,
 }
 
 fn column<'a>(
     header: impl Into<String>,
     align: Align,
+    priority: Priority,
     cell: impl Fn(&ScenarioResult) -> String + 'a,
 ) -> Column<'a> {
     Column {
         header: header.into(),
         align,
+        priority,
         cell: Box::new(cell),
     }
 }
 
-/// A grid of one row per scenario from a list of columns.
-fn grid_of(columns: &[Column<'_>], results: &[ScenarioResult]) -> Grid {
-    Grid {
+/// A grid of one row per scenario from a list of columns; unless the view is wide, the
+/// least important columns leave until it fits, and a note says which.
+fn grid_of(columns: &[Column<'_>], results: &[ScenarioResult], view: &View) -> Grid {
+    let full = Grid {
         headers: columns.iter().map(|c| c.header.clone()).collect(),
         align: columns.iter().map(|c| c.align).collect(),
         rows: results
@@ -120,11 +192,52 @@ fn grid_of(columns: &[Column<'_>], results: &[ScenarioResult]) -> Grid {
             .map(|r| columns.iter().map(|c| (c.cell)(r)).collect())
             .collect(),
         ..Grid::default()
+    };
+    let mut keep: Vec<bool> = vec![true; columns.len()];
+    let mut order: Vec<usize> = (0..columns.len())
+        .filter(|&i| columns[i].priority != ALWAYS)
+        .collect();
+    order.sort_by_key(|&i| columns[i].priority);
+    let mut g = full.clone();
+    let mut hidden = Vec::new();
+    for i in order {
+        if view.wide || g.width() <= MAX_WIDTH {
+            break;
+        }
+        keep[i] = false;
+        hidden.push(columns[i].header.clone());
+        g = select(&full, &keep);
     }
+    if !hidden.is_empty() {
+        // In the order the wide table shows them.
+        hidden.sort_by_key(|h| full.headers.iter().position(|x| x == h));
+        g.notes
+            .push(format!("More columns with --wide: {}.", hidden.join(", ")));
+    }
+    g
 }
 
-fn dash() -> String {
-    "-".into()
+/// The columns of `g` marked to keep.
+fn select(g: &Grid, keep: &[bool]) -> Grid {
+    let pick = |row: &Vec<String>| -> Vec<String> {
+        row.iter()
+            .zip(keep)
+            .filter(|(_, &k)| k)
+            .map(|(c, _)| c.clone())
+            .collect()
+    };
+    Grid {
+        headers: pick(&g.headers),
+        align: g
+            .align
+            .iter()
+            .zip(keep)
+            .filter(|(_, &k)| k)
+            .map(|(a, _)| *a)
+            .collect(),
+        rows: g.rows.iter().map(pick).collect(),
+        ..g.clone()
+    }
 }
 
 /// Whether the results span more than one engine (then an engine column is shown).
@@ -138,13 +251,17 @@ fn several_engines(rs: &[ScenarioResult]) -> bool {
 
 /// The columns every list starts with: transport, engine (when several), size.
 fn leading_columns<'a>(rs: &[ScenarioResult]) -> Vec<Column<'a>> {
-    let mut cols = vec![column("transport", Align::Left, |r| {
+    let mut cols = vec![column("transport", Align::Left, ALWAYS, |r| {
         r.transport.to_string()
     })];
     if several_engines(rs) {
-        cols.push(column("engine", Align::Left, |r| r.engine.to_string()));
+        cols.push(column("engine", Align::Left, ALWAYS, |r| {
+            r.engine.to_string()
+        }));
     }
-    cols.push(column("size", Align::Right, |r| format_bytes(r.size_bytes)));
+    cols.push(column("size", Align::Right, ALWAYS, |r| {
+        format_bytes(r.size_bytes)
+    }));
     cols
 }
 
@@ -159,14 +276,43 @@ fn lost_cell(r: &ScenarioResult) -> String {
     }
 }
 
-/// Latency columns: one row per scenario, percentiles of the named distribution.
-fn latency_list(report: &Report, name: &'static str, rate_title: &str) -> Grid {
+/// Whether any scenario that finished has a value: a column only failed rows would
+/// fill (with "-") is not shown.
+fn any_finished(rs: &[ScenarioResult], has: fn(&ScenarioResult) -> bool) -> bool {
+    rs.iter().any(|r| !r.runs.is_empty() && has(r))
+}
+
+/// The table for a list of scenarios, as their workload declares it.
+fn list(report: &Report, view: &View) -> Grid {
+    let kind = report
+        .results
+        .first()
+        .map_or(TableKind::Throughput, |r| spec(r.workload).table());
+    match kind {
+        TableKind::Latency => latency_list(report, view),
+        TableKind::Connections => connect_list(report, view),
+        TableKind::Throughput => match sweep(report, view) {
+            Some(g) => g,
+            None => throughput_list(report, view),
+        },
+    }
+}
+
+/// Round-trip percentiles: one row per scenario.
+fn latency_list(report: &Report, view: &View) -> Grid {
     let rs = &report.results;
     let mut cols = leading_columns(rs);
-    const PERCENTILES: [&str; 6] = ["min", "p50", "p90", "p99", "p99.9", "max"];
-    for (i, h) in PERCENTILES.iter().enumerate() {
-        cols.push(column(*h, Align::Right, move |r| {
-            match r.latencies.get(name) {
+    const PERCENTILES: [(&str, Priority); 6] = [
+        ("RTT min", 60),
+        ("RTT p50", 100),
+        ("RTT p90", 55),
+        ("RTT p99", 90),
+        ("RTT p99.9", 50),
+        ("RTT max", 65),
+    ];
+    for (i, (h, priority)) in PERCENTILES.into_iter().enumerate() {
+        cols.push(column(h, Align::Right, priority, move |r| {
+            match r.latencies.get("round_trip") {
                 Some(l) => {
                     format_ns([l.min_ns, l.p50_ns, l.p90_ns, l.p99_ns, l.p99_9_ns, l.max_ns][i])
                 }
@@ -175,74 +321,85 @@ fn latency_list(report: &Report, name: &'static str, rate_title: &str) -> Grid {
             }
         }));
     }
-    cols.push(column(rate_title, Align::Right, |r| {
+    cols.push(column("round trips/s", Align::Right, 85, |r| {
         cell_or_error(r, |r| r.messages_per_second.map(format_per_second))
     }));
-    cols.push(column("CPU/op", Align::Right, |r| {
+    cols.push(column("CPU/op", Align::Right, 45, |r| {
         r.cpu_seconds_per_round_trip
             .map(|s| format_ns((s * 1e9) as u64))
             .unwrap_or_else(dash)
     }));
-    if rs.iter().any(|r| r.messages_lost.is_some()) {
-        cols.push(column("lost", Align::Right, lost_cell));
+    if any_finished(rs, |r| r.messages_lost.is_some()) {
+        cols.push(column("lost", Align::Right, 95, lost_cell));
         // Where the lost exchanges went: requests, replies, or replies after the timeout.
-        cols.push(column("req/reply/late", Align::Right, |r| {
+        cols.push(column("req/reply/late", Align::Right, 70, |r| {
             match (r.requests_lost, r.replies_lost, r.replies_late) {
                 (Some(a), Some(b), Some(c)) if r.messages_lost.is_some() => format!("{a}/{b}/{c}"),
                 _ => dash(),
             }
         }));
     }
-    grid_of(&cols, rs)
+    let mut g = grid_of(&cols, rs, view);
+    g.notes.insert(
+        0,
+        "RTT: the whole round trip, request out and reply back (sockperf prints half of it)."
+            .into(),
+    );
+    g
 }
 
 /// Connection phases: p50 and p99 of each, and connections per second.
-fn connect_list(report: &Report) -> Grid {
-    const PHASES: [(&str, &str); 4] = [
-        ("connect", "connect"),
-        ("accept", "accept"),
-        ("first_response", "1st response"),
-        ("close", "close"),
+fn connect_list(report: &Report, view: &View) -> Grid {
+    const PHASES: [(&str, &str, Priority, Priority); 4] = [
+        ("connect", "connect", 100, 80),
+        ("accept", "accept", 75, 35),
+        ("first_response", "1st response", 85, 40),
+        ("close", "close", 70, 30),
     ];
     let mut cols = leading_columns(&report.results);
-    for (name, title) in PHASES {
-        cols.push(column(format!("{title} p50"), Align::Right, move |r| {
-            r.latencies
-                .get(name)
-                .map_or_else(dash, |l| format_ns(l.p50_ns))
-        }));
-        cols.push(column(format!("{title} p99"), Align::Right, move |r| {
-            r.latencies
-                .get(name)
-                .map_or_else(dash, |l| format_ns(l.p99_ns))
-        }));
+    for (name, title, p50, p99) in PHASES {
+        cols.push(column(
+            format!("{title} p50"),
+            Align::Right,
+            p50,
+            move |r| {
+                r.latencies
+                    .get(name)
+                    .map_or_else(dash, |l| format_ns(l.p50_ns))
+            },
+        ));
+        cols.push(column(
+            format!("{title} p99"),
+            Align::Right,
+            p99,
+            move |r| {
+                r.latencies
+                    .get(name)
+                    .map_or_else(dash, |l| format_ns(l.p99_ns))
+            },
+        ));
     }
-    cols.push(column("connections/s", Align::Right, |r| {
+    cols.push(column("connections/s", Align::Right, 95, |r| {
         cell_or_error(r, |r| r.messages_per_second.map(format_per_second))
     }));
-    grid_of(&cols, &report.results)
+    grid_of(&cols, &report.results, view)
 }
 
-fn list(report: &Report) -> Grid {
+/// Throughput, message rate, loss and CPU: one row per scenario.
+fn throughput_list(report: &Report, view: &View) -> Grid {
     let rs = &report.results;
-    let all = |w: WorkloadKind| !rs.is_empty() && rs.iter().all(|r| r.workload == w);
-    if all(WorkloadKind::Pingpong) {
-        return latency_list(report, "round_trip", "round trips/s");
-    }
-    if all(WorkloadKind::Connect) {
-        return connect_list(report);
-    }
+    let units = view.units;
     let mut cols = leading_columns(rs);
     if rs.iter().any(|r| r.options.parallel > 1) {
-        cols.push(column("streams", Align::Right, |r| {
+        cols.push(column("streams", Align::Right, ALWAYS, |r| {
             r.options.parallel.to_string()
         }));
     }
-    cols.push(column("throughput", Align::Right, |r| {
-        cell_or_error(r, |r| r.bits_per_second.map(format_bits_per_second))
+    cols.push(column("throughput", Align::Right, 100, move |r| {
+        cell_or_error(r, |r| r.bits_per_second.map(|b| throughput(b, units)))
     }));
     if rs.iter().any(|r| r.options.runs > 1) {
-        cols.push(column("±CV", Align::Right, |r| {
+        cols.push(column("±CV", Align::Right, 90, |r| {
             r.statistics
                 .as_ref()
                 .and_then(|s| s.bits_per_second.cv)
@@ -250,29 +407,29 @@ fn list(report: &Report) -> Grid {
                 .unwrap_or_else(dash)
         }));
     }
-    cols.push(column("messages/s", Align::Right, |r| {
+    cols.push(column("messages/s", Align::Right, 98, |r| {
         cell_or_error(r, |r| r.messages_per_second.map(format_per_second))
     }));
-    if rs.iter().any(|r| r.messages_lost.is_some()) {
-        cols.push(column("lost", Align::Right, lost_cell));
+    if any_finished(rs, |r| r.messages_lost.is_some()) {
+        cols.push(column("lost", Align::Right, 95, lost_cell));
     }
-    if rs.iter().any(|r| r.messages_reordered.is_some()) {
-        cols.push(column("reordered/dup", Align::Right, |r| {
+    if any_finished(rs, |r| r.messages_reordered.is_some()) {
+        cols.push(column("reordered/dup", Align::Right, 60, |r| {
             match (r.messages_reordered, r.messages_duplicated) {
                 (Some(a), Some(b)) => format!("{a}/{b}"),
                 _ => dash(),
             }
         }));
     }
-    // A fixed workload (--count/--bytes) also shows its phases, as the classic
-    // client/server benchmark does.
+    // A fixed amount of data (--count/--bytes) also shows the phases of the run, as the
+    // classic client/server benchmark does.
     let phased = rs.iter().all(|r| {
-        r.workload == WorkloadKind::Stream
-            && (r.options.count.is_some() || r.options.bytes.is_some())
+        (r.options.count.is_some() || r.options.bytes.is_some())
+            && r.runs.iter().all(|run| run.phases.is_some())
     });
     if phased {
         let phase = |title: &'static str, f: fn(&super::Phases) -> f64| {
-            column(title, Align::Right, move |r: &ScenarioResult| {
+            column(title, Align::Right, 80, move |r: &ScenarioResult| {
                 r.median_run()
                     .and_then(|m| m.phases.as_ref())
                     .map_or_else(dash, |p| format_seconds(f(p)))
@@ -282,24 +439,97 @@ fn list(report: &Report) -> Grid {
         cols.push(phase("transfer", |p| p.transfer_seconds));
         cols.push(phase("close", |p| p.close_seconds));
     }
-    cols.push(column("sender CPU", Align::Right, |r| {
-        r.median_run()
-            .map_or_else(dash, |m| pct(m.sender.cpu_utilization))
+    cols.push(column("CPU snd/rcv", Align::Right, 40, |r| {
+        r.median_run().map_or_else(dash, |m| {
+            format!(
+                "{}/{}",
+                pct(m.sender.cpu_utilization),
+                pct(m.receiver.cpu_utilization)
+            )
+        })
     }));
-    cols.push(column("receiver CPU", Align::Right, |r| {
-        r.median_run()
-            .map_or_else(dash, |m| pct(m.receiver.cpu_utilization))
-    }));
-    cols.push(column("CPU s/GB snd+rcv", Align::Right, |r| {
+    cols.push(column("CPU s/GB snd+rcv", Align::Right, 55, |r| {
         match (r.sender_cpu_seconds_per_gb, r.receiver_cpu_seconds_per_gb) {
             (Some(s), Some(c)) => format!("{:.3}", s + c),
             _ => dash(),
         }
     }));
-    grid_of(&cols, rs)
+    grid_of(&cols, rs, view)
 }
 
-fn suite(report: &Report) -> Grid {
+/// A throughput sweep over two or more sizes, unless wide: a pivot with sizes as
+/// columns (transports as rows), or transposed when that is what fits.
+fn sweep(report: &Report, view: &View) -> Option<Grid> {
+    let rs = &report.results;
+    let mut sizes: Vec<u64> = rs.iter().map(|r| r.size_bytes).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    if view.wide || sizes.len() < 2 || rs.iter().any(|r| r.options.parallel > 1) {
+        return None;
+    }
+    let engines = several_engines(rs);
+    let label = |r: &ScenarioResult| match engines {
+        true => format!("{} ({})", r.transport, r.engine),
+        false => r.transport.to_string(),
+    };
+    let mut rows: Vec<String> = Vec::new();
+    for r in rs {
+        if !rows.contains(&label(r)) {
+            rows.push(label(r));
+        }
+    }
+    let cell = |row: &str, size: u64| {
+        rs.iter()
+            .find(|r| label(r) == row && r.size_bytes == size)
+            .map_or_else(String::new, |r| {
+                cell_or_error(r, |r| r.bits_per_second.map(|b| throughput(b, view.units)))
+            })
+    };
+    let first = if engines {
+        "transport (engine)"
+    } else {
+        "transport"
+    };
+    let by_size = Grid {
+        title: Some("Throughput by message size".into()),
+        headers: std::iter::once(first.to_string())
+            .chain(sizes.iter().map(|&s| format_bytes(s)))
+            .collect(),
+        align: std::iter::once(Align::Left)
+            .chain(sizes.iter().map(|_| Align::Right))
+            .collect(),
+        rows: rows
+            .iter()
+            .map(|row| {
+                std::iter::once(row.clone())
+                    .chain(sizes.iter().map(|&s| cell(row, s)))
+                    .collect()
+            })
+            .collect(),
+        notes: vec![format!("{}.", throughput_note(view.units))],
+    };
+    if by_size.width() <= MAX_WIDTH {
+        return Some(by_size);
+    }
+    let by_transport = Grid {
+        headers: std::iter::once("size".to_string())
+            .chain(rows.iter().cloned())
+            .collect(),
+        align: vec![Align::Right; rows.len() + 1],
+        rows: sizes
+            .iter()
+            .map(|&s| {
+                std::iter::once(format_bytes(s))
+                    .chain(rows.iter().map(|row| cell(row, s)))
+                    .collect()
+            })
+            .collect(),
+        ..by_size
+    };
+    (by_transport.width() <= MAX_WIDTH).then_some(by_transport)
+}
+
+fn suite(report: &Report, view: &View) -> Grid {
     let mut g = Grid {
         headers: vec!["transport".into()],
         align: vec![Align::Left],
@@ -313,6 +543,7 @@ fn suite(report: &Report) -> Grid {
     transports.extend(report.skipped.iter().map(|s| s.transport));
     transports.sort();
     transports.dedup();
+    let mut any_na = false;
     for t in transports {
         let mut row = vec![t.to_string()];
         for s in SUITE_SIZES {
@@ -321,12 +552,14 @@ fn suite(report: &Report) -> Grid {
                 .iter()
                 .find(|r| r.transport == t && r.size_bytes == s)
             {
-                Some(r) => cell_or_error(r, |r| r.bits_per_second.map(format_bits_per_second)),
-                None if report
-                    .skipped
-                    .iter()
-                    .any(|k| k.transport == t && k.size_bytes == s) =>
+                Some(r) => {
+                    cell_or_error(r, |r| r.bits_per_second.map(|b| throughput(b, view.units)))
+                }
+                None if report.skipped.iter().any(|k| {
+                    k.transport == t && k.size_bytes == s && k.workload == WorkloadKind::Stream
+                }) =>
                 {
+                    any_na = true;
                     "n/a".into()
                 }
                 None => "".into(),
@@ -336,9 +569,9 @@ fn suite(report: &Report) -> Grid {
         g.rows.push(row);
     }
     if !report.results.is_empty() {
-        g.notes.push(
-            "Received payload bits per second (SI: 1 Gbit/s = 10^9 bit/s); n/a: see below.".into(),
-        );
+        let na = if any_na { "; n/a: see below" } else { "" };
+        g.notes
+            .push(format!("{}{na}.", throughput_note(view.units)));
     }
     // shm is the no-kernel reference and usually wins, so also name the fastest kernel path.
     let everything: fn(TransportKind) -> bool = |_| true;
@@ -360,7 +593,7 @@ fn suite(report: &Report) -> Grid {
                     "{} {} ({})",
                     format_bytes(s),
                     r.transport,
-                    format_bits_per_second(b)
+                    throughput(b, view.units)
                 ));
             }
         }

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use super::{
     buffer, latency_histogram, record, recv_message, send_all, Endpoint, Meter, PeerSignal, Role,
-    Roles, Side, SideReport, Spec, Stop, Tally, Wiring, Workload,
+    Roles, Side, SideReport, Spec, Stop, TableKind, Tally, Wiring, Workload,
 };
 use crate::engine::EngineKind;
 use crate::interrupt;
@@ -181,6 +181,10 @@ pub const TRANSPORTS: [TransportKind; 4] = [
 pub struct ConnectSpec;
 
 impl Spec for ConnectSpec {
+    fn table(&self) -> TableKind {
+        TableKind::Connections
+    }
+
     fn wiring(&self) -> Wiring {
         Wiring::ListenDial
     }

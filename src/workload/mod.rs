@@ -629,12 +629,26 @@ impl Tally {
     }
 }
 
+/// The table a workload's results are shown in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TableKind {
+    /// Throughput, message rate, loss and CPU per scenario (a pivot over sizes for a
+    /// sweep).
+    Throughput,
+    /// Percentiles of the round trip, round trips per second, loss.
+    Latency,
+    /// Percentiles of each phase of a connection, connections per second.
+    Connections,
+}
+
 /// What a workload declares about itself, in its own file: how its connections are
 /// wired, what it refuses, what each role does, how its figures are counted and which
 /// diagnoses apply to it. [`spec`] is the only place that maps a [`WorkloadKind`] to one.
 pub trait Spec: Sync {
     /// How its connections are wired.
     fn wiring(&self) -> Wiring;
+    /// The table its results are shown in.
+    fn table(&self) -> TableKind;
     /// The transports it can use (what `--transport all` means).
     fn transports(&self) -> &'static [crate::transport::TransportKind] {
         &crate::transport::TransportKind::ALL

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use super::{
     buffer, end_of_data, latency_histogram, record, recv_message, send_all, wait_until, Meter,
-    PeerSignal, Role, Roles, Side, SideReport, Spec, Stop, Tally, Wiring, Workload,
+    PeerSignal, Role, Roles, Side, SideReport, Spec, Stop, TableKind, Tally, Wiring, Workload,
 };
 use crate::diagnose::Diagnosis;
 use crate::interrupt;
@@ -229,6 +229,10 @@ pub struct LostExchanges {
 pub struct PingpongSpec;
 
 impl Spec for PingpongSpec {
+    fn table(&self) -> TableKind {
+        TableKind::Latency
+    }
+
     fn wiring(&self) -> Wiring {
         Wiring::Duplex
     }

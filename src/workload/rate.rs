@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use super::{
     buffer, end_of_data, one_way_tally, recv_message, send_all, wait_until, Meter, PeerSignal,
-    Roles, SequenceCounts, Side, SideReport, Spec, Stop, Tally, Wiring, Workload,
+    Roles, SequenceCounts, Side, SideReport, Spec, Stop, TableKind, Tally, Wiring, Workload,
 };
 use crate::diagnose::Diagnosis;
 use crate::interrupt;
@@ -200,6 +200,10 @@ impl Workload for Rate {
 pub struct RateSpec;
 
 impl Spec for RateSpec {
+    fn table(&self) -> TableKind {
+        TableKind::Throughput
+    }
+
     fn wiring(&self) -> Wiring {
         Wiring::Pair
     }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use super::{
     buffer, one_way_tally, repeat_end_marker, send_all, Meter, PeerSignal, Role, Roles, Side,
-    SideReport, Spec, Stop, Tally, Wiring, Workload,
+    SideReport, Spec, Stop, TableKind, Tally, Wiring, Workload,
 };
 use crate::diagnose::Diagnosis;
 use crate::interrupt;
@@ -162,6 +162,10 @@ pub struct Phases {
 pub struct StreamSpec;
 
 impl Spec for StreamSpec {
+    fn table(&self) -> TableKind {
+        TableKind::Throughput
+    }
+
     fn wiring(&self) -> Wiring {
         Wiring::Pair
     }
