@@ -64,3 +64,51 @@ impl Exporter for Csv {
         Ok(w.into_inner()?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::sample;
+
+    fn render(report: &Report) -> Vec<String> {
+        String::from_utf8(Csv.serialize(report).unwrap())
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn one_row_per_scenario_in_base_units_and_unknown_is_empty() {
+        let lines = render(&sample::stream_failed());
+        assert_eq!(lines[0], HEADER.join(","));
+        assert_eq!(lines.len(), 3);
+        assert_eq!(
+            lines[1],
+            "stream,tcp,blocking,65536,1,1,,,,0,0,1000,1000,,,,,,,tcp sender failed: Connection reset by peer (os error 104)"
+        );
+        assert_eq!(
+            lines[2],
+            "stream,udp,blocking,1472,1,1,2000000000,250000000,1000,250000000,250000000,1000,1000,12,0.25,0.25,,212992,212992,"
+        );
+    }
+
+    #[test]
+    fn every_workload_has_its_rows() {
+        for report in [
+            sample::pingpong(),
+            sample::rate(),
+            sample::connect(),
+            sample::suite(),
+        ] {
+            let lines = render(&report);
+            assert_eq!(lines.len(), report.results.len() + 1);
+            for (line, r) in lines[1..].iter().zip(&report.results) {
+                assert!(
+                    line.starts_with(&format!("{},{}", r.workload, r.transport)),
+                    "{line}"
+                );
+            }
+        }
+    }
+}

@@ -457,14 +457,14 @@ fn throughput_list(report: &Report, view: &View) -> Grid {
     grid_of(&cols, rs, view)
 }
 
-/// A throughput sweep over two or more sizes, unless wide: a pivot with sizes as
-/// columns (transports as rows), or transposed when that is what fits.
+/// A throughput sweep (a transport at two or more sizes), unless wide: a pivot with
+/// sizes as columns (transports as rows), or transposed when that is what fits.
 fn sweep(report: &Report, view: &View) -> Option<Grid> {
     let rs = &report.results;
     let mut sizes: Vec<u64> = rs.iter().map(|r| r.size_bytes).collect();
     sizes.sort_unstable();
     sizes.dedup();
-    if view.wide || sizes.len() < 2 || rs.iter().any(|r| r.options.parallel > 1) {
+    if view.wide || rs.iter().any(|r| r.options.parallel > 1) {
         return None;
     }
     let engines = several_engines(rs);
@@ -477,6 +477,10 @@ fn sweep(report: &Report, view: &View) -> Option<Grid> {
         if !rows.contains(&label(r)) {
             rows.push(label(r));
         }
+    }
+    // Transports at their own default sizes (tcp 64 KiB, udp 1472 B) are not a sweep.
+    if rows.len() == rs.len() {
+        return None;
     }
     let cell = |row: &str, size: u64| {
         rs.iter()
@@ -506,7 +510,10 @@ fn sweep(report: &Report, view: &View) -> Option<Grid> {
                     .collect()
             })
             .collect(),
-        notes: vec![format!("{}.", throughput_note(view.units))],
+        notes: vec![
+            format!("{}.", throughput_note(view.units)),
+            "More columns with --wide: one row per scenario, with messages/s, loss and CPU.".into(),
+        ],
     };
     if by_size.width() <= MAX_WIDTH {
         return Some(by_size);
@@ -675,5 +682,192 @@ fn notes(report: &Report, g: &mut Grid) {
     if report.interrupted {
         g.notes
             .push("Interrupted: the table shows the scenarios that finished.".into());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::sample;
+
+    fn view(wide: bool, units: Units) -> View {
+        View { wide, units }
+    }
+
+    fn grids(report: &Report) -> Vec<Grid> {
+        build(report, &View::default())
+    }
+
+    fn every_sample() -> Vec<(&'static str, Report)> {
+        vec![
+            ("stream", sample::stream()),
+            ("stream with phases", sample::stream_phases()),
+            ("stream sweep", sample::stream_sweep()),
+            ("failed stream", sample::stream_failed()),
+            ("pingpong", sample::pingpong()),
+            ("rate", sample::rate()),
+            ("connect", sample::connect()),
+            ("suite", sample::suite()),
+        ]
+    }
+
+    #[test]
+    fn every_table_fits_100_columns_and_wide_shows_what_was_left_out() {
+        for (name, report) in every_sample() {
+            for g in grids(&report) {
+                assert!(g.width() <= MAX_WIDTH, "{name}: {} wide", g.width());
+            }
+            let narrow: usize = grids(&report).iter().map(|g| g.headers.len()).sum();
+            let wide: usize = build(&report, &view(true, Units::Bits))
+                .iter()
+                .map(|g| g.headers.len())
+                .sum();
+            let hidden = grids(&report).iter().any(|g| {
+                g.notes
+                    .iter()
+                    .any(|n| n.starts_with("More columns with --wide"))
+            });
+            assert_eq!(hidden, wide > narrow, "{name}: {narrow} vs {wide} columns");
+        }
+    }
+
+    #[test]
+    fn each_workload_has_its_own_header() {
+        let header = |r: &Report| grids(r)[0].headers.join(" | ");
+        assert_eq!(
+            header(&sample::stream()),
+            "transport | size | throughput | messages/s | CPU snd/rcv | CPU s/GB snd+rcv"
+        );
+        assert_eq!(
+            header(&sample::stream_phases()),
+            "transport | size | throughput | messages/s | connect | transfer | close | CPU s/GB snd+rcv"
+        );
+        assert_eq!(
+            header(&sample::pingpong()),
+            "transport | size | RTT p50 | RTT p99 | RTT max | round trips/s | lost | req/reply/late"
+        );
+        assert_eq!(
+            header(&sample::rate()),
+            "transport | size | throughput | messages/s | lost | reordered/dup | CPU s/GB snd+rcv"
+        );
+        assert_eq!(
+            header(&sample::connect()),
+            "transport | size | connect p50 | connect p99 | accept p50 | 1st response p50 | connections/s"
+        );
+        let wide = build(&sample::pingpong(), &view(true, Units::Bits));
+        assert_eq!(
+            wide[0].headers.join(" | "),
+            "transport | size | RTT min | RTT p50 | RTT p90 | RTT p99 | RTT p99.9 | RTT max | round trips/s \
+             | CPU/op | lost | req/reply/late"
+        );
+    }
+
+    #[test]
+    fn the_pingpong_table_says_its_figures_are_whole_round_trips() {
+        let g = &grids(&sample::pingpong())[0];
+        assert!(g.headers.iter().filter(|h| h.starts_with("RTT ")).count() >= 2);
+        assert!(g.notes[0].contains("sockperf prints half"), "{:?}", g.notes);
+        let udp = &g.rows[1];
+        assert_eq!(udp[2], "12.0 µs");
+        assert_eq!(udp[udp.len() - 1], "3/2/1");
+        assert_eq!(udp[udp.len() - 2], "6 (0.60%)");
+    }
+
+    #[test]
+    fn units_are_bits_bytes_or_both() {
+        let cell = |units| build(&sample::stream(), &view(false, units))[0].rows[0][2].clone();
+        assert_eq!(cell(Units::Bits), "8.00 Gbit/s");
+        assert_eq!(cell(Units::Bytes), "954 MiB/s");
+        assert_eq!(cell(Units::Both), "8.00 Gbit/s (954 MiB/s)");
+        let suite = |units| {
+            build(&sample::suite(), &view(false, units))[0]
+                .notes
+                .clone()
+        };
+        assert!(suite(Units::Bytes)[0].starts_with("Received payload bytes per second"));
+        assert!(suite(Units::Bytes)
+            .iter()
+            .any(|n| n.starts_with("Fastest: 64 B unix (") && n.contains("MiB/s")));
+        assert!(suite(Units::Bits)[0].starts_with("Received payload bits per second"));
+    }
+
+    #[test]
+    fn a_sweep_over_sizes_is_a_matrix_with_sizes_as_columns() {
+        let g = &grids(&sample::stream_sweep())[0];
+        assert_eq!(g.title.as_deref(), Some("Throughput by message size"));
+        assert_eq!(g.headers, ["transport", "1 KiB", "64 KiB"]);
+        assert_eq!(g.rows[0], ["tcp", "5.00 Gbit/s", "30.0 Gbit/s"]);
+        assert_eq!(g.rows[1], ["unix", "3.00 Gbit/s", "40.0 Gbit/s"]);
+        // Wide: every scenario, one row each.
+        let wide = &build(&sample::stream_sweep(), &view(true, Units::Bits))[0];
+        assert_eq!(wide.rows.len(), 4);
+        // Many sizes and wide cells: sizes as rows, transports as columns.
+        let mut many = sample::stream_sweep();
+        many.results = (0..12)
+            .flat_map(|i| {
+                [TransportKind::Tcp, TransportKind::Unix]
+                    .map(|t| sample::scenario(WorkloadKind::Stream, t, 1 << i, 1e9))
+            })
+            .collect();
+        let g = &build(&many, &view(false, Units::Both))[0];
+        assert_eq!(g.headers, ["size", "tcp", "unix"]);
+        assert_eq!(g.rows.len(), 12);
+        assert!(g.width() <= MAX_WIDTH);
+    }
+
+    #[test]
+    fn a_failed_row_adds_no_column_and_its_error_is_noted_once() {
+        let g = &grids(&sample::stream_failed())[0];
+        assert!(g.headers.contains(&"lost".to_string()), "udp can lose");
+        assert!(!g.headers.contains(&"reordered/dup".to_string()));
+        assert_eq!(g.rows[0][2], "failed");
+        let errors = g
+            .notes
+            .iter()
+            .filter(|n| n.starts_with("error: tcp 64 KiB"))
+            .count();
+        assert_eq!(errors, 1, "{:?}", g.notes);
+        // Failed alone on a reliable transport: no loss column at all.
+        let mut only = sample::stream_failed();
+        only.results.truncate(1);
+        assert!(!grids(&only)[0].headers.contains(&"lost".to_string()));
+    }
+
+    #[test]
+    fn the_suite_marks_na_only_where_a_cell_is_not_applicable() {
+        let gs = grids(&sample::suite());
+        let matrix = &gs[0];
+        let udp = matrix.rows.iter().find(|r| r[0] == "udp").unwrap();
+        assert_eq!(udp.iter().filter(|c| *c == "n/a").count(), 2);
+        assert!(matrix.notes[0].contains("n/a: see below"));
+        let last = gs.last().unwrap();
+        assert!(last
+            .notes
+            .iter()
+            .any(|n| n.starts_with("n/a: udp 64 KiB; udp 1 MiB")));
+        // Nothing skipped: no mention of n/a.
+        let mut all_there = sample::suite();
+        all_there.skipped.clear();
+        all_there
+            .results
+            .retain(|r| r.transport != TransportKind::Udp || r.size_bytes < 64 << 10);
+        all_there
+            .results
+            .retain(|r| r.transport == TransportKind::Unix || r.workload != WorkloadKind::Stream);
+        let gs = grids(&all_there);
+        assert!(!gs[0].notes[0].contains("n/a"), "{:?}", gs[0].notes);
+        // The message-rate table is titled for what it holds.
+        let titles: Vec<_> = grids(&sample::suite())
+            .iter()
+            .filter_map(|g| g.title.clone())
+            .collect();
+        assert_eq!(
+            titles,
+            [
+                "Throughput: one-way stream",
+                "Round-trip latency: pingpong",
+                "Message rate: message transports (one send is one message)"
+            ]
+        );
     }
 }

@@ -47,3 +47,55 @@ impl Exporter for Markdown {
         Ok(out.into_bytes())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{sample, View};
+
+    fn render(report: &Report) -> String {
+        String::from_utf8(
+            Markdown {
+                view: View::default(),
+            }
+            .serialize(report)
+            .unwrap(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn markdown_is_the_same_grid_as_a_pipe_table_with_notes_as_a_list() {
+        let text = render(&sample::pingpong());
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "| transport | size | RTT p50 | RTT p99 | RTT max | round trips/s | lost | req/reply/late |"
+        );
+        assert_eq!(
+            lines[1],
+            "| :--- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        );
+        assert_eq!(
+            lines[3],
+            "| udp | 64 B | 12.0 µs | 24.0 µs | 120 µs | 1.00 k/s | 6 (0.60%) | 3/2/1 |"
+        );
+        assert!(lines.contains(&"- More columns with --wide: RTT min, RTT p90, RTT p99.9, CPU/op."));
+    }
+
+    #[test]
+    fn a_pipe_in_a_cell_or_note_is_escaped() {
+        let mut report = sample::stream();
+        report.results[0].error = Some("bad | worse".into());
+        let text = render(&report);
+        assert!(text.contains("bad \\| worse"), "{text}");
+        assert!(!text.contains("bad | worse"), "{text}");
+    }
+
+    #[test]
+    fn the_suite_gets_a_heading_per_table() {
+        let text = render(&sample::suite());
+        assert_eq!(text.matches("### ").count(), 3, "{text}");
+        assert!(text.starts_with("### Throughput: one-way stream\n\n| transport | 64 B |"));
+    }
+}

@@ -11,6 +11,8 @@ pub mod histogram;
 pub mod json;
 pub mod markdown;
 pub mod progress;
+#[cfg(test)]
+pub mod sample;
 pub mod table;
 
 pub use crate::workload::stream::Phases;

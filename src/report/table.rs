@@ -49,3 +49,83 @@ impl Exporter for Table {
         Ok(out.into_bytes())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{sample, Units, View};
+
+    fn render(report: &Report, view: View) -> String {
+        String::from_utf8(Table { view }.serialize(report).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn the_drawn_table_is_as_wide_as_the_grid_says_and_fits_100_columns() {
+        for report in [
+            sample::stream(),
+            sample::stream_phases(),
+            sample::pingpong(),
+            sample::rate(),
+            sample::connect(),
+            sample::suite(),
+        ] {
+            let text = render(&report, View::default());
+            let widest = text
+                .lines()
+                .filter(|l| l.starts_with(['┌', '│', '╞', '└']))
+                .map(|l| l.chars().count())
+                .max()
+                .unwrap();
+            let grids = grid::build(&report, &View::default());
+            assert_eq!(
+                widest,
+                grids.iter().map(Grid::width).max().unwrap(),
+                "{text}"
+            );
+            assert!(widest <= grid::MAX_WIDTH, "{text}");
+        }
+        let wide = render(
+            &sample::connect(),
+            View {
+                wide: true,
+                units: Units::Bits,
+            },
+        );
+        assert!(
+            wide.lines().any(|l| l.chars().count() > grid::MAX_WIDTH),
+            "{wide}"
+        );
+    }
+
+    #[test]
+    fn a_stream_table_reads_as_expected() {
+        let text = render(&sample::stream(), View::default());
+        let rows: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            rows[1],
+            "│ transport ┆   size ┆  throughput ┆ messages/s ┆ CPU snd/rcv ┆ CPU s/GB snd+rcv │"
+        );
+        assert_eq!(
+            rows[3],
+            "│ tcp       ┆ 64 KiB ┆ 8.00 Gbit/s ┆   1.00 k/s ┆     90%/40% ┆            0.500 │"
+        );
+        assert_eq!(rows.len(), 6, "{text}");
+    }
+
+    #[test]
+    fn the_suite_has_its_three_titled_tables_and_notes_under_the_last() {
+        let text = render(&sample::suite(), View::default());
+        let titles: Vec<&str> = text
+            .lines()
+            .filter(|l| {
+                l.starts_with("Throughput")
+                    || l.starts_with("Round-trip")
+                    || l.starts_with("Message rate")
+            })
+            .collect();
+        assert_eq!(titles.len(), 3, "{text}");
+        let tail = text.rsplit('└').next().unwrap();
+        assert!(tail.contains("warning: unix 64 B: CPU-bound"), "{text}");
+        assert!(tail.contains("n/a: udp 64 KiB; udp 1 MiB"), "{text}");
+    }
+}
