@@ -79,7 +79,7 @@ mod tests {
             let grids = grid::build(&report, &View::default());
             assert_eq!(
                 widest,
-                grids.iter().map(Grid::width).max().unwrap(),
+                grids.iter().map(grid::Grid::width).max().unwrap(),
                 "{text}"
             );
             assert!(widest <= grid::MAX_WIDTH, "{text}");
