@@ -105,3 +105,31 @@ pub fn layout_of(report: &Report) -> Layout {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::sample;
+
+    #[test]
+    fn the_layout_follows_the_command_line_or_else_the_mix_of_workloads() {
+        let mut suite = sample::suite();
+        suite.command = vec!["sockbench".into()];
+        assert_eq!(layout_of(&suite), Layout::Suite);
+        suite.command = vec!["sockbench".into(), "suite".into(), "-d".into(), "1".into()];
+        assert_eq!(layout_of(&suite), Layout::Suite);
+        let mut list = sample::stream();
+        list.command = vec![
+            "sockbench".into(),
+            "stream".into(),
+            "-t".into(),
+            "tcp".into(),
+        ];
+        assert_eq!(layout_of(&list), Layout::List);
+        // A command line this version cannot parse: the results decide.
+        suite.command = vec!["sockbench".into(), "--from-the-future".into()];
+        list.command = suite.command.clone();
+        assert_eq!(layout_of(&suite), Layout::Suite);
+        assert_eq!(layout_of(&list), Layout::List);
+    }
+}

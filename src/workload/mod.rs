@@ -942,4 +942,21 @@ mod tests {
             .collect();
         assert_eq!(per_exchange, [&WorkloadKind::Pingpong]);
     }
+
+    #[test]
+    fn a_role_that_reaches_an_open_line_late_counts_its_delay_from_the_opening() {
+        let line = StartLine::new(2);
+        line.open();
+        std::thread::sleep(Duration::from_millis(30));
+        let meter = Meter::start(&line.for_side());
+        let report = meter.stop(None, &Recorder(Vec::new()));
+        assert!(
+            report.start_delay >= Duration::from_millis(30),
+            "{:?}",
+            report.start_delay
+        );
+        assert!(report
+            .elapsed
+            .is_some_and(|e| e < Duration::from_millis(30)));
+    }
 }
