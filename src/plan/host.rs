@@ -7,21 +7,15 @@
 use nix::sys::resource::{getrlimit, Resource, RLIM_INFINITY};
 
 use crate::engine::EngineKind;
+use crate::transport::SystemLimits;
 
 /// What the plan needs to know about the machine.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Host {
-    /// `net.core.wmem_max`: the largest SO_SNDBUF an unprivileged request gets.
-    pub wmem_max: u64,
-    /// `net.core.wmem_default`: the send buffer when none is requested.
-    pub wmem_default: u64,
-    /// `fs.mqueue.msgsize_max`: the largest message-queue message.
-    pub mq_msgsize_max: u64,
+    /// What bounds the messages and buffers of transports (sysctls, CAP_SYS_RESOURCE).
+    pub limits: SystemLimits,
     /// `fs.mqueue.msg_max`: the deepest message queue.
     pub mq_msg_max: u64,
-    /// CAP_SYS_RESOURCE: may exceed the message-queue sysctls (up to the kernel's hard
-    /// limits); being root is not enough inside many containers.
-    pub cap_sys_resource: bool,
     /// RLIMIT_NOFILE (soft): descriptors this process may open.
     pub max_descriptors: Option<u64>,
     /// The CPUs this process may run on (a cpuset or taskset may exclude some).
@@ -79,11 +73,13 @@ impl Host {
         })
         .collect();
         Host {
-            wmem_max: sysctl("net.core.wmem_max").unwrap_or(212_992),
-            wmem_default: sysctl("net.core.wmem_default").unwrap_or(212_992),
-            mq_msgsize_max: sysctl("fs.mqueue.msgsize_max").unwrap_or(8192),
+            limits: SystemLimits {
+                wmem_max: sysctl("net.core.wmem_max").unwrap_or(212_992),
+                wmem_default: sysctl("net.core.wmem_default").unwrap_or(212_992),
+                mq_msgsize_max: sysctl("fs.mqueue.msgsize_max").unwrap_or(8192),
+                cap_sys_resource: has_cap_sys_resource(),
+            },
             mq_msg_max: sysctl("fs.mqueue.msg_max").unwrap_or(10),
-            cap_sys_resource: has_cap_sys_resource(),
             max_descriptors: getrlimit(Resource::RLIMIT_NOFILE)
                 .ok()
                 .map(|(soft, _)| soft),

@@ -30,7 +30,7 @@ pub fn size_refusal(
     size: u64,
     sndbuf: Option<u64>,
 ) -> Option<String> {
-    let (max, why) = super::max_message(host, transport, sndbuf)?;
+    let (max, why) = transport.max_message(sndbuf, &host.limits)?;
     (size > max).then(|| {
         format!(
             "size {} ({size} bytes) is too large for {transport}: {why}",

@@ -219,62 +219,6 @@ pub fn parse_engines(text: &str) -> Result<Vec<EngineKind>, PlanError> {
     Ok(out)
 }
 
-/// The largest message `transport` can carry with the requested send buffer, and what
-/// sets that limit; `None` for byte streams (no limit).
-pub fn max_message(
-    host: &Host,
-    transport: TransportKind,
-    sndbuf: Option<u64>,
-) -> Option<(u64, String)> {
-    match transport {
-        TransportKind::Udp => Some((
-            65_507,
-            "a UDP datagram over IPv4 carries at most 65507 bytes (the IP packet limit; no sysctl raises it)".into(),
-        )),
-        TransportKind::Udp6 => Some((
-            65_527,
-            "a UDP datagram over IPv6 carries at most 65527 bytes (the IPv6 payload limit; no sysctl raises it)".into(),
-        )),
-        TransportKind::UnixDgram | TransportKind::UnixSeqpacket => {
-            // The kernel refuses a datagram larger than the socket send buffer minus 32
-            // bytes (net/unix/af_unix.c); SO_SNDBUF is doubled and capped by wmem_max.
-            let (wmem_max, wmem_default) = (host.wmem_max, host.wmem_default);
-            let buf = match sndbuf {
-                Some(n) => 2 * n.min(wmem_max),
-                None => wmem_default,
-            };
-            let how = match sndbuf {
-                Some(n) if n <= wmem_max => format!(
-                    "--sndbuf {n} gives a send buffer of {} bytes; raise --sndbuf (up to net.core.wmem_max = {wmem_max})",
-                    2 * n
-                ),
-                Some(_) => format!(
-                    "net.core.wmem_max = {wmem_max} caps --sndbuf; raise it with `sysctl -w net.core.wmem_max=...`"
-                ),
-                None => format!(
-                    "the send buffer defaults to net.core.wmem_default = {wmem_default}; raise it with --sndbuf (up to net.core.wmem_max = {wmem_max})"
-                ),
-            };
-            Some((
-                buf.saturating_sub(32),
-                format!("a {transport} message must fit the socket send buffer minus 32 bytes ({how})"),
-            ))
-        }
-        TransportKind::Mq => {
-            let max = host.mq_msgsize_max;
-            if host.cap_sys_resource {
-                Some((16 << 20, "a message queue message is at most 16 MiB (the kernel's HARD_MSGSIZEMAX)".into()))
-            } else {
-                Some((
-                    max,
-                    format!("a message queue message is at most fs.mqueue.msgsize_max = {max} bytes; raise it with sysctl"),
-                ))
-            }
-        }
-        _ => None,
-    }
-}
-
 pub use host::has_cap_sys_resource;
 
 /// Refuse a plan whose buffers would not fit in memory or in this process's limits: each
@@ -998,13 +942,13 @@ mod tests {
             "100K",
         ]);
         let mut host = Host::probe();
-        host.wmem_default = 1 << 20;
-        host.wmem_max = 1 << 20;
+        host.limits.wmem_default = 1 << 20;
+        host.limits.wmem_max = 1 << 20;
         assert!(
             Plan::from_args_on(&args, &host).is_ok(),
             "a 1 MiB default buffer carries 100 KiB"
         );
-        host.wmem_default = 65_536;
+        host.limits.wmem_default = 65_536;
         let e = Plan::from_args_on(&args, &host).unwrap_err().to_string();
         assert!(e.contains("net.core.wmem_default = 65536"), "{e}");
         host.cpus = vec![3];

@@ -127,13 +127,14 @@ impl Drop for Mapping {
     }
 }
 
-/// Create a ring of at least `capacity` bytes (rounded up to a power of two) and return its
-/// producer and consumer ends. `name` must start with `/`; the object is unlinked before
-/// this returns.
+/// Create a ring of at least `capacity` bytes (rounded up to a power of two) named `name`
+/// (which must start with `/`) and return its consumer end, the receiving half. The name
+/// stays until [`unlink`]: a producer opens it with [`open`].
 ///
 /// # Errors
-/// Fails if the shared-memory object cannot be created, sized or mapped.
-pub fn ring(name: &str, capacity: usize) -> io::Result<(Producer, Consumer)> {
+/// Fails if the shared-memory object cannot be created, sized or mapped (the name is
+/// removed again then).
+pub fn create(name: &str, capacity: usize) -> io::Result<Consumer> {
     let capacity = capacity
         .max(4096)
         .checked_next_power_of_two()
@@ -146,36 +147,67 @@ pub fn ring(name: &str, capacity: usize) -> io::Result<(Producer, Consumer)> {
         Mode::from_bits_truncate(0o600),
     )?;
     crate::testhooks::hold("shm");
-    let result = (|| {
+    let mapped = (|| {
         // Reserve the memory now: a sparse object on a full tmpfs would map fine and then
         // kill the process with SIGBUS on the first write to a page it cannot back.
         ftruncate(&fd, (HEADER + capacity) as i64)?;
         posix_fallocate(fd.as_raw_fd(), 0, (HEADER + capacity) as i64)?;
-        let producer = Mapping::map(&fd, HEADER + capacity)?;
-        producer
-            .header()
+        let map = Mapping::map(&fd, HEADER + capacity)?;
+        map.header()
             .capacity
             .0
             .store(capacity as u64, Ordering::Release);
-        // The consumer opens the object by name, as a second process would.
-        let fd2 = shm_open(cname.as_c_str(), OFlag::O_RDWR, Mode::empty())?;
-        let consumer = Mapping::map(&fd2, HEADER + capacity)?;
-        Ok::<_, io::Error>((producer, consumer))
+        Ok::<_, io::Error>(map)
     })();
-    let _ = shm_unlink(cname.as_c_str());
-    let (p, c) = result?;
-    Ok((
-        Producer {
-            map: p,
-            head: 0,
-            cached_tail: 0,
-        },
-        Consumer {
-            map: c,
-            tail: 0,
-            cached_head: 0,
-        },
-    ))
+    if mapped.is_err() {
+        let _ = shm_unlink(cname.as_c_str());
+    }
+    Ok(Consumer {
+        map: mapped?,
+        tail: 0,
+        cached_head: 0,
+    })
+}
+
+/// Open the ring `name` that [`create`] made and return its producer end, the sending
+/// half, as a second process would.
+///
+/// # Errors
+/// Fails if there is no such ring or it cannot be mapped.
+pub fn open(name: &str) -> io::Result<Producer> {
+    let cname = CString::new(name).map_err(io::Error::other)?;
+    let fd = shm_open(cname.as_c_str(), OFlag::O_RDWR, Mode::empty())?;
+    let len = nix::sys::stat::fstat(fd.as_raw_fd())?.st_size as usize;
+    if len <= HEADER || !(len - HEADER).is_power_of_two() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{name} is not a sockbench ring ({len} bytes)"),
+        ));
+    }
+    Ok(Producer {
+        map: Mapping::map(&fd, len)?,
+        head: 0,
+        cached_tail: 0,
+    })
+}
+
+/// Remove the ring's name (its mappings stay valid).
+pub fn unlink(name: &str) {
+    if let Ok(cname) = CString::new(name) {
+        let _ = shm_unlink(cname.as_c_str());
+    }
+}
+
+/// A ring in one call: [`create`], [`open`], [`unlink`].
+///
+/// # Errors
+/// As [`create`] and [`open`].
+#[cfg(test)]
+pub fn ring(name: &str, capacity: usize) -> io::Result<(Producer, Consumer)> {
+    let consumer = create(name, capacity);
+    let producer = consumer.as_ref().ok().map(|_| open(name));
+    unlink(name);
+    Ok((producer.expect("opened after a created ring")?, consumer?))
 }
 
 /// Bounded wait: spin, then yield, then nap; returns Err if the peer closed.
@@ -246,11 +278,6 @@ impl Producer {
             .0
             .fetch_or(PRODUCER_CLOSED, Ordering::AcqRel);
     }
-
-    /// The ring's data capacity in bytes.
-    pub fn capacity(&self) -> usize {
-        self.map.capacity
-    }
 }
 
 impl Drop for Producer {
@@ -267,6 +294,11 @@ pub struct Consumer {
 }
 
 impl Consumer {
+    /// The ring's data capacity in bytes.
+    pub fn capacity(&self) -> usize {
+        self.map.capacity
+    }
+
     /// Read up to `dst.len()` bytes, waiting while the ring is empty. Returns 0 once the
     /// producer has closed and everything it wrote has been read.
     pub fn read(&mut self, dst: &mut [u8]) -> usize {

@@ -1,10 +1,14 @@
 //! Transports: what carries the bytes between the two sides of a workload.
 //!
-//! Each transport opens a connected [`Pair`] of [`Conn`]s: the receiving side is set up
-//! first (it binds or creates), the sending side connects to it, exactly as two processes
-//! would. Engines and workloads only ever see `Conn`. Every file-system name a transport
-//! makes (socket file, FIFO, message queue, shared-memory object) is removed as soon as
-//! both ends are open, so an interrupted or killed run leaves nothing behind.
+//! Every transport with a name has two halves that can run apart, as in two processes or
+//! on two hosts: [`listen`] (the receiving side binds or creates, and publishes an
+//! [`Endpoint`]) and [`connect`] (the sending side dials or opens that endpoint); the
+//! listener then [`Listener::accept`]s. Today's connected [`Pair`] is built from the two
+//! halves. Anonymous transports (`socketpair`, `pipe`) have no name: they are pairs only,
+//! and another process gets one end by inheritance. Engines and workloads only ever see
+//! `Conn`. Every file-system name a transport makes (socket file, FIFO, message queue,
+//! shared-memory object) is removed as soon as both ends are open, so an interrupted or
+//! killed run leaves nothing behind.
 //!
 //! This module does not time or count anything; that is the workload's job.
 
@@ -146,6 +150,70 @@ impl TransportKind {
         matches!(self, TransportKind::Tcp6 | TransportKind::Udp6)
     }
 
+    /// The message size a bulk transfer uses when `--size` is not given: 64 KiB, but
+    /// 1472 B for UDP (a datagram that fits a 1500-byte Ethernet MTU) and 8 KiB for mq
+    /// (the default `fs.mqueue.msgsize_max`).
+    pub fn default_stream_size(self) -> u64 {
+        match self {
+            TransportKind::Udp | TransportKind::Udp6 => 1472,
+            TransportKind::Mq => 8 << 10,
+            _ => 64 << 10,
+        }
+    }
+
+    /// The largest message `transport` can carry with the requested send buffer, and what
+    /// sets that limit; `None` for byte streams (no limit).
+    pub fn max_message(self, sndbuf: Option<u64>, sys: &SystemLimits) -> Option<(u64, String)> {
+        let transport = self;
+        match transport {
+            TransportKind::Udp => Some((
+                65_507,
+                "a UDP datagram over IPv4 carries at most 65507 bytes (the IP packet limit; no sysctl raises it)".into(),
+            )),
+            TransportKind::Udp6 => Some((
+                65_527,
+                "a UDP datagram over IPv6 carries at most 65527 bytes (the IPv6 payload limit; no sysctl raises it)".into(),
+            )),
+            TransportKind::UnixDgram | TransportKind::UnixSeqpacket => {
+                // The kernel refuses a datagram larger than the socket send buffer minus 32
+                // bytes (net/unix/af_unix.c); SO_SNDBUF is doubled and capped by wmem_max.
+                let (wmem_max, wmem_default) = (sys.wmem_max, sys.wmem_default);
+                let buf = match sndbuf {
+                    Some(n) => 2 * n.min(wmem_max),
+                    None => wmem_default,
+                };
+                let how = match sndbuf {
+                    Some(n) if n <= wmem_max => format!(
+                        "--sndbuf {n} gives a send buffer of {} bytes; raise --sndbuf (up to net.core.wmem_max = {wmem_max})",
+                        2 * n
+                    ),
+                    Some(_) => format!(
+                        "net.core.wmem_max = {wmem_max} caps --sndbuf; raise it with `sysctl -w net.core.wmem_max=...`"
+                    ),
+                    None => format!(
+                        "the send buffer defaults to net.core.wmem_default = {wmem_default}; raise it with --sndbuf (up to net.core.wmem_max = {wmem_max})"
+                    ),
+                };
+                Some((
+                    buf.saturating_sub(32),
+                    format!("a {transport} message must fit the socket send buffer minus 32 bytes ({how})"),
+                ))
+            }
+            TransportKind::Mq => {
+                let max = sys.mq_msgsize_max;
+                if sys.cap_sys_resource {
+                    Some((16 << 20, "a message queue message is at most 16 MiB (the kernel's HARD_MSGSIZEMAX)".into()))
+                } else {
+                    Some((
+                        max,
+                        format!("a message queue message is at most fs.mqueue.msgsize_max = {max} bytes; raise it with sysctl"),
+                    ))
+                }
+            }
+            _ => None,
+        }
+    }
+
     /// Whether `--sndbuf`/`--rcvbuf` mean socket buffers (`SO_SNDBUF`/`SO_RCVBUF`).
     pub fn is_socket(self) -> bool {
         !matches!(
@@ -159,6 +227,21 @@ impl fmt::Display for TransportKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// The machine's limits on what a transport can carry, as probed once before planning
+/// (`plan::Host`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SystemLimits {
+    /// `net.core.wmem_max`: the largest SO_SNDBUF an unprivileged request gets.
+    pub wmem_max: u64,
+    /// `net.core.wmem_default`: the send buffer when none is requested.
+    pub wmem_default: u64,
+    /// `fs.mqueue.msgsize_max`: the largest message-queue message.
+    pub mq_msgsize_max: u64,
+    /// CAP_SYS_RESOURCE: may exceed the message-queue sysctls (up to the kernel's hard
+    /// limits); being root is not enough inside many containers.
+    pub cap_sys_resource: bool,
 }
 
 /// How messages map onto the transport.
@@ -231,6 +314,10 @@ pub trait Conn: Send {
     fn socket_buffers(&self) -> (Option<u64>, Option<u64>) {
         (None, None)
     }
+    /// The TCP maximum segment size, for TCP.
+    fn mss(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Both ends of a freshly opened transport.
@@ -243,23 +330,139 @@ pub struct Pair {
     pub info: LinkInfo,
 }
 
-/// Open a connected pair over `kind`. `id` makes file-system names unique within the run.
+/// Where a listening transport can be reached: all a peer needs to connect. It crosses a
+/// process or host boundary as JSON.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Endpoint {
+    /// An IP address and port (tcp, tcp6, udp, udp6).
+    Address(SocketAddr),
+    /// A file-system path (unix, unix-dgram, unix-seqpacket, fifo).
+    Path(PathBuf),
+    /// A POSIX IPC object name (mq, shm).
+    Name(String),
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Endpoint::Address(a) => write!(f, "{a}"),
+            Endpoint::Path(p) => write!(f, "{}", p.display()),
+            Endpoint::Name(n) => f.write_str(n),
+        }
+    }
+}
+
+/// The receiving half of a transport: bound or created, waiting for its peer.
+pub trait Listener: Send {
+    /// Where a peer connects.
+    fn endpoint(&self) -> &Endpoint;
+    /// The receiving end, once the peer has connected (or opened the object), and what the
+    /// kernel granted on this side. `peer` is the connecting end's own endpoint when it
+    /// has one (a datagram socket answers it). The name this listener made is removed.
+    ///
+    /// # Errors
+    /// No peer within the wait, Ctrl-C, or the setup failing.
+    fn accept(
+        self: Box<Self>,
+        peer: Option<&Endpoint>,
+    ) -> anyhow::Result<(Box<dyn Conn>, LinkInfo)>;
+}
+
+/// The sending half, connected.
+pub struct Connected {
+    /// The sending end.
+    pub conn: Box<dyn Conn>,
+    /// Its own endpoint, for a listener that answers it (UDP, unix-dgram).
+    pub local: Option<Endpoint>,
+}
+
+/// Why `kind` has no halves.
+fn anonymous(kind: TransportKind) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{kind} has no name to listen on or connect to: it exists only as a pair, and another process \
+         gets one end by inheritance"
+    )
+}
+
+/// The receiving half: bind or create `kind` (`id` makes names unique within the run).
+///
+/// # Errors
+/// Setup failures (address in use, permission, limits), with the address or path named;
+/// a transport without a name.
+pub fn listen(
+    kind: TransportKind,
+    opts: &TransportOptions,
+    id: usize,
+) -> anyhow::Result<Box<dyn Listener>> {
+    match kind {
+        TransportKind::Unix => unix::listen(unix::Flavor::Stream, opts, id),
+        TransportKind::UnixDgram => unix::listen(unix::Flavor::Dgram, opts, id),
+        TransportKind::UnixSeqpacket => unix::listen(unix::Flavor::Seqpacket, opts, id),
+        TransportKind::Tcp | TransportKind::Tcp6 => tcp::listen(kind.is_ipv6(), opts),
+        TransportKind::Udp | TransportKind::Udp6 => udp::listen(kind.is_ipv6(), opts),
+        TransportKind::Fifo => pipe::listen(opts, id),
+        TransportKind::Mq => mq::listen(opts, id),
+        TransportKind::Shm => shm::listen(opts, id),
+        TransportKind::Socketpair | TransportKind::Pipe => Err(anonymous(kind)),
+    }
+}
+
+/// The sending half: dial or open the `endpoint` a listener of `kind` published.
+///
+/// # Errors
+/// The peer cannot be reached, with the endpoint named; a transport without a name.
+pub fn connect(
+    kind: TransportKind,
+    endpoint: &Endpoint,
+    opts: &TransportOptions,
+) -> anyhow::Result<Connected> {
+    match (kind, endpoint) {
+        (TransportKind::Unix, Endpoint::Path(p)) => unix::connect(unix::Flavor::Stream, p, opts),
+        (TransportKind::UnixDgram, Endpoint::Path(p)) => {
+            unix::connect(unix::Flavor::Dgram, p, opts)
+        }
+        (TransportKind::UnixSeqpacket, Endpoint::Path(p)) => {
+            unix::connect(unix::Flavor::Seqpacket, p, opts)
+        }
+        (TransportKind::Tcp | TransportKind::Tcp6, Endpoint::Address(a)) => tcp::connect(*a, opts),
+        (TransportKind::Udp | TransportKind::Udp6, Endpoint::Address(a)) => udp::connect(*a, opts),
+        (TransportKind::Fifo, Endpoint::Path(p)) => pipe::connect(p),
+        (TransportKind::Mq, Endpoint::Name(n)) => mq::connect(n),
+        (TransportKind::Shm, Endpoint::Name(n)) => shm::connect(n),
+        (TransportKind::Socketpair | TransportKind::Pipe, _) => Err(anonymous(kind)),
+        (kind, e) => anyhow::bail!("{kind} cannot connect to {e}: not an endpoint of {kind}"),
+    }
+}
+
+/// Open a connected pair over `kind`: the two halves, one after the other, as two
+/// processes would. `id` makes file-system names unique within the run.
 ///
 /// # Errors
 /// Setup failures (address in use, permission, limits), with the address or path named.
 pub fn open_pair(kind: TransportKind, opts: &TransportOptions, id: usize) -> anyhow::Result<Pair> {
     match kind {
-        TransportKind::Unix => unix::stream(opts, id),
-        TransportKind::UnixDgram => unix::dgram(opts, id),
-        TransportKind::UnixSeqpacket => unix::seqpacket(opts, id),
-        TransportKind::Socketpair => unix::socketpair(opts),
-        TransportKind::Tcp | TransportKind::Tcp6 => tcp::pair(kind.is_ipv6(), opts),
-        TransportKind::Udp | TransportKind::Udp6 => udp::pair(kind.is_ipv6(), opts),
-        TransportKind::Pipe => pipe::anonymous(opts),
-        TransportKind::Fifo => pipe::fifo(opts, id),
-        TransportKind::Mq => mq::pair(opts, id),
-        TransportKind::Shm => shm::pair(opts, id),
+        TransportKind::Socketpair => return unix::socketpair(opts),
+        TransportKind::Pipe => return pipe::anonymous(opts),
+        _ => {}
     }
+    let listener = listen(kind, opts, id)?;
+    let endpoint = listener.endpoint().clone();
+    let sender = connect(kind, &endpoint, opts)?;
+    let (receiver, mut info) = listener.accept(sender.local.as_ref())?;
+    let (sndbuf, _) = sender.conn.socket_buffers();
+    info.sndbuf_bytes = sndbuf.or(info.sndbuf_bytes);
+    info.mss_bytes = sender.conn.mss();
+    info.endpoint = Some(match (&endpoint, opts.connect) {
+        // The address the sender dialled (--connect may name another of this host's).
+        (Endpoint::Address(a), Some(ip)) => SocketAddr::new(ip, a.port()).to_string(),
+        (e, _) => e.to_string(),
+    });
+    Ok(Pair {
+        sender: sender.conn,
+        receiver,
+        info,
+    })
 }
 
 /// Open a pair whose ends can both send and receive (for request/response workloads).
@@ -382,6 +585,14 @@ impl Conn for SocketConn {
             self.sock.send_buffer_size().ok().map(|n| n as u64),
             self.sock.recv_buffer_size().ok().map(|n| n as u64),
         )
+    }
+    fn mss(&self) -> Option<u64> {
+        let tcp = self.sock.r#type().ok() == Some(socket2::Type::STREAM)
+            && self
+                .sock
+                .domain()
+                .is_ok_and(|d| d == socket2::Domain::IPV4 || d == socket2::Domain::IPV6);
+        tcp.then(|| self.sock.mss().ok().map(u64::from)).flatten()
     }
 }
 
@@ -735,5 +946,165 @@ mod tests {
         assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
         assert!(t.elapsed() >= Duration::from_millis(300));
         assert!(t.elapsed() < Duration::from_secs(3));
+    }
+
+    /// Listen, publish the endpoint as JSON, connect from another thread with only that
+    /// JSON, accept, and move `msg` from the sender to the receiver (and back on duplex
+    /// transports). Returns the endpoint.
+    fn through_halves(kind: TransportKind, dir: &std::path::Path) -> Endpoint {
+        let opts = TransportOptions {
+            dir: dir.to_path_buf(),
+            message_bytes: 64,
+            ..TransportOptions::default()
+        };
+        let listener = listen(kind, &opts, 7).unwrap();
+        let published = serde_json::to_string(listener.endpoint()).unwrap();
+        let peer_opts = opts.clone();
+        let connected = std::thread::spawn(move || {
+            let endpoint: Endpoint = serde_json::from_str(&published).unwrap();
+            connect(kind, &endpoint, &peer_opts).unwrap()
+        })
+        .join()
+        .unwrap();
+        let endpoint = listener.endpoint().clone();
+        let (mut receiver, info) = listener.accept(connected.local.as_ref()).unwrap();
+        let mut sender = connected.conn;
+        let msg = [0x5Au8; 64];
+        let mut buf = [0u8; 64];
+        assert_eq!(sender.send(&msg).unwrap(), 64, "{kind}");
+        let mut got = 0;
+        while got < 64 {
+            got += receiver.recv(&mut buf[got..]).unwrap();
+        }
+        assert_eq!(buf, msg, "{kind}");
+        if kind.is_socket() {
+            assert_eq!(receiver.send(&msg[..8]).unwrap(), 8, "{kind} answers");
+            assert_eq!(sender.recv(&mut buf).unwrap(), 8, "{kind}");
+            assert!(info.rcvbuf_bytes.is_some(), "{kind}");
+        } else {
+            assert!(
+                info.sndbuf_bytes.is_some(),
+                "{kind}: its buffer is reported"
+            );
+        }
+        endpoint
+    }
+
+    #[test]
+    fn every_named_transport_listens_and_connects_apart_through_a_published_endpoint() {
+        for kind in TransportKind::ALL {
+            if matches!(kind, TransportKind::Socketpair | TransportKind::Pipe) {
+                continue;
+            }
+            if kind.is_ipv6() && std::net::TcpListener::bind("[::1]:0").is_err() {
+                continue; // no IPv6 loopback here
+            }
+            let dir = tempfile::tempdir().unwrap();
+            let endpoint = through_halves(kind, dir.path());
+            // Every name made on the way is gone once both ends are open.
+            let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+            assert!(left.is_empty(), "{kind} left {left:?}");
+            if let Endpoint::Name(n) = &endpoint {
+                if kind == TransportKind::Shm {
+                    assert!(
+                        !std::path::Path::new(&format!("/dev/shm{n}")).exists(),
+                        "{n}"
+                    );
+                }
+            }
+            match (kind.is_ip(), kind.uses_path(), &endpoint) {
+                (true, _, Endpoint::Address(a)) => assert_ne!(a.port(), 0),
+                (_, true, Endpoint::Path(p)) => assert!(p.starts_with(dir.path())),
+                (false, false, Endpoint::Name(n)) => assert!(n.starts_with("/sockbench-")),
+                other => panic!("{kind}: unexpected endpoint {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn anonymous_transports_say_they_have_no_halves() {
+        let opts = TransportOptions::default();
+        for kind in [TransportKind::Socketpair, TransportKind::Pipe] {
+            let e = listen(kind, &opts, 0).err().unwrap().to_string();
+            assert!(e.contains("no name") && e.contains("inheritance"), "{e}");
+            let at = Endpoint::Name("/x".into());
+            assert!(connect(kind, &at, &opts).is_err());
+        }
+        let e = connect(TransportKind::Tcp, &Endpoint::Name("/x".into()), &opts)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("not an endpoint of tcp"), "{e}");
+    }
+
+    #[test]
+    fn an_endpoint_reads_as_the_report_names_it() {
+        let a: SocketAddr = "127.0.0.1:5201".parse().unwrap();
+        assert_eq!(Endpoint::Address(a).to_string(), "127.0.0.1:5201");
+        assert_eq!(
+            Endpoint::Path("/run/x.sock".into()).to_string(),
+            "/run/x.sock"
+        );
+        assert_eq!(
+            Endpoint::Name("/sockbench-1-2".into()).to_string(),
+            "/sockbench-1-2"
+        );
+        let json = serde_json::to_string(&Endpoint::Address(a)).unwrap();
+        assert_eq!(json, r#"{"address":"127.0.0.1:5201"}"#);
+    }
+
+    #[test]
+    fn each_transport_names_the_limit_on_its_messages() {
+        let sys = SystemLimits {
+            wmem_max: 4 << 20,
+            wmem_default: 212_992,
+            mq_msgsize_max: 8192,
+            cap_sys_resource: false,
+        };
+        assert_eq!(
+            TransportKind::Tcp.max_message(None, &sys),
+            None,
+            "a byte stream"
+        );
+        let (udp, why) = TransportKind::Udp.max_message(None, &sys).unwrap();
+        assert_eq!(udp, 65_507);
+        assert!(why.contains("IP packet limit"), "{why}");
+        assert_eq!(
+            TransportKind::Udp6.max_message(None, &sys).unwrap().0,
+            65_527
+        );
+        let (dgram, why) = TransportKind::UnixDgram.max_message(None, &sys).unwrap();
+        assert_eq!(dgram, 212_992 - 32);
+        assert!(why.contains("net.core.wmem_default = 212992"), "{why}");
+        // SO_SNDBUF is doubled, and capped by wmem_max.
+        let asked = TransportKind::UnixSeqpacket
+            .max_message(Some(1 << 20), &sys)
+            .unwrap();
+        assert_eq!(asked.0, (2 << 20) - 32);
+        let capped = TransportKind::UnixDgram
+            .max_message(Some(64 << 20), &sys)
+            .unwrap();
+        assert_eq!(capped.0, (8 << 20) - 32);
+        assert!(
+            capped
+                .1
+                .contains("net.core.wmem_max = 4194304 caps --sndbuf"),
+            "{}",
+            capped.1
+        );
+        let (mq, why) = TransportKind::Mq.max_message(None, &sys).unwrap();
+        assert_eq!(mq, 8192);
+        assert!(why.contains("fs.mqueue.msgsize_max"), "{why}");
+        let root = SystemLimits {
+            cap_sys_resource: true,
+            ..sys
+        };
+        assert_eq!(
+            TransportKind::Mq.max_message(None, &root).unwrap().0,
+            16 << 20
+        );
+        assert_eq!(TransportKind::Udp.default_stream_size(), 1472);
+        assert_eq!(TransportKind::Mq.default_stream_size(), 8192);
+        assert_eq!(TransportKind::Unix.default_stream_size(), 65_536);
     }
 }

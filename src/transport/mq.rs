@@ -15,7 +15,7 @@ use nix::mqueue::{mq_open, mq_receive, mq_send, mq_unlink, MQ_OFlag, MqAttr, Mqd
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
 use nix::sys::stat::Mode;
 
-use super::{Conn, LinkInfo, Pair, TransportOptions};
+use super::{Conn, Connected, Endpoint, LinkInfo, Listener, TransportOptions};
 
 struct MqConn {
     q: Option<MqdT>,
@@ -89,8 +89,27 @@ fn ensure_rlimit(bytes: u64) {
     }
 }
 
-/// Open a queue pair: the receiver creates it, the sender opens it by name.
-pub fn pair(opts: &TransportOptions, id: usize) -> anyhow::Result<Pair> {
+/// A created queue, open for reading, waiting for its writer; the name goes when the
+/// listener does.
+struct MqListener {
+    receiver: Option<MqdT>,
+    cname: CString,
+    endpoint: Endpoint,
+    bytes: u64,
+}
+
+impl Drop for MqListener {
+    fn drop(&mut self) {
+        let _ = mq_unlink(self.cname.as_c_str());
+        if let Some(q) = self.receiver.take() {
+            let _ = nix::mqueue::mq_close(q);
+        }
+    }
+}
+
+/// The receiving half: create the queue (sized for the messages and `--sndbuf`) and open
+/// it for reading.
+pub fn listen(opts: &TransportOptions, id: usize) -> anyhow::Result<Box<dyn Listener>> {
     let name = format!("/sockbench-{}-{id}", std::process::id());
     let cname = CString::new(name.clone())?;
     let msgsize = opts.message_bytes.max(1) as i64;
@@ -104,48 +123,77 @@ pub fn pair(opts: &TransportOptions, id: usize) -> anyhow::Result<Pair> {
         Mode::from_bits_truncate(0o600),
         Some(&attr),
     )
-    .map_err(|e| {
-        let hint = match e {
-            Errno::EINVAL => format!(
-                " (message size {msgsize} B or depth {maxmsg} exceeds fs.mqueue.msgsize_max / fs.mqueue.msg_max)"
-            ),
-            // EMFILE is both the descriptor limit and RLIMIT_MSGQUEUE: name the one hit.
-            Errno::EMFILE if !super::at_descriptor_limit() => format!(
-                " (the queues of this user no longer fit RLIMIT_MSGQUEUE, {}: raise it with `ulimit -q`)",
-                getrlimit(Resource::RLIMIT_MSGQUEUE)
-                    .map(|(soft, _)| format!("{soft} bytes"))
-                    .unwrap_or_else(|_| "unknown".into())
-            ),
-            Errno::EMFILE => " (out of file descriptors: raise `ulimit -n` or use fewer --parallel streams)".into(),
-            Errno::ENOSPC => format!(
-                " (the system-wide number of message queues, fs.mqueue.queues_max = {}, is reached: remove \
-                 unused queues (ls /dev/mqueue) or raise it with `sysctl -w fs.mqueue.queues_max=...`)",
-                crate::environment::read_sysctl("fs/mqueue/queues_max").unwrap_or_else(|| "?".into())
-            ),
-            Errno::ENOSYS => " (this kernel has no POSIX message queues)".into(),
-            _ => String::new(),
-        };
-        anyhow::Error::new(io_err(e)).context(format!("cannot create message queue {name}{hint}"))
-    })?;
+    .map_err(|e| create_error(e, &name, msgsize, maxmsg))?;
+    let listener = MqListener {
+        receiver: Some(receiver),
+        cname,
+        endpoint: Endpoint::Name(name),
+        bytes: (maxmsg * msgsize) as u64,
+    };
     crate::testhooks::hold("mq");
+    Ok(Box::new(listener))
+}
+
+impl Listener for MqListener {
+    fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    fn accept(
+        mut self: Box<Self>,
+        _peer: Option<&Endpoint>,
+    ) -> anyhow::Result<(Box<dyn Conn>, LinkInfo)> {
+        let info = LinkInfo {
+            sndbuf_bytes: Some(self.bytes),
+            ..LinkInfo::default()
+        };
+        Ok((
+            Box::new(MqConn {
+                q: self.receiver.take(),
+            }),
+            info,
+        ))
+    }
+}
+
+/// The sending half: open the queue named `name` for writing.
+pub fn connect(name: &str) -> anyhow::Result<Connected> {
+    let cname = CString::new(name)?;
     let sender = mq_open(
         cname.as_c_str(),
         MQ_OFlag::O_WRONLY | MQ_OFlag::O_CLOEXEC,
         Mode::empty(),
         None,
-    );
-    let _ = mq_unlink(cname.as_c_str());
-    let sender = sender
-        .map_err(io_err)
-        .with_context(|| format!("cannot open message queue {name}"))?;
-    Ok(Pair {
-        sender: Box::new(MqConn { q: Some(sender) }),
-        receiver: Box::new(MqConn { q: Some(receiver) }),
-        info: LinkInfo {
-            sndbuf_bytes: Some((maxmsg * msgsize) as u64),
-            rcvbuf_bytes: None,
-            mss_bytes: None,
-            endpoint: Some(name),
-        },
+    )
+    .map_err(io_err)
+    .with_context(|| format!("cannot open message queue {name}"))?;
+    Ok(Connected {
+        conn: Box::new(MqConn { q: Some(sender) }),
+        local: None,
     })
+}
+
+/// Why a queue could not be created, with what to do about it.
+fn create_error(e: Errno, name: &str, msgsize: i64, maxmsg: i64) -> anyhow::Error {
+    let hint = match e {
+        Errno::EINVAL => format!(
+            " (message size {msgsize} B or depth {maxmsg} exceeds fs.mqueue.msgsize_max / fs.mqueue.msg_max)"
+        ),
+        // EMFILE is both the descriptor limit and RLIMIT_MSGQUEUE: name the one hit.
+        Errno::EMFILE if !super::at_descriptor_limit() => format!(
+            " (the queues of this user no longer fit RLIMIT_MSGQUEUE, {}: raise it with `ulimit -q`)",
+            getrlimit(Resource::RLIMIT_MSGQUEUE)
+                .map(|(soft, _)| format!("{soft} bytes"))
+                .unwrap_or_else(|_| "unknown".into())
+        ),
+        Errno::EMFILE => " (out of file descriptors: raise `ulimit -n` or use fewer --parallel streams)".into(),
+        Errno::ENOSPC => format!(
+            " (the system-wide number of message queues, fs.mqueue.queues_max = {}, is reached: remove \
+             unused queues (ls /dev/mqueue) or raise it with `sysctl -w fs.mqueue.queues_max=...`)",
+            crate::environment::read_sysctl("fs/mqueue/queues_max").unwrap_or_else(|| "?".into())
+        ),
+        Errno::ENOSYS => " (this kernel has no POSIX message queues)".into(),
+        _ => String::new(),
+    };
+    anyhow::Error::new(io_err(e)).context(format!("cannot create message queue {name}{hint}"))
 }

@@ -3,13 +3,13 @@
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::sys::stat::Mode;
 
-use super::{Conn, LinkInfo, Pair, TransportOptions};
+use super::{Conn, Connected, Endpoint, LinkInfo, Listener, Pair, TransportOptions};
 
 struct PipeWriter(Option<File>);
 struct PipeReader(File);
@@ -87,8 +87,23 @@ pub fn anonymous(opts: &TransportOptions) -> anyhow::Result<Pair> {
     make_pair(r, w, opts, None)
 }
 
-/// A FIFO in the run directory, unlinked once both ends are open.
-pub fn fifo(opts: &TransportOptions, id: usize) -> anyhow::Result<Pair> {
+/// A FIFO in the run directory with its read end open, waiting for a writer; the FIFO
+/// goes when the listener does.
+struct FifoListener {
+    read: File,
+    path: PathBuf,
+    endpoint: Endpoint,
+    opts: TransportOptions,
+}
+
+impl Drop for FifoListener {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The receiving half: make a FIFO and open its read end (without waiting for a writer).
+pub fn listen(opts: &TransportOptions, id: usize) -> anyhow::Result<Box<dyn Listener>> {
     let path = opts.dir.join(super::file_name("fifo", id, ""));
     nix::unistd::mkfifo(&path, Mode::from_bits_truncate(0o600)).map_err(|e| {
         let e = std::io::Error::from(e);
@@ -96,27 +111,58 @@ pub fn fifo(opts: &TransportOptions, id: usize) -> anyhow::Result<Pair> {
         anyhow::Error::new(e).context(format!("cannot create FIFO {}: {why}", path.display()))
     })?;
     crate::testhooks::hold("fifo");
-    let opened = open_fifo(&path);
-    let _ = std::fs::remove_file(&path);
-    let (r, w) = opened?;
-    make_pair(r, w, opts, Some(path.display().to_string()))
-}
-
-fn open_fifo(path: &Path) -> anyhow::Result<(OwnedFd, OwnedFd)> {
-    // Open the read end non-blocking so it does not wait for a writer, then the write end
-    // (which succeeds because a reader exists), then make the read end blocking again.
-    let r = nix::fcntl::open(
-        path,
+    // Non-blocking, so it does not wait for a writer; blocking again once accepted.
+    let read = nix::fcntl::open(
+        &path,
         OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
         Mode::empty(),
-    )
-    .with_context(|| format!("cannot open FIFO {} for reading", path.display()))?;
-    let r = File::from(own(r));
+    );
+    let read = match read {
+        Ok(fd) => File::from(own(fd)),
+        Err(e) => {
+            let _ = std::fs::remove_file(&path);
+            return Err(anyhow::Error::new(e)
+                .context(format!("cannot open FIFO {} for reading", path.display())));
+        }
+    };
+    Ok(Box::new(FifoListener {
+        read,
+        endpoint: Endpoint::Path(path.clone()),
+        path,
+        opts: opts.clone(),
+    }))
+}
+
+impl Listener for FifoListener {
+    fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    fn accept(
+        self: Box<Self>,
+        _peer: Option<&Endpoint>,
+    ) -> anyhow::Result<(Box<dyn Conn>, LinkInfo)> {
+        fcntl(self.read.as_raw_fd(), FcntlArg::F_SETFL(OFlag::empty()))
+            .context("cannot make the FIFO blocking")?;
+        let size = size_pipe(&self.read, &self.opts)?;
+        let read = self.read.try_clone().context("cannot keep the FIFO open")?;
+        let info = LinkInfo {
+            sndbuf_bytes: Some(size),
+            rcvbuf_bytes: Some(size),
+            ..LinkInfo::default()
+        };
+        Ok((Box::new(PipeReader(read)), info))
+    }
+}
+
+/// The sending half: open the FIFO at `path` for writing (its reader is open already).
+pub fn connect(path: &Path) -> anyhow::Result<Connected> {
     let w = nix::fcntl::open(path, OFlag::O_WRONLY | OFlag::O_CLOEXEC, Mode::empty())
         .with_context(|| format!("cannot open FIFO {} for writing", path.display()))?;
-    fcntl(r.as_raw_fd(), FcntlArg::F_SETFL(OFlag::empty()))
-        .context("cannot make the FIFO blocking")?;
-    Ok((OwnedFd::from(r), own(w)))
+    Ok(Connected {
+        conn: Box::new(PipeWriter(Some(File::from(own(w))))),
+        local: None,
+    })
 }
 
 fn own(fd: RawFd) -> OwnedFd {

@@ -4,9 +4,11 @@
 use std::io;
 use std::os::fd::RawFd;
 
-use super::{Conn, LinkInfo, Pair, TransportOptions};
+use anyhow::Context;
+
+use super::{Conn, Connected, Endpoint, LinkInfo, Listener, TransportOptions};
 use crate::measure::units::format_bytes;
-use crate::sys::shm::{ring, Consumer, Producer};
+use crate::sys::shm::{create, open, Consumer, Producer};
 
 /// Default ring size: large enough to pipeline 1 MiB messages, small enough for the cache.
 pub const DEFAULT_RING_BYTES: usize = 1 << 20;
@@ -45,11 +47,24 @@ impl Conn for ShmReceiver {
     }
 }
 
-/// Create a ring pair in a fresh shared-memory object.
-pub fn pair(opts: &TransportOptions, id: usize) -> anyhow::Result<Pair> {
+/// A created ring, waiting for its producer; the name goes when the listener does.
+struct ShmListener {
+    consumer: Option<Consumer>,
+    name: String,
+    endpoint: Endpoint,
+}
+
+impl Drop for ShmListener {
+    fn drop(&mut self) {
+        crate::sys::shm::unlink(&self.name);
+    }
+}
+
+/// The receiving half: create the ring (`--sndbuf` bytes) in a fresh shared-memory object.
+pub fn listen(opts: &TransportOptions, id: usize) -> anyhow::Result<Box<dyn Listener>> {
     let name = format!("/sockbench-{}-{id}", std::process::id());
     let want = opts.sndbuf.unwrap_or(DEFAULT_RING_BYTES);
-    let (p, c) = ring(&name, want).map_err(|e| {
+    let consumer = create(&name, want).map_err(|e| {
         let hint = if e.raw_os_error() == Some(nix::libc::ENOSPC) {
             let free = nix::sys::statvfs::statvfs("/dev/shm")
                 .map(|v| format_bytes(v.blocks_available() * v.fragment_size()))
@@ -64,15 +79,41 @@ pub fn pair(opts: &TransportOptions, id: usize) -> anyhow::Result<Pair> {
         };
         anyhow::Error::new(e).context(format!("cannot create shared-memory ring {name}: {hint}"))
     })?;
-    let cap = p.capacity() as u64;
-    Ok(Pair {
-        sender: Box::new(ShmSender(p)),
-        receiver: Box::new(ShmReceiver(c)),
-        info: LinkInfo {
+    Ok(Box::new(ShmListener {
+        consumer: Some(consumer),
+        endpoint: Endpoint::Name(name.clone()),
+        name,
+    }))
+}
+
+impl Listener for ShmListener {
+    fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    fn accept(
+        mut self: Box<Self>,
+        _peer: Option<&Endpoint>,
+    ) -> anyhow::Result<(Box<dyn Conn>, LinkInfo)> {
+        let consumer = self
+            .consumer
+            .take()
+            .context("the ring was accepted already")?;
+        let cap = consumer.capacity() as u64;
+        let info = LinkInfo {
             sndbuf_bytes: Some(cap),
             rcvbuf_bytes: Some(cap),
-            mss_bytes: None,
-            endpoint: Some(name),
-        },
+            ..LinkInfo::default()
+        };
+        Ok((Box::new(ShmReceiver(consumer)), info))
+    }
+}
+
+/// The sending half: open the ring named `name`.
+pub fn connect(name: &str) -> anyhow::Result<Connected> {
+    let producer = open(name).with_context(|| format!("cannot open shared-memory ring {name}"))?;
+    Ok(Connected {
+        conn: Box::new(ShmSender(producer)),
+        local: None,
     })
 }

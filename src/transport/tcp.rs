@@ -5,7 +5,10 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use anyhow::Context;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use super::{accept_from, apply_buffers, granted_buffers, Pair, SocketConn, TransportOptions};
+use super::{
+    accept_from, apply_buffers, Conn, Connected, Endpoint, LinkInfo, Listener, SocketConn,
+    TransportOptions,
+};
 
 /// The address the receiver binds: `--bind`, or the loopback of the family on port 0.
 pub(super) fn bind_addr(ipv6: bool, opts: &TransportOptions) -> SocketAddr {
@@ -60,27 +63,70 @@ fn fmt_ip(ip: IpAddr) -> String {
     }
 }
 
-/// Open a connected TCP pair.
-pub fn pair(ipv6: bool, opts: &TransportOptions) -> anyhow::Result<Pair> {
+/// A bound, listening TCP socket.
+struct TcpListener {
+    sock: Socket,
+    endpoint: Endpoint,
+    nodelay: bool,
+}
+
+/// The receiving half: bind `--bind` (or the loopback, any port) and listen.
+pub fn listen(ipv6: bool, opts: &TransportOptions) -> anyhow::Result<Box<dyn Listener>> {
     let domain = if ipv6 { Domain::IPV6 } else { Domain::IPV4 };
     let addr = bind_addr(ipv6, opts);
-    let listener = Socket::new(domain, Type::STREAM, Some(Protocol::TCP))
+    let sock = Socket::new(domain, Type::STREAM, Some(Protocol::TCP))
         .context("cannot create a TCP socket")?;
     // A fixed --bind port must be free: no SO_REUSEADDR, so a port in use is an error.
-    apply_buffers(&listener, opts).context("cannot set socket buffer sizes")?;
-    if let Err(e) = listener.bind(&addr.into()) {
+    apply_buffers(&sock, opts).context("cannot set socket buffer sizes")?;
+    if let Err(e) = sock.bind(&addr.into()) {
         let msg = bind_error("TCP", addr, &e);
         return Err(anyhow::Error::new(e).context(msg));
     }
-    listener
-        .listen(16)
-        .context("cannot listen on the TCP socket")?;
-    let local = listener
+    sock.listen(16).context("cannot listen on the TCP socket")?;
+    let local = sock
         .local_addr()?
         .as_socket()
         .context("TCP socket has no address")?;
-    let target = SocketAddr::new(opts.connect.unwrap_or(local.ip()), local.port());
+    Ok(Box::new(TcpListener {
+        sock,
+        endpoint: Endpoint::Address(local),
+        nodelay: opts.nodelay,
+    }))
+}
 
+impl Listener for TcpListener {
+    fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    fn accept(
+        self: Box<Self>,
+        peer: Option<&Endpoint>,
+    ) -> anyhow::Result<(Box<dyn Conn>, LinkInfo)> {
+        let from = match peer {
+            Some(Endpoint::Address(a)) => Some(*a),
+            _ => None,
+        };
+        let receiver = accept_from(&self.sock, from, &format!("TCP {}", self.endpoint))?;
+        receiver
+            .set_nodelay(self.nodelay)
+            .context("cannot set TCP_NODELAY")?;
+        let info = LinkInfo {
+            rcvbuf_bytes: receiver.recv_buffer_size().ok().map(|n| n as u64),
+            ..LinkInfo::default()
+        };
+        Ok((SocketConn::boxed(receiver, false), info))
+    }
+}
+
+/// The sending half: connect to `endpoint` (or to `--connect` at its port).
+pub fn connect(endpoint: SocketAddr, opts: &TransportOptions) -> anyhow::Result<Connected> {
+    let target = SocketAddr::new(opts.connect.unwrap_or(endpoint.ip()), endpoint.port());
+    let domain = if target.is_ipv6() {
+        Domain::IPV6
+    } else {
+        Domain::IPV4
+    };
     let sender = Socket::new(domain, Type::STREAM, Some(Protocol::TCP))
         .context("cannot create a TCP socket")?;
     apply_buffers(&sender, opts).context("cannot set socket buffer sizes")?;
@@ -97,18 +143,12 @@ pub fn pair(ipv6: bool, opts: &TransportOptions) -> anyhow::Result<Pair> {
         };
         anyhow::Error::new(e).context(format!("cannot connect to {target}: {hint}"))
     })?;
-    let from = sender.local_addr()?.as_socket();
-    let receiver = accept_from(&listener, from, &format!("TCP {local}"))?;
-    for s in [&sender, &receiver] {
-        s.set_nodelay(opts.nodelay)
-            .context("cannot set TCP_NODELAY")?;
-    }
-    let mut info = granted_buffers(&sender, &receiver);
-    info.mss_bytes = sender.mss().ok().map(u64::from);
-    info.endpoint = Some(target.to_string());
-    Ok(Pair {
-        sender: SocketConn::boxed(sender, false),
-        receiver: SocketConn::boxed(receiver, false),
-        info,
+    sender
+        .set_nodelay(opts.nodelay)
+        .context("cannot set TCP_NODELAY")?;
+    let local = sender.local_addr()?.as_socket().map(Endpoint::Address);
+    Ok(Connected {
+        conn: SocketConn::boxed(sender, false),
+        local,
     })
 }

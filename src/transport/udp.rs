@@ -13,51 +13,91 @@ use anyhow::Context;
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::tcp::{bind_addr, bind_error};
-use super::{apply_buffers, granted_buffers, Conn, Pair, SocketConn, TransportOptions};
+use super::{
+    apply_buffers, Conn, Connected, Endpoint, LinkInfo, Listener, SocketConn, TransportOptions,
+};
 
-/// Open a connected UDP pair.
-pub fn pair(ipv6: bool, opts: &TransportOptions) -> anyhow::Result<Pair> {
+/// A bound UDP socket waiting for its sender.
+struct UdpListener {
+    sock: Socket,
+    endpoint: Endpoint,
+    /// `--connect` was given: datagrams may arrive through another local address, so the
+    /// receiver stays unconnected and answers whoever wrote last.
+    answer_whoever_wrote: bool,
+}
+
+/// The receiving half: bind `--bind` (or the loopback, any port).
+pub fn listen(ipv6: bool, opts: &TransportOptions) -> anyhow::Result<Box<dyn Listener>> {
     let domain = if ipv6 { Domain::IPV6 } else { Domain::IPV4 };
     let addr = bind_addr(ipv6, opts);
-    let receiver = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))
+    let sock = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))
         .context("cannot create a UDP socket")?;
-    apply_buffers(&receiver, opts).context("cannot set socket buffer sizes")?;
-    if let Err(e) = receiver.bind(&addr.into()) {
+    apply_buffers(&sock, opts).context("cannot set socket buffer sizes")?;
+    if let Err(e) = sock.bind(&addr.into()) {
         let msg = bind_error("UDP", addr, &e);
         return Err(anyhow::Error::new(e).context(msg));
     }
-    let local = receiver
+    let local = sock
         .local_addr()?
         .as_socket()
         .context("UDP socket has no address")?;
-    let target = SocketAddr::new(opts.connect.unwrap_or(local.ip()), local.port());
+    Ok(Box::new(UdpListener {
+        sock,
+        endpoint: Endpoint::Address(local),
+        answer_whoever_wrote: opts.connect.is_some(),
+    }))
+}
+
+impl Listener for UdpListener {
+    fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// On the default path the receiver connects to its sender, so it can answer with
+    /// plain writes (the io-uring engine submits read/write).
+    fn accept(
+        self: Box<Self>,
+        peer: Option<&Endpoint>,
+    ) -> anyhow::Result<(Box<dyn Conn>, LinkInfo)> {
+        let mut answer = None;
+        if let (false, Some(Endpoint::Address(from))) = (self.answer_whoever_wrote, peer) {
+            self.sock
+                .connect(&(*from).into())
+                .context("cannot connect the UDP receiver to its sender")?;
+            answer = Some(*from);
+        }
+        let info = LinkInfo {
+            rcvbuf_bytes: self.sock.recv_buffer_size().ok().map(|n| n as u64),
+            ..LinkInfo::default()
+        };
+        Ok((
+            Box::new(UdpReceiver {
+                sock: self.sock.into(),
+                peer: answer,
+            }),
+            info,
+        ))
+    }
+}
+
+/// The sending half: a UDP socket connected to `endpoint` (or `--connect` at its port).
+pub fn connect(endpoint: SocketAddr, opts: &TransportOptions) -> anyhow::Result<Connected> {
+    let target = SocketAddr::new(opts.connect.unwrap_or(endpoint.ip()), endpoint.port());
+    let domain = if target.is_ipv6() {
+        Domain::IPV6
+    } else {
+        Domain::IPV4
+    };
     let sender = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))
         .context("cannot create a UDP socket")?;
     apply_buffers(&sender, opts).context("cannot set socket buffer sizes")?;
     sender
         .connect(&target.into())
         .with_context(|| format!("cannot connect a UDP socket to {target}: check --connect"))?;
-    let mut info = granted_buffers(&sender, &receiver);
-    info.endpoint = Some(target.to_string());
-    // On the default path the receiver is connected to its sender, so it can answer with
-    // plain writes (the io-uring engine submits read/write). With --connect the datagrams
-    // may arrive through another local address, so it stays unconnected and answers
-    // whoever wrote last.
-    let mut peer = None;
-    if opts.connect.is_none() {
-        let from = sender.local_addr()?;
-        receiver
-            .connect(&from)
-            .context("cannot connect the UDP receiver to its sender")?;
-        peer = from.as_socket();
-    }
-    Ok(Pair {
-        sender: SocketConn::boxed(sender, true),
-        receiver: Box::new(UdpReceiver {
-            sock: receiver.into(),
-            peer,
-        }),
-        info,
+    let local = sender.local_addr()?.as_socket().map(Endpoint::Address);
+    Ok(Connected {
+        conn: SocketConn::boxed(sender, true),
+        local,
     })
 }
 

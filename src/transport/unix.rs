@@ -1,12 +1,13 @@
 //! Unix-domain sockets: stream, datagram, sequenced-packet and `socketpair`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use socket2::{Domain, SockAddr, Socket, Type};
 
 use super::{
-    accept_from, apply_buffers, file_name, granted_buffers, Pair, SocketConn, TransportOptions,
+    accept_from, apply_buffers, file_name, granted_buffers, Conn, Connected, Endpoint, LinkInfo,
+    Listener, Pair, SocketConn, TransportOptions,
 };
 
 /// Removes a socket file when dropped, so a failed setup leaves nothing behind either.
@@ -68,7 +69,7 @@ pub(super) fn bind_hint(e: &std::io::Error, path: &Path) -> String {
     }
 }
 
-fn connect(ty: Type, path: &Path, opts: &TransportOptions) -> anyhow::Result<Socket> {
+fn connect_to(ty: Type, path: &Path, opts: &TransportOptions) -> anyhow::Result<Socket> {
     let sock = Socket::new(Domain::UNIX, ty, None).context("cannot create a Unix socket")?;
     apply_buffers(&sock, opts).context("cannot set socket buffer sizes")?;
     super::connect_with_deadline(
@@ -80,63 +81,141 @@ fn connect(ty: Type, path: &Path, opts: &TransportOptions) -> anyhow::Result<Soc
     Ok(sock)
 }
 
-fn connected(
-    ty: Type,
-    name: &str,
+/// The three kinds of Unix socket with a name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavor {
+    /// `SOCK_STREAM`: the end of data is `shutdown(SHUT_WR)`.
+    Stream,
+    /// `SOCK_DGRAM`: the end of data is an empty datagram; the sender binds a reply name
+    /// of its own so the receiver can answer.
+    Dgram,
+    /// `SOCK_SEQPACKET`: the end of data is `shutdown(SHUT_WR)`.
+    Seqpacket,
+}
+
+impl Flavor {
+    fn ty(self) -> Type {
+        match self {
+            Flavor::Stream => Type::STREAM,
+            Flavor::Dgram => Type::DGRAM,
+            Flavor::Seqpacket => Type::SEQPACKET,
+        }
+    }
+
+    /// The stem of its socket file's name.
+    fn stem(self) -> &'static str {
+        match self {
+            Flavor::Stream => "unix",
+            Flavor::Dgram => "dgram",
+            Flavor::Seqpacket => "seqpacket",
+        }
+    }
+}
+
+/// A bound socket file waiting for its peer; the file goes when the listener does.
+struct UnixListener {
+    sock: Socket,
+    flavor: Flavor,
+    path: PathBuf,
+    endpoint: Endpoint,
+    opts: TransportOptions,
+}
+
+impl Drop for UnixListener {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The receiving half: bind a socket file in the run directory (and listen).
+pub fn listen(
+    flavor: Flavor,
     opts: &TransportOptions,
-    end_with_empty: bool,
-) -> anyhow::Result<Pair> {
-    let path = opts.dir.join(name);
-    let listener = bind(ty, &path, opts)?;
-    let _unlink = Unlink(&path);
-    crate::testhooks::hold("unix");
-    let (sender, receiver) = if ty == Type::DGRAM {
-        // The sender binds a name of its own too, so the receiver can answer it.
-        let back = path.with_extension("reply.sock");
-        let sender = bind(ty, &back, opts)?;
-        let _unlink_back = Unlink(&back);
-        sender
-            .connect(&SockAddr::unix(&path)?)
-            .with_context(|| format!("cannot connect to Unix socket {}", path.display()))?;
-        listener
-            .connect(&SockAddr::unix(&back)?)
-            .with_context(|| format!("cannot connect to Unix socket {}", back.display()))?;
-        (sender, listener)
-    } else {
-        listener.listen(1).context("cannot listen on Unix socket")?;
-        let sender = connect(ty, &path, opts)?;
-        let receiver = accept_from(&listener, None, &path.display().to_string())?;
-        // Accepted Unix sockets do not inherit the listener's buffer sizes.
-        apply_buffers(&receiver, opts).context("cannot set socket buffer sizes")?;
-        (sender, receiver)
+    id: usize,
+) -> anyhow::Result<Box<dyn Listener>> {
+    let path = opts.dir.join(file_name(flavor.stem(), id, ".sock"));
+    let sock = bind(flavor.ty(), &path, opts)?;
+    let listener = UnixListener {
+        sock,
+        flavor,
+        endpoint: Endpoint::Path(path.clone()),
+        path,
+        opts: opts.clone(),
     };
-    let mut info = granted_buffers(&sender, &receiver);
-    info.endpoint = Some(path.display().to_string());
-    Ok(Pair {
-        sender: SocketConn::boxed(sender, end_with_empty),
-        receiver: SocketConn::boxed(receiver, end_with_empty),
-        info,
+    crate::testhooks::hold("unix");
+    if flavor != Flavor::Dgram {
+        listener
+            .sock
+            .listen(1)
+            .context("cannot listen on Unix socket")?;
+    }
+    Ok(Box::new(listener))
+}
+
+impl Listener for UnixListener {
+    fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    fn accept(
+        self: Box<Self>,
+        peer: Option<&Endpoint>,
+    ) -> anyhow::Result<(Box<dyn Conn>, LinkInfo)> {
+        let receiver = match (self.flavor, peer) {
+            (Flavor::Dgram, Some(Endpoint::Path(back))) => {
+                // Answer the sender's own name; once connected to it, the name has done its
+                // work, and both ends are open: remove it.
+                let connected = self.sock.connect(&SockAddr::unix(back)?);
+                let _ = std::fs::remove_file(back);
+                connected
+                    .with_context(|| format!("cannot connect to Unix socket {}", back.display()))?;
+                self.sock
+                    .try_clone()
+                    .context("cannot keep the Unix socket")?
+            }
+            (Flavor::Dgram, _) => anyhow::bail!(
+                "a unix-dgram receiver answers its sender's own socket file, and none was given"
+            ),
+            _ => {
+                let receiver = accept_from(&self.sock, None, &self.path.display().to_string())?;
+                // Accepted Unix sockets do not inherit the listener's buffer sizes.
+                apply_buffers(&receiver, &self.opts).context("cannot set socket buffer sizes")?;
+                receiver
+            }
+        };
+        let info = LinkInfo {
+            rcvbuf_bytes: receiver.recv_buffer_size().ok().map(|n| n as u64),
+            ..LinkInfo::default()
+        };
+        Ok((
+            SocketConn::boxed(receiver, self.flavor == Flavor::Dgram),
+            info,
+        ))
+    }
+}
+
+/// The sending half: connect to the socket file at `path`; a datagram sender first binds
+/// a reply name of its own beside it.
+pub fn connect(flavor: Flavor, path: &Path, opts: &TransportOptions) -> anyhow::Result<Connected> {
+    if flavor != Flavor::Dgram {
+        let sock = connect_to(flavor.ty(), path, opts)?;
+        return Ok(Connected {
+            conn: SocketConn::boxed(sock, false),
+            local: None,
+        });
+    }
+    let back = path.with_extension("reply.sock");
+    let sender = bind(Type::DGRAM, &back, opts)?;
+    let unlink_back = Unlink(&back);
+    sender
+        .connect(&SockAddr::unix(path)?)
+        .with_context(|| format!("cannot connect to Unix socket {}", path.display()))?;
+    // The receiver removes the reply name once it has connected to it.
+    std::mem::forget(unlink_back);
+    Ok(Connected {
+        conn: SocketConn::boxed(sender, true),
+        local: Some(Endpoint::Path(back)),
     })
-}
-
-/// `SOCK_STREAM` on a socket file.
-pub fn stream(opts: &TransportOptions, id: usize) -> anyhow::Result<Pair> {
-    connected(Type::STREAM, &file_name("unix", id, ".sock"), opts, false)
-}
-
-/// `SOCK_DGRAM` on a socket file; the end of data is an empty datagram.
-pub fn dgram(opts: &TransportOptions, id: usize) -> anyhow::Result<Pair> {
-    connected(Type::DGRAM, &file_name("dgram", id, ".sock"), opts, true)
-}
-
-/// `SOCK_SEQPACKET` on a socket file; the end of data is `shutdown(SHUT_WR)`.
-pub fn seqpacket(opts: &TransportOptions, id: usize) -> anyhow::Result<Pair> {
-    connected(
-        Type::SEQPACKET,
-        &file_name("seqpacket", id, ".sock"),
-        opts,
-        false,
-    )
 }
 
 /// `socketpair(AF_UNIX, SOCK_STREAM)`.

@@ -170,14 +170,9 @@ impl Spec for StreamSpec {
         Wiring::Pair
     }
 
-    /// 64 KiB, but 1472 B for UDP (a datagram that fits a 1500-byte Ethernet MTU) and
-    /// 8 KiB for mq.
+    /// The transport's own bulk size.
     fn default_size(&self, transport: TransportKind) -> u64 {
-        match transport {
-            TransportKind::Udp | TransportKind::Udp6 => 1472,
-            TransportKind::Mq => 8 << 10,
-            _ => 64 << 10,
-        }
+        transport.default_stream_size()
     }
 
     fn refuses(&self, _sc: &Scenario) -> Option<String> {
