@@ -586,13 +586,9 @@ impl Conn for SocketConn {
             self.sock.recv_buffer_size().ok().map(|n| n as u64),
         )
     }
+    /// TCP_MAXSEG; other sockets refuse the option (`None`).
     fn mss(&self) -> Option<u64> {
-        let tcp = self.sock.r#type().ok() == Some(socket2::Type::STREAM)
-            && self
-                .sock
-                .domain()
-                .is_ok_and(|d| d == socket2::Domain::IPV4 || d == socket2::Domain::IPV6);
-        tcp.then(|| self.sock.mss().ok().map(u64::from)).flatten()
+        self.sock.mss().ok().map(u64::from)
     }
 }
 
@@ -977,6 +973,12 @@ mod tests {
             got += receiver.recv(&mut buf[got..]).unwrap();
         }
         assert_eq!(buf, msg, "{kind}");
+        let tcp = matches!(kind, TransportKind::Tcp | TransportKind::Tcp6);
+        assert_eq!(
+            sender.mss().is_some(),
+            tcp,
+            "{kind}: only TCP has a segment size"
+        );
         if kind.is_socket() {
             assert_eq!(receiver.send(&msg[..8]).unwrap(), 8, "{kind} answers");
             assert_eq!(sender.recv(&mut buf).unwrap(), 8, "{kind}");
