@@ -1083,6 +1083,13 @@ mod tests {
             .max_message(Some(1 << 20), &sys)
             .unwrap();
         assert_eq!(asked.0, (2 << 20) - 32);
+        assert!(
+            asked
+                .1
+                .contains("--sndbuf 1048576 gives a send buffer of 2097152 bytes"),
+            "{}",
+            asked.1
+        );
         let capped = TransportKind::UnixDgram
             .max_message(Some(64 << 20), &sys)
             .unwrap();
