@@ -386,4 +386,29 @@ mod tests {
         assert_eq!(p.write(&big).unwrap(), 4096);
         assert_eq!(p.write(&big).unwrap_err().kind(), io::ErrorKind::BrokenPipe);
     }
+
+    #[test]
+    fn a_ring_is_created_at_a_power_of_two_and_only_a_ring_opens_as_one() {
+        let name = format!("/sockbench-test-{}-cap", std::process::id());
+        let consumer = create(&name, 5000).unwrap();
+        assert_eq!(consumer.capacity(), 8192);
+        assert!(open(&name).is_ok());
+        unlink(&name);
+        assert!(open(&name).is_err(), "gone once unlinked");
+        // Something else in /dev/shm, too small or not a power of two past the header.
+        for len in [0, HEADER as i64, (HEADER + 5000) as i64] {
+            let other = format!("/sockbench-test-{}-other", std::process::id());
+            let cname = CString::new(other.as_str()).unwrap();
+            let fd = shm_open(
+                cname.as_c_str(),
+                OFlag::O_CREAT | OFlag::O_RDWR,
+                Mode::from_bits_truncate(0o600),
+            )
+            .unwrap();
+            ftruncate(&fd, len).unwrap();
+            let e = open(&other).err().expect("not a ring");
+            unlink(&other);
+            assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{len}: {e}");
+        }
+    }
 }

@@ -989,6 +989,24 @@ mod tests {
                 "{kind}: its buffer is reported"
             );
         }
+        match kind {
+            // One pipe, one ring: the same buffer on both sides.
+            TransportKind::Fifo | TransportKind::Shm => {
+                assert_eq!(info.rcvbuf_bytes, info.sndbuf_bytes, "{kind}")
+            }
+            // A queue of fs.mqueue.msg_max messages of the message size.
+            TransportKind::Mq => assert_eq!(
+                info.sndbuf_bytes,
+                Some(mq::depth(&opts) as u64 * 64),
+                "{kind}"
+            ),
+            _ => {}
+        }
+        // Names carry this process's id, so a later run can tell a killed run's leftovers.
+        if let Endpoint::Path(p) = &endpoint {
+            let name = p.file_name().unwrap().to_string_lossy();
+            assert_eq!(owner_pid(&name), Some(std::process::id() as i32), "{name}");
+        }
         endpoint
     }
 
