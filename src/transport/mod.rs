@@ -1134,4 +1134,17 @@ mod tests {
         assert_eq!(TransportKind::Mq.default_stream_size(), 8192);
         assert_eq!(TransportKind::Unix.default_stream_size(), 65_536);
     }
+
+    #[test]
+    fn a_datagram_listener_needs_its_senders_name_to_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = TransportOptions {
+            dir: dir.path().to_path_buf(),
+            ..TransportOptions::default()
+        };
+        let listener = listen(TransportKind::UnixDgram, &opts, 1).unwrap();
+        let e = listener.accept(None).err().unwrap().to_string();
+        assert!(e.contains("answers its sender's own socket file"), "{e}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
 }

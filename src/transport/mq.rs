@@ -197,3 +197,28 @@ fn create_error(e: Errno, name: &str, msgsize: i64, maxmsg: i64) -> anyhow::Erro
     };
     anyhow::Error::new(io_err(e)).context(format!("cannot create message queue {name}{hint}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_queue_that_cannot_be_created_says_which_limit_and_what_to_do() {
+        let says = |e: Errno| create_error(e, "/q", 65_536, 20).to_string();
+        assert!(
+            says(Errno::EINVAL)
+                .contains("message size 65536 B or depth 20 exceeds fs.mqueue.msgsize_max"),
+            "{}",
+            says(Errno::EINVAL)
+        );
+        // Far from the descriptor limit: EMFILE is the queue-bytes limit.
+        assert!(
+            says(Errno::EMFILE).contains("RLIMIT_MSGQUEUE"),
+            "{}",
+            says(Errno::EMFILE)
+        );
+        assert!(says(Errno::ENOSPC).contains("fs.mqueue.queues_max"));
+        assert!(says(Errno::ENOSYS).contains("no POSIX message queues"));
+        assert_eq!(says(Errno::EACCES), "cannot create message queue /q");
+    }
+}
