@@ -983,6 +983,18 @@ mod tests {
             assert_eq!(receiver.send(&msg[..8]).unwrap(), 8, "{kind} answers");
             assert_eq!(sender.recv(&mut buf).unwrap(), 8, "{kind}");
             assert!(info.rcvbuf_bytes.is_some(), "{kind}");
+            // The answering end can end its data too: a datagram socket with an empty
+            // message (and may go on sending), a stream by shutting down its side.
+            receiver.finish().unwrap();
+            assert_eq!(sender.recv(&mut buf).unwrap(), 0, "{kind}: the end");
+            let again = receiver.send(&msg[..8]);
+            match kind {
+                TransportKind::UnixDgram => assert!(again.is_ok(), "{kind}"),
+                TransportKind::Unix | TransportKind::UnixSeqpacket | TransportKind::Tcp => {
+                    assert!(again.is_err(), "{kind}: shut down")
+                }
+                _ => {}
+            }
         } else {
             assert!(
                 info.sndbuf_bytes.is_some(),
