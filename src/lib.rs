@@ -29,6 +29,7 @@
 //! figures → diagnoses → [`report::ScenarioResult`] → exporters.
 
 pub mod cli;
+pub mod control;
 pub mod diagnose;
 pub mod engine;
 pub mod environment;
