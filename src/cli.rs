@@ -257,7 +257,9 @@ pub struct CommonArgs {
     #[arg(help_heading = HEAD_PLACEMENT, long, value_name = "A,B")]
     pub cpus: Option<String>,
     /// tcp/udp: address the receiver binds, IP or IP:PORT (default 127.0.0.1 or ::1, port
-    /// chosen by the kernel). Use a real interface address to leave loopback.
+    /// chosen by the kernel). On one host, traffic between two of its own addresses goes
+    /// through the loopback device whatever the address: an interface's address does not
+    /// put the data on its link.
     #[arg(help_heading = HEAD_SOCKETS, long, value_name = "ADDR")]
     pub bind: Option<String>,
     /// tcp/udp: address the sender connects to (default: the bound address).

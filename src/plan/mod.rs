@@ -325,6 +325,22 @@ fn parse_cpus(host: &Host, text: &str) -> Result<(usize, usize), PlanError> {
     }
 }
 
+/// Both sides run on this host, so data to any of its own addresses goes through the
+/// loopback device: say so when the user named a non-loopback address, which reads as if
+/// the data took that interface's link.
+fn own_address_note(bind: Option<IpAddr>, connect: Option<IpAddr>) -> Option<String> {
+    let ip = connect.or(bind).filter(|ip| !ip.is_loopback())?;
+    // An address this host holds (or "any"): binding to it works.
+    let own = ip.is_unspecified() || std::net::UdpSocket::bind((ip, 0)).is_ok();
+    own.then(|| {
+        format!(
+            "{ip} is an address of this host: both sides run here, so the data goes through the loopback \
+             device (lo), not the link of the interface that holds {ip}; to measure a link, put the two \
+             sides on two hosts or in two network namespaces"
+        )
+    })
+}
+
 /// What a private run directory adds to its base: "/sockbench-XXXXXX", a slash and the
 /// longest file name.
 const RUN_DIR_OVERHEAD: usize = "/sockbench-4194304-XXXXXX".len() + 1 + LONGEST_FILE_NAME;
@@ -751,6 +767,7 @@ impl Plan {
             sc.connect = sc.connect.filter(|_| sc.transport.is_ip());
         }
         let mut notes = unavailable;
+        notes.extend(own_address_note(bind.map(|b| b.ip()), connect));
         for sc in scenarios
             .iter()
             .filter(|s| s.transport == TransportKind::Mq)
@@ -962,5 +979,54 @@ mod tests {
         assert!(plan(&["stream", "-t", "udp", "-s", "65507"]).is_ok());
         let e = plan(&["stream", "-t", "udp", "-s", "65508"]).unwrap_err();
         assert!(e.to_string().contains("65507"), "{e}");
+    }
+
+    #[test]
+    fn an_address_of_this_host_is_said_to_go_through_loopback() {
+        assert_eq!(own_address_note(None, None), None);
+        let lo: IpAddr = "127.0.0.1".parse().unwrap();
+        assert_eq!(
+            own_address_note(Some(lo), None),
+            None,
+            "loopback is loopback"
+        );
+        let any: IpAddr = "0.0.0.0".parse().unwrap();
+        assert!(own_address_note(Some(any), None)
+            .unwrap()
+            .contains("loopback device (lo)"));
+        // Not an address of this host (TEST-NET-3): no claim about it.
+        let far: IpAddr = "203.0.113.77".parse().unwrap();
+        assert_eq!(own_address_note(Some(far), None), None);
+        assert_eq!(
+            own_address_note(Some(any), Some(far)),
+            None,
+            "--connect decides"
+        );
+        // An interface's own address, when this machine has one.
+        let own = std::net::UdpSocket::bind("0.0.0.0:0")
+            .and_then(|s| s.connect("192.0.2.200:9").map(|_| s))
+            .and_then(|s| s.local_addr())
+            .map(|a| a.ip())
+            .ok()
+            .filter(|ip| !ip.is_loopback() && !ip.is_unspecified());
+        match own {
+            Some(ip) => {
+                let note = own_address_note(Some(ip), None).expect("an address of this host");
+                assert!(
+                    note.starts_with(&format!("{ip} is an address of this host")),
+                    "{note}"
+                );
+                let p =
+                    plan(&["stream", "-t", "tcp", "--bind", &ip.to_string(), "-n", "10"]).unwrap();
+                assert!(
+                    p.notes.iter().any(|n| n.contains("loopback device")),
+                    "{:?}",
+                    p.notes
+                );
+            }
+            None => {
+                eprintln!("skipped: no route to a non-loopback address to find this host's own")
+            }
+        }
     }
 }
