@@ -350,9 +350,27 @@ impl Drop for Consumer {
 mod tests {
     use super::*;
 
+    /// Removes a test's shared-memory object however the test ends (a failed assertion,
+    /// or a mutant of the code under test that no longer unlinks).
+    struct Removed(String);
+
+    impl Drop for Removed {
+        fn drop(&mut self) {
+            if let Ok(cname) = CString::new(self.0.as_str()) {
+                let _ = shm_unlink(cname.as_c_str());
+            }
+        }
+    }
+
+    /// A name for a test's object, removed when the guard goes.
+    fn test_name(stem: &str) -> (String, Removed) {
+        let name = format!("/sockbench-test-{stem}-{}", std::process::id());
+        (name.clone(), Removed(name))
+    }
+
     #[test]
     fn ring_carries_bytes_in_order_across_wraps_and_reports_end() {
-        let name = format!("/sockbench-test-{}", std::process::id());
+        let (name, _removed) = test_name("order");
         let (mut p, mut c) = ring(&name, 4096).unwrap();
         let t = std::thread::spawn(move || {
             let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
@@ -379,7 +397,7 @@ mod tests {
 
     #[test]
     fn producer_sees_broken_pipe_when_consumer_is_gone() {
-        let name = format!("/sockbench-test2-{}", std::process::id());
+        let (name, _removed) = test_name("pipe");
         let (mut p, c) = ring(&name, 4096).unwrap();
         drop(c);
         let big = vec![0u8; 8192];
@@ -389,7 +407,7 @@ mod tests {
 
     #[test]
     fn a_ring_is_created_at_a_power_of_two_and_only_a_ring_opens_as_one() {
-        let name = format!("/sockbench-test-{}-cap", std::process::id());
+        let (name, _removed) = test_name("cap");
         let consumer = create(&name, 5000).unwrap();
         assert_eq!(consumer.capacity(), 8192);
         assert!(open(&name).is_ok());
@@ -397,7 +415,7 @@ mod tests {
         assert!(open(&name).is_err(), "gone once unlinked");
         // Something else in /dev/shm, too small or not a power of two past the header.
         for len in [0, HEADER as i64, (HEADER + 5000) as i64] {
-            let other = format!("/sockbench-test-{}-other", std::process::id());
+            let (other, _removed) = test_name("other");
             let cname = CString::new(other.as_str()).unwrap();
             let fd = shm_open(
                 cname.as_c_str(),
