@@ -52,6 +52,18 @@ pub fn proc_status(field: &str) -> Option<String> {
     Some(value.trim().to_string())
 }
 
+/// Whether this process holds CAP_SYS_RESOURCE (bit 24 of CapEff in /proc/self/status),
+/// which lets it exceed the message-queue limits; being root is not enough inside many
+/// containers.
+pub fn has_cap_sys_resource() -> bool {
+    proc_status("CapEff:").is_some_and(|hex| holds_cap_sys_resource(&hex))
+}
+
+/// Whether a capability set as /proc prints it (hex) holds CAP_SYS_RESOURCE (24).
+fn holds_cap_sys_resource(hex: &str) -> bool {
+    u64::from_str_radix(hex, 16).is_ok_and(|caps| caps & (1 << 24) != 0)
+}
+
 /// Read a numeric sysctl by its `/proc/sys` relative path.
 pub fn read_sysctl_u64(path: &str) -> Option<u64> {
     read_sysctl(path)?.parse().ok()
@@ -99,5 +111,25 @@ impl Environment {
             governor,
             sysctls,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cap_sys_resource_is_bit_24_of_the_effective_set() {
+        assert!(holds_cap_sys_resource("0000000001000000"));
+        assert!(
+            holds_cap_sys_resource("000001ffffffffff"),
+            "root's full set"
+        );
+        assert!(
+            !holds_cap_sys_resource("000001fffeffffff"),
+            "everything but it"
+        );
+        assert!(!holds_cap_sys_resource("0000000000000000"));
+        assert!(!holds_cap_sys_resource("not hex"));
     }
 }

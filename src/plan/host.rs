@@ -14,8 +14,6 @@ use crate::transport::SystemLimits;
 pub struct Host {
     /// What bounds the messages and buffers of transports (sysctls, CAP_SYS_RESOURCE).
     pub limits: SystemLimits,
-    /// `fs.mqueue.msg_max`: the deepest message queue.
-    pub mq_msg_max: u64,
     /// RLIMIT_NOFILE (soft): descriptors this process may open.
     pub max_descriptors: Option<u64>,
     /// The CPUs this process may run on (a cpuset or taskset may exclude some).
@@ -37,13 +35,6 @@ fn status_bytes(field: &str) -> Option<u64> {
     let value = crate::environment::proc_status(field)?;
     let kib: u64 = value.split_whitespace().next()?.parse().ok()?;
     Some(kib * 1024)
-}
-
-/// Whether this process holds CAP_SYS_RESOURCE (bit 24 of CapEff in /proc/self/status).
-pub fn has_cap_sys_resource() -> bool {
-    crate::environment::proc_status("CapEff:")
-        .and_then(|hex| u64::from_str_radix(&hex, 16).ok())
-        .is_some_and(|caps| caps & (1 << 24) != 0)
 }
 
 impl Host {
@@ -77,9 +68,8 @@ impl Host {
                 wmem_max: sysctl("net.core.wmem_max").unwrap_or(212_992),
                 wmem_default: sysctl("net.core.wmem_default").unwrap_or(212_992),
                 mq_msgsize_max: sysctl("fs.mqueue.msgsize_max").unwrap_or(8192),
-                cap_sys_resource: has_cap_sys_resource(),
+                cap_sys_resource: crate::environment::has_cap_sys_resource(),
             },
-            mq_msg_max: sysctl("fs.mqueue.msg_max").unwrap_or(10),
             max_descriptors: getrlimit(Resource::RLIMIT_NOFILE)
                 .ok()
                 .map(|(soft, _)| soft),

@@ -219,8 +219,6 @@ pub fn parse_engines(text: &str) -> Result<Vec<EngineKind>, PlanError> {
     Ok(out)
 }
 
-pub use host::has_cap_sys_resource;
-
 /// Refuse a plan whose buffers would not fit in memory or in this process's limits: each
 /// stream's two sides hold up to three message buffers between them (a request, a
 /// response and the echo), plus a shared-memory ring of up to `--sndbuf`.
@@ -1028,5 +1026,22 @@ mod tests {
                 eprintln!("skipped: no route to a non-loopback address to find this host's own")
             }
         }
+    }
+
+    #[test]
+    fn a_deeper_queue_than_the_kernel_allows_is_a_note_naming_its_depth() {
+        // Without CAP_SYS_RESOURCE the kernel allows fs.mqueue.msg_max messages.
+        if crate::environment::has_cap_sys_resource() {
+            eprintln!("skipped: with CAP_SYS_RESOURCE the queue may be 65536 deep");
+            return;
+        }
+        let msg_max: u64 = std::fs::read_to_string("/proc/sys/fs/mqueue/msg_max")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let p = plan(&["stream", "-t", "mq", "-s", "1K", "--sndbuf", "64M"]).unwrap();
+        let want = format!("asks for a queue of 65536 messages, but the kernel allows {msg_max} ");
+        assert!(p.notes.iter().any(|n| n.contains(&want)), "{:?}", p.notes);
     }
 }

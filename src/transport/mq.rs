@@ -57,7 +57,7 @@ impl Conn for MqConn {
 /// The deepest queue this process may create: `fs.mqueue.msg_max`, or the kernel's hard
 /// limit with CAP_SYS_RESOURCE.
 pub fn max_depth() -> u64 {
-    if crate::plan::has_cap_sys_resource() {
+    if crate::environment::has_cap_sys_resource() {
         HARD_MSGMAX
     } else {
         crate::environment::read_sysctl_u64("fs/mqueue/msg_max").unwrap_or(10)
