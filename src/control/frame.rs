@@ -30,11 +30,15 @@ pub enum FrameType {
     Error = 8,
     /// Either side: the end of the conversation.
     Bye = 9,
+    /// Either side: this side's connections are made (with its own endpoints).
+    Wired = 10,
+    /// Either side, during a run: what one of its roles told its peer role.
+    Signal = 11,
 }
 
 impl FrameType {
     /// Every type, in protocol order.
-    pub const ALL: [FrameType; 9] = [
+    pub const ALL: [FrameType; 11] = [
         FrameType::Hello,
         FrameType::Welcome,
         FrameType::Auth,
@@ -44,6 +48,8 @@ impl FrameType {
         FrameType::Result,
         FrameType::Error,
         FrameType::Bye,
+        FrameType::Wired,
+        FrameType::Signal,
     ];
 
     /// The type a header byte names, if any.
@@ -56,9 +62,10 @@ impl FrameType {
         match self {
             FrameType::Hello | FrameType::Welcome => 1 << 10,
             FrameType::Auth => 256,
-            FrameType::Scenario => 64 << 10,
-            FrameType::Ready | FrameType::Error => 4 << 10,
-            FrameType::Start | FrameType::Bye => 64,
+            // Endpoints for up to 256 streams.
+            FrameType::Scenario | FrameType::Ready | FrameType::Wired => 64 << 10,
+            FrameType::Error => 4 << 10,
+            FrameType::Start | FrameType::Bye | FrameType::Signal => 64,
             // A role's report, latency histograms included.
             FrameType::Result => 4 << 20,
         }
@@ -256,11 +263,26 @@ mod tests {
         // The caps are part of the protocol: a change is a new protocol version.
         assert_eq!(
             FrameType::ALL.map(FrameType::cap),
-            [1024, 1024, 256, 65_536, 4096, 64, 4 << 20, 4096, 64]
+            [
+                1024,
+                1024,
+                256,
+                65_536,
+                65_536,
+                64,
+                4 << 20,
+                4096,
+                64,
+                65_536,
+                64
+            ]
         );
-        assert_eq!(FrameType::ALL.map(|t| t as u8), [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        assert_eq!(
+            FrameType::ALL.map(|t| t as u8),
+            [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+        );
         assert_eq!(FrameType::from_byte(0), None);
-        assert_eq!(FrameType::from_byte(10), None);
+        assert_eq!(FrameType::from_byte(12), None);
     }
 
     #[test]

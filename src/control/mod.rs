@@ -1,8 +1,320 @@
-//! The control protocol between a sockbench client and a `sockbench server` (issue 10):
-//! versioned, typed frames with a size cap per type. So far, the framing ([`frame`]);
-//! the messages, states, authentication and timeouts build on it.
+//! The control protocol between a sockbench client and a `sockbench server` (or a child
+//! sockbench under `--placement processes`): versioned, typed frames with a size cap per
+//! type ([`frame`]), JSON bodies with no unknown fields ([`messages`]), a pre-shared-key
+//! handshake ([`auth`]), the server's state machine ([`session`]) and the checks every
+//! figure from a peer passes ([`wire`]).
+//!
+//! Every read has a deadline: a peer that sends nothing, or one byte every few seconds,
+//! is dropped when its deadline passes, not when it decides to finish.
 
+pub mod auth;
 pub mod frame;
+pub mod messages;
+pub mod session;
+pub mod wire;
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use frame::{Decoder, Frame, FrameError, FrameType};
 
 /// The protocol version a hello carries; a peer of another version is refused.
 pub const VERSION: u16 = 1;
+/// The port `sockbench server` listens on by default (unassigned by IANA, next to
+/// iperf3's 5201).
+pub const DEFAULT_PORT: u16 = 5290;
+/// A client must say hello within this long of connecting.
+pub const HELLO_DEADLINE: Duration = Duration::from_secs(5);
+/// The whole handshake (hello, welcome, both proofs) must be over within this long.
+pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(10);
+/// Each step of setting up a run (endpoints, connections, start) must come within this.
+pub const STEP_DEADLINE: Duration = Duration::from_secs(15);
+/// A connected client may sit this long between runs before the server hangs up.
+pub const IDLE_DEADLINE: Duration = Duration::from_secs(120);
+
+/// Why a control conversation ended.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// A frame was refused (unknown type, over its cap) or reading failed.
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    /// The peer said nothing in time.
+    #[error("the peer sent nothing for {0:.1} s (the deadline for this step)")]
+    Deadline(f64),
+    /// The peer hung up.
+    #[error("the peer closed the control connection")]
+    Closed,
+    /// A frame of a type this step does not expect.
+    #[error("control frame {got:?} came where {want:?} was expected")]
+    OutOfOrder {
+        /// What came.
+        got: FrameType,
+        /// What this step waits for.
+        want: FrameType,
+    },
+    /// A body that does not parse as its type says.
+    #[error("control frame {kind:?} does not parse: {reason}")]
+    Malformed {
+        /// The frame's type.
+        kind: FrameType,
+        /// The parser's complaint.
+        reason: String,
+    },
+    /// The peer refused, with its reason (control characters removed).
+    #[error("the peer says: {0}")]
+    Refused(String),
+}
+
+impl ControlError {
+    /// Whether the peer timing out (rather than refusing) ended it.
+    pub fn is_deadline(&self) -> bool {
+        matches!(self, ControlError::Deadline(_))
+    }
+}
+
+/// A stream a control conversation can run over: TCP between hosts, a Unix socket pair
+/// to a child process.
+pub trait Stream: Read + Write + Send {
+    /// Bound the next reads.
+    ///
+    /// # Errors
+    /// As `setsockopt(SO_RCVTIMEO)`.
+    fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()>;
+    /// The peer's IP address (None over a Unix socket).
+    fn peer_ip(&self) -> Option<IpAddr>;
+    /// This end's IP address (None over a Unix socket).
+    fn local_ip(&self) -> Option<IpAddr>;
+    /// Close both directions now (wakes a thread blocked reading it).
+    fn shutdown(&self);
+}
+
+impl Stream for TcpStream {
+    fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        TcpStream::set_read_timeout(self, t)
+    }
+    fn peer_ip(&self) -> Option<IpAddr> {
+        self.peer_addr().ok().map(|a| a.ip())
+    }
+    fn local_ip(&self) -> Option<IpAddr> {
+        self.local_addr().ok().map(|a| a.ip())
+    }
+    fn shutdown(&self) {
+        let _ = TcpStream::shutdown(self, std::net::Shutdown::Both);
+    }
+}
+
+impl Stream for UnixStream {
+    fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        UnixStream::set_read_timeout(self, t)
+    }
+    fn peer_ip(&self) -> Option<IpAddr> {
+        None
+    }
+    fn local_ip(&self) -> Option<IpAddr> {
+        None
+    }
+    fn shutdown(&self) {
+        let _ = UnixStream::shutdown(self, std::net::Shutdown::Both);
+    }
+}
+
+/// One end of a control conversation: frames out, frames in, each read bounded by a
+/// deadline however the peer dribbles its bytes.
+pub struct Control {
+    stream: Box<dyn Stream>,
+    decoder: Decoder,
+    queue: VecDeque<Frame>,
+    buf: Box<[u8]>,
+}
+
+impl Control {
+    /// A conversation over `stream`.
+    pub fn new(stream: Box<dyn Stream>) -> Control {
+        Control {
+            stream,
+            decoder: Decoder::new(),
+            queue: VecDeque::new(),
+            buf: vec![0u8; 64 << 10].into_boxed_slice(),
+        }
+    }
+
+    /// The stream, for its addresses.
+    pub fn stream(&self) -> &dyn Stream {
+        self.stream.as_ref()
+    }
+
+    /// Send a frame with `body` as JSON.
+    ///
+    /// # Errors
+    /// The body over its type's cap; writing failed.
+    pub fn send<T: Serialize>(&mut self, kind: FrameType, body: &T) -> Result<(), ControlError> {
+        let json = serde_json::to_vec(body).map_err(|e| ControlError::Malformed {
+            kind,
+            reason: e.to_string(),
+        })?;
+        let bytes = frame::encode(kind, &json)?;
+        self.stream
+            .write_all(&bytes)
+            .map_err(|e| ControlError::Frame(FrameError::Io(e)))
+    }
+
+    /// Tell the peer why this side stops (best effort: it may be gone).
+    pub fn refuse(&mut self, why: &str) {
+        let _ = self.send(
+            FrameType::Error,
+            &messages::Refusal {
+                message: wire::clean(why, 1000),
+            },
+        );
+    }
+
+    /// The next frame, if one comes within `wait`; `None` when the wait ends first.
+    ///
+    /// # Errors
+    /// A refused frame, the peer closing, reading failing.
+    pub fn poll(&mut self, wait: Duration) -> Result<Option<Frame>, ControlError> {
+        let deadline = Instant::now() + wait;
+        loop {
+            if let Some(f) = self.queue.pop_front() {
+                return Ok(Some(f));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            // A zero timeout means "forever" to SO_RCVTIMEO: never pass one.
+            self.stream
+                .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+                .map_err(FrameError::Io)?;
+            match self.stream.read(&mut self.buf) {
+                Ok(0) => return Err(ControlError::Closed),
+                Ok(n) => {
+                    let frames = self.decoder.feed_all(&self.buf[..n])?;
+                    self.queue.extend(frames);
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
+                    return Err(ControlError::Closed)
+                }
+                Err(e) => return Err(FrameError::Io(e).into()),
+            }
+        }
+    }
+
+    /// The next frame, which must come within `wait` (counted from now, however many
+    /// pieces it arrives in).
+    ///
+    /// # Errors
+    /// [`ControlError::Deadline`] when it does not; as [`Control::poll`].
+    pub fn next(&mut self, wait: Duration) -> Result<Frame, ControlError> {
+        self.poll(wait)?
+            .ok_or(ControlError::Deadline(wait.as_secs_f64()))
+    }
+
+    /// The next frame as a `T`, which must be a frame of type `want` and come within
+    /// `wait`. A refusal from the peer is returned as [`ControlError::Refused`].
+    ///
+    /// # Errors
+    /// As [`Control::next`], a frame of another type, a body that does not parse.
+    pub fn expect<T: DeserializeOwned>(
+        &mut self,
+        want: FrameType,
+        wait: Duration,
+    ) -> Result<T, ControlError> {
+        let f = self.next(wait)?;
+        parse(&f, want)
+    }
+}
+
+/// The body of `f` as a `T`, if `f` is of type `want`.
+///
+/// # Errors
+/// A refusal (the peer's reason), another type, a body that does not parse.
+pub fn parse<T: DeserializeOwned>(f: &Frame, want: FrameType) -> Result<T, ControlError> {
+    if f.kind == FrameType::Error && want != FrameType::Error {
+        let r: messages::Refusal = parse(f, FrameType::Error)?;
+        return Err(ControlError::Refused(wire::clean(&r.message, 1000)));
+    }
+    if f.kind != want {
+        return Err(ControlError::OutOfOrder { got: f.kind, want });
+    }
+    serde_json::from_slice(&f.body).map_err(|e| ControlError::Malformed {
+        kind: f.kind,
+        reason: wire::clean(&e.to_string(), 200),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair() -> (Control, UnixStream) {
+        let (a, b) = UnixStream::pair().unwrap();
+        (Control::new(Box::new(a)), b)
+    }
+
+    #[test]
+    fn a_frame_dribbled_byte_by_byte_still_meets_its_deadline() {
+        let (mut c, mut peer) = pair();
+        let bytes = frame::encode(FrameType::Bye, b"{}").unwrap();
+        let writer = std::thread::spawn(move || {
+            for b in bytes {
+                peer.write_all(&[b]).unwrap();
+                std::thread::sleep(Duration::from_millis(150));
+            }
+            peer
+        });
+        let t = Instant::now();
+        let got = c.next(Duration::from_millis(400));
+        assert!(matches!(got, Err(ControlError::Deadline(_))), "{got:?}");
+        let waited = t.elapsed();
+        assert!(
+            waited >= Duration::from_millis(390) && waited < Duration::from_millis(900),
+            "{waited:?}"
+        );
+        drop(writer.join());
+    }
+
+    #[test]
+    fn refusals_wrong_types_and_bad_bodies_are_told_apart() {
+        let (mut c, mut peer) = pair();
+        let refusal = frame::encode(FrameType::Error, br#"{"message":"busy\u001b[2J"}"#).unwrap();
+        peer.write_all(&refusal).unwrap();
+        match c.expect::<messages::Start>(FrameType::Start, Duration::from_secs(1)) {
+            Err(ControlError::Refused(m)) => assert_eq!(m, "busy?[2J"),
+            other => panic!("{other:?}"),
+        }
+        peer.write_all(&frame::encode(FrameType::Bye, b"{}").unwrap())
+            .unwrap();
+        assert!(matches!(
+            c.expect::<messages::Start>(FrameType::Start, Duration::from_secs(1)),
+            Err(ControlError::OutOfOrder {
+                got: FrameType::Bye,
+                want: FrameType::Start
+            })
+        ));
+        peer.write_all(&frame::encode(FrameType::Start, b"[1,").unwrap())
+            .unwrap();
+        assert!(matches!(
+            c.expect::<messages::Start>(FrameType::Start, Duration::from_secs(1)),
+            Err(ControlError::Malformed { .. })
+        ));
+        drop(peer);
+        assert!(matches!(
+            c.next(Duration::from_secs(1)),
+            Err(ControlError::Closed)
+        ));
+    }
+}

@@ -259,3 +259,50 @@ mod tests {
         );
     }
 }
+
+/// The CPU the calling thread runs on now (field 39 of `/proc/thread-self/stat`); `None`
+/// if it cannot be read.
+pub fn current_cpu() -> Option<u32> {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    processor_field(&stat)
+}
+
+/// The `processor` field of a `stat` line: the 37th field after the command's closing
+/// parenthesis (the command itself may hold spaces and parentheses).
+fn processor_field(stat: &str) -> Option<u32> {
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(36)?.parse().ok()
+}
+
+#[cfg(test)]
+mod current_cpu_tests {
+    use super::*;
+
+    #[test]
+    fn the_processor_field_is_read_after_the_command() {
+        // Field 39 of a real line, with a command name holding ") (" to mislead a split.
+        let mut line = String::from("4242 (a) (b) S");
+        for i in 4..=38 {
+            line.push_str(&format!(" {i}"));
+        }
+        line.push_str(" 7 0 0");
+        assert_eq!(processor_field(&line), Some(7));
+        assert_eq!(processor_field("1 (x) S 2"), None);
+    }
+
+    #[test]
+    fn a_pinned_thread_reads_the_cpu_it_is_pinned_to() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let want = cpus - 1;
+        let got = std::thread::spawn(move || {
+            let mut set = nix::sched::CpuSet::new();
+            set.set(want).unwrap();
+            nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).unwrap();
+            std::thread::yield_now();
+            current_cpu()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(got, Some(want as u32));
+    }
+}

@@ -43,7 +43,7 @@ pub enum Layout {
 }
 
 /// Options only some workloads take.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct WorkloadOptions {
     /// stream: bytes per run.
     pub bytes: Option<u64>,
@@ -78,8 +78,9 @@ fn parse_opt_rate(text: &Option<String>) -> Result<Option<f64>, PlanError> {
         .transpose()
 }
 
-/// One scenario: a workload over a transport through an engine at one size.
-#[derive(Clone, Debug)]
+/// One scenario: a workload over a transport through an engine at one size. It crosses
+/// to a peer (`--server`, `--placement processes`) as JSON, and the peer checks it again.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Scenario {
     /// The workload.
     pub workload: WorkloadKind,

@@ -273,7 +273,7 @@ pub struct TransportOptions {
 }
 
 /// What the kernel actually granted for a pair, for the report.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LinkInfo {
     /// The sender's send buffer as the kernel reports it (`SO_SNDBUF`, pipe size, ring size).
     pub sndbuf_bytes: Option<u64>,

@@ -54,7 +54,8 @@ impl fmt::Display for WorkloadKind {
 }
 
 /// When the sender stops.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Stop {
     /// After this long.
     Duration(Duration),
@@ -93,10 +94,12 @@ pub struct SideReport {
     pub sequence: Option<SequenceCounts>,
     /// How long the sender took to end the data and release its end (stream).
     pub close: Option<Duration>,
+    /// The CPU this role's thread ran on when its interval started and when it ended.
+    pub on_cpu: (Option<u32>, Option<u32>),
 }
 
 /// What a receiver learned from sequence numbers.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SequenceCounts {
     /// Messages that arrived with a lower number than one seen before.
     pub reordered: u64,
@@ -453,6 +456,7 @@ pub struct Meter {
     t0: Instant,
     cpu0: ThreadCpu,
     start_delay: Duration,
+    on_cpu: Option<u32>,
 }
 
 impl Meter {
@@ -465,6 +469,7 @@ impl Meter {
             t0,
             cpu0: ThreadCpu::now(),
             start_delay: t0.saturating_duration_since(opened),
+            on_cpu: crate::measure::cpu::current_cpu(),
         }
     }
 
@@ -483,6 +488,7 @@ impl Meter {
             elapsed: Some(ended.saturating_duration_since(self.t0)),
             cpu,
             socket_buffers: conn.socket_buffers(),
+            on_cpu: (self.on_cpu, crate::measure::cpu::current_cpu()),
             ..SideReport::default()
         }
     }
@@ -498,7 +504,8 @@ pub enum Endpoint {
 
 /// The two roles of a run: the sender (the client, for request/response workloads) and
 /// the receiver (the server).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Role {
     /// Sends the data or starts each exchange.
     Sender,

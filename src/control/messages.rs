@@ -1,0 +1,277 @@
+//! The bodies of control frames (JSON, unknown fields refused) and the plan of a remote
+//! run's connections: which process listens on each channel and which way data flows.
+//!
+//! A conversation: the client says [`Hello`], the server answers [`Welcome`]; with a key,
+//! each side proves it holds it ([`Auth`], client first). Then, per run: [`ScenarioMsg`],
+//! [`Ready`] (the server's endpoints and the run's token), [`Wired`] from the client (its
+//! endpoints), [`Wired`] from the server, [`Start`]; [`SignalMsg`]s both ways while it runs;
+//! [`RunResult`] from the server. [`Bye`] ends it; [`Refusal`] ends it with a reason.
+
+use serde::{Deserialize, Serialize};
+
+use crate::environment::Environment;
+use crate::measure::cpu::SystemCpu;
+use crate::plan::Scenario;
+use crate::transport::{Endpoint, LinkInfo, TransportKind};
+use crate::workload::{spec, PeerSignal, Role, Wiring};
+
+use super::wire::WireSide;
+
+/// Client to server, first.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Hello {
+    /// The protocol version ([`super::VERSION`]).
+    pub version: u16,
+    /// The client's sockbench version.
+    pub tool: String,
+    /// The client's nonce (hex), for the key handshake.
+    pub nonce: String,
+}
+
+/// What a server lets one client ask for.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Longest timed run, in seconds (a run bounded by count or bytes is cut off here too).
+    pub max_duration_s: u64,
+    /// Largest message.
+    pub max_size: u64,
+    /// Most parallel streams.
+    pub max_streams: u32,
+    /// Most buffer memory one test may make the server allocate (message buffers and
+    /// requested socket buffers over all streams).
+    pub max_memory: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_duration_s: 300,
+            max_size: 64 << 20,
+            max_streams: 128,
+            max_memory: 1 << 30,
+        }
+    }
+}
+
+/// Server to client: the answer to a hello.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Welcome {
+    /// The server's protocol version.
+    pub version: u16,
+    /// The server's sockbench version.
+    pub tool: String,
+    /// The server's nonce (hex).
+    pub nonce: String,
+    /// Whether the client must prove it holds the server's key.
+    pub key_required: bool,
+    /// What the server allows.
+    pub limits: Limits,
+}
+
+/// A proof of the key: an HMAC over both nonces (hex).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Auth {
+    /// HMAC-SHA256, hex.
+    pub mac: String,
+}
+
+/// Client to server: one run of a scenario, with the role the server takes.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioMsg {
+    /// What to run (the server checks it against its limits and its own refusals).
+    pub scenario: Scenario,
+    /// The role the server plays in every stream.
+    pub server_role: Role,
+}
+
+/// Server to client: its listening endpoints (one per channel it listens on, in channel
+/// order; `None` where the client listens) and the token that proves a data connection
+/// belongs to this run.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Ready {
+    /// Per channel.
+    pub endpoints: Vec<Option<Endpoint>>,
+    /// 16 random bytes, hex.
+    pub token: String,
+}
+
+/// Either side: its half of the connections is made.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Wired {
+    /// Per channel: where this side listens (for the peer to connect to).
+    pub endpoints: Vec<Option<Endpoint>>,
+    /// Per channel: this side's own end, for a listener that answers it (UDP).
+    pub locals: Vec<Option<Endpoint>>,
+}
+
+/// Client to server: go.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Start {}
+
+/// The end of the conversation.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Bye {}
+
+/// Why a side stops.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Refusal {
+    /// The reason, for a person.
+    pub message: String,
+}
+
+/// A role's signal to its peer role, across the processes.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SignalMsg {
+    /// Which stream.
+    pub stream: u32,
+    /// The sender finished (true) or the receiver did (false).
+    pub sender_done: bool,
+}
+
+impl SignalMsg {
+    /// The in-process signal it carries.
+    pub fn signal(self) -> PeerSignal {
+        if self.sender_done {
+            PeerSignal::SenderDone
+        } else {
+            PeerSignal::ReceiverDone
+        }
+    }
+}
+
+/// Server to client: what the server's roles measured.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunResult {
+    /// One per stream, in stream order.
+    pub sides: Vec<WireSide>,
+    /// What the kernel granted on the server's ends (first stream).
+    pub link: LinkInfo,
+    /// The server's machine-wide CPU over the run.
+    pub system: Option<SystemCpu>,
+    /// UDP receive-buffer drops the server's kernel counted.
+    pub udp_drops: Option<u64>,
+    /// The server's machine.
+    pub environment: Environment,
+}
+
+/// One one-way or two-way connection of a remote run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Channel {
+    /// The stream it belongs to.
+    pub stream: usize,
+    /// Whether the server listens (otherwise the client does).
+    pub server_listens: bool,
+    /// For a one-way transport: whether it carries data from the sender to the receiver.
+    pub forward: bool,
+}
+
+/// The channels of a run of `kind` with `wiring` and `streams` streams, where the server
+/// plays `server_role`. Sockets are two-way, and the server listens on them (a client
+/// behind a firewall can still dial out). One-way transports (fifo, mq, shm) are opened
+/// by their reader, so the receiving end of each channel listens; a request/response
+/// workload gets a second channel back.
+pub fn channels(
+    kind: TransportKind,
+    wiring: Wiring,
+    streams: usize,
+    server_role: Role,
+) -> Vec<Channel> {
+    let mut out = Vec::new();
+    if wiring == Wiring::ListenDial {
+        return out;
+    }
+    for stream in 0..streams {
+        if kind.is_socket() {
+            out.push(Channel {
+                stream,
+                server_listens: true,
+                forward: true,
+            });
+            continue;
+        }
+        let server_receives_forward = server_role == Role::Receiver;
+        out.push(Channel {
+            stream,
+            server_listens: server_receives_forward,
+            forward: true,
+        });
+        if wiring == Wiring::Duplex {
+            out.push(Channel {
+                stream,
+                server_listens: !server_receives_forward,
+                forward: false,
+            });
+        }
+    }
+    out
+}
+
+/// The channels of `msg`'s run.
+pub fn channels_of(sc: &Scenario, server_role: Role) -> Vec<Channel> {
+    channels(
+        sc.transport,
+        spec(sc.workload).wiring(),
+        sc.parallel as usize,
+        server_role,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sockets_are_listened_on_by_the_server_one_way_transports_by_their_reader() {
+        let c = channels(TransportKind::Tcp, Wiring::Pair, 2, Role::Sender);
+        assert_eq!(c.len(), 2);
+        assert!(c.iter().all(|c| c.server_listens && c.forward));
+        assert_eq!(c[1].stream, 1);
+        let c = channels(TransportKind::Fifo, Wiring::Pair, 1, Role::Receiver);
+        assert_eq!(
+            c,
+            [Channel {
+                stream: 0,
+                server_listens: true,
+                forward: true
+            }]
+        );
+        let c = channels(TransportKind::Mq, Wiring::Pair, 1, Role::Sender);
+        assert!(!c[0].server_listens);
+        let c = channels(TransportKind::Shm, Wiring::Duplex, 1, Role::Receiver);
+        assert_eq!(c.len(), 2);
+        assert!(c[0].server_listens && c[0].forward);
+        assert!(!c[1].server_listens && !c[1].forward);
+        let c = channels(TransportKind::UnixDgram, Wiring::Duplex, 3, Role::Sender);
+        assert_eq!(c.len(), 3);
+        assert!(channels(TransportKind::Tcp, Wiring::ListenDial, 4, Role::Receiver).is_empty());
+    }
+
+    #[test]
+    fn signals_cross_as_they_were_sent() {
+        let s = SignalMsg {
+            stream: 3,
+            sender_done: true,
+        };
+        assert_eq!(s.signal(), PeerSignal::SenderDone);
+        assert_eq!(
+            SignalMsg {
+                sender_done: false,
+                ..s
+            }
+            .signal(),
+            PeerSignal::ReceiverDone
+        );
+    }
+}

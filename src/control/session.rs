@@ -1,0 +1,517 @@
+//! The server's side of a control conversation as a state machine with no I/O: a frame
+//! in, a step out (answer, run this scenario, end, refuse). The server's driver does the
+//! I/O and the runs; a fuzz test drives this directly with arbitrary frames.
+//!
+//! Order: Hello, then (with a key) Auth, then any number of Scenario (each followed by a
+//! run the driver carries out), then Bye. Anything else, anything out of order, any body
+//! that does not parse, and any scenario over the server's limits ends the conversation
+//! with a reason.
+
+use std::time::Duration;
+
+use super::auth::{self, Key, NONCE_BYTES};
+use super::frame::{Frame, FrameType};
+use super::messages::{Auth, Bye, Hello, Limits, ScenarioMsg, Welcome};
+use super::{parse, HANDSHAKE_DEADLINE, HELLO_DEADLINE, IDLE_DEADLINE, VERSION};
+use crate::plan::{Scenario, MAX_BUFFER, MAX_SIZE};
+use crate::transport::TransportKind;
+use crate::workload::{spec, Stop};
+
+/// Where the conversation is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Hello,
+    Auth,
+    Established,
+    Over,
+}
+
+/// What the driver does next.
+#[derive(Debug)]
+pub enum Step {
+    /// Send this frame (JSON body) and wait for the next.
+    Reply(FrameType, Vec<u8>),
+    /// Run this (checked) scenario, then wait for the next frame.
+    Run(Box<ScenarioMsg>),
+    /// The client said goodbye.
+    End,
+    /// Tell the client why and hang up.
+    Refuse(String),
+}
+
+/// Who the peer is, as far as the server can tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Peer {
+    /// Another host: only IP transports.
+    Remote,
+    /// This host (a loopback or local address): file-system and IPC transports too.
+    Local,
+    /// The parent sockbench of a `--placement processes` child: everything, pinning and
+    /// inherited descriptors included.
+    Parent,
+}
+
+/// A server's conversation with one client.
+pub struct Session {
+    state: State,
+    key: Option<Key>,
+    nonce: Vec<u8>,
+    client_nonce: Vec<u8>,
+    limits: Limits,
+    peer: Peer,
+}
+
+impl Session {
+    /// A conversation that has not begun, with this server's key (if any), limits and
+    /// knowledge of the peer.
+    ///
+    /// # Errors
+    /// The kernel cannot give a nonce.
+    pub fn new(key: Option<Key>, limits: Limits, peer: Peer) -> anyhow::Result<Session> {
+        Ok(Session {
+            state: State::Hello,
+            key,
+            nonce: auth::random(NONCE_BYTES)?,
+            client_nonce: Vec::new(),
+            limits,
+            peer,
+        })
+    }
+
+    /// How long the next frame may take (the driver also bounds the whole handshake by
+    /// [`HANDSHAKE_DEADLINE`]).
+    pub fn wait(&self) -> Duration {
+        match self.state {
+            State::Hello => HELLO_DEADLINE,
+            State::Auth => HANDSHAKE_DEADLINE,
+            State::Established | State::Over => IDLE_DEADLINE,
+        }
+    }
+
+    /// Whether the handshake is over (so runs may be asked for).
+    pub fn established(&self) -> bool {
+        self.state == State::Established
+    }
+
+    /// The peer.
+    pub fn peer(&self) -> Peer {
+        self.peer
+    }
+
+    /// Take one frame from the client.
+    pub fn on_frame(&mut self, f: &Frame) -> Step {
+        let step = match self.state {
+            State::Hello => self.hello(f),
+            State::Auth => self.auth(f),
+            State::Established => self.established_frame(f),
+            State::Over => Err("the conversation is over".to_string()),
+        };
+        match step {
+            Ok(s) => {
+                if matches!(s, Step::End) {
+                    self.state = State::Over;
+                }
+                s
+            }
+            Err(why) => {
+                self.state = State::Over;
+                Step::Refuse(why)
+            }
+        }
+    }
+
+    fn hello(&mut self, f: &Frame) -> Result<Step, String> {
+        let h: Hello = parse(f, FrameType::Hello).map_err(|e| e.to_string())?;
+        if h.version != VERSION {
+            return Err(format!(
+                "this server speaks protocol version {VERSION}, the client {}: use the same sockbench release on both hosts",
+                h.version
+            ));
+        }
+        self.client_nonce = auth::nonce_bytes(&h.nonce)
+            .ok_or_else(|| "the hello's nonce is not 32 bytes of hex".to_string())?;
+        let welcome = Welcome {
+            version: VERSION,
+            tool: env!("CARGO_PKG_VERSION").to_string(),
+            nonce: hex::encode(&self.nonce),
+            key_required: self.key.is_some(),
+            limits: self.limits,
+        };
+        self.state = if self.key.is_some() {
+            State::Auth
+        } else {
+            State::Established
+        };
+        Ok(Step::Reply(FrameType::Welcome, json(&welcome)))
+    }
+
+    fn auth(&mut self, f: &Frame) -> Result<Step, String> {
+        let a: Auth = parse(f, FrameType::Auth).map_err(|e| e.to_string())?;
+        let key = self.key.as_ref().expect("Auth state only with a key");
+        if !key.check_client(&a.mac, &self.client_nonce, &self.nonce) {
+            return Err("authentication failed: the client's key is not this server's".into());
+        }
+        let answer = Auth {
+            mac: key.server_proof(&self.nonce, &self.client_nonce),
+        };
+        self.state = State::Established;
+        Ok(Step::Reply(FrameType::Auth, json(&answer)))
+    }
+
+    fn established_frame(&mut self, f: &Frame) -> Result<Step, String> {
+        if f.kind == FrameType::Bye {
+            let _: Bye = parse(f, FrameType::Bye).map_err(|e| e.to_string())?;
+            return Ok(Step::End);
+        }
+        let mut msg: ScenarioMsg = parse(f, FrameType::Scenario).map_err(|e| e.to_string())?;
+        msg.scenario = check_scenario(msg.scenario, &self.limits, self.peer)?;
+        Ok(Step::Run(Box::new(msg)))
+    }
+}
+
+fn json<T: serde::Serialize>(v: &T) -> Vec<u8> {
+    serde_json::to_vec(v).expect("control messages serialize")
+}
+
+/// A client's scenario, checked against what this server allows and made this host's:
+/// the server binds where the client reached it (the driver fills that in), pins no CPU a
+/// remote client names, and makes its names in its own directory.
+///
+/// # Errors
+/// What is over a limit or cannot run here, said for the client's user.
+pub fn check_scenario(mut sc: Scenario, limits: &Limits, peer: Peer) -> Result<Scenario, String> {
+    let t = sc.transport;
+    if matches!(t, TransportKind::Pipe | TransportKind::Socketpair) && peer != Peer::Parent {
+        return Err(format!(
+            "{t} exists only inside one process tree: use --placement processes, or a named transport (fifo, unix) with a server"
+        ));
+    }
+    if !t.is_ip() && peer == Peer::Remote {
+        return Err(format!(
+            "{t} works only with a server on the same host; between hosts use tcp, tcp6, udp or udp6"
+        ));
+    }
+    let size_limit = limits.max_size.min(MAX_SIZE);
+    if sc.size == 0 || sc.size > size_limit {
+        return Err(format!(
+            "message size {} is outside this server's limit of 1 to {size_limit} bytes",
+            sc.size
+        ));
+    }
+    if sc.parallel == 0 || sc.parallel > limits.max_streams {
+        return Err(format!(
+            "{} parallel streams; this server allows 1 to {}",
+            sc.parallel, limits.max_streams
+        ));
+    }
+    let max = Duration::from_secs(limits.max_duration_s);
+    match sc.stop {
+        Stop::Duration(d) if d > max || d.is_zero() => {
+            return Err(format!(
+                "a {:.1} s run; this server allows runs of up to {} s (its --max-duration)",
+                d.as_secs_f64(),
+                limits.max_duration_s
+            ))
+        }
+        Stop::Count(0) | Stop::Bytes(0) => return Err("a run of nothing".into()),
+        _ => {}
+    }
+    for (name, b) in [("--sndbuf", sc.sndbuf), ("--rcvbuf", sc.rcvbuf)] {
+        if b.is_some_and(|b| b == 0 || b > MAX_BUFFER) {
+            return Err(format!("{name} is outside 1 to {MAX_BUFFER} bytes"));
+        }
+    }
+    // One message buffer per stream and role, plus the socket buffers the client asks for.
+    let per_stream = sc
+        .size
+        .saturating_mul(2)
+        .saturating_add(sc.sndbuf.unwrap_or(0).saturating_mul(2))
+        .saturating_add(sc.rcvbuf.unwrap_or(0).saturating_mul(2));
+    let memory = per_stream.saturating_mul(u64::from(sc.parallel));
+    if memory > limits.max_memory {
+        return Err(format!(
+            "this test would take {memory} bytes of buffers on the server, over its limit of {} (fewer streams or smaller messages)",
+            limits.max_memory
+        ));
+    }
+    let x = &sc.extras;
+    if x.writes == 0 || u64::from(x.writes) > sc.size.max(1) {
+        return Err("--writes must be between 1 and the message size".into());
+    }
+    if x.open == 0 || x.open > 10_000 {
+        return Err("--open must be between 1 and 10000".into());
+    }
+    if x.rate.is_some_and(|r| !r.is_finite() || r <= 0.0) {
+        return Err("--rate must be a positive number".into());
+    }
+    if let Some(why) = spec(sc.workload).refuses(&sc) {
+        return Err(why);
+    }
+    if peer != Peer::Parent {
+        sc.cpus = None;
+    }
+    sc.bind = None;
+    sc.connect = None;
+    Ok(sc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::frame::{self, Decoder};
+    use crate::control::messages::Auth;
+    use crate::workload::Role;
+
+    fn frame_of<T: serde::Serialize>(kind: FrameType, v: &T) -> Frame {
+        Frame {
+            kind,
+            body: serde_json::to_vec(v).unwrap(),
+        }
+    }
+
+    fn hello(nonce: &[u8]) -> Frame {
+        frame_of(
+            FrameType::Hello,
+            &Hello {
+                version: VERSION,
+                tool: "test".into(),
+                nonce: hex::encode(nonce),
+            },
+        )
+    }
+
+    pub(crate) fn scenario() -> Scenario {
+        crate::plan::first_scenario(&["stream", "-t", "tcp", "-d", "1"])
+    }
+
+    fn scenario_frame(sc: Scenario) -> Frame {
+        frame_of(
+            FrameType::Scenario,
+            &ScenarioMsg {
+                scenario: sc,
+                server_role: Role::Receiver,
+            },
+        )
+    }
+
+    fn welcome(step: Step) -> Welcome {
+        match step {
+            Step::Reply(FrameType::Welcome, body) => serde_json::from_slice(&body).unwrap(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn without_a_key_a_hello_establishes_and_a_scenario_runs() {
+        let mut s = Session::new(None, Limits::default(), Peer::Local).unwrap();
+        assert_eq!(s.wait(), HELLO_DEADLINE);
+        let w = welcome(s.on_frame(&hello(&[7; 32])));
+        assert!(!w.key_required);
+        assert_eq!(w.version, VERSION);
+        assert!(s.established());
+        assert_eq!(s.wait(), IDLE_DEADLINE);
+        match s.on_frame(&scenario_frame(scenario())) {
+            Step::Run(m) => assert_eq!(m.scenario.transport, TransportKind::Tcp),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            s.on_frame(&frame_of(FrameType::Bye, &Bye {})),
+            Step::End
+        ));
+        assert!(matches!(s.on_frame(&hello(&[7; 32])), Step::Refuse(_)));
+    }
+
+    #[test]
+    fn with_a_key_only_the_right_proof_gets_in_and_the_server_proves_itself() {
+        let key = Key::new(b"a pre-shared key of the test").unwrap();
+        let client_nonce = [9u8; 32];
+        for right in [true, false] {
+            let mut s = Session::new(Some(key.clone()), Limits::default(), Peer::Local).unwrap();
+            let w = welcome(s.on_frame(&hello(&client_nonce)));
+            assert!(w.key_required);
+            assert!(!s.established());
+            // A scenario before the proof is out of order.
+            let mut early =
+                Session::new(Some(key.clone()), Limits::default(), Peer::Local).unwrap();
+            early.on_frame(&hello(&client_nonce));
+            assert!(matches!(
+                early.on_frame(&scenario_frame(scenario())),
+                Step::Refuse(_)
+            ));
+            let server_nonce = hex::decode(&w.nonce).unwrap();
+            let signer = if right {
+                key.clone()
+            } else {
+                Key::new(b"another key of the same size!").unwrap()
+            };
+            let proof = Auth {
+                mac: signer.client_proof(&client_nonce, &server_nonce),
+            };
+            match s.on_frame(&frame_of(FrameType::Auth, &proof)) {
+                Step::Reply(FrameType::Auth, body) if right => {
+                    let a: Auth = serde_json::from_slice(&body).unwrap();
+                    assert!(key.check_server(&a.mac, &server_nonce, &client_nonce));
+                    assert!(s.established());
+                }
+                Step::Refuse(why) if !right => {
+                    assert!(why.contains("authentication failed"), "{why}");
+                    assert!(!s.established());
+                }
+                other => panic!("right={right}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn other_versions_bad_nonces_and_frames_out_of_order_are_refused() {
+        let mut s = Session::new(None, Limits::default(), Peer::Local).unwrap();
+        let f = frame_of(
+            FrameType::Hello,
+            &Hello {
+                version: VERSION + 1,
+                tool: "x".into(),
+                nonce: hex::encode([1u8; 32]),
+            },
+        );
+        assert!(matches!(s.on_frame(&f), Step::Refuse(w) if w.contains("protocol version")));
+        let mut s = Session::new(None, Limits::default(), Peer::Local).unwrap();
+        assert!(matches!(s.on_frame(&hello(&[1; 5])), Step::Refuse(w) if w.contains("nonce")));
+        let mut s = Session::new(None, Limits::default(), Peer::Local).unwrap();
+        assert!(matches!(
+            s.on_frame(&scenario_frame(scenario())),
+            Step::Refuse(_)
+        ));
+        let mut s = Session::new(None, Limits::default(), Peer::Local).unwrap();
+        let typo = Frame {
+            kind: FrameType::Hello,
+            body: br#"{"version":1,"tool":"x","nonce":"00","extra":1}"#.to_vec(),
+        };
+        assert!(matches!(s.on_frame(&typo), Step::Refuse(w) if w.contains("unknown field")));
+    }
+
+    #[test]
+    fn scenarios_over_the_limits_or_out_of_place_are_refused_with_the_limit() {
+        let limits = Limits {
+            max_duration_s: 10,
+            max_size: 1 << 20,
+            max_streams: 4,
+            max_memory: 16 << 20,
+        };
+        let check = |f: &dyn Fn(&mut Scenario), peer: Peer| {
+            let mut sc = scenario();
+            f(&mut sc);
+            check_scenario(sc, &limits, peer)
+        };
+        let refused = |f: &dyn Fn(&mut Scenario), peer: Peer, says: &str| {
+            let e = check(f, peer).unwrap_err();
+            assert!(e.contains(says), "{e}");
+        };
+        refused(
+            &|s| s.size = (1 << 20) + 1,
+            Peer::Local,
+            "limit of 1 to 1048576",
+        );
+        refused(&|s| s.size = 0, Peer::Local, "message size 0");
+        refused(&|s| s.parallel = 5, Peer::Local, "allows 1 to 4");
+        refused(
+            &|s| s.stop = Stop::Duration(Duration::from_secs(11)),
+            Peer::Local,
+            "up to 10 s",
+        );
+        refused(&|s| s.stop = Stop::Count(0), Peer::Local, "nothing");
+        refused(&|s| s.sndbuf = Some(u64::MAX), Peer::Local, "--sndbuf");
+        refused(
+            &|s| {
+                s.size = 1 << 20;
+                s.parallel = 4;
+                s.rcvbuf = Some(4 << 20);
+            },
+            Peer::Local,
+            "bytes of buffers",
+        );
+        refused(&|s| s.extras.rate = Some(f64::NAN), Peer::Local, "--rate");
+        refused(&|s| s.extras.writes = 0, Peer::Local, "--writes");
+        refused(
+            &|s| s.transport = TransportKind::Unix,
+            Peer::Remote,
+            "same host",
+        );
+        refused(
+            &|s| s.transport = TransportKind::Pipe,
+            Peer::Local,
+            "--placement processes",
+        );
+        // Local transports with a local peer, pinning only for the parent.
+        let ok = check(
+            &|s| {
+                s.transport = TransportKind::Fifo;
+                s.cpus = Some((0, 1));
+                s.bind = Some("127.0.0.1:9".parse().unwrap());
+            },
+            Peer::Local,
+        )
+        .unwrap();
+        assert_eq!((ok.cpus, ok.bind), (None, None));
+        let ok = check(&|s| s.cpus = Some((0, 1)), Peer::Parent).unwrap();
+        assert_eq!(ok.cpus, Some((0, 1)));
+        assert!(check(&|s| s.transport = TransportKind::Pipe, Peer::Parent).is_ok());
+    }
+
+    /// The state machine under arbitrary input: frames of every type with arbitrary
+    /// bodies (and valid ones mixed in), in any order. No panic, every step ends in a
+    /// reply, a run, an end or a refusal, and after a refusal nothing more is accepted.
+    /// `bench/fuzz_control.sh` runs a million cases.
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn any_frame() -> impl Strategy<Value = Frame> {
+            let kinds = proptest::sample::select(FrameType::ALL.to_vec());
+            let valid = prop_oneof![
+                Just(hello(&[3; 32]).body),
+                Just(scenario_frame(scenario()).body),
+                Just(br#"{}"#.to_vec()),
+                Just(br#"{"mac":"00"}"#.to_vec()),
+            ];
+            let body = prop_oneof![valid, proptest::collection::vec(any::<u8>(), 0..300)];
+            (kinds, body).prop_map(|(kind, body)| Frame { kind, body })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig {
+                cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(500),
+                failure_persistence: None,
+                .. ProptestConfig::default()
+            })]
+            #[test]
+            fn arbitrary_frames_never_panic_and_a_refusal_is_final(
+                frames in proptest::collection::vec(any_frame(), 1..8),
+                keyed in any::<bool>(),
+                raw in proptest::collection::vec(any::<u8>(), 0..64),
+            ) {
+                let key = keyed.then(|| Key::new(b"fuzzing key 0123456789").unwrap());
+                let mut s = Session::new(key, Limits::default(), Peer::Local).unwrap();
+                let mut over = false;
+                for f in &frames {
+                    let step = s.on_frame(f);
+                    if over {
+                        prop_assert!(matches!(step, Step::Refuse(_)));
+                    }
+                    if matches!(step, Step::Refuse(_) | Step::End) {
+                        over = true;
+                    }
+                }
+                // Raw bytes through the decoder into the session: same promises.
+                let mut d = Decoder::new();
+                let mut s = Session::new(None, Limits::default(), Peer::Remote).unwrap();
+                if let Ok(frames) = d.feed_all(&raw) {
+                    for f in frames {
+                        prop_assert!(f.body.len() <= f.kind.cap());
+                        let _ = s.on_frame(&f);
+                    }
+                }
+                let _ = frame::encode(FrameType::Bye, &raw);
+            }
+        }
+    }
+}

@@ -1,0 +1,373 @@
+//! What a role's report looks like on the control connection, and the checks a report
+//! from a peer passes before anything uses it: counters in range (no value that could wrap
+//! a sum), latency names from the known list, histogram values the histogram can hold,
+//! and text without control characters (no terminal escape reaches a log or a table).
+
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::measure::cpu::ThreadCpu;
+use crate::workload::{latency_histogram, SequenceCounts, SideReport};
+
+/// The largest counter a peer may report: far above any real run (2^50 bytes is a PiB),
+/// far below where summing a few hundred of them could wrap a `u64`.
+pub const MAX_COUNT: u64 = 1 << 50;
+/// The longest duration a peer may report (a day).
+const MAX_NANOS: u64 = 86_400 * 1_000_000_000;
+/// Distinct histogram buckets a peer may send per distribution.
+const MAX_BUCKETS: usize = 50_000;
+
+/// Names of the latency distributions workloads record; a peer's name must be one of them.
+const LATENCY_NAMES: [&str; 5] = ["round_trip", "connect", "first_response", "close", "accept"];
+
+/// Why a peer's report was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum WireError {
+    /// A counter or duration out of range.
+    #[error("the peer reported {what} = {value}, over the limit of {limit}")]
+    OutOfRange {
+        /// Which figure.
+        what: &'static str,
+        /// What it said.
+        value: u64,
+        /// The most it may be.
+        limit: u64,
+    },
+    /// A latency distribution this version does not know.
+    #[error("the peer reported an unknown latency distribution")]
+    UnknownLatency,
+    /// A histogram that cannot be rebuilt.
+    #[error("the peer reported a latency histogram this side cannot hold: {0}")]
+    Histogram(String),
+}
+
+/// A role's report as it crosses the control connection (durations in nanoseconds).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireSide {
+    /// Payload bytes.
+    pub bytes: u64,
+    /// Messages.
+    pub messages: u64,
+    /// Start delay after the start line.
+    pub start_delay_ns: u64,
+    /// The measured interval, if the role ran.
+    pub elapsed_ns: Option<u64>,
+    /// Thread CPU: user, system, exact (ns), voluntary and involuntary switches.
+    pub cpu: [u64; 5],
+    /// Cut short by Ctrl-C.
+    pub interrupted: bool,
+    /// Socket buffers at the end (send, receive).
+    pub socket_buffers: (Option<u64>, Option<u64>),
+    /// Latency distributions: a name and (value, count) per recorded bucket.
+    pub latencies: Vec<(String, Vec<(u64, u64)>)>,
+    /// Exchanges without an answer.
+    pub timeouts: u64,
+    /// Late replies.
+    pub late: u64,
+    /// Reordered and duplicated messages.
+    pub sequence: Option<(u64, u64)>,
+    /// The sender's close time.
+    pub close_ns: Option<u64>,
+    /// The CPU at the interval's start and end.
+    pub on_cpu: (Option<u32>, Option<u32>),
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl From<&SideReport> for WireSide {
+    fn from(r: &SideReport) -> WireSide {
+        WireSide {
+            bytes: r.bytes,
+            messages: r.messages,
+            start_delay_ns: nanos(r.start_delay),
+            elapsed_ns: r.elapsed.map(nanos),
+            cpu: [
+                nanos(r.cpu.user),
+                nanos(r.cpu.system),
+                nanos(r.cpu.exact),
+                r.cpu.voluntary_switches,
+                r.cpu.involuntary_switches,
+            ],
+            interrupted: r.interrupted,
+            socket_buffers: r.socket_buffers,
+            latencies: r
+                .latencies
+                .iter()
+                .map(|(name, h)| {
+                    let buckets = h
+                        .iter_recorded()
+                        .map(|v| (v.value_iterated_to(), v.count_at_value()))
+                        .collect();
+                    ((*name).to_string(), buckets)
+                })
+                .collect(),
+            timeouts: r.timeouts,
+            late: r.late,
+            sequence: r.sequence.map(|s| (s.reordered, s.duplicated)),
+            close_ns: r.close.map(nanos),
+            on_cpu: r.on_cpu,
+        }
+    }
+}
+
+fn count(what: &'static str, value: u64) -> Result<u64, WireError> {
+    if value > MAX_COUNT {
+        return Err(WireError::OutOfRange {
+            what,
+            value,
+            limit: MAX_COUNT,
+        });
+    }
+    Ok(value)
+}
+
+fn duration(what: &'static str, ns: u64) -> Result<Duration, WireError> {
+    if ns > MAX_NANOS {
+        return Err(WireError::OutOfRange {
+            what,
+            value: ns,
+            limit: MAX_NANOS,
+        });
+    }
+    Ok(Duration::from_nanos(ns))
+}
+
+fn histogram(buckets: &[(u64, u64)]) -> Result<Histogram<u64>, WireError> {
+    if buckets.len() > MAX_BUCKETS {
+        return Err(WireError::OutOfRange {
+            what: "latency buckets",
+            value: buckets.len() as u64,
+            limit: MAX_BUCKETS as u64,
+        });
+    }
+    let mut h = latency_histogram();
+    let mut total = 0u64;
+    for &(value, n) in buckets {
+        total = count(
+            "latency samples",
+            total.saturating_add(count("latency samples", n)?),
+        )?;
+        h.record_n(value, n)
+            .map_err(|e| WireError::Histogram(format!("{e:?}")))?;
+    }
+    Ok(h)
+}
+
+impl WireSide {
+    /// The role's report, once every figure in it has been checked.
+    ///
+    /// # Errors
+    /// The first figure out of range, an unknown latency name, a histogram that cannot be
+    /// rebuilt.
+    pub fn into_side(self) -> Result<SideReport, WireError> {
+        let latencies = self
+            .latencies
+            .iter()
+            .map(|(name, buckets)| {
+                let name = LATENCY_NAMES
+                    .into_iter()
+                    .find(|n| n == name)
+                    .ok_or(WireError::UnknownLatency)?;
+                Ok((name, histogram(buckets)?))
+            })
+            .collect::<Result<Vec<_>, WireError>>()?;
+        let buffer = |b: Option<u64>| b.map(|n| count("socket buffer", n)).transpose();
+        Ok(SideReport {
+            bytes: count("bytes", self.bytes)?,
+            messages: count("messages", self.messages)?,
+            start_delay: duration("start delay", self.start_delay_ns)?,
+            elapsed: self
+                .elapsed_ns
+                .map(|n| duration("interval", n))
+                .transpose()?,
+            cpu: ThreadCpu {
+                user: duration("user CPU", self.cpu[0])?,
+                system: duration("system CPU", self.cpu[1])?,
+                exact: duration("thread CPU", self.cpu[2])?,
+                voluntary_switches: count("voluntary switches", self.cpu[3])?,
+                involuntary_switches: count("involuntary switches", self.cpu[4])?,
+            },
+            interrupted: self.interrupted,
+            socket_buffers: (
+                buffer(self.socket_buffers.0)?,
+                buffer(self.socket_buffers.1)?,
+            ),
+            latencies,
+            timeouts: count("timeouts", self.timeouts)?,
+            late: count("late replies", self.late)?,
+            sequence: self
+                .sequence
+                .map(|(r, d)| -> Result<_, WireError> {
+                    Ok(SequenceCounts {
+                        reordered: count("reordered", r)?,
+                        duplicated: count("duplicated", d)?,
+                    })
+                })
+                .transpose()?,
+            close: self
+                .close_ns
+                .map(|n| duration("close time", n))
+                .transpose()?,
+            on_cpu: self.on_cpu,
+        })
+    }
+}
+
+/// Text from a peer made safe to print: control characters (escape sequences, carriage
+/// returns, bells) become `?` and the text is cut at `max` characters.
+pub fn clean(text: &str, max: usize) -> String {
+    let mut out: String = text
+        .chars()
+        .take(max)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    if text.chars().count() > max {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> SideReport {
+        let mut h = latency_histogram();
+        for v in [1_000u64, 1_500, 14_000, 14_100, 75_000, 2_000_000] {
+            h.record(v).unwrap();
+        }
+        SideReport {
+            bytes: 123_456_789,
+            messages: 4242,
+            start_delay: Duration::from_micros(17),
+            elapsed: Some(Duration::from_millis(1003)),
+            cpu: ThreadCpu {
+                user: Duration::from_millis(10),
+                system: Duration::from_millis(700),
+                voluntary_switches: 9,
+                involuntary_switches: 3,
+                exact: Duration::from_nanos(712_345_678),
+            },
+            interrupted: false,
+            socket_buffers: (Some(2_626_560), Some(131_072)),
+            latencies: vec![("round_trip", h)],
+            timeouts: 2,
+            late: 1,
+            sequence: Some(SequenceCounts {
+                reordered: 5,
+                duplicated: 6,
+            }),
+            close: Some(Duration::from_micros(40)),
+            on_cpu: (Some(0), Some(1)),
+        }
+    }
+
+    #[test]
+    fn a_report_crosses_unchanged() {
+        let r = sample();
+        let json = serde_json::to_string(&WireSide::from(&r)).unwrap();
+        let back: WireSide = serde_json::from_str(&json).unwrap();
+        let back = back.into_side().unwrap();
+        assert_eq!(WireSide::from(&back), WireSide::from(&r));
+        let (h0, h1) = (&r.latencies[0].1, &back.latencies[0].1);
+        assert_eq!(h0.len(), h1.len());
+        for q in [0.0, 0.5, 0.9, 0.99, 1.0] {
+            assert_eq!(h0.value_at_quantile(q), h1.value_at_quantile(q), "q {q}");
+        }
+        assert_eq!(back.cpu, r.cpu);
+        assert_eq!(back.elapsed, r.elapsed);
+    }
+
+    #[test]
+    fn figures_out_of_range_are_refused() {
+        let good = WireSide::from(&sample());
+        let cases: Vec<(&str, WireSide)> = vec![
+            (
+                "bytes",
+                WireSide {
+                    bytes: MAX_COUNT + 1,
+                    ..good.clone()
+                },
+            ),
+            (
+                "messages",
+                WireSide {
+                    messages: u64::MAX,
+                    ..good.clone()
+                },
+            ),
+            (
+                "interval",
+                WireSide {
+                    elapsed_ns: Some(MAX_NANOS + 1),
+                    ..good.clone()
+                },
+            ),
+            (
+                "thread CPU",
+                WireSide {
+                    cpu: [0, 0, u64::MAX, 0, 0],
+                    ..good.clone()
+                },
+            ),
+            (
+                "latency samples",
+                WireSide {
+                    latencies: vec![("round_trip".into(), vec![(1000, MAX_COUNT + 1)])],
+                    ..good.clone()
+                },
+            ),
+        ];
+        for (what, w) in cases {
+            match w.into_side() {
+                Err(WireError::OutOfRange { what: got, .. }) => assert_eq!(got, what),
+                other => panic!("{what}: {:?}", other.map(|_| ())),
+            }
+        }
+        // Two buckets each under the limit whose sum is over it.
+        let w = WireSide {
+            latencies: vec![(
+                "round_trip".into(),
+                vec![(1000, MAX_COUNT), (2000, MAX_COUNT)],
+            )],
+            ..good.clone()
+        };
+        assert!(matches!(w.into_side(), Err(WireError::OutOfRange { .. })));
+        let w = WireSide {
+            latencies: vec![("\u{1b}[2J".into(), vec![])],
+            ..good.clone()
+        };
+        assert_eq!(w.into_side().err(), Some(WireError::UnknownLatency));
+        let w = WireSide {
+            latencies: vec![("round_trip".into(), vec![(u64::MAX, 1)])],
+            ..good
+        };
+        assert!(matches!(w.into_side(), Err(WireError::Histogram(_))));
+    }
+
+    #[test]
+    fn negative_counts_and_unknown_fields_do_not_parse() {
+        let json = serde_json::to_value(WireSide::default()).unwrap();
+        let mut neg = json.clone();
+        neg["bytes"] = serde_json::json!(-1);
+        assert!(serde_json::from_value::<WireSide>(neg).is_err());
+        let mut extra = json;
+        extra["admin"] = serde_json::json!(true);
+        assert!(serde_json::from_value::<WireSide>(extra).is_err());
+    }
+
+    #[test]
+    fn text_from_a_peer_loses_its_control_characters() {
+        assert_eq!(
+            clean("linux\u{1b}[31m 6.1\r\n\u{7}", 100),
+            "linux?[31m 6.1???"
+        );
+        assert_eq!(clean("abcdef", 3), "abc…");
+        assert_eq!(clean("ok", 2), "ok");
+    }
+}
