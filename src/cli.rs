@@ -99,6 +99,92 @@ counts are not reported for them (null); loss is still exact (sent - received)."
 
 The file must be a report of this sockbench's schema version (its `schema_version`).")]
     Report(ReportArgs),
+    /// Wait for clients on another host (or this one) and play the other role of the
+    /// tests they run: `sockbench stream --server HOST` on the client. Logs one line per
+    /// test on stderr; runs until Ctrl-C.
+    #[command(after_help = "Examples:
+  sockbench server                                  every address, port 5290
+  sockbench server --listen 10.0.0.2 --port 6000 --max-clients 2
+  sockbench server --key-file sockbench.key         only clients with the same key
+  sockbench server --once                           serve one client, then exit
+
+On the client:
+  sockbench stream --server 10.0.0.2 -t tcp -s 128K
+  sockbench pingpong --server 10.0.0.2:6000 -t udp -s 64 --key-file sockbench.key
+  sockbench stream --server 10.0.0.2 -t tcp --reverse      (the server sends)
+
+Between hosts use tcp, tcp6, udp or udp6; with a server on the same host, unix,
+unix-dgram, unix-seqpacket, fifo, mq and shm work too (the client learns the path or
+name from the server). A key file holds at least 16 bytes, e.g.
+`head -c 32 /dev/urandom | base64 > sockbench.key`, copied to both hosts.")]
+    Server(ServerArgs),
+    /// (Internal) the child of a `--placement processes` run.
+    #[command(hide = true)]
+    Peer(PeerArgs),
+}
+
+/// Flags of `server`.
+#[derive(Debug, ClapArgs)]
+pub struct ServerArgs {
+    /// Address to listen on (default: every address, IPv6 and IPv4).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// Port of the control connection (data connections use ports the kernel picks).
+    #[arg(short, long, value_name = "PORT", default_value_t = crate::control::DEFAULT_PORT)]
+    pub port: u16,
+    /// Serve one client, then exit.
+    #[arg(long)]
+    pub once: bool,
+    /// Tests that may run at once; a client over the limit is told the server is busy.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub max_clients: u32,
+    /// Longest run a client may ask for (a run bounded by --count or --bytes is cut off
+    /// here too).
+    #[arg(long, value_name = "TIME", default_value = "300s")]
+    pub max_duration: String,
+    /// Largest message a client may ask for.
+    #[arg(long, value_name = "SIZE", default_value = "64M")]
+    pub max_size: String,
+    /// Most parallel streams in one test.
+    #[arg(long, value_name = "N", default_value_t = 128)]
+    pub max_streams: u32,
+    /// Most buffer memory one test may make the server allocate (message buffers and the
+    /// socket buffers a client requests, over all streams).
+    #[arg(long, value_name = "SIZE", default_value = "1G")]
+    pub max_memory: String,
+    /// Require clients to prove they hold this pre-shared key (HMAC-SHA256 over fresh
+    /// nonces, both ways), and prove it to them.
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+    /// Directory for Unix socket files and FIFOs of local clients (default: a private
+    /// directory under $XDG_RUNTIME_DIR or /tmp).
+    #[arg(long, value_name = "DIR")]
+    pub path: Option<PathBuf>,
+    /// Also log connections that never became tests (port scans, idle connections).
+    #[arg(short, long)]
+    pub verbose: bool,
+}
+
+/// Flags of the hidden `peer`.
+#[derive(Debug, ClapArgs)]
+pub struct PeerArgs {
+    /// The inherited control socket.
+    #[arg(long, value_name = "FD")]
+    pub control_fd: i32,
+    /// Where names go.
+    #[arg(long, value_name = "DIR")]
+    pub path: Option<PathBuf>,
+}
+
+/// Where the other role of each stream runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum PlacementKind {
+    /// Both roles are threads of this process.
+    #[default]
+    Threads,
+    /// The receiving role runs in a child sockbench process (the same binary); pipes and
+    /// socketpairs are handed down to it.
+    Processes,
 }
 
 /// Flags of `report`.
@@ -269,6 +355,21 @@ pub struct CommonArgs {
     /// $XDG_RUNTIME_DIR or /tmp, removed afterwards).
     #[arg(help_heading = HEAD_SOCKETS, long, value_name = "DIR")]
     pub path: Option<PathBuf>,
+    /// Where the other role runs on this host: threads of this process, or a child
+    /// process, to see what two processes cost against two threads.
+    #[arg(help_heading = HEAD_PLACEMENT, long, value_enum, value_name = "WHERE", default_value_t = PlacementKind::Threads)]
+    pub placement: PlacementKind,
+    /// Run against `sockbench server` at HOST (port 5290 unless given: HOST:PORT,
+    /// [IPV6]:PORT). This side sends; the server receives (see --reverse).
+    #[arg(help_heading = HEAD_PLACEMENT, long, value_name = "HOST[:PORT]", conflicts_with = "placement")]
+    pub server: Option<String>,
+    /// The other side sends: the server (with --server) or the child (with --placement
+    /// processes); pingpong: the other side starts each exchange; connect: it dials.
+    #[arg(help_heading = HEAD_PLACEMENT, short = 'R', long)]
+    pub reverse: bool,
+    /// With --server: the pre-shared key the server was started with (--key-file there).
+    #[arg(help_heading = HEAD_PLACEMENT, long, value_name = "FILE", requires = "server")]
+    pub key_file: Option<PathBuf>,
 }
 
 /// Flags of `stream`.

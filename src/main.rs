@@ -18,6 +18,8 @@ fn main() -> ExitCode {
     };
     match &args.command {
         Some(Command::Report(r)) => mode::report::run(r, &args),
+        Some(Command::Server(s)) => mode::server::run(s),
+        Some(Command::Peer(p)) => mode::server::peer(p),
         Some(Command::Suite(_)) | None => mode::suite::run(&args, argv),
         Some(
             Command::Stream(_) | Command::Pingpong(_) | Command::Rate(_) | Command::Connect(_),
@@ -77,7 +79,7 @@ fn command_first_tip(e: &clap::Error, argv: &[String]) -> Option<String> {
         "tip: options like these follow a command ({}): try `sockbench stream {}`",
         commands
             .iter()
-            .filter(|c| !matches!(c.as_str(), "help" | "report"))
+            .filter(|c| !matches!(c.as_str(), "help" | "report" | "server" | "peer"))
             .cloned()
             .collect::<Vec<_>>()
             .join(", "),

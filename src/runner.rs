@@ -5,27 +5,57 @@
 use crate::interrupt;
 use crate::measure::figures::figures;
 use crate::measure::units::format_bytes;
-use crate::placement::{Placement, RunError, Threads};
-use crate::plan::{Plan, Scenario};
+use crate::placement::{Placement, Remote, RunError, Threads};
+use crate::plan::{Plan, Scenario, Where};
 use crate::report::progress::Progress;
 use crate::report::{ExportManager, Report, ScenarioResult, Warning};
 use crate::transport::TransportKind;
+use crate::workload::Role;
 use crate::workload::Stop;
 /// Runs a plan and fills a report.
 pub struct Runner<'a> {
     plan: &'a Plan,
     exports: &'a ExportManager,
     placement: Box<dyn Placement>,
+    /// The same placement when it is another process (its host's environment).
+    remote: Option<std::sync::Arc<Remote>>,
 }
 
 impl<'a> Runner<'a> {
     /// A runner for `plan` that writes `exports` after every scenario; the roles run as
     /// threads of this process.
     pub fn new(plan: &'a Plan, exports: &'a ExportManager) -> Runner<'a> {
+        let role = |reverse: bool| {
+            if reverse {
+                Role::Sender
+            } else {
+                Role::Receiver
+            }
+        };
+        let remote = match &plan.placement {
+            Where::Threads => None,
+            Where::Processes { reverse } => Some(Remote::child(plan.path.clone(), role(*reverse))),
+            Where::Server {
+                target,
+                key,
+                reverse,
+            } => Some(Remote::server(
+                target.clone(),
+                key.clone(),
+                role(*reverse),
+                plan.path.clone(),
+            )),
+        }
+        .map(std::sync::Arc::new);
+        let placement: Box<dyn Placement> = match &remote {
+            Some(r) => Box::new(std::sync::Arc::clone(r)),
+            None => Box::new(Threads::new(plan.path.clone())),
+        };
         Runner {
             plan,
             exports,
-            placement: Box::new(Threads::new(plan.path.clone())),
+            placement,
+            remote,
         }
     }
 
@@ -82,6 +112,14 @@ impl<'a> Runner<'a> {
             }
         }
         progress.finish();
+        report.placement.name = self.placement.name().to_string();
+        if let Some(r) = &self.remote {
+            report.placement.other_role = Some(r.other_role());
+            report.placement.server = r.target().map(str::to_string);
+            if r.target().is_some() {
+                report.placement.server_environment = r.peer_environment();
+            }
+        }
         Ok(())
     }
 

@@ -233,8 +233,18 @@ impl Control {
         want: FrameType,
         wait: Duration,
     ) -> Result<T, ControlError> {
-        let f = self.next(wait)?;
-        parse(&f, want)
+        let deadline = Instant::now() + wait;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let f = self
+                .poll(left)?
+                .ok_or(ControlError::Deadline(wait.as_secs_f64()))?;
+            // A role's last signal can trail its run: outside a run, signals mean nothing.
+            if f.kind == FrameType::Signal && want != FrameType::Signal {
+                continue;
+            }
+            return parse(&f, want);
+        }
     }
 }
 

@@ -33,6 +33,8 @@ pub enum Step {
     Reply(FrameType, Vec<u8>),
     /// Run this (checked) scenario, then wait for the next frame.
     Run(Box<ScenarioMsg>),
+    /// Nothing to do (a signal that trailed the last run).
+    Ignore,
     /// The client said goodbye.
     End,
     /// Tell the client why and hang up.
@@ -159,6 +161,10 @@ impl Session {
     }
 
     fn established_frame(&mut self, f: &Frame) -> Result<Step, String> {
+        if f.kind == FrameType::Signal {
+            // A role's last signal can trail its run; between runs it means nothing.
+            return Ok(Step::Ignore);
+        }
         if f.kind == FrameType::Bye {
             let _: Bye = parse(f, FrameType::Bye).map_err(|e| e.to_string())?;
             return Ok(Step::End);

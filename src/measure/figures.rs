@@ -46,6 +46,13 @@ pub fn side_figures(roles: &Roles, role: Role, bytes: u64) -> SideFigures {
         cpu_seconds_per_gb: (bytes > 0).then(|| total / (bytes as f64 / 1e9)),
         voluntary_context_switches: cpu.voluntary_switches,
         involuntary_context_switches: cpu.involuntary_switches,
+        on_cpu: sides
+            .iter()
+            .map(|s| crate::report::OnCpu {
+                start: s.on_cpu.0,
+                end: s.on_cpu.1,
+            })
+            .collect(),
     }
 }
 
@@ -92,9 +99,16 @@ pub fn run_figures(sc: &Scenario, roles: &Roles) -> RunFigures {
         system: roles
             .system
             .filter(|_| transfer_seconds >= MIN_SYSTEM_SECONDS),
+        server_system: roles
+            .peer
+            .as_ref()
+            .and_then(|p| p.system)
+            .filter(|_| transfer_seconds >= MIN_SYSTEM_SECONDS),
         sndbuf_bytes: roles.link.sndbuf_bytes,
         rcvbuf_bytes: roles.link.rcvbuf_bytes,
         mss_bytes: roles.link.mss_bytes,
+        route: roles.link.route.clone(),
+        mtu_bytes: roles.link.mtu_bytes,
         endpoint: roles.link.endpoint.clone(),
         phases: tally.phases,
         latencies,
@@ -282,6 +296,7 @@ mod tests {
             link: LinkInfo::default(),
             udp_drops: drops,
             connect_time: Duration::ZERO,
+            peer: None,
         }
     }
 
@@ -429,6 +444,7 @@ mod tests {
             link: LinkInfo::default(),
             udp_drops: None,
             connect_time: Duration::ZERO,
+            peer: None,
         };
         let r = figures(&sc, &[raw(10), raw(40), raw(20)]);
         let median = r.median_run().unwrap();

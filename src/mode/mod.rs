@@ -4,10 +4,12 @@
 //! - [`bench`](mod@bench): the measuring commands (`stream`, `pingpong`, `rate`, `connect`): plan,
 //!   run, report;
 //! - [`suite`]: the default suite (plain `sockbench`);
-//! - [`report`]: print a saved JSON report again.
+//! - [`report`]: print a saved JSON report again;
+//! - [`server`]: `sockbench server`, and the child of a `--placement processes` run.
 
 pub mod bench;
 pub mod report;
+pub mod server;
 pub mod suite;
 
 use std::io::Write;
@@ -33,6 +35,10 @@ pub fn empty_report(command: Vec<String>) -> Report {
         },
         command,
         environment: Environment::collect(),
+        placement: crate::report::PlacementInfo {
+            name: "threads".into(),
+            ..Default::default()
+        },
         results: Vec::new(),
         skipped: Vec::new(),
         warnings: Vec::new(),

@@ -3,12 +3,21 @@
 //! ([`Roles`]); it never computes figures. Threads of this process are the first
 //! placement; a child process and a remote host are the next ones, behind the same trait.
 
+pub mod remote;
+pub mod split;
 pub mod threads;
 
+pub use remote::Remote;
 pub use threads::Threads;
 
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use anyhow::anyhow;
+
 use crate::plan::Scenario;
-use crate::workload::{Roles, Stop};
+use crate::workload::{Role, Roles, Side, SideReport, Stop, Workload};
 
 /// Why a run did not produce role reports.
 pub enum RunError {
@@ -36,4 +45,64 @@ pub trait Placement {
     /// [`RunError::Interrupted`] on Ctrl-C before the run finished, otherwise
     /// [`RunError::Failed`] with what went wrong.
     fn run(&self, sc: &Scenario, stop: Stop) -> Result<Roles, RunError>;
+}
+
+impl<P: Placement + ?Sized> Placement for Arc<P> {
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+    fn run(&self, sc: &Scenario, stop: Stop) -> Result<Roles, RunError> {
+        (**self).run(sc, stop)
+    }
+}
+
+/// Start one role of stream `i` on its own thread (pinned to `cpu` if given); its report
+/// goes to `tx`. A role that fails before its start still arrives at the line, so no
+/// other role waits for it forever.
+///
+/// # Errors
+/// The system cannot start another thread.
+pub fn spawn_role(
+    role: Role,
+    i: usize,
+    side: Side,
+    workload: Arc<dyn Workload>,
+    cpu: Option<usize>,
+    tx: Sender<(Role, std::io::Result<SideReport>)>,
+) -> anyhow::Result<JoinHandle<()>> {
+    let name = format!(
+        "sb-{}-{i}",
+        if role == Role::Sender { "send" } else { "recv" }
+    );
+    let line = side.start.clone();
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(move || {
+            let r = match (cpu.map(pin).transpose(), role) {
+                (Err(e), _) => Err(e),
+                (Ok(_), Role::Sender) => workload.sender(side),
+                (Ok(_), Role::Receiver) if crate::testhooks::fault("receiver-dies") => {
+                    // Gone without a word: the sender must find out by itself.
+                    side.start.wait();
+                    drop(side);
+                    Ok(SideReport::default())
+                }
+                (Ok(_), Role::Receiver) => workload.receiver(side),
+            };
+            line.stand_in();
+            let _ = tx.send((role, r));
+        })
+        .map_err(|e| {
+            anyhow!(e).context(
+                "cannot start a thread: the system is out of threads or memory (see `ulimit -u`)",
+            )
+        })
+}
+
+/// Pin the calling thread to `cpu`.
+fn pin(cpu: usize) -> std::io::Result<()> {
+    let mut set = nix::sched::CpuSet::new();
+    set.set(cpu)?;
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
+        .map_err(|e| std::io::Error::other(format!("cannot pin a thread to CPU {cpu}: {e}")))
 }

@@ -33,13 +33,13 @@ const INTERRUPT_GRACE: Duration = Duration::from_millis(600);
 /// exists only while the run opens its transports (every name in it is removed as soon
 /// as both ends are open, and then the directory goes too, so a killed run leaves
 /// nothing).
-enum RunDir {
+pub(crate) enum RunDir {
     Private(tempfile::TempDir),
     User(PathBuf),
 }
 
 impl RunDir {
-    fn open(user: Option<&PathBuf>) -> anyhow::Result<RunDir> {
+    pub(crate) fn open(user: Option<&PathBuf>) -> anyhow::Result<RunDir> {
         if let Some(p) = user {
             return Ok(RunDir::User(p.clone()));
         }
@@ -58,7 +58,7 @@ impl RunDir {
             })
     }
 
-    fn path(&self) -> PathBuf {
+    pub(crate) fn path(&self) -> PathBuf {
         match self {
             RunDir::Private(t) => t.path().to_path_buf(),
             RunDir::User(p) => p.clone(),
@@ -183,38 +183,15 @@ impl Placement for Threads {
                     link,
                     start: start.for_side(),
                 };
-                let workload = Arc::clone(&workload);
-                let tx = tx.clone();
-                let name = format!(
-                    "sb-{}-{i}",
-                    if role == Role::Sender { "send" } else { "recv" }
-                );
-                let line = side.start.clone();
-                let spawned = std::thread::Builder::new().name(name).spawn(move || {
-                    let r = match (cpu.map(pin).transpose(), role) {
-                        (Err(e), _) => Err(e),
-                        (Ok(_), Role::Sender) => workload.sender(side),
-                        (Ok(_), Role::Receiver) if crate::testhooks::fault("receiver-dies") => {
-                            // Gone without a word: the sender must find out by itself.
-                            side.start.wait();
-                            drop(side);
-                            Ok(SideReport::default())
-                        }
-                        (Ok(_), Role::Receiver) => workload.receiver(side),
-                    };
-                    // A side that failed before the start must not keep the others waiting.
-                    line.stand_in();
-                    let _ = tx.send((role, r));
-                });
+                let spawned =
+                    super::spawn_role(role, i, side, Arc::clone(&workload), cpu, tx.clone());
                 match spawned {
                     Ok(h) => handles.push(h),
                     Err(e) => {
                         // The sides already started are waiting at the start: let them go;
                         // they end at once, their peers' ends closing with this scope.
                         start.open();
-                        return Err(RunError::Failed(anyhow!(e).context(
-                            "cannot start a thread: the system is out of threads or memory (see `ulimit -u`)",
-                        )));
+                        return Err(RunError::Failed(e));
                     }
                 }
             }
@@ -323,6 +300,7 @@ impl Placement for Threads {
             link,
             udp_drops,
             connect_time,
+            peer: None,
         })
     }
 }
@@ -344,12 +322,4 @@ fn explain_fd_limit(e: anyhow::Error) -> anyhow::Error {
     e.context(format!(
         "out of file descriptors (the limit is {limit}, see `ulimit -n`): raise the limit or use fewer --parallel streams"
     ))
-}
-
-/// Pin the calling thread to `cpu`.
-fn pin(cpu: usize) -> std::io::Result<()> {
-    let mut set = nix::sched::CpuSet::new();
-    set.set(cpu)?;
-    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
-        .map_err(|e| std::io::Error::other(format!("cannot pin a thread to CPU {cpu}: {e}")))
 }

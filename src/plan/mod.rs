@@ -158,6 +158,65 @@ pub struct Plan {
     /// Things the plan left out that the report should mention (e.g. an engine the
     /// system refuses).
     pub notes: Vec<String>,
+    /// Where the other role runs.
+    pub placement: Where,
+}
+
+/// Where the other role of each stream runs.
+#[derive(Clone, Debug, Default)]
+pub enum Where {
+    /// Threads of this process.
+    #[default]
+    Threads,
+    /// A child process started for each run; `reverse`: the child sends.
+    Processes {
+        /// The child sends.
+        reverse: bool,
+    },
+    /// A `sockbench server`.
+    Server {
+        /// HOST[:PORT] as given.
+        target: String,
+        /// The pre-shared key.
+        key: Option<crate::control::auth::Key>,
+        /// The server sends.
+        reverse: bool,
+    },
+}
+
+/// Where `a` puts the other role.
+fn placement_of(a: &CommonArgs) -> Result<Where, PlanError> {
+    use crate::cli::PlacementKind;
+    match (&a.server, a.placement) {
+        (Some(target), _) => {
+            if a.bind.is_some() || a.connect.is_some() {
+                return Err(invalid(
+                    "--bind/--connect do not apply with --server: the server listens where the client reached it",
+                ));
+            }
+            if target.trim().is_empty() {
+                return Err(invalid(
+                    "--server needs a host: HOST, HOST:PORT or [IPV6]:PORT",
+                ));
+            }
+            let key = a
+                .key_file
+                .as_deref()
+                .map(crate::control::auth::Key::load)
+                .transpose()
+                .map_err(|e| invalid(format!("--key-file: {e:#}")))?;
+            Ok(Where::Server {
+                target: target.trim().to_string(),
+                key,
+                reverse: a.reverse,
+            })
+        }
+        (None, PlacementKind::Processes) => Ok(Where::Processes { reverse: a.reverse }),
+        (None, PlacementKind::Threads) if a.reverse => Err(invalid(
+            "--reverse needs another side: --server HOST or --placement processes",
+        )),
+        (None, PlacementKind::Threads) => Ok(Where::Threads),
+    }
 }
 
 fn invalid(msg: impl Into<String>) -> PlanError {
@@ -480,8 +539,8 @@ impl Plan {
                 Plan::workload(host, WorkloadKind::Connect, &c.common, extras, output)
             }
             Some(Command::Suite(s)) => Plan::suite(host, s, output),
-            Some(Command::Report(_)) => Err(invalid(
-                "`report` prints a saved run: it has nothing to plan",
+            Some(Command::Report(_) | Command::Server(_) | Command::Peer(_)) => Err(invalid(
+                "this command measures nothing itself: it has nothing to plan",
             )),
             None => Plan::suite(
                 host,
@@ -535,6 +594,7 @@ impl Plan {
             layout: Layout::Suite,
             path: None,
             notes: Vec::new(),
+            placement: Where::Threads,
         };
         for (workload, duration, transports, sizes) in [
             (
@@ -760,7 +820,34 @@ impl Plan {
             sizes: sizes.as_deref(),
             explicit: !(all || all_engines),
         };
-        let (mut scenarios, skipped) = matrix::expand(host, &axes, &template)?;
+        let placement = placement_of(a)?;
+        let (mut scenarios, mut skipped) = matrix::expand(host, &axes, &template)?;
+        if matches!(placement, Where::Server { .. }) {
+            // Pipes and socketpairs have no name a server could open.
+            let anonymous =
+                |t: TransportKind| matches!(t, TransportKind::Pipe | TransportKind::Socketpair);
+            if let Some(sc) = scenarios
+                .iter()
+                .find(|s| anonymous(s.transport))
+                .filter(|_| !all)
+            {
+                return Err(PlanError::Unsupported(format!(
+                    "{} exists only inside one process tree, so a server cannot open it: use --placement processes, \
+                     or fifo or unix with a server on this host",
+                    sc.transport
+                )));
+            }
+            for sc in scenarios.iter().filter(|s| anonymous(s.transport)) {
+                skipped.push(Skipped {
+                    workload: sc.workload,
+                    transport: sc.transport,
+                    engine: sc.engine,
+                    size_bytes: sc.size,
+                    reason: "no name a server could open (use --placement processes)".into(),
+                });
+            }
+            scenarios.retain(|s| !anonymous(s.transport));
+        }
         for sc in &mut scenarios {
             sc.bind = sc.bind.filter(|_| sc.transport.is_ip());
             sc.connect = sc.connect.filter(|_| sc.transport.is_ip());
@@ -796,6 +883,7 @@ impl Plan {
             layout: Layout::List,
             path: a.path.clone(),
             notes,
+            placement,
         })
     }
 }

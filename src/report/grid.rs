@@ -679,10 +679,60 @@ fn notes(report: &Report, g: &mut Grid) {
     for w in &report.warnings {
         g.notes.push(format!("warning: {w}"));
     }
+    g.notes.extend(placement_note(report));
     if report.interrupted {
         g.notes
             .push("Interrupted: the table shows the scenarios that finished.".into());
     }
+}
+
+/// Where the other role ran and the route the data took, when it was not a thread of
+/// this process.
+fn placement_note(report: &Report) -> Option<String> {
+    let p = &report.placement;
+    let role = p
+        .other_role
+        .map_or("the other role".to_string(), |r| format!("the {r}"));
+    let mut note = match p.name.as_str() {
+        "processes" => format!("placement: {role} ran in a child process (--placement processes)"),
+        "server" => {
+            let host = p.server.clone().unwrap_or_default();
+            let env = p.server_environment.as_ref().map_or(String::new(), |e| {
+                format!(
+                    " ({}, {}, {} CPUs)",
+                    e.kernel,
+                    e.cpu_model.as_deref().unwrap_or("unknown CPU"),
+                    e.cpus
+                )
+            });
+            format!("placement: {role} ran on sockbench server {host}{env}")
+        }
+        _ => return None,
+    };
+    let run = report
+        .results
+        .iter()
+        .flat_map(|r| r.runs.first())
+        .find(|r| r.route.is_some());
+    if let Some(run) = run {
+        let mut link = vec![];
+        if let Some(m) = run.mtu_bytes {
+            link.push(format!("MTU {m}"));
+        }
+        if let Some(m) = run.mss_bytes {
+            link.push(format!("MSS {m}"));
+        }
+        note.push_str(&format!(
+            "; IP data went through {}{}",
+            run.route.as_deref().unwrap_or("?"),
+            if link.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", link.join(", "))
+            }
+        ));
+    }
+    Some(note)
 }
 
 #[cfg(test)]

@@ -33,7 +33,7 @@ use crate::transport::TransportKind;
 use crate::workload::WorkloadKind;
 
 /// Version of the JSON report's shape; bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The whole report.
 #[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
@@ -46,6 +46,8 @@ pub struct Report {
     pub command: Vec<String>,
     /// The machine.
     pub environment: Environment,
+    /// Where the roles ran.
+    pub placement: PlacementInfo,
     /// One object per finished scenario, in run order.
     pub results: Vec<ScenarioResult>,
     /// Combinations left out because they cannot work, with the reason.
@@ -59,6 +61,21 @@ pub struct Report {
     /// Table layout (not part of the JSON).
     #[serde(skip)]
     pub layout: Layout,
+}
+
+/// Where the roles of every scenario ran.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PlacementInfo {
+    /// `threads` (both roles in this process), `processes` (the other role in a child
+    /// process) or `server` (the other role on a `sockbench server`).
+    pub name: String,
+    /// The role that ran in the other process or on the server (null with threads).
+    pub other_role: Option<crate::workload::Role>,
+    /// The server as the client named it (HOST[:PORT]); null unless `server`.
+    pub server: Option<String>,
+    /// The server's machine, as it reported it (text cleaned of control characters);
+    /// null unless `server`.
+    pub server_environment: Option<Environment>,
 }
 
 /// Name and version of the tool.
@@ -120,6 +137,20 @@ pub struct SideFigures {
     pub voluntary_context_switches: u64,
     /// Involuntary context switches.
     pub involuntary_context_switches: u64,
+    /// Per stream, the CPU this role's thread was on when its interval started and when
+    /// it ended (null where unknown).
+    pub on_cpu: Vec<OnCpu>,
+}
+
+/// The CPU a thread ran on at the two ends of its interval.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+pub struct OnCpu {
+    /// At the start.
+    pub start: Option<u32>,
+    /// At the end.
+    pub end: Option<u32>,
 }
 
 /// The figures of one measured run.
@@ -164,8 +195,11 @@ pub struct RunFigures {
     pub sender: SideFigures,
     /// The receiving side.
     pub receiver: SideFigures,
-    /// Machine-wide CPU over the run (null if /proc/stat is unreadable).
+    /// Machine-wide CPU over the run (null if /proc/stat is unreadable). With a server:
+    /// the client's machine.
     pub system: Option<SystemCpu>,
+    /// The other machine's CPU over the run, when the other role ran on a server.
+    pub server_system: Option<SystemCpu>,
     /// The sender's buffer as the kernel reports it at the end of the run: SO_SNDBUF read
     /// back (after TCP autotuning; Linux counts bookkeeping, so it is double a requested
     /// size), the pipe size, the ring size, or queue depth x message size for mq.
@@ -174,6 +208,12 @@ pub struct RunFigures {
     pub rcvbuf_bytes: Option<u64>,
     /// TCP maximum segment size.
     pub mss_bytes: Option<u64>,
+    /// IP transports: the device the data went through (`lo` whenever both ends are on
+    /// this host, whatever the addresses), as the routing of the connection's addresses
+    /// says.
+    pub route: Option<String>,
+    /// The MTU of that device.
+    pub mtu_bytes: Option<u64>,
     /// Where the receiver listened: address:port, socket path or object name (null for
     /// pipe and socketpair).
     pub endpoint: Option<String>,

@@ -23,6 +23,10 @@ pub fn report(results: Vec<ScenarioResult>, layout: Layout) -> Report {
             version: "0.0.0-test".into(),
         },
         command: vec!["sockbench".into()],
+        placement: super::PlacementInfo {
+            name: "threads".into(),
+            ..Default::default()
+        },
         environment: Environment {
             kernel: "Linux 6.1.0".into(),
             hostname: "test".into(),
@@ -52,6 +56,10 @@ fn side(cpu: f64) -> SideFigures {
         cpu_seconds_per_gb: Some(0.25),
         voluntary_context_switches: 10,
         involuntary_context_switches: 1,
+        on_cpu: vec![super::OnCpu {
+            start: Some(0),
+            end: Some(1),
+        }],
     }
 }
 
@@ -99,9 +107,12 @@ pub fn scenario(
         sender: side(0.9),
         receiver: side(0.4),
         system: None,
+        server_system: None,
         sndbuf_bytes: Some(212_992),
         rcvbuf_bytes: Some(212_992),
         mss_bytes: None,
+        route: None,
+        mtu_bytes: None,
         endpoint: None,
         phases: None,
         latencies: BTreeMap::new(),

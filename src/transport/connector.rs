@@ -70,6 +70,64 @@ pub struct Dialer {
 }
 
 impl Dialer {
+    /// A dialer for a listener another process opened (`connect` across processes or
+    /// hosts): `target` is that listener's [`Dialer::endpoint`].
+    ///
+    /// # Errors
+    /// A transport without connections, or a target of the wrong kind.
+    pub fn to(
+        kind: TransportKind,
+        target: &super::Endpoint,
+        opts: &TransportOptions,
+        linger0: bool,
+    ) -> anyhow::Result<Dialer> {
+        let (domain, ty, protocol, addr) = match (kind, target) {
+            (TransportKind::Tcp | TransportKind::Tcp6, super::Endpoint::Address(a)) => {
+                let domain = if a.is_ipv6() {
+                    Domain::IPV6
+                } else {
+                    Domain::IPV4
+                };
+                (
+                    domain,
+                    Type::STREAM,
+                    Some(Protocol::TCP),
+                    SockAddr::from(*a),
+                )
+            }
+            (TransportKind::Unix, super::Endpoint::Path(p)) => {
+                (Domain::UNIX, Type::STREAM, None, SockAddr::unix(p)?)
+            }
+            (TransportKind::UnixSeqpacket, super::Endpoint::Path(p)) => {
+                (Domain::UNIX, Type::SEQPACKET, None, SockAddr::unix(p)?)
+            }
+            (kind, e) => anyhow::bail!("{kind} cannot dial {e}: not a listener of {kind}"),
+        };
+        Ok(Dialer {
+            domain,
+            ty,
+            protocol,
+            target: addr,
+            opts: opts.clone(),
+            linger0,
+        })
+    }
+
+    /// Where another process dials this dialer's listener: the address, or for a Unix
+    /// listener the socket reached through this process's descriptor of it.
+    pub fn endpoint(&self) -> super::Endpoint {
+        if let Some(a) = self.target.as_socket() {
+            return super::Endpoint::Address(a);
+        }
+        let path = self
+            .target
+            .as_pathname()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let own = format!("/proc/{}/", std::process::id());
+        super::Endpoint::Path(path.replacen("/proc/self/", &own, 1).into())
+    }
+
     /// Open a new connection to the listener.
     ///
     /// # Errors

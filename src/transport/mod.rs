@@ -13,6 +13,9 @@
 //! This module does not time or count anything; that is the workload's job.
 
 pub mod connector;
+pub mod route;
+
+pub use route::{canonical_ip, is_local_address, route_between, route_of};
 mod mq;
 pub use mq::max_depth as mq_max_depth;
 mod pipe;
@@ -281,6 +284,10 @@ pub struct LinkInfo {
     pub rcvbuf_bytes: Option<u64>,
     /// TCP maximum segment size of the sending socket.
     pub mss_bytes: Option<u64>,
+    /// The device the data goes through (IP transports).
+    pub route: Option<String>,
+    /// That device's MTU.
+    pub mtu_bytes: Option<u64>,
     /// Where the receiving side listened (address:port or path), for the report.
     pub endpoint: Option<String>,
 }
@@ -453,6 +460,10 @@ pub fn open_pair(kind: TransportKind, opts: &TransportOptions, id: usize) -> any
     let (sndbuf, _) = sender.conn.socket_buffers();
     info.sndbuf_bytes = sndbuf.or(info.sndbuf_bytes);
     info.mss_bytes = sender.conn.mss();
+    if let Some((dev, mtu)) = route_of(sender.conn.as_ref()) {
+        info.route = Some(dev);
+        info.mtu_bytes = mtu;
+    }
     info.endpoint = Some(match (&endpoint, opts.connect) {
         // The address the sender dialled (--connect may name another of this host's).
         (Endpoint::Address(a), Some(ip)) => SocketAddr::new(ip, a.port()).to_string(),
@@ -492,6 +503,32 @@ pub fn open_duplex(
         }),
         info: forward.info,
     })
+}
+
+/// Two one-way channels in opposite directions used as one two-way end: sends go to
+/// `tx`, receives come from `rx`.
+pub fn duplex(tx: Box<dyn Conn>, rx: Box<dyn Conn>) -> Box<dyn Conn> {
+    Box::new(Duplex { tx, rx })
+}
+
+/// An end of an anonymous transport that a parent sockbench handed down to this child
+/// process (`--placement processes`): a socketpair end, or a pipe's read end (`reading`)
+/// or write end.
+///
+/// # Errors
+/// A transport that is not anonymous.
+pub fn inherited(
+    kind: TransportKind,
+    fd: std::os::fd::OwnedFd,
+    reading: bool,
+) -> anyhow::Result<Box<dyn Conn>> {
+    match kind {
+        TransportKind::Socketpair => Ok(SocketConn::boxed(socket2::Socket::from(fd), false)),
+        TransportKind::Pipe => Ok(pipe::end(fd, reading)),
+        _ => Err(anyhow::anyhow!(
+            "{kind} is not handed down: it has a name to open"
+        )),
+    }
 }
 
 /// A placeholder for sides that make their own connections (the `connect` workload):
@@ -654,8 +691,7 @@ pub(crate) fn granted_buffers(sender: &socket2::Socket, receiver: &socket2::Sock
     LinkInfo {
         sndbuf_bytes: sender.send_buffer_size().ok().map(|n| n as u64),
         rcvbuf_bytes: receiver.recv_buffer_size().ok().map(|n| n as u64),
-        mss_bytes: None,
-        endpoint: None,
+        ..LinkInfo::default()
     }
 }
 

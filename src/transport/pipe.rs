@@ -75,8 +75,8 @@ fn make_pair(
         info: LinkInfo {
             sndbuf_bytes: Some(size),
             rcvbuf_bytes: Some(size),
-            mss_bytes: None,
             endpoint,
+            ..LinkInfo::default()
         },
     })
 }
@@ -85,6 +85,15 @@ fn make_pair(
 pub fn anonymous(opts: &TransportOptions) -> anyhow::Result<Pair> {
     let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).context("pipe2 failed")?;
     make_pair(r, w, opts, None)
+}
+
+/// A pipe end handed down by a parent process: its read end or its write end.
+pub(super) fn end(fd: OwnedFd, reading: bool) -> Box<dyn Conn> {
+    if reading {
+        Box::new(PipeReader(File::from(fd)))
+    } else {
+        Box::new(PipeWriter(Some(File::from(fd))))
+    }
 }
 
 /// A FIFO in the run directory with its read end open, waiting for a writer; the FIFO

@@ -312,6 +312,12 @@ impl PeerLink {
         self.wait_for(s, Duration::ZERO)
     }
 
+    /// A signal the peer sent, if one is waiting (for a bridge that carries signals to a
+    /// peer in another process).
+    pub fn try_take(&self) -> Option<PeerSignal> {
+        self.rx.try_recv().ok()
+    }
+
     /// Wait up to `timeout` for `s`; true if it came or the peer is gone.
     pub fn wait_for(&self, s: PeerSignal, timeout: Duration) -> bool {
         match self.rx.recv_timeout(timeout) {
@@ -441,6 +447,13 @@ impl StartLine {
         }
     }
 
+    /// Whether every party but one (the coordinator, who opens the line when its peer
+    /// process is ready too) has arrived.
+    pub fn others_arrived(&self) -> bool {
+        let st = self.gate.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.0 + 1 >= self.gate.parties
+    }
+
     /// Let everyone go now (a side could not be started: the run is abandoned).
     pub fn open(&self) {
         let mut st = self.gate.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -504,7 +517,7 @@ pub enum Endpoint {
 
 /// The two roles of a run: the sender (the client, for request/response workloads) and
 /// the receiver (the server).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Role {
     /// Sends the data or starts each exchange.
@@ -549,6 +562,17 @@ pub struct Roles {
     pub udp_drops: Option<u64>,
     /// Time to open one stream's transport (the average over streams).
     pub connect_time: Duration,
+    /// The other process's host, when a role ran on a server or in a child.
+    pub peer: Option<PeerInfo>,
+}
+
+/// What a peer process said about its host during a run.
+#[derive(Clone, Debug)]
+pub struct PeerInfo {
+    /// Its machine-wide CPU over the run.
+    pub system: Option<crate::measure::cpu::SystemCpu>,
+    /// Its machine.
+    pub environment: crate::environment::Environment,
 }
 
 impl Roles {

@@ -1,0 +1,513 @@
+//! `sockbench server`: wait for clients (`sockbench stream --server HOST ...`), play the
+//! other role of each run they ask for, and log one line per test on stderr. Each client
+//! has its own thread and deadlines, so one that stalls, dies or sends garbage never holds
+//! up another; `--max-clients` bounds the tests that run at once.
+//!
+//! Also the hidden `sockbench peer`, the child a `--placement processes` run starts: one
+//! conversation with its parent over an inherited socket.
+
+use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+use super::{FAILED, USAGE};
+use crate::cli::{PeerArgs, ServerArgs};
+use crate::control::auth::Key;
+use crate::control::messages::{Limits, ScenarioMsg};
+use crate::control::session::{Peer, Session, Step};
+use crate::control::{Control, ControlError, HANDSHAKE_DEADLINE};
+use crate::environment::Environment;
+use crate::measure::units::{format_bits_per_second, format_bytes};
+use crate::placement::split::{canonical, server_run, ServerSide};
+use crate::placement::threads::RunDir;
+use crate::workload::{Role, SideReport};
+
+/// Most connections that may be in their handshake at once (each has a thread for at
+/// most the handshake deadline).
+const MAX_PENDING: usize = 64;
+
+/// What every conversation of a server shares.
+struct Shared {
+    key: Option<Key>,
+    limits: Limits,
+    path: Option<PathBuf>,
+    max_clients: usize,
+    verbose: bool,
+    environment: Environment,
+    /// Conversations past their handshake.
+    active: AtomicUsize,
+    /// Connections still in their handshake.
+    pending: AtomicUsize,
+    /// Control sockets of live conversations, to hang up on Ctrl-C.
+    live: Mutex<Vec<(u64, TcpStream)>>,
+    next: AtomicU64,
+    tests: AtomicU64,
+    refused: AtomicU64,
+    served_one: AtomicBool,
+}
+
+/// Run `sockbench server`.
+pub fn run(args: &ServerArgs) -> ExitCode {
+    let key = match &args.key_file {
+        Some(p) => match Key::load(p) {
+            Ok(k) => Some(k),
+            Err(e) => {
+                eprintln!("sockbench: error: {e:#}");
+                return ExitCode::from(USAGE);
+            }
+        },
+        None => None,
+    };
+    let limits = match limits_of(args) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("sockbench: error: {e}");
+            return ExitCode::from(USAGE);
+        }
+    };
+    let listener = match bind(args.listen.as_deref(), args.port) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("sockbench: error: {e:#}");
+            return ExitCode::from(FAILED);
+        }
+    };
+    if let Err(e) = crate::interrupt::install() {
+        eprintln!("sockbench: warning: cannot catch Ctrl-C: {e}");
+    }
+    let local = listener
+        .local_addr()
+        .map_or_else(|_| "?".into(), |a| a.to_string());
+    eprintln!(
+        "sockbench server {} listening on {local} (control protocol {}); up to {} tests at once, runs of up to {} s, messages up to {}, {} streams",
+        env!("CARGO_PKG_VERSION"),
+        crate::control::VERSION,
+        args.max_clients,
+        limits.max_duration_s,
+        format_bytes(limits.max_size),
+        limits.max_streams
+    );
+    if key.is_none() {
+        eprintln!(
+            "sockbench server: no --key-file: any client that reaches this port can run tests (set a pre-shared key with --key-file to require one)"
+        );
+    }
+    let shared = Arc::new(Shared {
+        key,
+        limits,
+        path: args.path.clone(),
+        max_clients: args.max_clients.max(1) as usize,
+        verbose: args.verbose,
+        environment: Environment::collect(),
+        active: AtomicUsize::new(0),
+        pending: AtomicUsize::new(0),
+        live: Mutex::new(Vec::new()),
+        next: AtomicU64::new(0),
+        tests: AtomicU64::new(0),
+        refused: AtomicU64::new(0),
+        served_one: AtomicBool::new(false),
+    });
+    if let Err(e) = listener.set_nonblocking(true) {
+        eprintln!("sockbench: error: cannot poll the listening socket: {e}");
+        return ExitCode::from(FAILED);
+    }
+    let mut threads = Vec::new();
+    loop {
+        if crate::interrupt::requested() {
+            break;
+        }
+        if args.once
+            && shared.served_one.load(Ordering::Relaxed)
+            && shared.active.load(Ordering::Relaxed) == 0
+        {
+            break;
+        }
+        threads.retain(|h: &std::thread::JoinHandle<()>| !h.is_finished());
+        match listener.accept() {
+            Ok((stream, from)) => {
+                if shared.pending.load(Ordering::Relaxed) >= MAX_PENDING {
+                    log(&shared, &format!("{from} dropped: {MAX_PENDING} connections are already in their handshake"));
+                    continue;
+                }
+                shared.pending.fetch_add(1, Ordering::Relaxed);
+                let shared = Arc::clone(&shared);
+                let spawned = std::thread::Builder::new()
+                    .name("sb-client".into())
+                    .spawn(move || converse_tcp(&shared, stream, from));
+                match spawned {
+                    Ok(h) => threads.push(h),
+                    Err(e) => eprintln!("sockbench server: cannot start a thread for {from}: {e}"),
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                // EMFILE and friends: say it and keep serving the clients already here.
+                eprintln!("sockbench server: accept failed: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+    // Hang up on every client (their runs end at once) and give the threads a moment.
+    for (_, s) in shared.live.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        let _ = s.shutdown(std::net::Shutdown::Both);
+    }
+    let until = Instant::now() + Duration::from_secs(3);
+    while threads.iter().any(|h| !h.is_finished()) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    eprintln!(
+        "sockbench server: stopped after {} tests ({} refused)",
+        shared.tests.load(Ordering::Relaxed),
+        shared.refused.load(Ordering::Relaxed)
+    );
+    ExitCode::SUCCESS
+}
+
+/// Run the hidden `sockbench peer`: one conversation with the parent on an inherited
+/// socket.
+pub fn peer(args: &PeerArgs) -> ExitCode {
+    let fd = args.control_fd;
+    let valid = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GETFD).is_ok();
+    if !valid {
+        eprintln!(
+            "sockbench: error: `peer` is started by sockbench itself (--placement processes)"
+        );
+        return ExitCode::from(USAGE);
+    }
+    let stream = UnixStream::from(crate::sys::own_fd(fd));
+    let shared = Shared {
+        key: None,
+        limits: Limits {
+            max_duration_s: u64::from(u32::MAX),
+            max_size: crate::plan::MAX_SIZE,
+            max_streams: crate::plan::MAX_PARALLEL,
+            max_memory: u64::MAX,
+        },
+        path: args.path.clone(),
+        max_clients: 1,
+        verbose: false,
+        environment: Environment::collect(),
+        active: AtomicUsize::new(0),
+        pending: AtomicUsize::new(0),
+        live: Mutex::new(Vec::new()),
+        next: AtomicU64::new(0),
+        tests: AtomicU64::new(0),
+        refused: AtomicU64::new(0),
+        served_one: AtomicBool::new(false),
+    };
+    let ctl = Control::new(Box::new(stream));
+    match converse(&shared, ctl, Peer::Parent, "parent".into(), Instant::now()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sockbench peer: {e:#}");
+            ExitCode::from(FAILED)
+        }
+    }
+}
+
+fn limits_of(args: &ServerArgs) -> Result<Limits, String> {
+    let size = |name: &str, t: &str| {
+        crate::measure::units::parse_size(t).map_err(|e| format!("--{name}: {e}"))
+    };
+    let max_duration = crate::measure::units::parse_duration(&args.max_duration)
+        .map_err(|e| format!("--max-duration: {e}"))?;
+    if max_duration < Duration::from_secs(1) {
+        return Err("--max-duration must be at least 1 s".into());
+    }
+    if args.max_streams == 0 || args.max_streams > crate::plan::MAX_PARALLEL {
+        return Err(format!(
+            "--max-streams must be between 1 and {}",
+            crate::plan::MAX_PARALLEL
+        ));
+    }
+    Ok(Limits {
+        max_duration_s: max_duration.as_secs(),
+        max_size: size("max-size", &args.max_size)?,
+        max_streams: args.max_streams,
+        max_memory: size("max-memory", &args.max_memory)?,
+    })
+}
+
+/// The listening socket: `--listen` (default: every address, IPv6 and IPv4) at `port`.
+fn bind(listen: Option<&str>, port: u16) -> anyhow::Result<TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let ip: IpAddr = match listen {
+        Some(t) => t
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse()
+            .with_context(|| format!("--listen {t:?} is not an IP address"))?,
+        None => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+    };
+    let addr = SocketAddr::new(ip, port);
+    let open = |addr: SocketAddr| -> std::io::Result<TcpListener> {
+        let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+        if addr.is_ipv6() {
+            sock.set_only_v6(false)?;
+        }
+        sock.set_reuse_address(true)?;
+        sock.bind(&addr.into())?;
+        sock.listen(128)?;
+        Ok(sock.into())
+    };
+    match open(addr) {
+        Ok(l) => Ok(l),
+        // No IPv6 on this host: every IPv4 address instead.
+        Err(_) if listen.is_none() => open(SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), port))
+            .with_context(|| format!("cannot listen on port {port}")),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(anyhow::anyhow!(e).context(format!(
+            "cannot listen on {addr}: the port is in use (another sockbench server?): pick another with --port"
+        ))),
+        Err(e) => Err(anyhow::anyhow!(e).context(format!("cannot listen on {addr}"))),
+    }
+}
+
+/// One TCP client, from accept to hang-up.
+fn converse_tcp(shared: &Shared, stream: TcpStream, from: SocketAddr) {
+    let accepted = Instant::now();
+    let peer = if crate::transport::is_local_address(from.ip()) {
+        Peer::Local
+    } else {
+        Peer::Remote
+    };
+    let _ = stream.set_nodelay(true);
+    let id = shared.next.fetch_add(1, Ordering::Relaxed);
+    if let Ok(clone) = stream.try_clone() {
+        shared
+            .live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((id, clone));
+    }
+    let ctl = Control::new(Box::new(stream));
+    let who = SocketAddr::new(canonical(from.ip()), from.port()).to_string();
+    let r = converse(shared, ctl, peer, who.clone(), accepted);
+    shared
+        .live
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|(i, _)| *i != id);
+    if let Err(e) = r {
+        if shared.verbose || !is_handshake_noise(&e) {
+            log(shared, &format!("{who} {e:#}"));
+        }
+    }
+}
+
+/// Whether `e` is a client that never spoke the protocol (a port scan, an idle `nc`):
+/// logged only with -v.
+fn is_handshake_noise(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<ControlError>().is_some_and(|c| {
+        matches!(
+            c,
+            ControlError::Deadline(_) | ControlError::Closed | ControlError::Frame(_)
+        )
+    })
+}
+
+/// Holds one of the `--max-clients` slots while a conversation is past its handshake.
+struct Slot<'a>(&'a AtomicUsize);
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// One conversation: the handshake within its deadlines, then runs until the client says
+/// goodbye, hangs up, idles past the deadline or breaks a rule.
+fn converse(
+    shared: &Shared,
+    mut ctl: Control,
+    peer: Peer,
+    who: String,
+    accepted: Instant,
+) -> anyhow::Result<()> {
+    let mut session = Session::new(shared.key.clone(), shared.limits, peer)?;
+    let mut pending = true;
+    let mut slot: Option<Slot<'_>> = None;
+    let result = (|| -> anyhow::Result<()> {
+        loop {
+            let wait = if session.established() {
+                session.wait()
+            } else {
+                // The whole handshake, however the client spreads its bytes.
+                session
+                    .wait()
+                    .min(HANDSHAKE_DEADLINE.saturating_sub(accepted.elapsed()))
+                    .max(Duration::from_millis(1))
+            };
+            let frame = match ctl.next(wait) {
+                Ok(f) => f,
+                Err(ControlError::Closed) if session.established() => return Ok(()),
+                Err(e) => {
+                    if e.is_deadline() {
+                        ctl.refuse("too slow: the deadline for this step passed");
+                    }
+                    return Err(e.into());
+                }
+            };
+            match session.on_frame(&frame) {
+                Step::Reply(kind, body) => {
+                    let value: serde_json::Value = serde_json::from_slice(&body)?;
+                    ctl.send(kind, &value)?;
+                }
+                Step::Run(msg) => {
+                    if slot.is_none() {
+                        if shared.active.fetch_add(1, Ordering::Relaxed) >= shared.max_clients {
+                            shared.active.fetch_sub(1, Ordering::Relaxed);
+                            shared.refused.fetch_add(1, Ordering::Relaxed);
+                            let why = format!(
+                                "the server is busy: {} tests are running (its --max-clients); try again shortly",
+                                shared.max_clients
+                            );
+                            ctl.refuse(&why);
+                            anyhow::bail!("refused: {why}");
+                        }
+                        slot = Some(Slot(&shared.active));
+                        shared.served_one.store(true, Ordering::Relaxed);
+                    }
+                    if pending {
+                        shared.pending.fetch_sub(1, Ordering::Relaxed);
+                        pending = false;
+                    }
+                    run_one(shared, &mut ctl, &msg, peer, &who)?;
+                }
+                Step::Ignore => {}
+                Step::End => return Ok(()),
+                Step::Refuse(why) => {
+                    shared.refused.fetch_add(1, Ordering::Relaxed);
+                    ctl.refuse(&why);
+                    anyhow::bail!("refused: {why}");
+                }
+            }
+            if session.established() && pending {
+                shared.pending.fetch_sub(1, Ordering::Relaxed);
+                pending = false;
+            }
+        }
+    })();
+    if pending && peer != Peer::Parent {
+        shared.pending.fetch_sub(1, Ordering::Relaxed);
+    }
+    ctl.stream().shutdown();
+    drop(slot);
+    result
+}
+
+/// One run for a client, logged.
+fn run_one(
+    shared: &Shared,
+    ctl: &mut Control,
+    msg: &ScenarioMsg,
+    peer: Peer,
+    who: &str,
+) -> anyhow::Result<()> {
+    let sc = &msg.scenario;
+    let what = format!(
+        "{} {} {} {} -P {} ({})",
+        sc.workload,
+        sc.transport,
+        sc.engine,
+        format_bytes(sc.size),
+        sc.parallel,
+        match msg.server_role {
+            Role::Sender => "server sends",
+            Role::Receiver => "server receives",
+        }
+    );
+    let dir = RunDir::open(shared.path.as_ref())?;
+    let side = ServerSide {
+        dir: &dir.path(),
+        peer,
+        max_duration: Duration::from_secs(shared.limits.max_duration_s),
+        environment: &shared.environment,
+    };
+    let r = server_run(ctl, msg, &side);
+    shared.tests.fetch_add(1, Ordering::Relaxed);
+    match r {
+        Ok(reports) => {
+            if peer != Peer::Parent {
+                log(shared, &format!("{who} {what}: {}", summary(&reports)));
+            }
+            Ok(())
+        }
+        Err(e) => Err(e.context(format!("{what} failed"))),
+    }
+}
+
+/// The server role's own count of a run: bytes, messages and rate over its interval.
+fn summary(reports: &[SideReport]) -> String {
+    let bytes: u64 = reports.iter().map(|r| r.bytes).sum();
+    let messages: u64 = reports.iter().map(|r| r.messages).sum();
+    let secs = reports
+        .iter()
+        .filter_map(|r| r.elapsed)
+        .max()
+        .map_or(0.0, |d| d.as_secs_f64());
+    let rate = if secs > 0.0 {
+        bytes as f64 * 8.0 / secs
+    } else {
+        0.0
+    };
+    format!(
+        "{} in {messages} messages over {secs:.2} s ({})",
+        format_bytes(bytes),
+        format_bits_per_second(rate)
+    )
+}
+
+/// A line on stderr, with the time (UTC).
+fn log(_shared: &Shared, line: &str) {
+    eprintln!("{} {}", utc_now(), crate::control::wire::clean(line, 2000));
+}
+
+/// Now as `YYYY-MM-DDTHH:MM:SSZ`.
+fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    utc(secs)
+}
+
+/// Seconds since 1970 as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days, proleptic Gregorian).
+fn utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_printed_in_utc() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc(1_795_000_000), "2026-11-18T11:06:40Z");
+    }
+}

@@ -1,0 +1,464 @@
+//! The other role on a `sockbench server` (`--server HOST[:PORT]`), or in a child
+//! sockbench (`--placement processes`): this process plays one role of every stream over
+//! a control connection, and both sides' reports come back as one run's [`Roles`].
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+
+use super::split::{client_run, ClientOutcome, ClientSide};
+use super::threads::RunDir;
+use super::{Placement, RunError};
+use crate::control::auth::{self, Key, NONCE_BYTES};
+use crate::control::frame::FrameType;
+use crate::control::messages::{channels_of, Auth, Bye, Hello, Welcome};
+use crate::control::wire::{clean, WireSide};
+use crate::control::{Control, ControlError, DEFAULT_PORT, HANDSHAKE_DEADLINE, VERSION};
+use crate::environment::Environment;
+use crate::measure::cpu::{SystemCpu, SystemTicks};
+use crate::plan::Scenario;
+use crate::transport::{Conn, TransportKind, TransportOptions};
+use crate::workload::{PeerInfo, Role, Roles, SideReport, Stop};
+
+/// How long dialling the server may take.
+const DIAL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `HOST`, `HOST:PORT`, `[V6]:PORT` or a bare IPv6 address, as socket addresses.
+///
+/// # Errors
+/// A port that is not a number, a name that does not resolve.
+pub fn resolve(target: &str) -> anyhow::Result<Vec<SocketAddr>> {
+    let with_port = if target.parse::<std::net::Ipv6Addr>().is_ok() {
+        format!("[{target}]:{DEFAULT_PORT}")
+    } else if target.starts_with('[') && target.ends_with(']') || !target.contains(':') {
+        format!("{target}:{DEFAULT_PORT}")
+    } else {
+        target.to_string()
+    };
+    let addrs: Vec<SocketAddr> = with_port
+        .to_socket_addrs()
+        .with_context(|| {
+            format!("cannot resolve server {target:?}: give HOST, HOST:PORT or [IPV6]:PORT")
+        })?
+        .collect();
+    if addrs.is_empty() {
+        bail!("server {target:?} has no address");
+    }
+    Ok(addrs)
+}
+
+/// Run the client's side of the handshake on `ctl`: hello, welcome, and with a key both
+/// proofs. Returns the server's welcome.
+///
+/// # Errors
+/// Another protocol version, a key the server does not share, a server that asks for no
+/// key when this side has one (it cannot prove itself), a deadline passing.
+pub fn handshake(ctl: &mut Control, key: Option<&Key>) -> anyhow::Result<Welcome> {
+    let nonce = auth::random(NONCE_BYTES)?;
+    ctl.send(
+        FrameType::Hello,
+        &Hello {
+            version: VERSION,
+            tool: env!("CARGO_PKG_VERSION").to_string(),
+            nonce: hex::encode(&nonce),
+        },
+    )?;
+    let welcome: Welcome =
+        ctl.expect(FrameType::Welcome, HANDSHAKE_DEADLINE)
+            .map_err(|e| match e {
+                ControlError::Refused(why) => anyhow!("the server refused: {why}"),
+                e => anyhow!(e).context(
+                    "no welcome from the server (is it a sockbench server of this release?)",
+                ),
+            })?;
+    if welcome.version != VERSION {
+        bail!(
+            "the server speaks protocol version {}, this client {VERSION}",
+            welcome.version
+        );
+    }
+    let server_nonce =
+        auth::nonce_bytes(&welcome.nonce).context("the server's nonce is not 32 bytes of hex")?;
+    match (key, welcome.key_required) {
+        (None, false) => {}
+        (None, true) => bail!("the server requires a key: give the same --key-file as the server's"),
+        (Some(_), false) => bail!(
+            "the server does not ask for a key, so it cannot prove it holds yours: it is not the server you configured (or runs without --key-file)"
+        ),
+        (Some(key), true) => {
+            ctl.send(
+                FrameType::Auth,
+                &Auth {
+                    mac: key.client_proof(&nonce, &server_nonce),
+                },
+            )?;
+            let answer: Auth = ctl.expect(FrameType::Auth, HANDSHAKE_DEADLINE).map_err(|e| match e {
+                ControlError::Refused(why) => anyhow!("the server refused: {why}"),
+                e => anyhow!(e),
+            })?;
+            if !key.check_server(&answer.mac, &server_nonce, &nonce) {
+                bail!("the server's proof does not match the key: it is not the server you configured");
+            }
+        }
+    }
+    Ok(welcome)
+}
+
+/// A control connection to a server, handshake done.
+///
+/// # Errors
+/// The server cannot be reached or refuses, with what to try.
+pub fn dial(target: &str, key: Option<&Key>) -> anyhow::Result<(Control, Welcome)> {
+    let mut last = None;
+    for addr in resolve(target)? {
+        match TcpStream::connect_timeout(&addr, DIAL_TIMEOUT) {
+            Ok(s) => {
+                s.set_nodelay(true)
+                    .context("cannot set TCP_NODELAY on the control connection")?;
+                let mut ctl = Control::new(Box::new(s));
+                let welcome = handshake(&mut ctl, key)?;
+                return Ok((ctl, welcome));
+            }
+            Err(e) => last = Some((addr, e)),
+        }
+    }
+    let (addr, e) = last.expect("at least one address");
+    Err(anyhow!(e).context(format!(
+        "cannot reach sockbench server at {addr}: is `sockbench server` running there, and is its port open?"
+    )))
+}
+
+/// Where the other role runs.
+enum Peer {
+    /// A server at this address (as given).
+    Server(String),
+    /// A child of this process, started for each run.
+    Child,
+}
+
+/// The other role in another process.
+pub struct Remote {
+    peer: Peer,
+    key: Option<Key>,
+    server_role: Role,
+    path: Option<PathBuf>,
+    ctl: Mutex<Option<Control>>,
+    environment: Mutex<Option<Environment>>,
+}
+
+impl Remote {
+    /// The other role on the server at `target`, which plays `server_role`.
+    pub fn server(
+        target: String,
+        key: Option<Key>,
+        server_role: Role,
+        path: Option<PathBuf>,
+    ) -> Remote {
+        Remote {
+            peer: Peer::Server(target),
+            key,
+            server_role,
+            path,
+            ctl: Mutex::new(None),
+            environment: Mutex::new(None),
+        }
+    }
+
+    /// The other role (`child_role`) in a child process started for each run.
+    pub fn child(path: Option<PathBuf>, child_role: Role) -> Remote {
+        Remote {
+            peer: Peer::Child,
+            key: None,
+            server_role: child_role,
+            path,
+            ctl: Mutex::new(None),
+            environment: Mutex::new(None),
+        }
+    }
+
+    /// The role the other process plays.
+    pub fn other_role(&self) -> Role {
+        self.server_role
+    }
+
+    /// The server as given (None for a child).
+    pub fn target(&self) -> Option<&str> {
+        match &self.peer {
+            Peer::Server(t) => Some(t),
+            Peer::Child => None,
+        }
+    }
+
+    /// The server's environment, once a run has brought it.
+    pub fn peer_environment(&self) -> Option<Environment> {
+        self.environment
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn run_on_server(
+        &self,
+        target: &str,
+        sc: &Scenario,
+        stop: Stop,
+    ) -> Result<(ClientOutcome, Option<SystemCpu>), RunError> {
+        let mut guard = self.ctl.lock().unwrap_or_else(|e| e.into_inner());
+        if guard.is_none() {
+            let (ctl, _) = dial(target, self.key.as_ref()).map_err(RunError::Failed)?;
+            *guard = Some(ctl);
+        }
+        let ctl = guard.as_mut().expect("connected");
+        let dir = open_dir(sc, self.path.as_ref())?;
+        let t0 = SystemTicks::now();
+        let outcome = client_run(
+            ctl,
+            sc,
+            stop,
+            self.server_role,
+            ClientSide {
+                dir: &dir.path(),
+                inherited: Vec::new(),
+            },
+        );
+        let t1 = SystemTicks::now();
+        if outcome.is_err() {
+            // The conversation may be mid-run: start the next run on a new one.
+            *guard = None;
+        }
+        Ok((
+            outcome?,
+            t0.zip(t1).and_then(|(a, b)| SystemCpu::between(&a, &b)),
+        ))
+    }
+
+    fn run_in_child(
+        &self,
+        sc: &Scenario,
+        stop: Stop,
+    ) -> Result<(ClientOutcome, Option<SystemCpu>), RunError> {
+        let dir = open_dir(sc, self.path.as_ref())?;
+        let (mine, theirs) = UnixStream::pair().map_err(|e| {
+            RunError::Failed(anyhow!(e).context("cannot make the control socket pair"))
+        })?;
+        // Anonymous transports: both ends made here, the child's handed down.
+        // (this side's end, the child's end, its descriptor)
+        type Handed = (Box<dyn Conn>, Box<dyn Conn>, RawFd);
+        let mut inherited: Vec<Handed> = Vec::new();
+        if matches!(
+            sc.transport,
+            TransportKind::Pipe | TransportKind::Socketpair
+        ) {
+            let opts = TransportOptions {
+                sndbuf: sc.sndbuf.map(|n| n as usize),
+                rcvbuf: sc.rcvbuf.map(|n| n as usize),
+                message_bytes: sc.size as usize,
+                ..TransportOptions::default()
+            };
+            for ch in channels_of(sc, self.server_role) {
+                let pair = crate::transport::open_pair(sc.transport, &opts, 0)
+                    .map_err(RunError::Failed)?;
+                // The child reads a channel whose data flows to its role.
+                let child_reads = (self.server_role == Role::Receiver) == ch.forward;
+                let (child_end, my_end) =
+                    if child_reads || sc.transport == TransportKind::Socketpair {
+                        (pair.receiver, pair.sender)
+                    } else {
+                        (pair.sender, pair.receiver)
+                    };
+                let fd = child_end
+                    .raw_fd()
+                    .ok_or_else(|| RunError::Failed(anyhow!("an end without a descriptor")))?;
+                inherited.push((my_end, child_end, fd));
+            }
+        }
+        let mut child = spawn_child(&theirs, inherited.iter().map(|i| i.2), self.path.as_ref())
+            .map_err(RunError::Failed)?;
+        drop(theirs);
+        let mut handed = Vec::new();
+        for (mine_end, child_end, fd) in inherited {
+            drop(child_end); // the child has its own copy now
+            handed.push((mine_end, fd));
+        }
+        let mut ctl = Control::new(Box::new(mine));
+        let outcome = (|| {
+            handshake(&mut ctl, None).map_err(RunError::Failed)?;
+            let t0 = SystemTicks::now();
+            let o = client_run(
+                &mut ctl,
+                sc,
+                stop,
+                self.server_role,
+                ClientSide {
+                    dir: &dir.path(),
+                    inherited: handed,
+                },
+            )?;
+            let t1 = SystemTicks::now();
+            let _ = ctl.send(FrameType::Bye, &Bye {});
+            Ok((o, t0.zip(t1).and_then(|(a, b)| SystemCpu::between(&a, &b))))
+        })();
+        drop(ctl);
+        reap(&mut child);
+        outcome
+    }
+}
+
+/// A private directory for this side's names (client-side listeners of one-way
+/// transports, Unix `connect` listeners).
+fn open_dir(sc: &Scenario, user: Option<&PathBuf>) -> Result<RunDir, RunError> {
+    let _ = sc;
+    RunDir::open(user).map_err(RunError::Failed)
+}
+
+/// Start a child sockbench that serves one conversation on `control` (and owns the
+/// handed-down descriptors `fds`).
+fn spawn_child(
+    control: &UnixStream,
+    fds: impl Iterator<Item = RawFd>,
+    path: Option<&PathBuf>,
+) -> anyhow::Result<Child> {
+    let exe = std::env::current_exe().context("cannot find this program to start a child")?;
+    let cfd = control.as_raw_fd();
+    let mut handed = vec![cfd];
+    handed.extend(fds);
+    for &fd in &handed {
+        inheritable(fd, true)?;
+    }
+    let mut cmd = Command::new(exe);
+    cmd.arg("peer").arg("--control-fd").arg(cfd.to_string());
+    if let Some(p) = path {
+        cmd.arg("--path").arg(p);
+    }
+    let spawned = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("cannot start a child sockbench");
+    for &fd in &handed {
+        let _ = inheritable(fd, false);
+    }
+    spawned
+}
+
+/// Clear (or set back) close-on-exec on `fd`, so a child inherits it.
+fn inheritable(fd: RawFd, inherit: bool) -> anyhow::Result<()> {
+    use nix::fcntl::{fcntl, FcntlArg, FdFlag};
+    let flags = if inherit {
+        FdFlag::empty()
+    } else {
+        FdFlag::FD_CLOEXEC
+    };
+    fcntl(fd, FcntlArg::F_SETFD(flags)).context("cannot hand a descriptor to the child")?;
+    Ok(())
+}
+
+/// Wait for the child (it ends when the conversation does); kill it if it lingers.
+fn reap(child: &mut Child) {
+    let until = Instant::now() + Duration::from_secs(2);
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) | Err(_) => return,
+            Ok(None) if Instant::now() > until => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+        }
+    }
+}
+
+impl Placement for Remote {
+    fn name(&self) -> &'static str {
+        match self.peer {
+            Peer::Server(_) => "server",
+            Peer::Child => "processes",
+        }
+    }
+
+    fn run(&self, sc: &Scenario, stop: Stop) -> Result<Roles, RunError> {
+        if crate::interrupt::requested() {
+            return Err(RunError::Interrupted);
+        }
+        // UDP drops are counted by the receiving host's kernel: here when this side
+        // receives.
+        let udp6 = sc.transport == TransportKind::Udp6;
+        let count_here = !sc.transport.reliable() && self.server_role == Role::Sender;
+        let udp_before = count_here
+            .then(|| crate::measure::netstat::udp_rcvbuf_errors(udp6))
+            .flatten();
+        let (o, system) = match &self.peer {
+            Peer::Server(t) => self.run_on_server(t, sc, stop)?,
+            Peer::Child => self.run_in_child(sc, stop)?,
+        };
+        let udp_here = udp_before
+            .zip(crate::measure::netstat::udp_rcvbuf_errors(udp6))
+            .map(|(a, b)| b.saturating_sub(a));
+        let theirs = o
+            .result
+            .sides
+            .iter()
+            .cloned()
+            .map(WireSide::into_side)
+            .collect::<Result<Vec<SideReport>, _>>()
+            .map_err(|e| RunError::Failed(anyhow!(e)))?;
+        if theirs.len() != o.reports.len() {
+            return Err(RunError::Failed(anyhow!(
+                "the peer reported {} streams, this side ran {}",
+                theirs.len(),
+                o.reports.len()
+            )));
+        }
+        let mut environment = o.result.environment.clone();
+        environment.kernel = clean(&environment.kernel, 200);
+        environment.hostname = clean(&environment.hostname, 100);
+        environment.cpu_model = environment.cpu_model.map(|m| clean(&m, 200));
+        environment.governor = environment.governor.map(|g| clean(&g, 50));
+        for v in environment.sysctls.values_mut() {
+            *v = v.as_deref().map(|t| clean(t, 200));
+        }
+        *self.environment.lock().unwrap_or_else(|e| e.into_inner()) = Some(environment.clone());
+        let (senders, receivers, server_receives) = match self.server_role {
+            Role::Receiver => (o.reports, theirs, true),
+            Role::Sender => (theirs, o.reports, false),
+        };
+        if senders.iter().any(|s| s.interrupted) && crate::interrupt::requested() {
+            return Err(RunError::Interrupted);
+        }
+        let mut link = o.link;
+        link.sndbuf_bytes = senders
+            .first()
+            .and_then(|s| s.socket_buffers.0)
+            .or(link.sndbuf_bytes);
+        link.rcvbuf_bytes = receivers
+            .first()
+            .and_then(|r| r.socket_buffers.1)
+            .or(link.rcvbuf_bytes);
+        let _ = std::io::stderr().flush();
+        Ok(Roles {
+            senders,
+            receivers,
+            system,
+            link,
+            udp_drops: if server_receives {
+                o.result.udp_drops
+            } else {
+                udp_here
+            },
+            connect_time: o.connect_time,
+            peer: Some(PeerInfo {
+                system: o.result.system,
+                environment,
+            }),
+        })
+    }
+}
