@@ -323,6 +323,30 @@ impl Drop for Slot<'_> {
     }
 }
 
+/// How long a client over `--max-clients` waits for a test to end before it is told the
+/// server is busy (a test whose client just died takes a moment to be noticed).
+const BUSY_WAIT: Duration = Duration::from_secs(2);
+
+/// Take one of the `--max-clients` slots, waiting up to [`BUSY_WAIT`] for one to free up.
+fn take_slot(shared: &Shared) -> bool {
+    let until = Instant::now() + BUSY_WAIT;
+    loop {
+        let taken = shared
+            .active
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < shared.max_clients).then_some(n + 1)
+            })
+            .is_ok();
+        if taken {
+            return true;
+        }
+        if Instant::now() > until || crate::interrupt::requested() {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// One conversation: the handshake within its deadlines, then runs until the client says
 /// goodbye, hangs up, idles past the deadline or breaks a rule.
 fn converse(
@@ -363,8 +387,7 @@ fn converse(
                 }
                 Step::Run(msg) => {
                     if slot.is_none() {
-                        if shared.active.fetch_add(1, Ordering::Relaxed) >= shared.max_clients {
-                            shared.active.fetch_sub(1, Ordering::Relaxed);
+                        if !take_slot(shared) {
                             shared.refused.fetch_add(1, Ordering::Relaxed);
                             let why = format!(
                                 "the server is busy: {} tests are running (its --max-clients); try again shortly",
@@ -425,19 +448,25 @@ fn run_one(
             Role::Receiver => "server receives",
         }
     );
-    let dir = RunDir::open(shared.path.as_ref())?;
+    let dir = if sc.transport.uses_path() {
+        Some(RunDir::open(shared.path.as_ref())?)
+    } else {
+        None
+    };
     let side = ServerSide {
-        dir: &dir.path(),
         peer,
         max_duration: Duration::from_secs(shared.limits.max_duration_s),
         environment: &shared.environment,
     };
-    let r = server_run(ctl, msg, &side);
+    let r = server_run(ctl, msg, &side, dir);
     shared.tests.fetch_add(1, Ordering::Relaxed);
     match r {
         Ok(reports) => {
             if peer != Peer::Parent {
-                log(shared, &format!("{who} {what}: {}", summary(&reports)));
+                log(
+                    shared,
+                    &format!("{who} {what}: {}", summary(&reports, msg.server_role)),
+                );
             }
             Ok(())
         }
@@ -446,7 +475,7 @@ fn run_one(
 }
 
 /// The server role's own count of a run: bytes, messages and rate over its interval.
-fn summary(reports: &[SideReport]) -> String {
+fn summary(reports: &[SideReport], role: Role) -> String {
     let bytes: u64 = reports.iter().map(|r| r.bytes).sum();
     let messages: u64 = reports.iter().map(|r| r.messages).sum();
     let secs = reports
@@ -460,7 +489,12 @@ fn summary(reports: &[SideReport]) -> String {
         0.0
     };
     format!(
-        "{} in {messages} messages over {secs:.2} s ({})",
+        "{} {bytes} bytes ({}) in {messages} messages over {secs:.3} s ({})",
+        if role == Role::Sender {
+            "sent"
+        } else {
+            "received"
+        },
         format_bytes(bytes),
         format_bits_per_second(rate)
     )

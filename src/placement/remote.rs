@@ -224,7 +224,7 @@ impl Remote {
             stop,
             self.server_role,
             ClientSide {
-                dir: &dir.path(),
+                dir,
                 inherited: Vec::new(),
             },
         );
@@ -297,7 +297,7 @@ impl Remote {
                 stop,
                 self.server_role,
                 ClientSide {
-                    dir: &dir.path(),
+                    dir,
                     inherited: handed,
                 },
             )?;
@@ -312,10 +312,12 @@ impl Remote {
 }
 
 /// A private directory for this side's names (client-side listeners of one-way
-/// transports, Unix `connect` listeners).
-fn open_dir(sc: &Scenario, user: Option<&PathBuf>) -> Result<RunDir, RunError> {
-    let _ = sc;
-    RunDir::open(user).map_err(RunError::Failed)
+/// transports, Unix `connect` listeners), for transports that have file-system names.
+fn open_dir(sc: &Scenario, user: Option<&PathBuf>) -> Result<Option<RunDir>, RunError> {
+    if !sc.transport.uses_path() {
+        return Ok(None);
+    }
+    RunDir::open(user).map(Some).map_err(RunError::Failed)
 }
 
 /// Start a child sockbench that serves one conversation on `control` (and owns the

@@ -20,7 +20,6 @@
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::path::Path;
 use std::sync::mpsc::{self, Receiver, TryRecvError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -28,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 
+use super::threads::RunDir;
 use super::RunError;
 use crate::control::frame::FrameType;
 use crate::control::messages::{
@@ -315,7 +315,8 @@ fn drive(
         }
         if started.elapsed() > limit {
             ctl.refuse(&format!(
-                "the run went {:.0} s past its planned end",
+                "the run was abandoned after {:.0} s (a timed run's end plus {:.0} s, or the server's --max-duration)",
+                started.elapsed().as_secs_f64(),
                 STALL_GRACE.as_secs_f64()
             ));
             return fail(
@@ -362,11 +363,12 @@ fn drive(
     }
 }
 
-/// How long a run of `stop` may take at most (a run bounded by count or bytes: `max`).
+/// How long a run of `stop` may take at most: a timed run its time and a grace for a
+/// slow end; a run bounded by count or bytes, `max` (the server's --max-duration).
 fn run_limit(stop: Stop, max: Duration) -> Duration {
     match stop {
         Stop::Duration(d) => d + STALL_GRACE,
-        _ => max + STALL_GRACE,
+        _ => max,
     }
 }
 
@@ -476,22 +478,23 @@ pub fn bind_for(
 }
 
 /// Options for this process's transports in a run of `sc`.
-fn options(sc: &Scenario, dir: &Path, bind: Option<SocketAddr>) -> TransportOptions {
+fn options(sc: &Scenario, dir: Option<&RunDir>, bind: Option<SocketAddr>) -> TransportOptions {
     TransportOptions {
         sndbuf: sc.sndbuf.map(|n| n as usize),
         rcvbuf: sc.rcvbuf.map(|n| n as usize),
         nodelay: sc.nodelay,
         bind,
         connect: None,
-        dir: dir.to_path_buf(),
+        dir: dir.map(RunDir::path).unwrap_or_default(),
         message_bytes: sc.size as usize,
     }
 }
 
 /// What the client brings to a run besides the scenario.
-pub struct ClientSide<'a> {
-    /// Where this side makes names (a private directory).
-    pub dir: &'a Path,
+pub struct ClientSide {
+    /// Where this side makes names (a private directory, removed as soon as every
+    /// connection is made), for transports with names in the file system.
+    pub dir: Option<RunDir>,
     /// Ends of an anonymous transport made before the peer was started, one per channel:
     /// this process's end and the descriptor the child inherited.
     pub inherited: Vec<(Box<dyn Conn>, RawFd)>,
@@ -519,7 +522,7 @@ pub fn client_run(
     sc: &Scenario,
     stop: Stop,
     server_role: Role,
-    mut side: ClientSide<'_>,
+    mut side: ClientSide,
 ) -> Result<ClientOutcome, RunError> {
     let my_role = if server_role == Role::Sender {
         Role::Receiver
@@ -547,7 +550,7 @@ pub fn client_run(
     let token = hex::decode(&ready.token)
         .map_err(|_| RunError::Failed(anyhow!("the server's token is not hex")))?;
     let bind = bind_for(sc.transport, ctl.stream().local_ip()).map_err(RunError::Failed)?;
-    let opts = options(sc, side.dir, bind);
+    let opts = options(sc, side.dir.as_ref(), bind);
     let channels = channels_of(sc, server_role);
     let wiring = spec(sc.workload).wiring();
     let mut wired = Wired::default();
@@ -679,6 +682,7 @@ pub fn client_run(
             other => other,
         });
     }
+    drop(side.dir.take()); // every name in it is gone already
     if wiring == Wiring::ListenDial && my_role == Role::Sender {
         if let Some(Some(ep)) = theirs.endpoints.first() {
             link.endpoint.get_or_insert_with(|| ep.to_string());
@@ -725,8 +729,6 @@ pub fn client_run(
 
 /// What the server brings to a run.
 pub struct ServerSide<'a> {
-    /// Where this side makes names.
-    pub dir: &'a Path,
     /// Who the client is.
     pub peer: Peer,
     /// The longest a run may take.
@@ -745,6 +747,7 @@ pub fn server_run(
     ctl: &mut Control,
     msg: &ScenarioMsg,
     side: &ServerSide<'_>,
+    mut dir: Option<RunDir>,
 ) -> anyhow::Result<Vec<SideReport>> {
     let sc = &msg.scenario;
     let role = msg.server_role;
@@ -755,7 +758,7 @@ pub fn server_run(
         e
     };
     let bind = bind_for(sc.transport, ctl.stream().local_ip()).map_err(|e| fail(e, ctl))?;
-    let opts = options(sc, side.dir, bind);
+    let opts = options(sc, dir.as_ref(), bind);
     let channels = channels_of(sc, role);
     let wiring = spec(sc.workload).wiring();
     let anonymous = matches!(
@@ -856,6 +859,7 @@ pub fn server_run(
         };
         conns.push(half);
     }
+    drop(dir.take()); // every name in it is gone already
     let mut wired = Wired::default();
     let sides: Vec<(Box<dyn Conn>, Option<workload::Endpoint>)> = if wiring == Wiring::ListenDial {
         if role == Role::Sender {

@@ -33,13 +33,19 @@ const INTERRUPT_GRACE: Duration = Duration::from_millis(600);
 /// exists only while the run opens its transports (every name in it is removed as soon
 /// as both ends are open, and then the directory goes too, so a killed run leaves
 /// nothing).
-pub(crate) enum RunDir {
+pub enum RunDir {
+    /// A private directory, removed when dropped.
     Private(tempfile::TempDir),
+    /// `--path`, left as it is.
     User(PathBuf),
 }
 
 impl RunDir {
-    pub(crate) fn open(user: Option<&PathBuf>) -> anyhow::Result<RunDir> {
+    /// `--path` if given, else a new private directory.
+    ///
+    /// # Errors
+    /// The private directory cannot be made.
+    pub fn open(user: Option<&PathBuf>) -> anyhow::Result<RunDir> {
         if let Some(p) = user {
             return Ok(RunDir::User(p.clone()));
         }
@@ -58,7 +64,8 @@ impl RunDir {
             })
     }
 
-    pub(crate) fn path(&self) -> PathBuf {
+    /// Where names go.
+    pub fn path(&self) -> PathBuf {
         match self {
             RunDir::Private(t) => t.path().to_path_buf(),
             RunDir::User(p) => p.clone(),

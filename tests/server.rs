@@ -1,0 +1,668 @@
+//! `sockbench server` and the client side (`--server`), and `--placement processes`, on
+//! this host: every workload over every named transport both ways, counts that agree with
+//! what the other process logged, keys, limits, and a server that survives idle, garbage
+//! and killed clients without slowing down or leaking threads and descriptors.
+//! (Two hosts, shaped links and injected loss: tests/lab.rs.)
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{u, Sandbox};
+use serde_json::Value;
+
+/// A running `sockbench server` on 127.0.0.1 at a port the kernel picked, its stderr
+/// collected line by line.
+struct Server {
+    child: Child,
+    port: u16,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Server {
+    fn start(sb: &Sandbox, extra: &[&str]) -> Server {
+        let mut child = sb
+            .sockbench()
+            .args(["server", "--listen", "127.0.0.1", "--port", "0"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let first = lines.next().unwrap().unwrap();
+        let port = first
+            .split("listening on 127.0.0.1:")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {first:?}"));
+        let log = Arc::new(Mutex::new(vec![first]));
+        let sink = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for l in lines.map_while(Result::ok) {
+                sink.lock().unwrap().push(l);
+            }
+        });
+        Server { child, port, log }
+    }
+
+    fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Ctrl-C, and the exit status.
+    fn stop(mut self) -> std::process::ExitStatus {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGINT,
+        );
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn json_of(out: &std::process::Output) -> Value {
+    assert!(
+        out.status.success(),
+        "failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
+}
+
+fn client(sb: &Sandbox, args: &[&str]) -> std::process::Output {
+    sb.sockbench()
+        .args(args)
+        .args(["--format", "json", "-q"])
+        .output()
+        .unwrap()
+}
+
+/// Every result ran and moved something.
+fn all_ran(v: &Value, what: &str) {
+    let results = v["results"].as_array().unwrap();
+    assert!(!results.is_empty(), "{what}: no results");
+    for r in results {
+        assert!(
+            r["error"].is_null(),
+            "{what} {}: {}",
+            r["transport"],
+            r["error"]
+        );
+        assert!(
+            u(r, "/messages_received") > 0,
+            "{what} {}: {r}",
+            r["transport"]
+        );
+    }
+}
+
+#[test]
+fn every_workload_runs_against_a_local_server_both_ways_over_every_named_transport() {
+    let sb = Sandbox::new();
+    let server = Server::start(&sb, &[]);
+    let addr = server.addr();
+    for w in ["stream", "pingpong", "rate", "connect"] {
+        for reverse in [false, true] {
+            let mut args = vec![w, "--server", &addr, "-t", "all", "-d", "0.15", "-w", "0"];
+            if reverse {
+                args.push("--reverse");
+            }
+            let v = json_of(&client(&sb, &args));
+            let what = format!("{w} reverse={reverse}");
+            all_ran(&v, &what);
+            let p = &v["placement"];
+            assert_eq!(p["name"], "server", "{what}");
+            assert_eq!(p["other_role"], if reverse { "sender" } else { "receiver" });
+            assert_eq!(p["server"], addr.as_str());
+            assert!(
+                p["server_environment"]["kernel"]
+                    .as_str()
+                    .is_some_and(|k| k.starts_with("Linux")),
+                "{p}"
+            );
+            // Pipes and socketpairs cannot be opened by name: skipped with the reason.
+            if w != "connect" {
+                let skipped: Vec<&str> = v["skipped"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter_map(|s| s["transport"].as_str())
+                    .collect();
+                assert_eq!(skipped, ["socketpair", "pipe"], "{what}");
+            }
+        }
+    }
+    assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
+    let log = server.log();
+    assert!(
+        log.contains("stream shm blocking 64 KiB -P 1 (server sends)"),
+        "{log}"
+    );
+    assert!(server.stop().success());
+}
+
+#[test]
+fn the_client_and_the_server_count_the_same_bytes_and_messages() {
+    let sb = Sandbox::new();
+    let server = Server::start(&sb, &[]);
+    let addr = server.addr();
+    let v = json_of(&client(
+        &sb,
+        &[
+            "stream", "--server", &addr, "-t", "tcp", "-s", "4K", "-n", "500", "-w", "0",
+        ],
+    ));
+    let r = &v["results"][0];
+    assert_eq!(u(r, "/bytes_sent"), 500 * 4096);
+    assert_eq!(u(r, "/bytes_received"), 500 * 4096);
+    // The server's own count, logged by the other process: 2000 KiB in 500 messages.
+    let log = server.log();
+    assert!(
+        log.contains("received 2048000 bytes (1.95 MiB) in 500 messages"),
+        "{log}"
+    );
+    // Reversed: the server sends 300 datagrams, the client receives what arrived.
+    let v = json_of(&client(
+        &sb,
+        &[
+            "rate", "--server", &addr, "-t", "udp", "-n", "300", "--rate", "20k", "-w", "0", "-R",
+        ],
+    ));
+    let r = &v["results"][0];
+    assert_eq!(u(r, "/messages_sent"), 300);
+    assert_eq!(
+        u(r, "/messages_received") + u(r, "/messages_lost"),
+        300,
+        "{r}"
+    );
+    let run = &r["runs"][0];
+    assert_eq!(run["route"], "lo", "{run}");
+    assert!(u(run, "/mtu_bytes") > 0);
+}
+
+#[test]
+fn processes_placement_runs_every_workload_over_every_transport_in_a_child() {
+    let sb = Sandbox::new();
+    for w in ["stream", "pingpong", "rate", "connect"] {
+        for reverse in [false, true] {
+            let mut args = vec![
+                w,
+                "--placement",
+                "processes",
+                "-t",
+                "all",
+                "-d",
+                "0.1",
+                "-w",
+                "0",
+            ];
+            if reverse {
+                args.push("-R");
+            }
+            let v = json_of(&client(&sb, &args));
+            let what = format!("{w} reverse={reverse}");
+            all_ran(&v, &what);
+            assert_eq!(v["placement"]["name"], "processes");
+            assert!(v["skipped"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|s| s["transport"] != "pipe"));
+        }
+    }
+    // The child pins its role where --cpus says: the receiver's CPU is the child's.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus >= 2 {
+        let v = json_of(&client(
+            &sb,
+            &[
+                "stream",
+                "--placement",
+                "processes",
+                "-t",
+                "pipe",
+                "-d",
+                "0.2",
+                "--cpus",
+                "0,1",
+            ],
+        ));
+        let run = &v["results"][0]["runs"][0];
+        assert_eq!(run["sender"]["on_cpu"][0]["start"], 0, "{run}");
+        assert_eq!(run["receiver"]["on_cpu"][0]["start"], 1, "{run}");
+        assert_eq!(run["receiver"]["on_cpu"][0]["end"], 1, "{run}");
+    }
+    assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
+    assert!(common::shm_leftovers().is_empty());
+}
+
+#[test]
+fn a_key_is_required_proved_both_ways_and_never_optional() {
+    let sb = Sandbox::new();
+    let key = sb.path().join("k.key");
+    let other = sb.path().join("other.key");
+    std::fs::write(&key, "correct horse battery staple\n").unwrap();
+    std::fs::write(&other, "not the server's key at all\n").unwrap();
+    let server = Server::start(&sb, &["--key-file", key.to_str().unwrap()]);
+    let addr = server.addr();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "pingpong", "--server", &addr, "-t", "tcp", "-n", "100", "-w", "0",
+        ];
+        args.extend_from_slice(extra);
+        client(&sb, &args)
+    };
+    let ok = run(&["--key-file", key.to_str().unwrap()]);
+    assert_eq!(u(&json_of(&ok), "/results/0/messages_received"), 100);
+    let none = run(&[]);
+    assert_eq!(none.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&none.stderr).contains("requires a key"));
+    let wrong = run(&["--key-file", other.to_str().unwrap()]);
+    assert_eq!(wrong.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&wrong.stderr).contains("authentication failed"),
+        "{}",
+        String::from_utf8_lossy(&wrong.stderr)
+    );
+    assert!(!server.log().contains("no --key-file"));
+    // A client with a key does not trust a server that asks for none.
+    let open = Server::start(&sb, &[]);
+    let until = Instant::now() + Duration::from_secs(3);
+    while !open.log().contains("no --key-file") && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(open.log().contains("no --key-file"));
+    let out = client(
+        &sb,
+        &[
+            "stream",
+            "--server",
+            &open.addr(),
+            "-n",
+            "10",
+            "--key-file",
+            key.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot prove it holds yours"));
+}
+
+#[test]
+fn limits_are_the_servers_and_a_busy_server_says_so() {
+    let sb = Sandbox::new();
+    let server = Server::start(
+        &sb,
+        &[
+            "--max-duration",
+            "5s",
+            "--max-clients",
+            "1",
+            "--max-size",
+            "1M",
+        ],
+    );
+    let addr = server.addr();
+    let out = client(&sb, &["stream", "--server", &addr, "-d", "6"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("up to 5 s"), "{err}");
+    let out = client(&sb, &["stream", "--server", &addr, "-s", "2M", "-n", "1"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("limit of 1 to 1048576"));
+    // One long test holds the only slot: the next client waits 2 s for it, then is told
+    // the server is busy.
+    let mut long = sb
+        .sockbench()
+        .args([
+            "stream", "--server", &addr, "-t", "tcp", "-d", "4", "-w", "0", "-q",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    let out = client(&sb, &["stream", "--server", &addr, "-n", "10", "-w", "0"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("busy"));
+    assert!(
+        t.elapsed() >= Duration::from_millis(1900),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(long.wait().unwrap().success());
+    // A client that comes while a test ends waits for it instead of being turned away.
+    let mut short = sb
+        .sockbench()
+        .args([
+            "stream", "--server", &addr, "-t", "tcp", "-d", "1", "-w", "0", "-q",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    json_of(&client(
+        &sb,
+        &["stream", "--server", &addr, "-n", "10", "-w", "0"],
+    ));
+    assert!(short.wait().unwrap().success());
+    // A run bounded by a count is cut off at the server's --max-duration.
+    let strict = Server::start(&sb, &["--max-duration", "1s"]);
+    let t = Instant::now();
+    let out = client(
+        &sb,
+        &[
+            "rate",
+            "--server",
+            &strict.addr(),
+            "-t",
+            "udp",
+            "-n",
+            "100000000",
+            "--rate",
+            "1k",
+            "-w",
+            "0",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("abandoned after 1 s"), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+}
+
+#[test]
+fn an_idle_connection_delays_no_test_and_is_dropped_at_the_hello_deadline() {
+    let sb = Sandbox::new();
+    let server = Server::start(&sb, &["--max-clients", "1"]);
+    let addr = server.addr();
+    let opened = Instant::now();
+    let mut idle = TcpStream::connect(&addr).unwrap();
+    let t = Instant::now();
+    let out = client(
+        &sb,
+        &["pingpong", "--server", &addr, "-n", "200", "-w", "0"],
+    );
+    json_of(&out);
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    // The idle connection is told and closed once the 5 s hello deadline passes.
+    idle.set_read_timeout(Some(Duration::from_secs(9))).unwrap();
+    let mut buf = Vec::new();
+    let _ = idle.read_to_end(&mut buf);
+    let closed = opened.elapsed();
+    assert!(
+        closed >= Duration::from_millis(4800) && closed < Duration::from_secs(8),
+        "{closed:?}"
+    );
+}
+
+#[test]
+fn garbage_oversized_frames_and_slow_dribbles_are_cut_off_and_the_next_test_runs() {
+    let sb = Sandbox::new();
+    let server = Server::start(&sb, &["-v"]);
+    let addr = server.addr();
+    let closes_within = |bytes: &[u8], within: Duration| {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        s.write_all(bytes).unwrap();
+        s.set_read_timeout(Some(within + Duration::from_secs(2)))
+            .unwrap();
+        let t = Instant::now();
+        let mut buf = Vec::new();
+        let _ = s.read_to_end(&mut buf);
+        assert!(t.elapsed() < within, "{:?} for {bytes:?}", t.elapsed());
+    };
+    // An unknown frame type; a hello announcing ~4 GiB (iperf3 #2072); a hello whose
+    // body is not JSON.
+    closes_within(&[0xff, 0, 0, 0, 1, 0], Duration::from_secs(1));
+    closes_within(&[1, 0xff, 0xff, 0xff, 0xf0], Duration::from_secs(1));
+    closes_within(&[1, 0, 0, 0, 3, b'{', b'"', 0x1b], Duration::from_secs(1));
+    // A hello dribbled a byte every 700 ms never completes: the hello deadline (5 s)
+    // ends it, not the client.
+    let dribble = std::thread::spawn({
+        let addr = addr.clone();
+        move || {
+            let mut s = TcpStream::connect(&addr).unwrap();
+            let t = Instant::now();
+            for b in std::iter::repeat(b'x') {
+                if s.write_all(&[b]).is_err() || t.elapsed() > Duration::from_secs(12) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(700));
+            }
+            t.elapsed()
+        }
+    });
+    let out = client(
+        &sb,
+        &[
+            "stream", "--server", &addr, "-t", "tcp", "-n", "100", "-w", "0",
+        ],
+    );
+    json_of(&out);
+    let cut = dribble.join().unwrap();
+    assert!(cut < Duration::from_secs(9), "{cut:?}");
+    let log = server.log();
+    assert!(log.contains("unknown control frame type 255"), "{log}");
+    assert!(log.contains("announces 4294967280 bytes"), "{log}");
+    assert!(!log.contains('\u{1b}'), "escape reached the log");
+}
+
+fn threads_and_fds(pid: u32) -> (usize, usize) {
+    let count = |d: String| std::fs::read_dir(d).map_or(0, |r| r.count());
+    (
+        count(format!("/proc/{pid}/task")),
+        count(format!("/proc/{pid}/fd")),
+    )
+}
+
+/// The server's counts once they stop changing (a finished conversation's thread may
+/// take a moment to go).
+fn settled(pid: u32, want: (usize, usize)) -> (usize, usize) {
+    let until = Instant::now() + Duration::from_secs(3);
+    loop {
+        let now = threads_and_fds(pid);
+        if now == want || Instant::now() > until {
+            return now;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_hundred_tests_with_every_tenth_client_killed_leave_the_server_as_it_was() {
+    let sb = Sandbox::new();
+    let server = Server::start(&sb, &["--max-clients", "1"]);
+    let addr = server.addr();
+    let quick = [
+        "stream", "--server", &addr, "-t", "tcp", "-n", "50", "-w", "0", "-q",
+    ];
+    assert!(sb
+        .sockbench()
+        .args(quick)
+        .output()
+        .unwrap()
+        .status
+        .success());
+    let base = settled(server.pid(), (0, 0));
+    let base = settled(server.pid(), base);
+    for i in 1..100 {
+        if i % 10 == 0 {
+            let mut victim = sb
+                .sockbench()
+                .args([
+                    "stream", "--server", &addr, "-t", "tcp", "-d", "10", "-w", "0", "-q",
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+            victim.kill().unwrap();
+            victim.wait().unwrap();
+            // The next test starts at once: the killed client's slot is free.
+            let t = Instant::now();
+            let out = sb.sockbench().args(quick).output().unwrap();
+            assert!(
+                out.status.success(),
+                "{}\nserver: {}",
+                String::from_utf8_lossy(&out.stderr),
+                server.log()
+            );
+            assert!(
+                t.elapsed() < Duration::from_secs(1),
+                "test after a kill took {:?}",
+                t.elapsed()
+            );
+        } else {
+            let out = sb.sockbench().args(quick).output().unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    assert_eq!(settled(server.pid(), base), base, "threads and descriptors");
+    assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
+}
+
+#[test]
+fn ctrl_c_on_either_side_ends_the_test_promptly_and_the_server_reports_its_count() {
+    let sb = Sandbox::new();
+    let server = Server::start(&sb, &[]);
+    let addr = server.addr();
+    let sigint = |c: &Child| {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(c.id() as i32),
+            nix::sys::signal::Signal::SIGINT,
+        )
+        .unwrap();
+    };
+    let c = sb
+        .sockbench()
+        .args([
+            "stream", "--server", &addr, "-t", "tcp", "-d", "5", "-w", "0", "-q", "--format",
+            "json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let t = Instant::now();
+    sigint(&c);
+    let out = c.wait_with_output().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert_eq!(out.status.code(), Some(130));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["interrupted"], true);
+    // The server goes on serving.
+    json_of(&client(
+        &sb,
+        &["stream", "--server", &addr, "-n", "10", "-w", "0"],
+    ));
+    // Ctrl-C on the server mid-test: the client fails at once, saying why.
+    let c = sb
+        .sockbench()
+        .args([
+            "stream", "--server", &addr, "-t", "tcp", "-d", "5", "-w", "0", "-q",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let t = Instant::now();
+    let status = server.stop();
+    let out = c.wait_with_output().unwrap();
+    assert!(status.success());
+    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn bad_server_flags_and_unreachable_servers_say_what_to_do() {
+    let sb = Sandbox::new();
+    let usage = |args: &[&str], says: &str| {
+        let out = sb.sockbench().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    };
+    usage(
+        &["stream", "--reverse"],
+        "--server HOST or --placement processes",
+    );
+    usage(&["stream", "--key-file", "k"], "--server");
+    usage(
+        &["stream", "--server", "127.0.0.1:1", "-t", "pipe"],
+        "--placement processes",
+    );
+    usage(
+        &[
+            "stream",
+            "--server",
+            "127.0.0.1",
+            "-t",
+            "tcp",
+            "--bind",
+            "127.0.0.1",
+        ],
+        "do not apply with --server",
+    );
+    usage(
+        &[
+            "stream",
+            "--server",
+            "127.0.0.1",
+            "--key-file",
+            "/nonexistent/k",
+        ],
+        "cannot read key file",
+    );
+    usage(&["server", "--max-duration", "abc"], "--max-duration");
+    usage(
+        &["server", "--key-file", "/nonexistent/k"],
+        "cannot read key file",
+    );
+    // Nothing listens on port 1.
+    let out = sb
+        .sockbench()
+        .args(["stream", "--server", "127.0.0.1:1", "-n", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is `sockbench server` running there"));
+    // A port in use.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let out = sb
+        .sockbench()
+        .args(["server", "--listen", "127.0.0.1", "--port", &port])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("in use"));
+}
