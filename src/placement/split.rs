@@ -700,6 +700,15 @@ pub fn client_run(
             .map(|c| (c, None))
             .collect()
     };
+    if link.route.is_none() && sc.transport.is_ip() {
+        // connect makes its connections as it runs: they take the control connection's
+        // path (the server binds the address the client reached it at).
+        let route = ctl.stream().local_ip().zip(ctl.stream().peer_ip());
+        if let Some((dev, mtu)) = route.and_then(|(l, p)| transport::route_between(l, p)) {
+            link.route = Some(dev);
+            link.mtu_bytes = mtu;
+        }
+    }
     let mut roles = LocalRoles::spawn(sc, stop, my_role, sides).map_err(|e| fail(e, ctl))?;
     if let Err(e) = roles.wait_ready(STEP_DEADLINE) {
         roles.abort();
