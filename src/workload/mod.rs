@@ -200,7 +200,7 @@ pub const SEND_PIECE: usize = 64 << 20;
 ///
 /// # Errors
 /// `OutOfMemory` if the allocation fails.
-pub fn buffer(size: usize, fill: u8) -> io::Result<Vec<u8>> {
+pub fn buffer(size: usize, fill: u8) -> io::Result<crate::sys::Buffer> {
     crate::sys::filled_buffer(size, fill).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::OutOfMemory,
@@ -876,7 +876,7 @@ mod tests {
         let e = buffer(isize::MAX as usize, 0).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::OutOfMemory);
         assert!(e.to_string().contains("smaller --size"), "{e}");
-        assert_eq!(buffer(3, 7).unwrap(), [7, 7, 7]);
+        assert_eq!(*buffer(3, 7).unwrap(), [7, 7, 7]);
     }
 
     /// Wait up to 2 s for `t` to end; if it does not, release everyone and fail.
