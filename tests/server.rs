@@ -549,6 +549,47 @@ fn a_hundred_tests_with_every_tenth_client_killed_leave_the_server_as_it_was() {
 }
 
 #[test]
+fn a_killed_client_on_a_local_transport_leaves_no_role_blocked_on_the_server() {
+    // A dead peer wakes a socket or pipe reader by itself; a queue or a ring does not:
+    // the server wakes its own roles (the queue's end marker, the ring's abandon flag).
+    let sb = Sandbox::new();
+    let server = Server::start(&sb, &[]);
+    let addr = server.addr();
+    json_of(&client(
+        &sb,
+        &[
+            "stream", "--server", &addr, "-t", "mq", "-n", "10", "-w", "0",
+        ],
+    ));
+    let base = settled(server.pid(), (0, 0));
+    let base = settled(server.pid(), base);
+    for t in ["mq", "shm", "fifo", "unix"] {
+        for (w, reverse) in [("stream", false), ("stream", true), ("pingpong", false)] {
+            let mut args = vec![w, "--server", &addr, "-t", t, "-d", "10", "-w", "0", "-q"];
+            if reverse {
+                args.push("-R");
+            }
+            let mut victim = sb
+                .sockbench()
+                .args(&args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(400));
+            victim.kill().unwrap();
+            victim.wait().unwrap();
+            assert_eq!(
+                settled(server.pid(), base),
+                base,
+                "{w} {t} reverse={reverse}"
+            );
+        }
+    }
+    assert!(common::shm_leftovers().is_empty());
+}
+
+#[test]
 fn ctrl_c_on_either_side_ends_the_test_promptly_and_the_server_reports_its_count() {
     let sb = Sandbox::new();
     let server = Server::start(&sb, &[]);

@@ -19,7 +19,7 @@
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::RawFd;
 use std::sync::mpsc::{self, Receiver, TryRecvError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -80,8 +80,8 @@ pub struct LocalRoles {
     start: StartLine,
     /// Per stream: the bridge's end of the role's link to its peer role.
     bridges: Vec<PeerLink>,
-    /// Duplicates of the roles' socket descriptors, to wake them when the run is abandoned.
-    wakers: Vec<OwnedFd>,
+    /// What wakes each role's end when the run is abandoned (see `Conn::waker`).
+    wakers: Vec<transport::Waker>,
     reports: Vec<SideReport>,
     failure: Option<anyhow::Error>,
 }
@@ -116,14 +116,7 @@ impl LocalRoles {
             .cpus
             .map(|c| if role == Role::Sender { c.0 } else { c.1 });
         for (i, (conn, endpoint)) in ends.into_iter().enumerate() {
-            for fd in [conn.raw_fd(), conn.send_fd(), conn.recv_fd()]
-                .into_iter()
-                .flatten()
-            {
-                if let Some(dup) = waker(fd) {
-                    roles.wakers.push(dup);
-                }
-            }
+            roles.wakers.extend(conn.waker());
             let conn = match engine.attach(conn) {
                 Ok(c) => c,
                 Err(e) => {
@@ -179,8 +172,8 @@ impl LocalRoles {
     /// Abandon the run: wake every role (sockets shut down, the line opened) and give
     /// them a moment to end.
     pub fn abort(&mut self) {
-        for fd in &self.wakers {
-            let _ = nix::sys::socket::shutdown(fd.as_raw_fd(), nix::sys::socket::Shutdown::Both);
+        for wake in &self.wakers {
+            wake();
         }
         self.start.open();
         let until = Instant::now() + JOIN_GRACE;
@@ -258,20 +251,6 @@ impl Drop for LocalRoles {
             self.abort();
         }
     }
-}
-
-/// A duplicate of a socket descriptor (None for other descriptors: only sockets can be
-/// shut down from outside).
-fn waker(fd: RawFd) -> Option<OwnedFd> {
-    let is_socket = nix::sys::stat::fstat(fd)
-        .map(|st| st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFSOCK)
-        .unwrap_or(false);
-    if !is_socket {
-        return None;
-    }
-    nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(0))
-        .ok()
-        .map(crate::sys::own_fd)
 }
 
 /// How the coordinating thread ends a run.

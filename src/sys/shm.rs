@@ -19,7 +19,8 @@ use std::io;
 use std::num::NonZeroUsize;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use nix::fcntl::{posix_fallocate, OFlag};
@@ -166,6 +167,7 @@ pub fn create(name: &str, capacity: usize) -> io::Result<Consumer> {
         map: mapped?,
         tail: 0,
         cached_head: 0,
+        abandoned: Arc::default(),
     })
 }
 
@@ -188,6 +190,7 @@ pub fn open(name: &str) -> io::Result<Producer> {
         map: Mapping::map(&fd, len)?,
         head: 0,
         cached_tail: 0,
+        abandoned: Arc::default(),
     })
 }
 
@@ -231,6 +234,7 @@ pub struct Producer {
     map: Mapping,
     head: u64,
     cached_tail: u64,
+    abandoned: Arc<AtomicBool>,
 }
 
 impl Producer {
@@ -255,7 +259,9 @@ impl Producer {
             if self.head - self.cached_tail < cap {
                 continue;
             }
-            if hdr.closed.0.load(Ordering::Acquire) & CONSUMER_CLOSED != 0 {
+            if hdr.closed.0.load(Ordering::Acquire) & CONSUMER_CLOSED != 0
+                || self.abandoned.load(Ordering::Acquire)
+            {
                 return Err(io::ErrorKind::BrokenPipe.into());
             }
             backoff.wait();
@@ -268,6 +274,12 @@ impl Producer {
             hdr.head.0.store(self.head, Ordering::Release);
         }
         Ok(n)
+    }
+
+    /// A flag that, once set (by another thread, when the run is abandoned because the
+    /// consumer's process died), makes a waiting write fail with `BrokenPipe`.
+    pub fn abandon_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.abandoned)
     }
 
     /// Mark the stream finished: the consumer reads what is left, then end of data.
@@ -291,12 +303,19 @@ pub struct Consumer {
     map: Mapping,
     tail: u64,
     cached_head: u64,
+    abandoned: Arc<AtomicBool>,
 }
 
 impl Consumer {
     /// The ring's data capacity in bytes.
     pub fn capacity(&self) -> usize {
         self.map.capacity
+    }
+
+    /// A flag that, once set (by another thread, when the run is abandoned because the
+    /// producer's process died), makes a waiting read return end of data.
+    pub fn abandon_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.abandoned)
     }
 
     /// Read up to `dst.len()` bytes, waiting while the ring is empty. Returns 0 once the
@@ -315,6 +334,9 @@ impl Consumer {
             self.cached_head = hdr.head.0.load(Ordering::Acquire);
             if self.cached_head > self.tail {
                 continue;
+            }
+            if self.abandoned.load(Ordering::Acquire) {
+                return 0;
             }
             if hdr.closed.0.load(Ordering::Acquire) & PRODUCER_CLOSED != 0 {
                 // Re-read head: the producer may have written just before closing.

@@ -325,7 +325,16 @@ pub trait Conn: Send {
     fn mss(&self) -> Option<u64> {
         None
     }
+    /// Something another thread can call to wake a role blocked on this end when its run
+    /// is abandoned (its peer process died): a socket is shut down, a ring or a queue is
+    /// told the data ended. `None` where the peer's death wakes it anyway (pipes, FIFOs).
+    fn waker(&self) -> Option<Waker> {
+        None
+    }
 }
+
+/// Wakes a role blocked on its end (see [`Conn::waker`]).
+pub type Waker = Box<dyn Fn() + Send + Sync>;
 
 /// Both ends of a freshly opened transport.
 pub struct Pair {
@@ -561,6 +570,15 @@ struct Duplex {
 }
 
 impl Conn for Duplex {
+    fn waker(&self) -> Option<Waker> {
+        let (a, b) = (self.tx.waker(), self.rx.waker());
+        if a.is_none() && b.is_none() {
+            return None;
+        }
+        Some(Box::new(move || {
+            a.iter().chain(b.iter()).for_each(|w| w());
+        }))
+    }
     fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.tx.send(buf)
     }
@@ -613,6 +631,14 @@ impl Conn for SocketConn {
     }
     fn set_recv_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         self.sock.set_read_timeout(timeout)
+    }
+    fn waker(&self) -> Option<Waker> {
+        // A duplicate of the descriptor: shutting it down wakes the role, and no other
+        // socket can ever get its number while the waker holds it.
+        let dup = self.sock.try_clone().ok()?;
+        Some(Box::new(move || {
+            let _ = dup.shutdown(std::net::Shutdown::Both);
+        }))
     }
     fn raw_fd(&self) -> Option<RawFd> {
         Some(self.sock.as_fd().as_raw_fd())

@@ -11,6 +11,9 @@ use std::os::fd::{AsFd, AsRawFd, RawFd};
 
 use anyhow::Context;
 use nix::errno::Errno;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use nix::mqueue::{mq_open, mq_receive, mq_send, mq_unlink, MQ_OFlag, MqAttr, MqdT};
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
 use nix::sys::stat::Mode;
@@ -19,6 +22,23 @@ use super::{Conn, Connected, Endpoint, LinkInfo, Listener, TransportOptions};
 
 struct MqConn {
     q: Option<MqdT>,
+    /// The receiving end's second descriptor of its queue (write-only, non-blocking), for
+    /// the waker: an empty message (the end marker) wakes a blocked receive. The sending
+    /// end's is read-only: the waker drains the queue, so a blocked send returns, and
+    /// raises `abandoned`, so the next one fails.
+    wake: Option<Arc<Queue>>,
+    abandoned: Arc<AtomicBool>,
+}
+
+/// A queue descriptor that closes itself.
+struct Queue(Option<MqdT>);
+
+impl Drop for Queue {
+    fn drop(&mut self) {
+        if let Some(q) = self.0.take() {
+            let _ = nix::mqueue::mq_close(q);
+        }
+    }
 }
 
 fn io_err(e: Errno) -> io::Error {
@@ -36,7 +56,24 @@ impl Drop for MqConn {
 }
 
 impl Conn for MqConn {
+    fn waker(&self) -> Option<super::Waker> {
+        let wake = Arc::clone(self.wake.as_ref()?);
+        let abandoned = Arc::clone(&self.abandoned);
+        Some(Box::new(move || {
+            abandoned.store(true, Ordering::Relaxed);
+            let Some(q) = &wake.0 else { return };
+            if mq_send(q, &[], 0).is_err() {
+                // The sending end's descriptor reads: make room for a blocked send.
+                let mut buf = vec![0u8; 1 << 16];
+                let mut prio = 0;
+                while mq_receive(q, &mut buf, &mut prio).is_ok() {}
+            }
+        }))
+    }
     fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.abandoned.load(Ordering::Relaxed) {
+            return Err(io::ErrorKind::BrokenPipe.into());
+        }
         let q = self.q.as_ref().ok_or(io::ErrorKind::BrokenPipe)?;
         mq_send(q, buf, 0).map_err(io_err)?;
         Ok(buf.len())
@@ -93,6 +130,7 @@ fn ensure_rlimit(bytes: u64) {
 /// listener does.
 struct MqListener {
     receiver: Option<MqdT>,
+    wake: Option<Arc<Queue>>,
     cname: CString,
     endpoint: Endpoint,
     bytes: u64,
@@ -124,8 +162,18 @@ pub fn listen(opts: &TransportOptions, id: usize) -> anyhow::Result<Box<dyn List
         Some(&attr),
     )
     .map_err(|e| create_error(e, &name, msgsize, maxmsg))?;
+    // A second, write-only descriptor while the queue still has its name (see MqConn).
+    let wake = mq_open(
+        cname.as_c_str(),
+        MQ_OFlag::O_WRONLY | MQ_OFlag::O_NONBLOCK | MQ_OFlag::O_CLOEXEC,
+        Mode::empty(),
+        None,
+    )
+    .ok()
+    .map(|q| Arc::new(Queue(Some(q))));
     let listener = MqListener {
         receiver: Some(receiver),
+        wake,
         cname,
         endpoint: Endpoint::Name(name),
         bytes: (maxmsg * msgsize) as u64,
@@ -150,6 +198,8 @@ impl Listener for MqListener {
         Ok((
             Box::new(MqConn {
                 q: self.receiver.take(),
+                wake: self.wake.take(),
+                abandoned: Arc::default(),
             }),
             info,
         ))
@@ -167,8 +217,21 @@ pub fn connect(name: &str) -> anyhow::Result<Connected> {
     )
     .map_err(io_err)
     .with_context(|| format!("cannot open message queue {name}"))?;
+    // A second, read-only descriptor while the queue still has its name (see MqConn).
+    let wake = mq_open(
+        cname.as_c_str(),
+        MQ_OFlag::O_RDONLY | MQ_OFlag::O_NONBLOCK | MQ_OFlag::O_CLOEXEC,
+        Mode::empty(),
+        None,
+    )
+    .ok()
+    .map(|q| Arc::new(Queue(Some(q))));
     Ok(Connected {
-        conn: Box::new(MqConn { q: Some(sender) }),
+        conn: Box::new(MqConn {
+            q: Some(sender),
+            wake,
+            abandoned: Arc::default(),
+        }),
         local: None,
     })
 }

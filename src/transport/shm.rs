@@ -17,6 +17,12 @@ struct ShmSender(Producer);
 struct ShmReceiver(Consumer);
 
 impl Conn for ShmSender {
+    fn waker(&self) -> Option<super::Waker> {
+        let flag = self.0.abandon_flag();
+        Some(Box::new(move || {
+            flag.store(true, std::sync::atomic::Ordering::Release)
+        }))
+    }
     fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.0.write(buf)
     }
@@ -33,6 +39,12 @@ impl Conn for ShmSender {
 }
 
 impl Conn for ShmReceiver {
+    fn waker(&self) -> Option<super::Waker> {
+        let flag = self.0.abandon_flag();
+        Some(Box::new(move || {
+            flag.store(true, std::sync::atomic::Ordering::Release)
+        }))
+    }
     fn send(&mut self, _buf: &[u8]) -> io::Result<usize> {
         Err(io::ErrorKind::Unsupported.into())
     }
