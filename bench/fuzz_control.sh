@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# fuzz_control.sh - feed the control protocol's frame decoder random bytes in random
-# pieces (property test `arbitrary_bytes_never_panic_nor_pass_an_oversized_frame`):
-# no panic, no frame over its type's cap, the same frames read whole or in pieces.
-# The test suite runs 2000 cases; this runs CASES (default 1,000,000) in release mode,
-# bounded by LIMIT seconds (default 1800). Not part of CI.
+# fuzz_control.sh - feed the control protocol random input (property tests, release mode):
+#   1. the frame decoder: random bytes in random pieces (`arbitrary_bytes_never_panic_nor_
+#      pass_an_oversized_frame`): no panic, no frame over its type's cap, the same frames
+#      read whole or in pieces;
+#   2. the server's state machine: random sequences of frames of every type with random
+#      or valid bodies, with and without a key, and random bytes through the decoder into
+#      it (`arbitrary_frames_never_panic_and_a_refusal_is_final`): no panic, every step an
+#      answer, a run, an end or a refusal, nothing accepted after a refusal.
+# The test suite runs 2000 and 500 cases; this runs CASES (default 1,000,000) of each,
+# each bounded by LIMIT seconds (default 1800; a hang fails). Not part of CI.
 #
 #   bench/fuzz_control.sh
 #   CASES=200000 bench/fuzz_control.sh
@@ -11,8 +16,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cases=${CASES:-1000000}
 limit=${LIMIT:-1800}
-echo "fuzz: $cases inputs through the control frame decoder (at most ${limit}s)" >&2
-start=$(date +%s)
-PROPTEST_CASES=$cases timeout "$limit" cargo test --release --lib --quiet \
-  control::frame::tests::arbitrary_bytes_never_panic_nor_pass_an_oversized_frame
-echo "fuzz: $cases inputs, no failure, in $(( $(date +%s) - start ))s" >&2
+for t in control::frame::tests::arbitrary_bytes_never_panic_nor_pass_an_oversized_frame \
+         control::session::tests::fuzz::arbitrary_frames_never_panic_and_a_refusal_is_final; do
+  echo "fuzz: $cases inputs through ${t%%::tests*} (at most ${limit}s)" >&2
+  start=$(date +%s)
+  PROPTEST_CASES=$cases timeout "$limit" cargo test --release --lib --quiet "$t"
+  echo "fuzz: $cases inputs, no failure, in $(( $(date +%s) - start ))s" >&2
+done

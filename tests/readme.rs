@@ -93,6 +93,14 @@ fn keeps_its_promise(line: &str, v: &Value, stdout: &[u8], dir: &std::path::Path
     let rs = results(v);
     let ran_for = |r: &Value| r["runs"][0]["duration_seconds"].as_f64().unwrap();
     match line {
+        "sockbench stream -t tcp,pipe -s 1M -d 0.5 --placement processes" => {
+            assert_eq!(transports(v), ["tcp", "pipe"]);
+            assert_eq!(v["placement"]["name"], "processes");
+            assert_eq!(v["placement"]["other_role"], "receiver");
+            for r in rs {
+                assert_eq!(u(r, "/bytes_sent"), u(r, "/bytes_received"));
+            }
+        }
         "sockbench stream -t tcp -s 128K -d 1" => {
             assert_eq!(cells(v), [("tcp".into(), "blocking".into(), 131072)]);
             assert!(near(ran_for(&rs[0]), 1.0, 0.3), "{}", ran_for(&rs[0]));
