@@ -367,6 +367,11 @@ pub struct CommonArgs {
     /// processes); pingpong: the other side starts each exchange; connect: it dials.
     #[arg(help_heading = HEAD_PLACEMENT, short = 'R', long)]
     pub reverse: bool,
+    /// stream and rate with --server or --placement processes: both directions at once,
+    /// -P streams each way; the table shows their sum, the JSON each direction
+    /// (`runs[].directions`).
+    #[arg(help_heading = HEAD_PLACEMENT, long, conflicts_with = "reverse")]
+    pub bidir: bool,
     /// With --server: the pre-shared key the server was started with (--key-file there).
     #[arg(help_heading = HEAD_PLACEMENT, long, value_name = "FILE", requires = "server")]
     pub key_file: Option<PathBuf>,

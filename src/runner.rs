@@ -34,17 +34,23 @@ impl<'a> Runner<'a> {
         };
         let remote = match &plan.placement {
             Where::Threads => None,
-            Where::Processes { reverse } => Some(Remote::child(plan.path.clone(), role(*reverse))),
+            Where::Processes { reverse, bidir } => {
+                Some(Remote::child(plan.path.clone(), role(*reverse)).both_ways(*bidir))
+            }
             Where::Server {
                 target,
                 key,
                 reverse,
-            } => Some(Remote::server(
-                target.clone(),
-                key.clone(),
-                role(*reverse),
-                plan.path.clone(),
-            )),
+                bidir,
+            } => Some(
+                Remote::server(
+                    target.clone(),
+                    key.clone(),
+                    role(*reverse),
+                    plan.path.clone(),
+                )
+                .both_ways(*bidir),
+            ),
         }
         .map(std::sync::Arc::new);
         let placement: Box<dyn Placement> = match &remote {
@@ -115,6 +121,7 @@ impl<'a> Runner<'a> {
         report.placement.name = self.placement.name().to_string();
         if let Some(r) = &self.remote {
             report.placement.other_role = Some(r.other_role());
+            report.placement.bidir = r.bidir();
             report.placement.server = r.target().map(str::to_string);
             if r.target().is_some() {
                 report.placement.server_environment = r.peer_environment();

@@ -258,6 +258,58 @@ fn processes_placement_runs_every_workload_over_every_transport_in_a_child() {
 }
 
 #[test]
+fn both_ways_at_once_each_direction_is_counted_on_its_own_and_the_sum_is_theirs() {
+    let sb = Sandbox::new();
+    let server = Server::start(&sb, &[]);
+    let addr = server.addr();
+    for (placement, transports) in [
+        (vec!["--server", addr.as_str()], "tcp,unix,fifo,mq,shm"),
+        (vec!["--placement", "processes"], "tcp,pipe,socketpair"),
+    ] {
+        let mut args = vec![
+            "stream", "-t", transports, "-s", "4K", "-n", "300", "-w", "0", "--bidir",
+        ];
+        args.extend(&placement);
+        let v = json_of(&client(&sb, &args));
+        assert_eq!(v["placement"]["bidir"], true);
+        for r in v["results"].as_array().unwrap() {
+            let t = &r["transport"];
+            assert!(r["error"].is_null(), "{t}: {}", r["error"]);
+            let run = &r["runs"][0];
+            let dirs = run["directions"].as_array().unwrap();
+            let names: Vec<&str> = dirs
+                .iter()
+                .map(|d| d["direction"].as_str().unwrap())
+                .collect();
+            assert_eq!(names, ["client to server", "server to client"], "{t}");
+            for d in dirs {
+                assert_eq!(u(d, "/bytes_sent"), 300 * 4096, "{t} {d}");
+                assert_eq!(u(d, "/bytes_received"), 300 * 4096, "{t} {d}");
+            }
+            assert_eq!(u(r, "/bytes_received"), 2 * 300 * 4096, "{t}");
+        }
+    }
+    // Datagrams both ways: each direction's loss is its own sent - received.
+    let v = json_of(&client(
+        &sb,
+        &[
+            "rate", "--server", &addr, "-t", "udp", "-n", "2000", "--rate", "20k", "-w", "0",
+            "--bidir",
+        ],
+    ));
+    let run = &v["results"][0]["runs"][0];
+    for d in run["directions"].as_array().unwrap() {
+        assert_eq!(u(d, "/messages_sent"), 2000);
+        assert_eq!(
+            u(d, "/messages_lost"),
+            2000 - u(d, "/messages_received"),
+            "{d}"
+        );
+    }
+    assert!(run["udp_receive_buffer_errors"].is_null());
+}
+
+#[test]
 fn a_key_is_required_proved_both_ways_and_never_optional() {
     let sb = Sandbox::new();
     let key = sb.path().join("k.key");

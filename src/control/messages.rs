@@ -85,8 +85,37 @@ pub struct Auth {
 pub struct ScenarioMsg {
     /// What to run (the server checks it against its limits and its own refusals).
     pub scenario: Scenario,
-    /// The role the server plays in every stream.
+    /// The role the server plays in every stream (with `bidir`, in the first half).
     pub server_role: Role,
+    /// Both directions at once: `parallel` streams as `server_role` says, then as many
+    /// the other way.
+    #[serde(default)]
+    pub bidir: bool,
+}
+
+impl ScenarioMsg {
+    /// The server's role in each stream.
+    pub fn server_roles(&self) -> Vec<Role> {
+        server_roles(
+            self.scenario.parallel as usize,
+            self.server_role,
+            self.bidir,
+        )
+    }
+}
+
+/// The server's role in each stream of a run of `streams` streams (twice as many with
+/// `bidir`, the second half the other way).
+pub fn server_roles(streams: usize, server_role: Role, bidir: bool) -> Vec<Role> {
+    let other = match server_role {
+        Role::Sender => Role::Receiver,
+        Role::Receiver => Role::Sender,
+    };
+    let mut roles = vec![server_role; streams];
+    if bidir {
+        roles.extend(std::iter::repeat(other).take(streams));
+    }
+    roles
 }
 
 /// Server to client: its listening endpoints (one per channel it listens on, in channel
@@ -154,8 +183,10 @@ impl SignalMsg {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunResult {
-    /// One per stream, in stream order.
+    /// One per stream, in the order the roles ended.
     pub sides: Vec<WireSide>,
+    /// The role of each of `sides`.
+    pub roles: Vec<Role>,
     /// What the kernel granted on the server's ends (first stream).
     pub link: LinkInfo,
     /// The server's machine-wide CPU over the run.
@@ -182,17 +213,12 @@ pub struct Channel {
 /// behind a firewall can still dial out). One-way transports (fifo, mq, shm) are opened
 /// by their reader, so the receiving end of each channel listens; a request/response
 /// workload gets a second channel back.
-pub fn channels(
-    kind: TransportKind,
-    wiring: Wiring,
-    streams: usize,
-    server_role: Role,
-) -> Vec<Channel> {
+pub fn channels(kind: TransportKind, wiring: Wiring, server_roles: &[Role]) -> Vec<Channel> {
     let mut out = Vec::new();
     if wiring == Wiring::ListenDial {
         return out;
     }
-    for stream in 0..streams {
+    for (stream, &server_role) in server_roles.iter().enumerate() {
         if kind.is_socket() {
             out.push(Channel {
                 stream,
@@ -218,14 +244,9 @@ pub fn channels(
     out
 }
 
-/// The channels of `msg`'s run.
-pub fn channels_of(sc: &Scenario, server_role: Role) -> Vec<Channel> {
-    channels(
-        sc.transport,
-        spec(sc.workload).wiring(),
-        sc.parallel as usize,
-        server_role,
-    )
+/// The channels of a run of `sc` where the server plays `server_roles`.
+pub fn channels_of(sc: &Scenario, server_roles: &[Role]) -> Vec<Channel> {
+    channels(sc.transport, spec(sc.workload).wiring(), server_roles)
 }
 
 #[cfg(test)]
@@ -234,11 +255,11 @@ mod tests {
 
     #[test]
     fn sockets_are_listened_on_by_the_server_one_way_transports_by_their_reader() {
-        let c = channels(TransportKind::Tcp, Wiring::Pair, 2, Role::Sender);
+        let c = channels(TransportKind::Tcp, Wiring::Pair, &[Role::Sender; 2]);
         assert_eq!(c.len(), 2);
         assert!(c.iter().all(|c| c.server_listens && c.forward));
         assert_eq!(c[1].stream, 1);
-        let c = channels(TransportKind::Fifo, Wiring::Pair, 1, Role::Receiver);
+        let c = channels(TransportKind::Fifo, Wiring::Pair, &[Role::Receiver]);
         assert_eq!(
             c,
             [Channel {
@@ -247,15 +268,41 @@ mod tests {
                 forward: true
             }]
         );
-        let c = channels(TransportKind::Mq, Wiring::Pair, 1, Role::Sender);
+        let c = channels(TransportKind::Mq, Wiring::Pair, &[Role::Sender]);
         assert!(!c[0].server_listens);
-        let c = channels(TransportKind::Shm, Wiring::Duplex, 1, Role::Receiver);
+        let c = channels(TransportKind::Shm, Wiring::Duplex, &[Role::Receiver]);
         assert_eq!(c.len(), 2);
         assert!(c[0].server_listens && c[0].forward);
         assert!(!c[1].server_listens && !c[1].forward);
-        let c = channels(TransportKind::UnixDgram, Wiring::Duplex, 3, Role::Sender);
+        let c = channels(TransportKind::UnixDgram, Wiring::Duplex, &[Role::Sender; 3]);
         assert_eq!(c.len(), 3);
-        assert!(channels(TransportKind::Tcp, Wiring::ListenDial, 4, Role::Receiver).is_empty());
+        assert!(channels(TransportKind::Tcp, Wiring::ListenDial, &[Role::Receiver; 4]).is_empty());
+    }
+
+    #[test]
+    fn bidir_runs_the_second_half_of_the_streams_the_other_way() {
+        assert_eq!(server_roles(2, Role::Receiver, false), [Role::Receiver; 2]);
+        assert_eq!(
+            server_roles(2, Role::Receiver, true),
+            [Role::Receiver, Role::Receiver, Role::Sender, Role::Sender]
+        );
+        assert_eq!(
+            server_roles(1, Role::Sender, true),
+            [Role::Sender, Role::Receiver]
+        );
+        // A one-way transport's channel is opened by its reader: the server for the first
+        // stream, the client for the second.
+        let c = channels(
+            TransportKind::Fifo,
+            Wiring::Pair,
+            &server_roles(1, Role::Receiver, true),
+        );
+        assert_eq!(
+            c.iter()
+                .map(|c| (c.stream, c.server_listens))
+                .collect::<Vec<_>>(),
+            [(0, true), (1, false)]
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ use super::messages::{Auth, Bye, Hello, Limits, ScenarioMsg, Welcome};
 use super::{parse, HANDSHAKE_DEADLINE, HELLO_DEADLINE, IDLE_DEADLINE, VERSION};
 use crate::plan::{Scenario, MAX_BUFFER, MAX_SIZE};
 use crate::transport::TransportKind;
-use crate::workload::{spec, Stop};
+use crate::workload::{spec, Stop, WorkloadKind};
 
 /// Where the conversation is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -170,7 +170,19 @@ impl Session {
             return Ok(Step::End);
         }
         let mut msg: ScenarioMsg = parse(f, FrameType::Scenario).map_err(|e| e.to_string())?;
+        let parallel = msg.scenario.parallel;
+        if msg.bidir {
+            if !matches!(
+                msg.scenario.workload,
+                WorkloadKind::Stream | WorkloadKind::Rate
+            ) {
+                return Err(format!("{} does not run both ways", msg.scenario.workload));
+            }
+            // Limits count the streams of both directions.
+            msg.scenario.parallel = parallel.saturating_mul(2);
+        }
         msg.scenario = check_scenario(msg.scenario, &self.limits, self.peer)?;
+        msg.scenario.parallel = parallel;
         Ok(Step::Run(Box::new(msg)))
     }
 }
@@ -296,6 +308,7 @@ mod tests {
             &ScenarioMsg {
                 scenario: sc,
                 server_role: Role::Receiver,
+                bidir: false,
             },
         )
     }
@@ -461,6 +474,43 @@ mod tests {
         let ok = check(&|s| s.cpus = Some((0, 1)), Peer::Parent).unwrap();
         assert_eq!(ok.cpus, Some((0, 1)));
         assert!(check(&|s| s.transport = TransportKind::Pipe, Peer::Parent).is_ok());
+    }
+
+    #[test]
+    fn both_ways_counts_the_streams_of_both_directions_against_the_limit() {
+        let limits = Limits {
+            max_streams: 4,
+            ..Limits::default()
+        };
+        let run = |parallel: u32, workload: WorkloadKind| {
+            let mut s = Session::new(None, limits, Peer::Local).unwrap();
+            s.on_frame(&hello(&[1; 32]));
+            let mut sc = scenario();
+            sc.parallel = parallel;
+            sc.workload = workload;
+            let f = frame_of(
+                FrameType::Scenario,
+                &ScenarioMsg {
+                    scenario: sc,
+                    server_role: Role::Receiver,
+                    bidir: true,
+                },
+            );
+            s.on_frame(&f)
+        };
+        match run(2, WorkloadKind::Stream) {
+            Step::Run(m) => {
+                assert_eq!(m.scenario.parallel, 2);
+                assert_eq!(m.server_roles().len(), 4);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            matches!(run(3, WorkloadKind::Stream), Step::Refuse(w) if w.contains("allows 1 to 4"))
+        );
+        assert!(
+            matches!(run(1, WorkloadKind::Pingpong), Step::Refuse(w) if w.contains("both ways"))
+        );
     }
 
     /// The state machine under arbitrary input: frames of every type with arbitrary

@@ -112,6 +112,23 @@ pub fn run_figures(sc: &Scenario, roles: &Roles) -> RunFigures {
         endpoint: roles.link.endpoint.clone(),
         phases: tally.phases,
         latencies,
+        directions: roles
+            .directions
+            .iter()
+            .map(|(name, one_way)| {
+                let f = run_figures(sc, one_way);
+                crate::report::Direction {
+                    direction: name.clone(),
+                    bytes_sent: f.bytes_sent,
+                    bytes_received: f.bytes_received,
+                    messages_sent: f.messages_sent,
+                    messages_received: f.messages_received,
+                    messages_lost: f.messages_lost,
+                    duration_seconds: f.duration_seconds,
+                    bits_per_second: f.bits_per_second,
+                }
+            })
+            .collect(),
     }
 }
 
@@ -297,6 +314,7 @@ mod tests {
             udp_drops: drops,
             connect_time: Duration::ZERO,
             peer: None,
+            directions: Vec::new(),
         }
     }
 
@@ -445,6 +463,7 @@ mod tests {
             udp_drops: None,
             connect_time: Duration::ZERO,
             peer: None,
+            directions: Vec::new(),
         };
         let r = figures(&sc, &[raw(10), raw(40), raw(20)]);
         let median = r.median_run().unwrap();

@@ -443,9 +443,10 @@ fn run_one(
         sc.engine,
         format_bytes(sc.size),
         sc.parallel,
-        match msg.server_role {
-            Role::Sender => "server sends",
-            Role::Receiver => "server receives",
+        match (msg.bidir, msg.server_role) {
+            (true, _) => "both ways",
+            (false, Role::Sender) => "server sends",
+            (false, Role::Receiver) => "server receives",
         }
     );
     let dir = if sc.transport.uses_path() {
@@ -463,10 +464,7 @@ fn run_one(
     match r {
         Ok(reports) => {
             if peer != Peer::Parent {
-                log(
-                    shared,
-                    &format!("{who} {what}: {}", summary(&reports, msg.server_role)),
-                );
+                log(shared, &format!("{who} {what}: {}", summary(&reports)));
             }
             Ok(())
         }
@@ -475,7 +473,24 @@ fn run_one(
 }
 
 /// The server role's own count of a run: bytes, messages and rate over its interval.
-fn summary(reports: &[SideReport], role: Role) -> String {
+fn summary(reports: &[(Role, SideReport)]) -> String {
+    [Role::Receiver, Role::Sender]
+        .into_iter()
+        .filter(|role| reports.iter().any(|(r, _)| r == role))
+        .map(|role| {
+            let of: Vec<&SideReport> = reports
+                .iter()
+                .filter(|(r, _)| *r == role)
+                .map(|(_, s)| s)
+                .collect();
+            role_summary(&of, role)
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// One role's count.
+fn role_summary(reports: &[&SideReport], role: Role) -> String {
     let bytes: u64 = reports.iter().map(|r| r.bytes).sum();
     let messages: u64 = reports.iter().map(|r| r.messages).sum();
     let secs = reports

@@ -18,7 +18,7 @@ use super::threads::RunDir;
 use super::{Placement, RunError};
 use crate::control::auth::{self, Key, NONCE_BYTES};
 use crate::control::frame::FrameType;
-use crate::control::messages::{channels_of, Auth, Bye, Hello, Welcome};
+use crate::control::messages::{channels_of, server_roles, Auth, Bye, Hello, Welcome};
 use crate::control::wire::{clean, WireSide};
 use crate::control::{Control, ControlError, DEFAULT_PORT, HANDSHAKE_DEADLINE, VERSION};
 use crate::environment::Environment;
@@ -148,6 +148,7 @@ pub struct Remote {
     peer: Peer,
     key: Option<Key>,
     server_role: Role,
+    bidir: bool,
     path: Option<PathBuf>,
     ctl: Mutex<Option<Control>>,
     environment: Mutex<Option<Environment>>,
@@ -165,6 +166,7 @@ impl Remote {
             peer: Peer::Server(target),
             key,
             server_role,
+            bidir: false,
             path,
             ctl: Mutex::new(None),
             environment: Mutex::new(None),
@@ -177,10 +179,22 @@ impl Remote {
             peer: Peer::Child,
             key: None,
             server_role: child_role,
+            bidir: false,
             path,
             ctl: Mutex::new(None),
             environment: Mutex::new(None),
         }
+    }
+
+    /// Both directions at once (`--bidir`): each stream also runs the other way.
+    pub fn both_ways(mut self, bidir: bool) -> Remote {
+        self.bidir = bidir;
+        self
+    }
+
+    /// Whether both directions run at once.
+    pub fn bidir(&self) -> bool {
+        self.bidir
     }
 
     /// The role the other process plays.
@@ -223,6 +237,7 @@ impl Remote {
             sc,
             stop,
             self.server_role,
+            self.bidir,
             ClientSide {
                 dir,
                 inherited: Vec::new(),
@@ -262,11 +277,12 @@ impl Remote {
                 message_bytes: sc.size as usize,
                 ..TransportOptions::default()
             };
-            for ch in channels_of(sc, self.server_role) {
+            let child_roles = server_roles(sc.parallel as usize, self.server_role, self.bidir);
+            for ch in channels_of(sc, &child_roles) {
                 let pair = crate::transport::open_pair(sc.transport, &opts, 0)
                     .map_err(RunError::Failed)?;
                 // The child reads a channel whose data flows to its role.
-                let child_reads = (self.server_role == Role::Receiver) == ch.forward;
+                let child_reads = (child_roles[ch.stream] == Role::Receiver) == ch.forward;
                 let (child_end, my_end) =
                     if child_reads || sc.transport == TransportKind::Socketpair {
                         (pair.receiver, pair.sender)
@@ -296,6 +312,7 @@ impl Remote {
                 sc,
                 stop,
                 self.server_role,
+                self.bidir,
                 ClientSide {
                     dir,
                     inherited: handed,
@@ -413,13 +430,14 @@ impl Placement for Remote {
             .map(WireSide::into_side)
             .collect::<Result<Vec<SideReport>, _>>()
             .map_err(|e| RunError::Failed(anyhow!(e)))?;
-        if theirs.len() != o.reports.len() {
+        if theirs.len() != o.reports.len() || o.result.roles.len() != theirs.len() {
             return Err(RunError::Failed(anyhow!(
                 "the peer reported {} streams, this side ran {}",
                 theirs.len(),
                 o.reports.len()
             )));
         }
+        let theirs: Vec<(Role, SideReport)> = o.result.roles.iter().copied().zip(theirs).collect();
         let mut environment = o.result.environment.clone();
         environment.kernel = clean(&environment.kernel, 200);
         environment.hostname = clean(&environment.hostname, 100);
@@ -429,10 +447,43 @@ impl Placement for Remote {
             *v = v.as_deref().map(|t| clean(t, 200));
         }
         *self.environment.lock().unwrap_or_else(|e| e.into_inner()) = Some(environment.clone());
-        let (senders, receivers, server_receives) = match self.server_role {
-            Role::Receiver => (o.reports, theirs, true),
-            Role::Sender => (theirs, o.reports, false),
+        let server_receives = self.server_role == Role::Receiver;
+        // Each direction: who sends there and who receives.
+        let split = |of: &[(Role, SideReport)], role: Role| -> Vec<SideReport> {
+            of.iter()
+                .filter(|(r, _)| *r == role)
+                .map(|(_, s)| s.clone())
+                .collect()
         };
+        let directions = if self.bidir {
+            let one_way = |senders: Vec<SideReport>, receivers: Vec<SideReport>| Roles {
+                senders,
+                receivers,
+                ..Roles::default()
+            };
+            vec![
+                (
+                    "client to server".to_string(),
+                    one_way(
+                        split(&o.reports, Role::Sender),
+                        split(&theirs, Role::Receiver),
+                    ),
+                ),
+                (
+                    "server to client".to_string(),
+                    one_way(
+                        split(&theirs, Role::Sender),
+                        split(&o.reports, Role::Receiver),
+                    ),
+                ),
+            ]
+        } else {
+            Vec::new()
+        };
+        let mut senders = split(&o.reports, Role::Sender);
+        senders.extend(split(&theirs, Role::Sender));
+        let mut receivers = split(&o.reports, Role::Receiver);
+        receivers.extend(split(&theirs, Role::Receiver));
         if senders.iter().any(|s| s.interrupted) && crate::interrupt::requested() {
             return Err(RunError::Interrupted);
         }
@@ -451,11 +502,14 @@ impl Placement for Remote {
             receivers,
             system,
             link,
-            udp_drops: if server_receives {
-                o.result.udp_drops
-            } else {
-                udp_here
+            // Both ways, each host counts its own drops (and on one host, both count the
+            // same ones): no figure can be attributed to the run.
+            udp_drops: match (self.bidir, server_receives) {
+                (true, _) => None,
+                (false, true) => o.result.udp_drops,
+                (false, false) => udp_here,
             },
+            directions,
             connect_time: o.connect_time,
             peer: Some(PeerInfo {
                 system: o.result.system,

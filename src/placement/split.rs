@@ -82,12 +82,12 @@ pub struct LocalRoles {
     bridges: Vec<PeerLink>,
     /// What wakes each role's end when the run is abandoned (see `Conn::waker`).
     wakers: Vec<transport::Waker>,
-    reports: Vec<SideReport>,
+    reports: Vec<(Role, SideReport)>,
     failure: Option<anyhow::Error>,
 }
 
 impl LocalRoles {
-    /// Start `role` on every stream's end (already connected), each waiting at the start
+    /// Start `roles[i]` on stream `i`'s end (already connected), each waiting at the start
     /// line that [`LocalRoles::open`] opens.
     ///
     /// # Errors
@@ -95,7 +95,7 @@ impl LocalRoles {
     pub fn spawn(
         sc: &Scenario,
         stop: Stop,
-        role: Role,
+        role_of: &[Role],
         ends: Vec<(Box<dyn Conn>, Option<workload::Endpoint>)>,
     ) -> anyhow::Result<LocalRoles> {
         let engine = sc.engine.engine_with(sc.extras.runtime);
@@ -112,10 +112,11 @@ impl LocalRoles {
             reports: Vec::new(),
             failure: None,
         };
-        let cpu = sc
-            .cpus
-            .map(|c| if role == Role::Sender { c.0 } else { c.1 });
         for (i, (conn, endpoint)) in ends.into_iter().enumerate() {
+            let role = role_of[i];
+            let cpu = sc
+                .cpus
+                .map(|c| if role == Role::Sender { c.0 } else { c.1 });
             roles.wakers.extend(conn.waker());
             let conn = match engine.attach(conn) {
                 Ok(c) => c,
@@ -191,12 +192,12 @@ impl LocalRoles {
     fn collect(&mut self, transport: TransportKind) -> bool {
         loop {
             match self.rx.try_recv() {
-                Ok((_, Ok(r))) => self.reports.push(r),
+                Ok((role, Ok(r))) => self.reports.push((role, r)),
                 Ok((role, Err(e))) => {
                     self.failure.get_or_insert_with(|| {
                         anyhow!(e).context(format!("{transport} {role} failed"))
                     });
-                    self.reports.push(SideReport::default());
+                    self.reports.push((role, SideReport::default()));
                 }
                 Err(TryRecvError::Empty) => return self.reports.len() >= self.expected,
                 Err(TryRecvError::Disconnected) => return true,
@@ -234,7 +235,7 @@ impl LocalRoles {
     }
 
     /// Join the threads (all have reported) and hand over their reports.
-    fn finish(mut self) -> anyhow::Result<Vec<SideReport>> {
+    fn finish(mut self) -> anyhow::Result<Vec<(Role, SideReport)>> {
         for h in self.handles.drain(..) {
             let _ = h.join();
         }
@@ -255,7 +256,7 @@ impl Drop for LocalRoles {
 
 /// How the coordinating thread ends a run.
 enum Ending {
-    Done(Vec<SideReport>, Option<Box<RunResult>>),
+    Done(Vec<(Role, SideReport)>, Option<Box<RunResult>>),
     Interrupted,
 }
 
@@ -372,15 +373,16 @@ impl Half {
 
 /// Put each stream's end together from its channels: a two-way socket as it is, a
 /// one-way transport's channel (or its pair of channels, one each way) as one end.
-fn ends(channels: &[Channel], halves: Vec<Half>, role: Role, streams: usize) -> Vec<Box<dyn Conn>> {
+fn ends(channels: &[Channel], halves: Vec<Half>, role_of: &[Role]) -> Vec<Box<dyn Conn>> {
     let mut per_stream: Vec<Vec<(Channel, Box<dyn Conn>)>> =
-        (0..streams).map(|_| Vec::new()).collect();
+        role_of.iter().map(|_| Vec::new()).collect();
     for (ch, half) in channels.iter().zip(halves) {
         per_stream[ch.stream].push((*ch, half.conn()));
     }
     per_stream
         .into_iter()
-        .map(|mut chans| {
+        .zip(role_of)
+        .map(|(mut chans, &role)| {
             if chans.len() == 1 {
                 return chans.pop().expect("one channel").1;
             }
@@ -394,6 +396,14 @@ fn ends(channels: &[Channel], halves: Vec<Half>, role: Role, streams: usize) -> 
             }
         })
         .collect()
+}
+
+/// The role that is not `r`.
+fn other(r: Role) -> Role {
+    match r {
+        Role::Sender => Role::Receiver,
+        Role::Receiver => Role::Sender,
+    }
 }
 
 /// Whether this process reads the channel (it is the receiving end of its data).
@@ -481,8 +491,8 @@ pub struct ClientSide {
 
 /// What the client's half of a run brings back.
 pub struct ClientOutcome {
-    /// This side's role reports.
-    pub reports: Vec<SideReport>,
+    /// This side's role reports, each with its role.
+    pub reports: Vec<(Role, SideReport)>,
     /// What the server sent.
     pub result: Box<RunResult>,
     /// This side's view of the first stream's connection.
@@ -501,13 +511,9 @@ pub fn client_run(
     sc: &Scenario,
     stop: Stop,
     server_role: Role,
+    bidir: bool,
     mut side: ClientSide,
 ) -> Result<ClientOutcome, RunError> {
-    let my_role = if server_role == Role::Sender {
-        Role::Receiver
-    } else {
-        Role::Sender
-    };
     let mut msg_sc = sc.clone();
     msg_sc.stop = stop;
     msg_sc.bind = None;
@@ -515,7 +521,11 @@ pub fn client_run(
     let msg = ScenarioMsg {
         scenario: msg_sc,
         server_role,
+        bidir,
     };
+    let server_roles = msg.server_roles();
+    let my_roles: Vec<Role> = server_roles.iter().map(|r| other(*r)).collect();
+    let my_role = my_roles[0];
     let control_err = |e: ControlError| RunError::Failed(anyhow!(e));
     ctl.send(FrameType::Scenario, &msg).map_err(control_err)?;
     let ready: Ready = ctl
@@ -530,7 +540,7 @@ pub fn client_run(
         .map_err(|_| RunError::Failed(anyhow!("the server's token is not hex")))?;
     let bind = bind_for(sc.transport, ctl.stream().local_ip()).map_err(RunError::Failed)?;
     let opts = options(sc, side.dir.as_ref(), bind);
-    let channels = channels_of(sc, server_role);
+    let channels = channels_of(sc, &server_roles);
     let wiring = spec(sc.workload).wiring();
     let mut wired = Wired::default();
     let mut halves = Vec::new();
@@ -667,14 +677,14 @@ pub fn client_run(
             link.endpoint.get_or_insert_with(|| ep.to_string());
         }
     }
-    let streams = sc.parallel as usize;
+    let streams = my_roles.len();
     let sides: Vec<(Box<dyn Conn>, Option<workload::Endpoint>)> = if wiring == Wiring::ListenDial {
         dial_ends
             .into_iter()
             .map(|e| (transport::unconnected(), e))
             .collect()
     } else {
-        ends(&channels, accepted, my_role, streams)
+        ends(&channels, accepted, &my_roles)
             .into_iter()
             .map(|c| (c, None))
             .collect()
@@ -688,7 +698,7 @@ pub fn client_run(
             link.mtu_bytes = mtu;
         }
     }
-    let mut roles = LocalRoles::spawn(sc, stop, my_role, sides).map_err(|e| fail(e, ctl))?;
+    let mut roles = LocalRoles::spawn(sc, stop, &my_roles, sides).map_err(|e| fail(e, ctl))?;
     if let Err(e) = roles.wait_ready(STEP_DEADLINE) {
         roles.abort();
         if interrupt::requested() {
@@ -736,9 +746,10 @@ pub fn server_run(
     msg: &ScenarioMsg,
     side: &ServerSide<'_>,
     mut dir: Option<RunDir>,
-) -> anyhow::Result<Vec<SideReport>> {
+) -> anyhow::Result<Vec<(Role, SideReport)>> {
     let sc = &msg.scenario;
     let role = msg.server_role;
+    let role_of = msg.server_roles();
     let stop = sc.stop;
     let token = crate::control::auth::random(TOKEN_BYTES)?;
     let fail = |e: anyhow::Error, ctl: &mut Control| {
@@ -747,7 +758,7 @@ pub fn server_run(
     };
     let bind = bind_for(sc.transport, ctl.stream().local_ip()).map_err(|e| fail(e, ctl))?;
     let opts = options(sc, dir.as_ref(), bind);
-    let channels = channels_of(sc, role);
+    let channels = channels_of(sc, &role_of);
     let wiring = spec(sc.workload).wiring();
     let anonymous = matches!(
         sc.transport,
@@ -829,9 +840,12 @@ pub fn server_run(
                 else {
                     return Err(fail(anyhow!("channel {i}: no inherited descriptor"), ctl));
                 };
-                let conn =
-                    transport::inherited(sc.transport, crate::sys::own_fd(fd), reads(ch, role))
-                        .map_err(|e| fail(e, ctl))?;
+                let conn = transport::inherited(
+                    sc.transport,
+                    crate::sys::own_fd(fd),
+                    reads(ch, role_of[ch.stream]),
+                )
+                .map_err(|e| fail(e, ctl))?;
                 Half::Inherited(conn)
             }
             _ => {
@@ -868,12 +882,12 @@ pub fn server_run(
             .map(|e| (transport::unconnected(), e))
             .collect()
     } else {
-        ends(&channels, conns, role, sc.parallel as usize)
+        ends(&channels, conns, &role_of)
             .into_iter()
             .map(|c| (c, None))
             .collect()
     };
-    let mut roles = LocalRoles::spawn(sc, stop, role, sides).map_err(|e| fail(e, ctl))?;
+    let mut roles = LocalRoles::spawn(sc, stop, &role_of, sides).map_err(|e| fail(e, ctl))?;
     if let Err(e) = roles.wait_ready(STEP_DEADLINE) {
         roles.abort();
         return Err(fail(e, ctl));
@@ -915,12 +929,13 @@ pub fn server_run(
         Err(e) => return Err(fail(e, ctl)),
     };
     let mut link = LinkInfo::default();
-    if let Some(r) = reports.first() {
+    if let Some((_, r)) = reports.first() {
         link.sndbuf_bytes = r.socket_buffers.0;
         link.rcvbuf_bytes = r.socket_buffers.1;
     }
     let result = RunResult {
-        sides: reports.iter().map(WireSide::from).collect(),
+        sides: reports.iter().map(|(_, r)| WireSide::from(r)).collect(),
+        roles: reports.iter().map(|(role, _)| *role).collect(),
         link,
         system: t0
             .zip(t1)

@@ -308,6 +308,7 @@ impl Placement for Threads {
             udp_drops,
             connect_time,
             peer: None,
+            directions: Vec::new(),
         })
     }
 }

@@ -172,6 +172,8 @@ pub enum Where {
     Processes {
         /// The child sends.
         reverse: bool,
+        /// Both directions at once.
+        bidir: bool,
     },
     /// A `sockbench server`.
     Server {
@@ -181,6 +183,8 @@ pub enum Where {
         key: Option<crate::control::auth::Key>,
         /// The server sends.
         reverse: bool,
+        /// Both directions at once.
+        bidir: bool,
     },
 }
 
@@ -209,12 +213,17 @@ fn placement_of(a: &CommonArgs) -> Result<Where, PlanError> {
                 target: target.trim().to_string(),
                 key,
                 reverse: a.reverse,
+                bidir: a.bidir,
             })
         }
-        (None, PlacementKind::Processes) => Ok(Where::Processes { reverse: a.reverse }),
-        (None, PlacementKind::Threads) if a.reverse => Err(invalid(
-            "--reverse needs another side: --server HOST or --placement processes",
-        )),
+        (None, PlacementKind::Processes) => Ok(Where::Processes {
+            reverse: a.reverse,
+            bidir: a.bidir,
+        }),
+        (None, PlacementKind::Threads) if a.reverse || a.bidir => Err(invalid(format!(
+            "{} needs another side: --server HOST or --placement processes",
+            if a.reverse { "--reverse" } else { "--bidir" }
+        ))),
         (None, PlacementKind::Threads) => Ok(Where::Threads),
     }
 }
@@ -821,6 +830,17 @@ impl Plan {
             explicit: !(all || all_engines),
         };
         let placement = placement_of(a)?;
+        if a.bidir && !matches!(kind, WorkloadKind::Stream | WorkloadKind::Rate) {
+            return Err(invalid(
+                "--bidir applies to stream and rate (pingpong already goes both ways; connect's dialer is one side)",
+            ));
+        }
+        if a.bidir && a.parallel > MAX_PARALLEL / 2 {
+            return Err(invalid(format!(
+                "--bidir runs -P streams each way: at most {} with --bidir",
+                MAX_PARALLEL / 2
+            )));
+        }
         let (mut scenarios, mut skipped) = matrix::expand(host, &axes, &template)?;
         if matches!(placement, Where::Server { .. }) {
             // Pipes and socketpairs have no name a server could open.

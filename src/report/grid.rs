@@ -690,9 +690,10 @@ fn notes(report: &Report, g: &mut Grid) {
 /// this process.
 fn placement_note(report: &Report) -> Option<String> {
     let p = &report.placement;
-    let role = p
-        .other_role
-        .map_or("the other role".to_string(), |r| format!("the {r}"));
+    let role = match p.other_role {
+        Some(r) if !p.bidir => format!("the {r}"),
+        _ => "the other side".to_string(),
+    };
     let mut note = match p.name.as_str() {
         "processes" => format!("placement: {role} ran in a child process (--placement processes)"),
         "server" => {
@@ -709,6 +710,31 @@ fn placement_note(report: &Report) -> Option<String> {
         }
         _ => return None,
     };
+    if p.bidir {
+        let both: Vec<String> = report
+            .results
+            .iter()
+            .filter_map(|r| Some((r, r.runs.first()?)))
+            .map(|(r, run)| {
+                let each: Vec<String> = run
+                    .directions
+                    .iter()
+                    .map(|d| {
+                        format!(
+                            "{} {}",
+                            d.direction,
+                            format_bits_per_second(d.bits_per_second)
+                        )
+                    })
+                    .collect();
+                format!("{}: {}", r.label(), each.join(", "))
+            })
+            .collect();
+        note.push_str(&format!(
+            "; both ways at once (--bidir), the table shows the sum; first run {}",
+            both.join("; ")
+        ));
+    }
     let run = report
         .results
         .iter()

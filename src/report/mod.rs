@@ -69,8 +69,11 @@ pub struct PlacementInfo {
     /// `threads` (both roles in this process), `processes` (the other role in a child
     /// process) or `server` (the other role on a `sockbench server`).
     pub name: String,
-    /// The role that ran in the other process or on the server (null with threads).
+    /// The role that ran in the other process or on the server (null with threads); with
+    /// `bidir`, its role in the first half of the streams.
     pub other_role: Option<crate::workload::Role>,
+    /// `--bidir`: both directions at once.
+    pub bidir: bool,
     /// The server as the client named it (HOST[:PORT]); null unless `server`.
     pub server: Option<String>,
     /// The server's machine, as it reported it (text cleaned of control characters);
@@ -219,9 +222,33 @@ pub struct RunFigures {
     pub endpoint: Option<String>,
     /// stream: how long each phase of the run took.
     pub phases: Option<Phases>,
+    /// With `--bidir`: each direction's own figures (the run's figures are their sum);
+    /// empty otherwise.
+    pub directions: Vec<Direction>,
     /// Latency distributions of this run by name (`round_trip` for pingpong; `connect`,
     /// `accept`, `first_response`, `close` for connect).
     pub latencies: BTreeMap<String, Latency>,
+}
+
+/// One direction of a `--bidir` run.
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Direction {
+    /// `client to server` or `server to client`.
+    pub direction: String,
+    /// Payload bytes sent this way.
+    pub bytes_sent: u64,
+    /// Payload bytes received this way.
+    pub bytes_received: u64,
+    /// Messages sent this way.
+    pub messages_sent: u64,
+    /// Messages received this way.
+    pub messages_received: u64,
+    /// Messages lost this way (unreliable transports).
+    pub messages_lost: Option<u64>,
+    /// This direction's measured interval.
+    pub duration_seconds: f64,
+    /// Received payload bits per second this way.
+    pub bits_per_second: f64,
 }
 
 /// Statistics across the measured runs of a scenario.

@@ -116,6 +116,7 @@ pub fn scenario(
         endpoint: None,
         phases: None,
         latencies: BTreeMap::new(),
+        directions: Vec::new(),
     };
     ScenarioResult {
         workload,

@@ -564,6 +564,9 @@ pub struct Roles {
     pub connect_time: Duration,
     /// The other process's host, when a role ran on a server or in a child.
     pub peer: Option<PeerInfo>,
+    /// With `--bidir`: each direction's roles on their own, by name ("client to server",
+    /// "server to client"); empty otherwise.
+    pub directions: Vec<(String, Roles)>,
 }
 
 /// What a peer process said about its host during a run.
