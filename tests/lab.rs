@@ -9,7 +9,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
 use common::{f, u, Sandbox};
@@ -97,24 +96,12 @@ impl Lab {
 
     /// A server in `b`; returns it and its port.
     fn server(&self, sb: &Sandbox, extra: &[&str]) -> (Child, u16) {
-        let mut child = self
-            .sockbench(sb, &self.b)
-            .args(["server", "--port", "0"])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let first = lines.next().unwrap().unwrap();
-        let port = first
-            .split("listening on ")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-            .and_then(|a| a.rsplit(':').next())
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("no port in {first:?}"));
-        std::thread::spawn(move || lines.for_each(drop));
+        let (child, port, lines) = common::spawn_server(
+            self.sockbench(sb, &self.b)
+                .args(["server", "--port", "0"])
+                .args(extra),
+        );
+        std::thread::spawn(move || lines.into_iter().for_each(drop));
         (child, port)
     }
 

@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
@@ -25,26 +25,15 @@ struct Server {
 
 impl Server {
     fn start(sb: &Sandbox, extra: &[&str]) -> Server {
-        let mut child = sb
-            .sockbench()
-            .args(["server", "--listen", "127.0.0.1", "--port", "0"])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let first = lines.next().unwrap().unwrap();
-        let port = first
-            .split("listening on 127.0.0.1:")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("no port in {first:?}"));
-        let log = Arc::new(Mutex::new(vec![first]));
+        let (child, port, lines) = common::spawn_server(
+            sb.sockbench()
+                .args(["server", "--listen", "127.0.0.1", "--port", "0"])
+                .args(extra),
+        );
+        let log = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&log);
         std::thread::spawn(move || {
-            for l in lines.map_while(Result::ok) {
+            for l in lines {
                 sink.lock().unwrap().push(l);
             }
         });
@@ -57,6 +46,16 @@ impl Server {
 
     fn log(&self) -> String {
         self.log.lock().unwrap().join("\n")
+    }
+
+    /// The log once it holds `text` (the server logs a test after its client has its
+    /// result, so a moment later), or as it is after 3 s.
+    fn log_with(&self, text: &str) -> String {
+        let until = Instant::now() + Duration::from_secs(3);
+        while !self.log().contains(text) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.log()
     }
 
     fn pid(&self) -> u32 {
@@ -154,7 +153,7 @@ fn every_workload_runs_against_a_local_server_both_ways_over_every_named_transpo
         }
     }
     assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
-    let log = server.log();
+    let log = server.log_with("stream shm blocking 64 KiB -P 1 (server sends)");
     assert!(
         log.contains("stream shm blocking 64 KiB -P 1 (server sends)"),
         "{log}"
@@ -177,7 +176,7 @@ fn the_client_and_the_server_count_the_same_bytes_and_messages() {
     assert_eq!(u(r, "/bytes_sent"), 500 * 4096);
     assert_eq!(u(r, "/bytes_received"), 500 * 4096);
     // The server's own count, logged by the other process: 2000 KiB in 500 messages.
-    let log = server.log();
+    let log = server.log_with("received 2048000 bytes");
     assert!(
         log.contains("received 2048000 bytes (1.95 MiB) in 500 messages"),
         "{log}"
@@ -337,14 +336,11 @@ fn a_key_is_required_proved_both_ways_and_never_optional() {
         "{}",
         String::from_utf8_lossy(&wrong.stderr)
     );
-    assert!(!server.log().contains("no --key-file"));
+    // The keyed server logged the test it ran, and never said it had no key.
+    assert!(!server.log_with("pingpong tcp").contains("no --key-file"));
     // A client with a key does not trust a server that asks for none.
     let open = Server::start(&sb, &[]);
-    let until = Instant::now() + Duration::from_secs(3);
-    while !open.log().contains("no --key-file") && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(open.log().contains("no --key-file"));
+    assert!(open.log_with("no --key-file").contains("no --key-file"));
     let out = client(
         &sb,
         &[
@@ -515,7 +511,7 @@ fn garbage_oversized_frames_and_slow_dribbles_are_cut_off_and_the_next_test_runs
     json_of(&out);
     let cut = dribble.join().unwrap();
     assert!(cut < Duration::from_secs(9), "{cut:?}");
-    let log = server.log();
+    let log = server.log_with("announces 4294967280 bytes");
     assert!(log.contains("unknown control frame type 255"), "{log}");
     assert!(log.contains("announces 4294967280 bytes"), "{log}");
     assert!(!log.contains('\u{1b}'), "escape reached the log");

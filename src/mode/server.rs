@@ -52,6 +52,27 @@ struct Shared {
     served_one: AtomicBool,
 }
 
+impl Shared {
+    /// A server's shared state before any client: one test at a time, quiet.
+    fn new(key: Option<Key>, limits: Limits, path: Option<PathBuf>) -> Shared {
+        Shared {
+            key,
+            limits,
+            path,
+            max_clients: 1,
+            verbose: false,
+            environment: Environment::collect(),
+            active: AtomicUsize::new(0),
+            pending: AtomicUsize::new(0),
+            live: Mutex::new(Vec::new()),
+            next: AtomicU64::new(0),
+            tests: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            served_one: AtomicBool::new(false),
+        }
+    }
+}
+
 /// Run `sockbench server`.
 pub fn run(args: &ServerArgs) -> ExitCode {
     let key = match &args.key_file {
@@ -98,21 +119,10 @@ pub fn run(args: &ServerArgs) -> ExitCode {
             "sockbench server: no --key-file: any client that reaches this port can run tests (set a pre-shared key with --key-file to require one)"
         );
     }
-    let shared = Arc::new(Shared {
-        key,
-        limits,
-        path: args.path.clone(),
-        max_clients: args.max_clients.max(1) as usize,
-        verbose: args.verbose,
-        environment: Environment::collect(),
-        active: AtomicUsize::new(0),
-        pending: AtomicUsize::new(0),
-        live: Mutex::new(Vec::new()),
-        next: AtomicU64::new(0),
-        tests: AtomicU64::new(0),
-        refused: AtomicU64::new(0),
-        served_one: AtomicBool::new(false),
-    });
+    let mut shared = Shared::new(key, limits, args.path.clone());
+    shared.max_clients = args.max_clients.max(1) as usize;
+    shared.verbose = args.verbose;
+    let shared = Arc::new(shared);
     if let Err(e) = listener.set_nonblocking(true) {
         eprintln!("sockbench: error: cannot poll the listening socket: {e}");
         return ExitCode::from(FAILED);
@@ -184,26 +194,13 @@ pub fn peer(args: &PeerArgs) -> ExitCode {
         return ExitCode::from(USAGE);
     }
     let stream = UnixStream::from(crate::sys::own_fd(fd));
-    let shared = Shared {
-        key: None,
-        limits: Limits {
-            max_duration_s: u64::from(u32::MAX),
-            max_size: crate::plan::MAX_SIZE,
-            max_streams: crate::plan::MAX_PARALLEL,
-            max_memory: u64::MAX,
-        },
-        path: args.path.clone(),
-        max_clients: 1,
-        verbose: false,
-        environment: Environment::collect(),
-        active: AtomicUsize::new(0),
-        pending: AtomicUsize::new(0),
-        live: Mutex::new(Vec::new()),
-        next: AtomicU64::new(0),
-        tests: AtomicU64::new(0),
-        refused: AtomicU64::new(0),
-        served_one: AtomicBool::new(false),
+    let limits = Limits {
+        max_duration_s: u64::from(u32::MAX),
+        max_size: crate::plan::MAX_SIZE,
+        max_streams: crate::plan::MAX_PARALLEL,
+        max_memory: u64::MAX,
     };
+    let shared = Shared::new(None, limits, args.path.clone());
     let ctl = Control::new(Box::new(stream));
     match converse(&shared, ctl, Peer::Parent, "parent".into(), Instant::now()) {
         Ok(()) => ExitCode::SUCCESS,

@@ -231,27 +231,28 @@ impl Remote {
         }
         let ctl = guard.as_mut().expect("connected");
         let dir = open_dir(sc, self.path.as_ref())?;
-        let t0 = SystemTicks::now();
-        let outcome = client_run(
-            ctl,
-            sc,
-            stop,
-            self.server_role,
-            self.bidir,
-            ClientSide {
-                dir,
-                inherited: Vec::new(),
-            },
-        );
-        let t1 = SystemTicks::now();
+        let outcome = self.timed_run(ctl, sc, stop, dir, Vec::new());
         if outcome.is_err() {
             // The conversation may be mid-run: start the next run on a new one.
             *guard = None;
         }
-        Ok((
-            outcome?,
-            t0.zip(t1).and_then(|(a, b)| SystemCpu::between(&a, &b)),
-        ))
+        outcome
+    }
+
+    /// This side's half of one run over `ctl`, with this machine's CPU over it.
+    fn timed_run(
+        &self,
+        ctl: &mut Control,
+        sc: &Scenario,
+        stop: Stop,
+        dir: Option<RunDir>,
+        inherited: Vec<(Box<dyn Conn>, RawFd)>,
+    ) -> Result<(ClientOutcome, Option<SystemCpu>), RunError> {
+        let t0 = SystemTicks::now();
+        let side = ClientSide { dir, inherited };
+        let o = client_run(ctl, sc, stop, self.server_role, self.bidir, side)?;
+        let t1 = SystemTicks::now();
+        Ok((o, t0.zip(t1).and_then(|(a, b)| SystemCpu::between(&a, &b))))
     }
 
     fn run_in_child(
@@ -306,21 +307,9 @@ impl Remote {
         let mut ctl = Control::new(Box::new(mine));
         let outcome = (|| {
             handshake(&mut ctl, None).map_err(RunError::Failed)?;
-            let t0 = SystemTicks::now();
-            let o = client_run(
-                &mut ctl,
-                sc,
-                stop,
-                self.server_role,
-                self.bidir,
-                ClientSide {
-                    dir,
-                    inherited: handed,
-                },
-            )?;
-            let t1 = SystemTicks::now();
+            let done = self.timed_run(&mut ctl, sc, stop, dir, handed)?;
             let _ = ctl.send(FrameType::Bye, &Bye {});
-            Ok((o, t0.zip(t1).and_then(|(a, b)| SystemCpu::between(&a, &b))))
+            Ok(done)
         })();
         drop(ctl);
         reap(&mut child);

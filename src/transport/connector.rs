@@ -82,19 +82,12 @@ impl Dialer {
         linger0: bool,
     ) -> anyhow::Result<Dialer> {
         let (domain, ty, protocol, addr) = match (kind, target) {
-            (TransportKind::Tcp | TransportKind::Tcp6, super::Endpoint::Address(a)) => {
-                let domain = if a.is_ipv6() {
-                    Domain::IPV6
-                } else {
-                    Domain::IPV4
-                };
-                (
-                    domain,
-                    Type::STREAM,
-                    Some(Protocol::TCP),
-                    SockAddr::from(*a),
-                )
-            }
+            (TransportKind::Tcp | TransportKind::Tcp6, super::Endpoint::Address(a)) => (
+                tcp_domain(a.is_ipv6()),
+                Type::STREAM,
+                Some(Protocol::TCP),
+                SockAddr::from(*a),
+            ),
             (TransportKind::Unix, super::Endpoint::Path(p)) => {
                 (Domain::UNIX, Type::STREAM, None, SockAddr::unix(p)?)
             }
@@ -153,6 +146,15 @@ impl Dialer {
     }
 }
 
+/// The socket domain of an IPv6 or IPv4 address.
+fn tcp_domain(ipv6: bool) -> Domain {
+    if ipv6 {
+        Domain::IPV6
+    } else {
+        Domain::IPV4
+    }
+}
+
 /// Open a listener and a dialer for it.
 ///
 /// # Errors
@@ -166,13 +168,8 @@ pub fn open(
     let (domain, ty, protocol, addr, path) = match kind {
         TransportKind::Tcp | TransportKind::Tcp6 => {
             let a = bind_addr(kind.is_ipv6(), opts);
-            let domain = if kind.is_ipv6() {
-                Domain::IPV6
-            } else {
-                Domain::IPV4
-            };
             (
-                domain,
+                tcp_domain(kind.is_ipv6()),
                 Type::STREAM,
                 Some(Protocol::TCP),
                 SockAddr::from(a),

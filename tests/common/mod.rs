@@ -211,3 +211,36 @@ pub fn json_in_netns(
     let v = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
     Some((v, netns_figures(&out)))
 }
+
+/// Start `cmd` (a `sockbench server ... --port 0`) with stderr piped; its port, read from
+/// the first line it prints ("... listening on ADDR:PORT ..."), and every line of its
+/// stderr, the first included, as they come (on a channel).
+pub fn spawn_server(
+    cmd: &mut std::process::Command,
+) -> (std::process::Child, u16, std::sync::mpsc::Receiver<String>) {
+    use std::io::BufRead;
+    let mut child = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let port = first
+        .split("listening on ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|a| a.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {first:?}"));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let _ = tx.send(first);
+    std::thread::spawn(move || {
+        for l in lines.map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    (child, port, rx)
+}
