@@ -692,6 +692,35 @@ fn ctrl_c_on_either_side_ends_the_test_promptly_and_the_server_reports_its_count
 }
 
 #[test]
+fn a_server_with_once_serves_one_client_then_exits() {
+    let sb = Sandbox::new();
+    let mut server = Server::start(&sb, &["--once"]);
+    let addr = server.addr();
+    // One client, two scenarios: one conversation.
+    json_of(&client(
+        &sb,
+        &[
+            "stream", "--server", &addr, "-t", "tcp,udp", "-n", "100", "-w", "0",
+        ],
+    ));
+    let until = Instant::now() + Duration::from_secs(3);
+    let status = loop {
+        if let Some(s) = server.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < until,
+            "the server did not exit after its one client"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success());
+    assert!(server
+        .log_with("stopped after 2 tests")
+        .contains("stopped after 2 tests (0 refused)"));
+}
+
+#[test]
 fn bad_server_flags_and_unreachable_servers_say_what_to_do() {
     let sb = Sandbox::new();
     let usage = |args: &[&str], says: &str| {

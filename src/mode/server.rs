@@ -354,7 +354,9 @@ fn converse(
     accepted: Instant,
 ) -> anyhow::Result<()> {
     let mut session = Session::new(shared.key.clone(), shared.limits, peer)?;
-    let mut pending = true;
+    // Whether this connection still counts among those in their handshake (a child's
+    // parent never did).
+    let mut pending = peer != Peer::Parent;
     let mut slot: Option<Slot<'_>> = None;
     let result = (|| -> anyhow::Result<()> {
         loop {
@@ -396,10 +398,6 @@ fn converse(
                         slot = Some(Slot(&shared.active));
                         shared.served_one.store(true, Ordering::Relaxed);
                     }
-                    if pending {
-                        shared.pending.fetch_sub(1, Ordering::Relaxed);
-                        pending = false;
-                    }
                     run_one(shared, &mut ctl, &msg, peer, &who)?;
                 }
                 Step::Ignore => {}
@@ -416,7 +414,7 @@ fn converse(
             }
         }
     })();
-    if pending && peer != Peer::Parent {
+    if pending {
         shared.pending.fetch_sub(1, Ordering::Relaxed);
     }
     ctl.stream().shutdown();
