@@ -144,6 +144,7 @@ mod tests {
     #[test]
     fn each_side_accepts_only_the_other_sides_proof_for_these_nonces() {
         let key = Key::new(b"0123456789abcdef-shared").unwrap();
+        assert_eq!(format!("{key:?}"), "Key(..)", "a key never reaches a log");
         let other = Key::new(b"0123456789abcdef-other!").unwrap();
         let (c, s) = (random(NONCE_BYTES).unwrap(), random(NONCE_BYTES).unwrap());
         assert_ne!(c, s);
@@ -175,6 +176,8 @@ mod tests {
         std::fs::write(&p, "short\n").unwrap();
         let e = format!("{:#}", Key::load(&p).unwrap_err());
         assert!(e.contains("the key is 5 bytes"), "{e}");
+        std::fs::write(&p, vec![b'k'; 4096]).unwrap();
+        assert!(Key::load(&p).is_ok(), "exactly 4 KiB is allowed");
         std::fs::write(&p, vec![b'k'; 5000]).unwrap();
         assert!(format!("{:#}", Key::load(&p).unwrap_err()).contains("at most 4096"));
         let e = format!("{:#}", Key::load(&dir.path().join("none")).unwrap_err());

@@ -281,20 +281,102 @@ mod tests {
         let bytes = frame::encode(FrameType::Bye, b"{}").unwrap();
         let writer = std::thread::spawn(move || {
             for b in bytes {
-                peer.write_all(&[b]).unwrap();
-                std::thread::sleep(Duration::from_millis(150));
+                if peer.write_all(&[b]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(300));
             }
-            peer
         });
         let t = Instant::now();
         let got = c.next(Duration::from_millis(400));
         assert!(matches!(got, Err(ControlError::Deadline(_))), "{got:?}");
+        // At the deadline, not at the next byte after it (600 ms).
         let waited = t.elapsed();
         assert!(
-            waited >= Duration::from_millis(390) && waited < Duration::from_millis(900),
+            waited >= Duration::from_millis(390) && waited < Duration::from_millis(550),
             "{waited:?}"
         );
-        drop(writer.join());
+        drop(c);
+        let _ = writer.join();
+    }
+
+    #[test]
+    fn frames_sent_arrive_whole_and_a_refusal_carries_its_cleaned_reason() {
+        let (mut c, peer) = pair();
+        c.send(FrameType::Start, &messages::Start {}).unwrap();
+        c.refuse("no\u{1b}[31m thanks");
+        let mut peer = Control::new(Box::new(peer));
+        let start: messages::Start = peer
+            .expect(FrameType::Start, Duration::from_secs(1))
+            .unwrap();
+        assert_eq!(start, messages::Start {});
+        match peer.expect::<messages::Start>(FrameType::Start, Duration::from_secs(1)) {
+            Err(ControlError::Refused(why)) => assert_eq!(why, "no?[31m thanks"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_trailing_signal_is_skipped_unless_a_signal_is_wanted() {
+        let (mut c, peer) = pair();
+        let mut p = Control::new(Box::new(peer));
+        let sig = messages::SignalMsg {
+            stream: 0,
+            sender_done: true,
+        };
+        p.send(FrameType::Signal, &sig).unwrap();
+        p.send(FrameType::Start, &messages::Start {}).unwrap();
+        p.send(FrameType::Signal, &sig).unwrap();
+        let wait = Duration::from_secs(1);
+        assert_eq!(
+            c.expect::<messages::Start>(FrameType::Start, wait).unwrap(),
+            messages::Start {}
+        );
+        assert_eq!(
+            c.expect::<messages::SignalMsg>(FrameType::Signal, wait)
+                .unwrap(),
+            sig
+        );
+        assert!(ControlError::Deadline(1.0).is_deadline());
+        assert!(!ControlError::Closed.is_deadline());
+    }
+
+    #[test]
+    fn a_reset_connection_is_a_closed_one_and_tcp_reads_keep_their_deadline() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let t = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        let mut c = Control::new(Box::new(t));
+        let started = Instant::now();
+        assert!(c.poll(Duration::from_millis(200)).unwrap().is_none());
+        assert!(started.elapsed() < Duration::from_millis(450));
+        // Unread data and SO_LINGER 0: the peer's close is a reset.
+        socket2::SockRef::from(&s)
+            .set_linger(Some(Duration::ZERO))
+            .unwrap();
+        drop(s);
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(matches!(
+            c.poll(Duration::from_secs(1)),
+            Err(ControlError::Closed)
+        ));
+    }
+
+    #[test]
+    fn shutting_a_control_stream_down_ends_the_peers_reads() {
+        use std::io::Read;
+        let (a, mut b) = UnixStream::pair().unwrap();
+        Stream::shutdown(&a);
+        let mut buf = [0u8; 1];
+        assert_eq!(b.read(&mut buf).unwrap(), 0);
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let t = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut s, from) = l.accept().unwrap();
+        assert_eq!(Stream::peer_ip(&t), Some(from.ip()));
+        assert_eq!(Stream::local_ip(&t), Some(from.ip()));
+        assert_eq!(Stream::peer_ip(&a), None);
+        Stream::shutdown(&t);
+        assert_eq!(s.read(&mut buf).unwrap(), 0);
     }
 
     #[test]
