@@ -189,6 +189,8 @@ mod tests {
         assert!(same_token(b"abcd", b"abcd"));
         assert!(!same_token(b"abcd", b"abce"));
         assert!(!same_token(b"abcd", b"abc"));
+        // Two differences whose XORs cancel must not compare equal.
+        assert!(!same_token(&[1, 1], &[0, 0]));
         assert_eq!(nonce_bytes(&"ab".repeat(32)).map(|b| b.len()), Some(32));
         assert_eq!(nonce_bytes("abab"), None);
         assert_eq!(nonce_bytes(&"zz".repeat(32)), None);

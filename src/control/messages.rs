@@ -280,6 +280,21 @@ mod tests {
     }
 
     #[test]
+    fn a_scenarios_channels_follow_its_workloads_wiring() {
+        let mut sc = crate::plan::first_scenario(&["pingpong", "-t", "shm"]);
+        let c = channels_of(&sc, &[Role::Receiver]);
+        assert_eq!(
+            c,
+            channels(TransportKind::Shm, Wiring::Duplex, &[Role::Receiver])
+        );
+        assert_eq!(c.len(), 2);
+        sc = crate::plan::first_scenario(&["stream", "-t", "fifo"]);
+        assert_eq!(channels_of(&sc, &[Role::Sender]).len(), 1);
+        sc = crate::plan::first_scenario(&["connect", "-t", "tcp"]);
+        assert!(channels_of(&sc, &[Role::Receiver]).is_empty());
+    }
+
+    #[test]
     fn bidir_runs_the_second_half_of_the_streams_the_other_way() {
         assert_eq!(server_roles(2, Role::Receiver, false), [Role::Receiver; 2]);
         assert_eq!(

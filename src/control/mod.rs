@@ -275,6 +275,66 @@ mod tests {
         (Control::new(Box::new(a)), b)
     }
 
+    /// A stream whose reads fail with one error kind, then report end of file.
+    struct Failing(Option<io::ErrorKind>);
+
+    impl Read for Failing {
+        fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+            match self.0.take() {
+                Some(kind) => Err(io::Error::from(kind)),
+                None => Ok(0),
+            }
+        }
+    }
+
+    impl Write for Failing {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Stream for Failing {
+        fn set_read_timeout(&self, _: Option<Duration>) -> io::Result<()> {
+            Ok(())
+        }
+        fn peer_ip(&self) -> Option<IpAddr> {
+            None
+        }
+        fn local_ip(&self) -> Option<IpAddr> {
+            None
+        }
+        fn shutdown(&self) {}
+    }
+
+    #[test]
+    fn a_read_error_ends_the_conversation_and_a_timeout_or_interrupt_retries() {
+        let wait = Duration::from_secs(5);
+        let poll = |kind| Control::new(Box::new(Failing(Some(kind)))).poll(wait);
+        let t = Instant::now();
+        // Neither a retry nor a close: the error itself, at once.
+        let got = poll(io::ErrorKind::PermissionDenied);
+        assert!(
+            matches!(&got, Err(ControlError::Frame(FrameError::Io(e))) if e.kind() == io::ErrorKind::PermissionDenied),
+            "{got:?}"
+        );
+        assert!(matches!(
+            poll(io::ErrorKind::ConnectionReset),
+            Err(ControlError::Closed)
+        ));
+        // A retried read then meets the end of the stream.
+        for kind in [
+            io::ErrorKind::WouldBlock,
+            io::ErrorKind::TimedOut,
+            io::ErrorKind::Interrupted,
+        ] {
+            assert!(matches!(poll(kind), Err(ControlError::Closed)), "{kind:?}");
+        }
+        assert!(t.elapsed() < wait, "no error waited for the deadline");
+    }
+
     #[test]
     fn a_frame_dribbled_byte_by_byte_still_meets_its_deadline() {
         let (mut c, mut peer) = pair();
@@ -346,10 +406,20 @@ mod tests {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let t = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (s, _) = l.accept().unwrap();
-        let mut c = Control::new(Box::new(t));
+        // A silent peer that hangs up after 1 s: a read without its deadline would end
+        // there, closed, instead of at the deadline with nothing.
+        let silent = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (quiet, _) = l.accept().unwrap();
+        let hangup = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(1));
+            drop(quiet);
+        });
         let started = Instant::now();
-        assert!(c.poll(Duration::from_millis(200)).unwrap().is_none());
+        let got = Control::new(Box::new(silent)).poll(Duration::from_millis(200));
+        assert!(matches!(got, Ok(None)), "{got:?}");
         assert!(started.elapsed() < Duration::from_millis(450));
+        hangup.join().unwrap();
+        let mut c = Control::new(Box::new(t));
         // Unread data and SO_LINGER 0: the peer's close is a reset.
         socket2::SockRef::from(&s)
             .set_linger(Some(Duration::ZERO))
@@ -366,12 +436,15 @@ mod tests {
     fn shutting_a_control_stream_down_ends_the_peers_reads() {
         use std::io::Read;
         let (a, mut b) = UnixStream::pair().unwrap();
+        // Bounded reads: without the shutdown they fail instead of waiting forever.
+        b.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         Stream::shutdown(&a);
         let mut buf = [0u8; 1];
         assert_eq!(b.read(&mut buf).unwrap(), 0);
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let t = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (mut s, from) = l.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         assert_eq!(Stream::peer_ip(&t), Some(from.ip()));
         assert_eq!(Stream::local_ip(&t), Some(from.ip()));
         assert_eq!(Stream::peer_ip(&a), None);

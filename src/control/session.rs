@@ -477,6 +477,66 @@ mod tests {
     }
 
     #[test]
+    fn scenarios_exactly_at_the_limits_run_and_one_past_them_do_not() {
+        let limits = Limits {
+            max_duration_s: 10,
+            max_size: 1 << 20,
+            max_streams: 4,
+            // Exactly two 1 MiB buffers for each of four streams.
+            max_memory: 8 << 20,
+        };
+        let check = |f: &dyn Fn(&mut Scenario)| {
+            let mut sc = scenario();
+            f(&mut sc);
+            check_scenario(sc, &limits, Peer::Local)
+        };
+        let at_limits = |s: &mut Scenario| {
+            s.size = 1 << 20;
+            s.parallel = 4;
+            s.stop = Stop::Duration(Duration::from_secs(10));
+        };
+        assert!(check(&at_limits).is_ok());
+        let e = check(&|s| {
+            at_limits(s);
+            s.sndbuf = Some(1);
+        })
+        .unwrap_err();
+        assert!(e.contains("bytes of buffers"), "{e}");
+        let limits_buffers = Limits {
+            max_memory: u64::MAX,
+            ..limits
+        };
+        let buffers = |b: u64| {
+            let mut sc = scenario();
+            sc.sndbuf = Some(b);
+            sc.rcvbuf = Some(b);
+            check_scenario(sc, &limits_buffers, Peer::Local)
+        };
+        assert!(buffers(MAX_BUFFER).is_ok());
+        assert!(buffers(MAX_BUFFER + 1).unwrap_err().contains("--sndbuf"));
+        assert!(buffers(0).unwrap_err().contains("--sndbuf"));
+        let writes = |w: u32| {
+            check(&|s| {
+                s.size = 8;
+                s.extras.writes = w;
+            })
+        };
+        assert!(writes(8).is_ok());
+        assert!(writes(9).unwrap_err().contains("--writes"));
+        let open = |n: u32| check(&|s| s.extras.open = n);
+        assert!(open(10_000).is_ok());
+        assert!(open(10_001).unwrap_err().contains("--open"));
+        assert!(open(0).unwrap_err().contains("--open"));
+        let rate = |r: f64| check(&|s| s.extras.rate = Some(r));
+        assert!(rate(0.5).is_ok());
+        assert!(rate(0.0).unwrap_err().contains("--rate"));
+        assert!(rate(-1.0).unwrap_err().contains("--rate"));
+        assert!(check(&|s| s.stop = Stop::Duration(Duration::ZERO))
+            .unwrap_err()
+            .contains("up to 10 s"));
+    }
+
+    #[test]
     fn both_ways_counts_the_streams_of_both_directions_against_the_limit() {
         let limits = Limits {
             max_streams: 4,

@@ -351,6 +351,30 @@ mod tests {
     }
 
     #[test]
+    fn figures_at_their_limits_are_accepted() {
+        assert_eq!(count("bytes", MAX_COUNT), Ok(MAX_COUNT));
+        assert_eq!(
+            duration("interval", MAX_NANOS),
+            Ok(Duration::from_nanos(MAX_NANOS))
+        );
+        let at_limit: Vec<(u64, u64)> = (0..MAX_BUCKETS as u64).map(|i| (1000 + i, 1)).collect();
+        assert_eq!(histogram(&at_limit).unwrap().len(), MAX_BUCKETS as u64);
+        let mut over = at_limit;
+        over.push((999, 1));
+        assert!(matches!(
+            histogram(&over),
+            Err(WireError::OutOfRange {
+                what: "latency buckets",
+                ..
+            })
+        ));
+        assert!(matches!(
+            histogram(&[]),
+            Ok(h) if h.is_empty()
+        ));
+    }
+
+    #[test]
     fn negative_counts_and_unknown_fields_do_not_parse() {
         let json = serde_json::to_value(WireSide::default()).unwrap();
         let mut neg = json.clone();

@@ -69,6 +69,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_connected_tcp_end_routes_through_lo_and_a_unix_end_has_no_route() {
+        use crate::transport::{open_pair, TransportKind, TransportOptions};
+        let opts = TransportOptions {
+            message_bytes: 64,
+            ..TransportOptions::default()
+        };
+        let tcp = open_pair(TransportKind::Tcp, &opts, 0).unwrap();
+        let (dev, mtu) = route_of(tcp.sender.as_ref()).unwrap();
+        assert_eq!(dev, "lo");
+        let want: Option<u64> = std::fs::read_to_string("/sys/class/net/lo/mtu")
+            .ok()
+            .and_then(|m| m.trim().parse().ok());
+        assert_eq!(mtu, want);
+        assert!(want.is_some_and(|m| m > 1));
+        let unix = open_pair(TransportKind::Unix, &opts, 0).unwrap();
+        assert_eq!(route_of(unix.sender.as_ref()), None);
+    }
+
+    #[test]
     fn loopback_and_own_addresses_are_local_and_route_through_lo() {
         assert!(is_local_address("127.0.0.1".parse().unwrap()));
         assert!(is_local_address("::1".parse().unwrap()));
