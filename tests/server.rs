@@ -25,11 +25,16 @@ struct Server {
 
 impl Server {
     fn start(sb: &Sandbox, extra: &[&str]) -> Server {
-        let (child, port, lines) = common::spawn_server(
+        Server::from_command(
             sb.sockbench()
                 .args(["server", "--listen", "127.0.0.1", "--port", "0"])
                 .args(extra),
-        );
+        )
+    }
+
+    /// A server started through `cmd` (the sockbench server command, perhaps wrapped).
+    fn from_command(cmd: &mut std::process::Command) -> Server {
+        let (child, port, lines) = common::spawn_server(cmd);
         let log = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&log);
         std::thread::spawn(move || {
@@ -62,13 +67,14 @@ impl Server {
         self.child.id()
     }
 
-    /// Ctrl-C, and the exit status.
-    fn stop(mut self) -> std::process::ExitStatus {
+    /// Ctrl-C; the exit status and the whole log.
+    fn stop(mut self) -> (std::process::ExitStatus, String) {
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(self.child.id() as i32),
             nix::sys::signal::Signal::SIGINT,
         );
-        self.child.wait().unwrap()
+        let status = self.child.wait().unwrap();
+        (status, self.log_with("stopped after"))
     }
 }
 
@@ -158,7 +164,7 @@ fn every_workload_runs_against_a_local_server_both_ways_over_every_named_transpo
         log.contains("stream shm blocking 64 KiB -P 1 (server sends)"),
         "{log}"
     );
-    assert!(server.stop().success());
+    assert!(server.stop().0.success());
 }
 
 #[test]
@@ -684,11 +690,65 @@ fn ctrl_c_on_either_side_ends_the_test_promptly_and_the_server_reports_its_count
         .unwrap();
     std::thread::sleep(Duration::from_millis(700));
     let t = Instant::now();
-    let status = server.stop();
+    let (status, log) = server.stop();
+    assert!(
+        t.elapsed() < Duration::from_millis(2500),
+        "the server took {:?} to stop",
+        t.elapsed()
+    );
     let out = c.wait_with_output().unwrap();
     assert!(status.success());
     assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
     assert_eq!(out.status.code(), Some(1));
+    // The cut test is logged, before the server's last line: it waited for its threads.
+    let cut = log
+        .find("stream tcp blocking 64 KiB -P 1 (server receives): failed: the server is stopping")
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(cut < log.find("stopped after 3 tests").unwrap(), "{log}");
+    // Polling an idle listening socket is not an accept failure.
+    assert!(!log.contains("accept failed"), "{log}");
+}
+
+#[test]
+fn a_server_out_of_descriptors_says_so_and_serves_again_once_they_are_free() {
+    let sb = Sandbox::new();
+    if std::process::Command::new("prlimit")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: no prlimit (util-linux)");
+        return;
+    }
+    let server = Server::from_command(
+        sb.std_cmd("prlimit")
+            .arg("--nofile=12")
+            .arg(assert_cmd::cargo::cargo_bin("sockbench"))
+            .args(["server", "--listen", "127.0.0.1", "--port", "0"]),
+    );
+    let idle: Vec<TcpStream> = (0..14)
+        .map(|_| TcpStream::connect(server.addr()).unwrap())
+        .collect();
+    let log = server.log_with("accept failed");
+    assert!(log.contains("accept failed: Too many open files"), "{log}");
+    drop(idle);
+    // The idle connections' descriptors come back as they hang up; then tests run.
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let out = client(
+            &sb,
+            &["stream", "--server", &server.addr(), "-n", "10", "-w", "0"],
+        );
+        if out.status.success() {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[test]

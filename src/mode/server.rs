@@ -294,6 +294,9 @@ fn converse_tcp(shared: &Shared, stream: TcpStream, from: SocketAddr) {
         .unwrap_or_else(|e| e.into_inner())
         .retain(|(i, _)| *i != id);
     if let Err(e) = r {
+        if e.downcast_ref::<Logged>().is_some() {
+            return;
+        }
         if shared.verbose || !is_handshake_noise(&e) {
             log(shared, &format!("{who} {e:#}"));
         }
@@ -463,9 +466,23 @@ fn run_one(
             }
             Ok(())
         }
-        Err(e) => Err(e.context(format!("{what} failed"))),
+        Err(e) if peer == Peer::Parent => Err(e.context(format!("{what} failed"))),
+        Err(e) => {
+            let why = if crate::interrupt::requested() {
+                "the server is stopping".to_string()
+            } else {
+                format!("{e:#}")
+            };
+            log(shared, &format!("{who} {what}: failed: {why}"));
+            Err(Logged.into())
+        }
     }
 }
+
+/// A test's failure, already logged with what the test was.
+#[derive(Debug, thiserror::Error)]
+#[error("the test failed (logged)")]
+struct Logged;
 
 /// The server role's own count of a run: bytes, messages and rate over its interval.
 fn summary(reports: &[(Role, SideReport)]) -> String {
