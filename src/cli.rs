@@ -55,6 +55,7 @@ pub enum Command {
   sockbench stream -t tcp -s 128K -d 5
   sockbench stream -t unix,pipe,shm -s 64K,1M --runs 5
   sockbench stream -t udp -s 1K --rcvbuf 4M
+  sockbench stream -t unix,tcp -s 64K --rcvbuf 1,4K..4M
   sockbench stream -t tcp --bind 127.0.0.1:5300 --nodelay -s 64
   sockbench stream -t tcp -P 4 --cpus 0,1
 
@@ -313,11 +314,15 @@ pub struct CommonArgs {
     #[arg(help_heading = HEAD_TIME, short, long, value_name = "N", default_value_t = 1)]
     pub runs: u32,
     /// Requested send buffer: SO_SNDBUF for sockets, the pipe size for pipe and fifo, the
-    /// ring size for shm, the queue depth (in messages of SIZE) for mq.
+    /// ring size for shm, the queue depth (in messages of SIZE) for mq. A list or range
+    /// as for --size (e.g. 4K,64K or 4K..4M): each value is a scenario, and the table
+    /// shows what the kernel granted.
     #[arg(help_heading = HEAD_SOCKETS, long, value_name = "SIZE")]
     pub sndbuf: Option<String>,
     /// Requested receive buffer (SO_RCVBUF; sockets only). Setting it turns off TCP's
-    /// receive-buffer autotuning.
+    /// receive-buffer autotuning. A list or range as for --size (e.g. 1,4K..4M): each
+    /// value is a scenario, and the table shows what the kernel granted (Linux doubles a
+    /// request and clamps it to net.core.rmem_max).
     #[arg(help_heading = HEAD_SOCKETS, long, value_name = "SIZE")]
     pub rcvbuf: Option<String>,
     /// Disable Nagle's algorithm (TCP_NODELAY) on TCP.

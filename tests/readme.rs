@@ -117,6 +117,16 @@ fn keeps_its_promise(line: &str, v: &Value, stdout: &[u8], dir: &std::path::Path
             assert_eq!(rs.len(), 12, "{:?}", transports(v));
             assert!(every(v, "/size_bytes").iter().all(|&s| s == 4096));
         }
+        "sockbench stream -t unix,tcp -s 64K --rcvbuf 1,4K..4M -d 0.2 -w 0.05" => {
+            // 1 B, then 4 KiB doubling to 4 MiB: twelve buffers per transport.
+            assert_eq!(rs.len(), 24);
+            let asked = every(v, "/options/rcvbuf_bytes");
+            assert_eq!(asked[..12], asked[12..]);
+            assert_eq!(asked[0], 1);
+            assert_eq!(asked[11], 4 << 20);
+            let table = String::from_utf8_lossy(stdout);
+            assert!(table.contains("tcp granted"), "{table}");
+        }
         "sockbench stream -t udp -s 1K -d 0.5 --rcvbuf 4M" => {
             assert_eq!(u(&rs[0], "/options/rcvbuf_bytes"), 4 << 20);
             assert!(rs[0]["messages_lost"].is_u64());

@@ -141,6 +141,9 @@ pub fn cpu_saturated(sc: &Scenario, r: &ScenarioResult) -> Option<Warning> {
     })
 }
 
+/// Messages from this size on are not diagnosed for Nagle stalls.
+const NAGLE_RELEVANT_BELOW: u64 = 1 << 20;
+
 /// A cluster of ~40 ms round trips on TCP without TCP_NODELAY.
 pub fn delayed_ack(sc: &Scenario, r: &ScenarioResult) -> Option<Warning> {
     let tcp = matches!(sc.transport, TransportKind::Tcp | TransportKind::Tcp6);
@@ -150,7 +153,10 @@ pub fn delayed_ack(sc: &Scenario, r: &ScenarioResult) -> Option<Warning> {
     // larger than a segment); in open loop, queueing alone makes round trips this slow.
     let mss = r.median_run().and_then(|m| m.mss_bytes).unwrap_or(65_483);
     let pieces = sc.extras.writes > 1 || sc.size > mss;
-    (tcp && !sc.nodelay && pieces && sc.extras.rate.is_none() && slow >= 0.01).then(|| {
+    // From a megabyte on, carrying the message takes tens of milliseconds on anything but
+    // loopback, and one stall of 40 ms is not what a round trip of it is made of.
+    let small = sc.size < NAGLE_RELEVANT_BELOW;
+    (tcp && !sc.nodelay && pieces && small && sc.extras.rate.is_none() && slow >= 0.01).then(|| {
         warning(
             "delayed-ack",
             format!(
@@ -301,6 +307,27 @@ mod tests {
             receivers: vec![side(Vec::new())],
             ..Roles::default()
         }
+    }
+
+    #[test]
+    fn stalls_of_40_ms_are_nagles_below_a_megabyte_and_not_from_one_on() {
+        let stalled = |size: &str, extra: &[&str]| {
+            let mut args = vec!["pingpong", "-t", "tcp", "-s", size, "-n", "100"];
+            args.extend_from_slice(extra);
+            kinds(&scenario(&args), &[run(100, 40_000, 5.0)]).contains(&"delayed-ack".to_string())
+        };
+        assert!(stalled("64", &["--writes", "2"]));
+        assert!(stalled("1023K", &[]), "larger than a segment, under 1 MiB");
+        assert!(
+            !stalled("1M", &[]),
+            "a megabyte's transfer is the round trip"
+        );
+        assert!(!stalled("60M", &[]));
+        assert!(
+            !stalled("64", &[]),
+            "one write of less than a segment cannot wait"
+        );
+        assert!(!stalled("64", &["--writes", "2", "--nodelay"]));
     }
 
     fn kinds(sc: &Scenario, runs: &[Roles]) -> Vec<String> {

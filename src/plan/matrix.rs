@@ -18,6 +18,10 @@ pub struct Axes<'a> {
     pub engines: &'a [EngineKind],
     /// Sizes as given; `None`: each workload's default for each transport.
     pub sizes: Option<&'a [u64]>,
+    /// Requested send buffers (`None`: the kernel's default), each a scenario.
+    pub sndbufs: &'a [Option<u64>],
+    /// Requested receive buffers, likewise.
+    pub rcvbufs: &'a [Option<u64>],
     /// Whether the user named every combination (no `all` on any axis): then a refusal
     /// is an error rather than a skip.
     pub explicit: bool,
@@ -82,22 +86,34 @@ pub fn expand(
         for &transport in axes.transports {
             let defaults = [workload.default_size(transport)];
             for &size in axes.sizes.unwrap_or(&defaults) {
-                let sc = Scenario {
-                    transport,
-                    engine,
-                    size,
-                    ..template.clone()
+                // A receive buffer is a socket's; other transports have one buffer, the
+                // send side's.
+                let rcvbufs = match transport.is_socket() {
+                    true => axes.rcvbufs,
+                    false => &[None],
                 };
-                match refusal(host, &sc) {
-                    None => run.push(sc),
-                    Some(why) if axes.explicit => return Err(PlanError::Unsupported(why)),
-                    Some(reason) => skipped.push(Skipped {
-                        workload: sc.workload,
-                        transport,
-                        engine,
-                        size_bytes: size,
-                        reason,
-                    }),
+                for &sndbuf in axes.sndbufs {
+                    for &rcvbuf in rcvbufs {
+                        let sc = Scenario {
+                            transport,
+                            engine,
+                            size,
+                            sndbuf,
+                            rcvbuf,
+                            ..template.clone()
+                        };
+                        match refusal(host, &sc) {
+                            None => run.push(sc),
+                            Some(why) if axes.explicit => return Err(PlanError::Unsupported(why)),
+                            Some(reason) => skipped.push(Skipped {
+                                workload: sc.workload,
+                                transport,
+                                engine,
+                                size_bytes: size,
+                                reason,
+                            }),
+                        }
+                    }
                 }
             }
         }

@@ -345,6 +345,27 @@ fn parse_opt_size(name: &str, text: &Option<String>) -> Result<Option<u64>, Plan
         .transpose()
 }
 
+/// A buffer axis (`--sndbuf 4K`, `--rcvbuf 1,4K..4M`): each value a scenario; `[None]`
+/// (the kernel's default) when not given.
+fn parse_buffer_list(name: &str, text: &Option<String>) -> Result<Vec<Option<u64>>, PlanError> {
+    let Some(t) = text.as_deref() else {
+        return Ok(vec![None]);
+    };
+    let list = parse_size_list(t).map_err(|e| invalid(format!("--{name}: {e}")))?;
+    for &n in &list {
+        if n == 0 {
+            return Err(invalid(format!("--{name} must be at least 1 byte")));
+        }
+        if n > MAX_BUFFER {
+            return Err(invalid(format!(
+                "--{name} is at most {} (the kernel takes buffer sizes as a signed 32-bit count, doubled)",
+                format_bytes(MAX_BUFFER)
+            )));
+        }
+    }
+    Ok(list.into_iter().map(Some).collect())
+}
+
 fn parse_bind(text: &str) -> Result<SocketAddr, PlanError> {
     let t = text.trim();
     if let Ok(a) = t.parse::<SocketAddr>() {
@@ -619,6 +640,8 @@ impl Plan {
                 transports,
                 engines: &[EngineKind::Blocking],
                 sizes: Some(sizes),
+                sndbufs: &[None],
+                rcvbufs: &[None],
                 explicit: false,
             };
             let (run, skipped) = matrix::expand(host, &axes, &cell(workload, duration))?;
@@ -714,8 +737,9 @@ impl Plan {
                 "--linger0 applies to tcp and tcp6 only (a Unix socket has no TIME_WAIT to skip)",
             ));
         }
-        let sndbuf = parse_opt_size("sndbuf", &a.sndbuf)?;
-        let rcvbuf = parse_opt_size("rcvbuf", &a.rcvbuf)?;
+        let sndbufs = parse_buffer_list("sndbuf", &a.sndbuf)?;
+        let rcvbufs = parse_buffer_list("rcvbuf", &a.rcvbuf)?;
+        let sndbuf = sndbufs.iter().copied().max().flatten();
         let cpus = a.cpus.as_deref().map(|c| parse_cpus(host, c)).transpose()?;
         let bind = a.bind.as_deref().map(parse_bind).transpose()?;
         let connect = a
@@ -743,7 +767,7 @@ impl Plan {
         if a.nodelay && !any(|t| matches!(t, TransportKind::Tcp | TransportKind::Tcp6)) {
             return Err(invalid("--nodelay applies to tcp and tcp6 only"));
         }
-        if rcvbuf.is_some() && !any(TransportKind::is_socket) {
+        if a.rcvbuf.is_some() && !any(TransportKind::is_socket) {
             return Err(invalid("--rcvbuf applies to sockets only (pipes, mq and shm have one buffer: use --sndbuf)"));
         }
         if a.path.is_some() && !any(TransportKind::uses_path) {
@@ -780,14 +804,6 @@ impl Plan {
                 }
             }
         }
-        for (name, n) in [("sndbuf", sndbuf), ("rcvbuf", rcvbuf)] {
-            if n.is_some_and(|n| n > MAX_BUFFER) {
-                return Err(invalid(format!(
-                    "--{name} is at most {} (the kernel takes buffer sizes as a signed 32-bit count, doubled)",
-                    format_bytes(MAX_BUFFER)
-                )));
-            }
-        }
         let largest = given.iter().copied().max().unwrap_or(64 << 10);
         check_memory(host, largest, a.parallel, sndbuf)?;
         if let (Some(b), Some(c)) = (bind, connect) {
@@ -813,8 +829,8 @@ impl Plan {
             runs: a.runs,
             parallel: a.parallel,
             cpus,
-            sndbuf,
-            rcvbuf,
+            sndbuf: None,
+            rcvbuf: None,
             nodelay: a.nodelay,
             bind,
             connect,
@@ -827,6 +843,8 @@ impl Plan {
             transports: &transports,
             engines: &engines,
             sizes: sizes.as_deref(),
+            sndbufs: &sndbufs,
+            rcvbufs: &rcvbufs,
             explicit: !(all || all_engines),
         };
         let placement = placement_of(a)?;
@@ -878,7 +896,7 @@ impl Plan {
             .iter()
             .filter(|s| s.transport == TransportKind::Mq)
         {
-            let Some(n) = sndbuf else { break };
+            let Some(n) = sc.sndbuf else { continue };
             let asked = (n / sc.size).max(1);
             let max = crate::transport::mq_max_depth();
             let note = format!(
@@ -928,6 +946,55 @@ mod tests {
         let mut v = vec!["sockbench"];
         v.extend_from_slice(argv);
         Plan::from_args(&Args::try_parse_from(v).unwrap())
+    }
+
+    #[test]
+    fn socket_buffers_are_an_axis_and_a_receive_buffer_only_a_sockets() {
+        let p = plan(&[
+            "stream",
+            "-t",
+            "tcp,pipe",
+            "-s",
+            "64K",
+            "--rcvbuf",
+            "1,4K..16K",
+        ])
+        .unwrap();
+        let got: Vec<(TransportKind, Option<u64>)> = p
+            .scenarios
+            .iter()
+            .map(|s| (s.transport, s.rcvbuf))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (TransportKind::Tcp, Some(1)),
+                (TransportKind::Tcp, Some(4096)),
+                (TransportKind::Tcp, Some(8192)),
+                (TransportKind::Tcp, Some(16384)),
+                (TransportKind::Pipe, None),
+            ]
+        );
+        let p = plan(&[
+            "stream", "-t", "unix", "--sndbuf", "8K,64K", "--rcvbuf", "8K,64K",
+        ])
+        .unwrap();
+        let got: Vec<(Option<u64>, Option<u64>)> =
+            p.scenarios.iter().map(|s| (s.sndbuf, s.rcvbuf)).collect();
+        let (a, b) = (Some(8192), Some(65536));
+        assert_eq!(got, [(a, a), (a, b), (b, a), (b, b)]);
+        assert!(plan(&["stream", "-t", "tcp"]).unwrap().scenarios[0]
+            .sndbuf
+            .is_none());
+        for bad in ["0", "1,0", "abc", "2G", "8K..4K"] {
+            let e = plan(&["stream", "-t", "tcp", "--rcvbuf", bad]).unwrap_err();
+            assert!(matches!(e, PlanError::Invalid(_)), "{bad}: {e}");
+            assert!(e.to_string().contains("--rcvbuf"), "{bad}: {e}");
+        }
+        assert!(plan(&["stream", "-t", "pipe", "--rcvbuf", "4K,8K"])
+            .unwrap_err()
+            .to_string()
+            .contains("sockets only"));
     }
 
     #[test]

@@ -262,7 +262,95 @@ fn leading_columns<'a>(rs: &[ScenarioResult]) -> Vec<Column<'a>> {
     cols.push(column("size", Align::Right, ALWAYS, |r| {
         format_bytes(r.size_bytes)
     }));
+    for buffer in [Buffer::Send, Buffer::Receive] {
+        if rs.iter().any(|r| buffer.asked(r).is_some()) {
+            cols.push(column(buffer.name(), Align::Right, ALWAYS, move |r| {
+                buffer.cell(r)
+            }));
+        }
+    }
     cols
+}
+
+/// A socket buffer the user can ask for, and what the kernel granted.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Buffer {
+    Send,
+    Receive,
+}
+
+impl Buffer {
+    fn name(self) -> &'static str {
+        match self {
+            Buffer::Send => "sndbuf",
+            Buffer::Receive => "rcvbuf",
+        }
+    }
+
+    fn asked(self, r: &ScenarioResult) -> Option<u64> {
+        match self {
+            Buffer::Send => r.options.sndbuf_bytes,
+            Buffer::Receive => r.options.rcvbuf_bytes,
+        }
+    }
+
+    /// What the kernel reported at the end of the median run.
+    fn granted(self, r: &ScenarioResult) -> Option<u64> {
+        let run = r.median_run()?;
+        match self {
+            Buffer::Send => run.sndbuf_bytes,
+            Buffer::Receive => run.rcvbuf_bytes,
+        }
+    }
+
+    /// "4 KiB → 8 KiB" (asked, granted), "default 208 KiB", or "-".
+    fn cell(self, r: &ScenarioResult) -> String {
+        match (self.asked(r), self.granted(r)) {
+            (Some(a), Some(g)) => format!("{} → {}", format_bytes(a), format_bytes(g)),
+            (Some(a), None) => format!("{} → ?", format_bytes(a)),
+            (None, Some(g)) => format!("default {}", format_bytes(g)),
+            (None, None) => dash(),
+        }
+    }
+}
+
+/// The one axis a sweep varies besides transport and engine.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SweepAxis {
+    Size,
+    Buffer(Buffer),
+}
+
+impl SweepAxis {
+    /// The axis's value for a scenario (`None`: a buffer left at the kernel's default).
+    fn value(self, r: &ScenarioResult) -> Option<u64> {
+        match self {
+            SweepAxis::Size => Some(r.size_bytes),
+            SweepAxis::Buffer(b) => b.asked(r),
+        }
+    }
+
+    /// The one axis whose values differ across `rs`, if exactly one does.
+    fn of(rs: &[ScenarioResult]) -> Option<SweepAxis> {
+        let varies = |axis: SweepAxis| {
+            let mut values: Vec<Option<u64>> = rs.iter().map(|r| axis.value(r)).collect();
+            values.sort_unstable();
+            values.dedup();
+            values.len() > 1
+        };
+        let varying: Vec<SweepAxis> = [
+            SweepAxis::Size,
+            SweepAxis::Buffer(Buffer::Send),
+            SweepAxis::Buffer(Buffer::Receive),
+        ]
+        .into_iter()
+        .filter(|&a| varies(a))
+        .collect();
+        match varying[..] {
+            [one] => Some(one),
+            _ => None,
+        }
+    }
 }
 
 /// "12 (1.20%)" of what was sent; "-" where nothing can be lost.
@@ -457,16 +545,19 @@ fn throughput_list(report: &Report, view: &View) -> Grid {
     grid_of(&cols, rs, view)
 }
 
-/// A throughput sweep (a transport at two or more sizes), unless wide: a pivot with
-/// sizes as columns (transports as rows), or transposed when that is what fits.
+/// A throughput sweep (a transport at two or more sizes, or socket buffers), unless wide:
+/// for sizes, a pivot with sizes as columns (transports as rows), or transposed when that
+/// is what fits; for buffers, one row per buffer asked, with what each transport was
+/// granted beside its throughput.
 fn sweep(report: &Report, view: &View) -> Option<Grid> {
     let rs = &report.results;
-    let mut sizes: Vec<u64> = rs.iter().map(|r| r.size_bytes).collect();
-    sizes.sort_unstable();
-    sizes.dedup();
     if view.wide || rs.iter().any(|r| r.options.parallel > 1) {
         return None;
     }
+    let axis = SweepAxis::of(rs)?;
+    let mut values: Vec<Option<u64>> = rs.iter().map(|r| axis.value(r)).collect();
+    values.sort_unstable();
+    values.dedup();
     let engines = several_engines(rs);
     let label = |r: &ScenarioResult| match engines {
         true => format!("{} ({})", r.transport, r.engine),
@@ -478,22 +569,72 @@ fn sweep(report: &Report, view: &View) -> Option<Grid> {
             rows.push(label(r));
         }
     }
-    // Transports at their own default sizes (tcp 64 KiB, udp 1472 B) are not a sweep.
-    if rows.len() == rs.len() {
+    // Transports at their own default sizes (tcp 64 KiB, udp 1472 B) are not a sweep, and
+    // a pivot needs one scenario per cell.
+    let mut cells: Vec<(String, Option<u64>)> =
+        rs.iter().map(|r| (label(r), axis.value(r))).collect();
+    cells.sort_unstable();
+    cells.dedup();
+    if rows.len() == rs.len() || cells.len() != rs.len() {
         return None;
     }
-    let cell = |row: &str, size: u64| {
-        rs.iter()
-            .find(|r| label(r) == row && r.size_bytes == size)
-            .map_or_else(String::new, |r| {
-                cell_or_error(r, |r| r.bits_per_second.map(|b| throughput(b, view.units)))
-            })
+    let find =
+        |row: &str, v: Option<u64>| rs.iter().find(|r| label(r) == row && axis.value(r) == v);
+    let cell = |row: &str, v: Option<u64>| {
+        find(row, v).map_or_else(String::new, |r| {
+            cell_or_error(r, |r| r.bits_per_second.map(|b| throughput(b, view.units)))
+        })
     };
     let first = if engines {
         "transport (engine)"
     } else {
         "transport"
     };
+    let more = "More columns with --wide: one row per scenario, with messages/s, loss and CPU.";
+    if let SweepAxis::Buffer(buffer) = axis {
+        let name = buffer.name();
+        let option = match buffer {
+            Buffer::Send => "SO_SNDBUF",
+            Buffer::Receive => "SO_RCVBUF",
+        };
+        let by_buffer = Grid {
+            title: Some(format!("Throughput by socket buffer ({name})")),
+            headers: std::iter::once(name.to_string())
+                .chain(rows.iter().flat_map(|row| [format!("{row} granted"), row.clone()]))
+                .collect(),
+            align: vec![Align::Right; 1 + 2 * rows.len()],
+            rows: values
+                .iter()
+                .map(|&v| {
+                    std::iter::once(v.map_or_else(|| "default".to_string(), format_bytes))
+                        .chain(rows.iter().flat_map(|row| {
+                            [
+                                find(row, v)
+                                    .and_then(|r| buffer.granted(r))
+                                    .map_or_else(dash, format_bytes),
+                                cell(row, v),
+                            ]
+                        }))
+                        .collect()
+                })
+                .collect(),
+            notes: vec![
+                format!("{}.", throughput_note(view.units)),
+                format!(
+                    "{name}: the size asked for ({option}); granted: what the kernel reported at the end of \
+                     the run (Linux doubles a request for its bookkeeping and clamps it to its minimum and \
+                     to net.core.{}_max).",
+                    match buffer {
+                        Buffer::Send => "wmem",
+                        Buffer::Receive => "rmem",
+                    }
+                ),
+                more.into(),
+            ],
+        };
+        return (by_buffer.width() <= MAX_WIDTH).then_some(by_buffer);
+    }
+    let sizes: Vec<u64> = values.into_iter().flatten().collect();
     let by_size = Grid {
         title: Some("Throughput by message size".into()),
         headers: std::iter::once(first.to_string())
@@ -506,14 +647,11 @@ fn sweep(report: &Report, view: &View) -> Option<Grid> {
             .iter()
             .map(|row| {
                 std::iter::once(row.clone())
-                    .chain(sizes.iter().map(|&s| cell(row, s)))
+                    .chain(sizes.iter().map(|&s| cell(row, Some(s))))
                     .collect()
             })
             .collect(),
-        notes: vec![
-            format!("{}.", throughput_note(view.units)),
-            "More columns with --wide: one row per scenario, with messages/s, loss and CPU.".into(),
-        ],
+        notes: vec![format!("{}.", throughput_note(view.units)), more.into()],
     };
     if by_size.width() <= MAX_WIDTH {
         return Some(by_size);
@@ -527,7 +665,7 @@ fn sweep(report: &Report, view: &View) -> Option<Grid> {
             .iter()
             .map(|&s| {
                 std::iter::once(format_bytes(s))
-                    .chain(rows.iter().map(|row| cell(row, s)))
+                    .chain(rows.iter().map(|row| cell(row, Some(s))))
                     .collect()
             })
             .collect(),
@@ -779,6 +917,7 @@ mod tests {
             ("stream", sample::stream()),
             ("stream with phases", sample::stream_phases()),
             ("stream sweep", sample::stream_sweep()),
+            ("stream buffers", sample::stream_buffers()),
             ("failed stream", sample::stream_failed()),
             ("pingpong", sample::pingpong()),
             ("rate", sample::rate()),
@@ -889,6 +1028,53 @@ mod tests {
         assert_eq!(g.headers, ["size", "tcp", "unix"]);
         assert_eq!(g.rows.len(), 12);
         assert!(g.width() <= MAX_WIDTH);
+    }
+
+    #[test]
+    fn a_sweep_over_buffers_shows_each_granted_size_beside_its_throughput() {
+        let report = sample::stream_buffers();
+        let g = &grids(&report)[0];
+        assert_eq!(
+            g.title.as_deref(),
+            Some("Throughput by socket buffer (rcvbuf)")
+        );
+        assert_eq!(
+            g.headers,
+            ["rcvbuf", "tcp granted", "tcp", "unix granted", "unix"]
+        );
+        assert_eq!(
+            g.rows,
+            [
+                ["1 B", "2.25 KiB", "50.0 Mbit/s", "2.25 KiB", "8.00 Gbit/s"],
+                ["4 KiB", "8 KiB", "700 Mbit/s", "8 KiB", "16.0 Gbit/s"],
+            ]
+        );
+        assert!(g.notes.iter().any(|n| n.contains("net.core.rmem_max")));
+        let both = &build(&report, &view(false, Units::Both))[0];
+        assert_eq!(both.rows[1][2], "700 Mbit/s (83.4 MiB/s)");
+        // Wide: one row per scenario, asked and granted in one cell.
+        let wide = &build(&report, &view(true, Units::Bits))[0];
+        let col = wide.headers.iter().position(|h| h == "rcvbuf").unwrap();
+        assert_eq!(wide.rows[1][col], "4 KiB → 8 KiB");
+        assert!(!wide.headers.contains(&"sndbuf".to_string()));
+        assert_eq!(report.results[1].label(), "tcp 64 KiB rcvbuf 4 KiB");
+        // Two axes at once (sizes and buffers) are no pivot: the list, with its column.
+        let mut two = report.clone();
+        two.results[0].size_bytes = 1 << 10;
+        let g = &grids(&two)[0];
+        assert!(g.headers.contains(&"rcvbuf".to_string()), "{:?}", g.headers);
+        assert_eq!(g.rows.len(), 4);
+    }
+
+    #[test]
+    fn a_pivot_needs_one_scenario_per_cell() {
+        // The same transport and size twice (say, a buffer axis the labels do not show):
+        // no pivot, whose cell could hold only one of them.
+        let mut r = sample::stream_sweep();
+        assert!(sweep(&r, &view(false, Units::Bits)).is_some());
+        let again = r.results[1].clone();
+        r.results.push(again);
+        assert!(sweep(&r, &view(false, Units::Bits)).is_none());
     }
 
     #[test]

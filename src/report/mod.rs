@@ -354,6 +354,17 @@ impl ScenarioResult {
         if self.engine != EngineKind::Blocking {
             s.push_str(&format!(" ({})", self.engine));
         }
+        for (name, asked) in [
+            ("sndbuf", self.options.sndbuf_bytes),
+            ("rcvbuf", self.options.rcvbuf_bytes),
+        ] {
+            if let Some(n) = asked {
+                s.push_str(&format!(
+                    " {name} {}",
+                    crate::measure::units::format_bytes(n)
+                ));
+            }
+        }
         s
     }
 }

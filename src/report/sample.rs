@@ -242,6 +242,26 @@ pub fn stream_sweep() -> Report {
     report(results, Layout::List)
 }
 
+/// `stream -t tcp,unix -s 64K --rcvbuf 1,4K`: the kernel's minimum and doubling in the
+/// granted sizes; tcp starved by the smallest buffer.
+pub fn stream_buffers() -> Report {
+    let mut results = Vec::new();
+    for (t, tiny, small) in [
+        (TransportKind::Tcp, 50e6, 700e6),
+        (TransportKind::Unix, 8e9, 16e9),
+    ] {
+        for (asked, granted, bps) in [(1, 2304, tiny), (4096, 8192, small)] {
+            let mut r = scenario(WorkloadKind::Stream, t, 64 << 10, bps);
+            r.options.rcvbuf_bytes = Some(asked);
+            for run in &mut r.runs {
+                run.rcvbuf_bytes = Some(granted);
+            }
+            results.push(r);
+        }
+    }
+    report(results, Layout::List)
+}
+
 /// `stream -t tcp,udp`: tcp failed, udp lost 12 of 1000.
 pub fn stream_failed() -> Report {
     let mut udp = scenario(WorkloadKind::Stream, TransportKind::Udp, 1472, 2e9);
