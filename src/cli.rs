@@ -119,6 +119,20 @@ unix-dgram, unix-seqpacket, fifo, mq and shm work too (the client learns the pat
 name from the server). A key file holds at least 16 bytes, e.g.
 `head -c 32 /dev/urandom | base64 > sockbench.key`, copied to both hosts.")]
     Server(ServerArgs),
+    /// Listen on a socket and log what clients send, read by read: accept, every read
+    /// (with monotonic and wall-clock times), disconnect; a summary per connection on
+    /// Ctrl-C. Connect with nc, socat or your own client to see what it really writes.
+    #[command(after_help = "Examples:
+  sockbench listen -t tcp                      then: nc 127.0.0.1 5301
+  sockbench listen -t unix -v 2                the bytes of every read, escaped
+  sockbench listen -t tcp --read-size 1        one byte per read: see every write's bytes
+  sockbench listen -t udp --echo               answer each datagram with itself
+  sockbench listen -t tcp --format json        one JSON object per line (JSON Lines)
+
+Verbosity (-v): 0 the listening line and the summary; 1 (default) also accepts, reads and
+disconnects; 2 also each read's bytes, escaped (printable ASCII as it is, \\n \\r \\t, \\\\,
+\\\", anything else \\xNN: no terminal sequence passes through); 3 also the bytes in hex.")]
+    Listen(ListenArgs),
     /// (Internal) the child of a `--placement processes` run.
     #[command(hide = true)]
     Peer(PeerArgs),
@@ -164,6 +178,41 @@ pub struct ServerArgs {
     /// Also log connections that never became tests (port scans, idle connections).
     #[arg(short, long)]
     pub verbose: bool,
+}
+
+/// Flags of `listen`.
+#[derive(Debug, ClapArgs)]
+pub struct ListenArgs {
+    /// Transport: unix, unix-dgram, unix-seqpacket, tcp, tcp6, udp or udp6.
+    #[arg(short, long, value_name = "TRANSPORT", default_value = "tcp")]
+    pub transport: String,
+    /// Address to listen on (IP transports; default 127.0.0.1, or ::1 for tcp6 and udp6;
+    /// 0.0.0.0 or :: to take clients from other hosts).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// Port (IP transports; 0: one the kernel picks, printed).
+    #[arg(short, long, value_name = "PORT", default_value_t = 5301)]
+    pub port: u16,
+    /// Socket file (Unix transports; default: listen.sock in a private directory under
+    /// $XDG_RUNTIME_DIR or /tmp). Removed on exit; an existing file is never replaced.
+    #[arg(long, value_name = "FILE")]
+    pub path: Option<PathBuf>,
+    /// Bytes asked for by each read (1 shows a client's bytes one read at a time).
+    #[arg(long, value_name = "SIZE", default_value = "64K")]
+    pub read_size: String,
+    /// Receive buffer (SO_RCVBUF) of the listening socket, inherited by each connection;
+    /// the granted size is printed.
+    #[arg(long, value_name = "SIZE")]
+    pub rcvbuf: Option<String>,
+    /// Send each read's bytes back to its sender.
+    #[arg(long)]
+    pub echo: bool,
+    /// Stop after this long (default: at Ctrl-C).
+    #[arg(short, long, value_name = "TIME")]
+    pub duration: Option<String>,
+    /// How much to log, 0 to 3 (see below).
+    #[arg(short, long, value_name = "LEVEL", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
+    pub verbose: u8,
 }
 
 /// Flags of the hidden `peer`.

@@ -19,6 +19,7 @@ fn main() -> ExitCode {
     match &args.command {
         Some(Command::Report(r)) => mode::report::run(r, &args),
         Some(Command::Server(s)) => mode::server::run(s),
+        Some(Command::Listen(l)) => mode::listen::run(l, args.output.format),
         Some(Command::Peer(p)) => mode::server::peer(p),
         Some(Command::Suite(_)) | None => mode::suite::run(&args, argv),
         Some(
@@ -79,7 +80,7 @@ fn command_first_tip(e: &clap::Error, argv: &[String]) -> Option<String> {
         "tip: options like these follow a command ({}): try `sockbench stream {}`",
         commands
             .iter()
-            .filter(|c| !matches!(c.as_str(), "help" | "report" | "server" | "peer"))
+            .filter(|c| !matches!(c.as_str(), "help" | "report" | "server" | "listen" | "peer"))
             .cloned()
             .collect::<Vec<_>>()
             .join(", "),

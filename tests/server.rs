@@ -470,6 +470,10 @@ fn an_idle_connection_delays_no_test_and_is_dropped_at_the_hello_deadline() {
         closed >= Duration::from_millis(4800) && closed < Duration::from_secs(8),
         "{closed:?}"
     );
+    // A connection that never spoke (a port scan, an idle nc) is no test: only -v logs it.
+    let silent = idle.local_addr().unwrap().to_string();
+    let log = server.log_with("pingpong");
+    assert!(!log.contains(&silent), "{log}");
 }
 
 #[test]

@@ -206,9 +206,46 @@ pub fn format_seconds(s: f64) -> String {
     }
 }
 
+/// Seconds since 1970 as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days, proleptic Gregorian).
+pub fn utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// A moment as `YYYY-MM-DDTHH:MM:SS.ffffffZ` (UTC, microseconds).
+pub fn utc_micros(t: std::time::SystemTime) -> String {
+    let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let whole = utc(d.as_secs());
+    format!("{}.{:06}Z", whole.trim_end_matches('Z'), d.subsec_micros())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_are_printed_in_utc() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc(1_795_000_000), "2026-11-18T11:06:40Z");
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_micros(1_795_000_000_000_042);
+        assert_eq!(utc_micros(t), "2026-11-18T11:06:40.000042Z");
+    }
 
     #[test]
     fn sizes_are_binary_with_any_case_suffix() {

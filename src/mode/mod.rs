@@ -5,9 +5,11 @@
 //!   run, report;
 //! - [`suite`]: the default suite (plain `sockbench`);
 //! - [`report`]: print a saved JSON report again;
-//! - [`server`]: `sockbench server`, and the child of a `--placement processes` run.
+//! - [`server`]: `sockbench server`, and the child of a `--placement processes` run;
+//! - [`listen`]: `sockbench listen`, a socket that logs what its clients send.
 
 pub mod bench;
+pub mod listen;
 pub mod report;
 pub mod server;
 pub mod suite;

@@ -569,7 +569,9 @@ impl Plan {
                 Plan::workload(host, WorkloadKind::Connect, &c.common, extras, output)
             }
             Some(Command::Suite(s)) => Plan::suite(host, s, output),
-            Some(Command::Report(_) | Command::Server(_) | Command::Peer(_)) => Err(invalid(
+            Some(
+                Command::Report(_) | Command::Server(_) | Command::Listen(_) | Command::Peer(_),
+            ) => Err(invalid(
                 "this command measures nothing itself: it has nothing to plan",
             )),
             None => Plan::suite(

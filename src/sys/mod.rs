@@ -20,6 +20,14 @@ pub fn own_fd(fd: RawFd) -> OwnedFd {
     unsafe { OwnedFd::from_raw_fd(fd) }
 }
 
+/// A byte buffer as the uninitialised memory socket2's receive calls take. Every byte is
+/// initialised already and the calls only write initialised bytes, so it stays so.
+pub fn as_uninit(buf: &mut [u8]) -> &mut [std::mem::MaybeUninit<u8>] {
+    // SAFETY: u8 and MaybeUninit<u8> have the same size and alignment, and nothing
+    // writes uninitialised memory through the returned view.
+    unsafe { &mut *(std::ptr::from_mut::<[u8]>(buf) as *mut [std::mem::MaybeUninit<u8>]) }
+}
+
 /// A message buffer: page-aligned, so every run copies to and from memory laid out the
 /// same way (a buffer fresh from `mmap` starts 16 bytes into a page, one from the heap
 /// wherever the heap is; on some CPUs a copy into a misaligned buffer runs at half speed,
