@@ -133,6 +133,18 @@ Verbosity (-v): 0 the listening line and the summary; 1 (default) also accepts, 
 disconnects; 2 also each read's bytes, escaped (printable ASCII as it is, \\n \\r \\t, \\\\,
 \\\", anything else \\xNN: no terminal sequence passes through); 3 also the bytes in hex.")]
     Listen(ListenArgs),
+    /// Many pairs at once in one process: N connections (or socketpairs, or pipes) each
+    /// streaming or ping-ponging, driven by two epoll threads; the aggregate, the spread
+    /// across pairs, Jain's fairness index, the setup time and errors by kind.
+    #[command(after_help = "Examples:
+  sockbench swarm -n 1000 -t tcp
+  sockbench swarm -n 10000 -t unix -w pingpong
+  sockbench swarm -n 100 -t pipe -s 4K -d 5 --format json
+
+Before it starts, swarm checks the descriptor limit (raising the soft limit to the hard
+one when that is enough, and saying so), the ephemeral ports TCP needs and the memory the
+pairs' buffers may take; what cannot fit is an error naming the limit.")]
+    Swarm(SwarmArgs),
     /// (Internal) the child of a `--placement processes` run.
     #[command(hide = true)]
     Peer(PeerArgs),
@@ -213,6 +225,28 @@ pub struct ListenArgs {
     /// How much to log, 0 to 3 (see below).
     #[arg(short, long, value_name = "LEVEL", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
     pub verbose: u8,
+}
+
+/// Flags of `swarm`.
+#[derive(Debug, ClapArgs)]
+pub struct SwarmArgs {
+    /// Pairs at once.
+    #[arg(short = 'n', long = "pairs", value_name = "N", default_value_t = 100)]
+    pub pairs: u64,
+    /// Transport: unix, unix-seqpacket, tcp, tcp6 (through one listener), socketpair or
+    /// pipe.
+    #[arg(short, long, value_name = "TRANSPORT", default_value = "unix")]
+    pub transport: String,
+    /// What each pair does.
+    #[arg(short, long, value_enum, value_name = "WORK", default_value_t = crate::reactor::Work::Stream)]
+    pub workload: crate::reactor::Work,
+    /// Bytes per write (stream, default 64K) or per request and answer (pingpong,
+    /// default 64).
+    #[arg(short, long, value_name = "SIZE")]
+    pub size: Option<String>,
+    /// How long to measure, once every pair is set up.
+    #[arg(short, long, value_name = "TIME", default_value = "2s")]
+    pub duration: String,
 }
 
 /// Flags of the hidden `peer`.

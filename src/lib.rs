@@ -39,6 +39,7 @@ pub mod measure;
 pub mod mode;
 pub mod placement;
 pub mod plan;
+pub mod reactor;
 pub mod report;
 pub mod runner;
 #[allow(unsafe_code)]

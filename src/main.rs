@@ -19,7 +19,8 @@ fn main() -> ExitCode {
     match &args.command {
         Some(Command::Report(r)) => mode::report::run(r, &args),
         Some(Command::Server(s)) => mode::server::run(s),
-        Some(Command::Listen(l)) => mode::listen::run(l, args.output.format),
+        Some(Command::Listen(l)) => mode::listen::run(l, &args.output),
+        Some(Command::Swarm(s)) => mode::swarm::run(s, &args.output, argv),
         Some(Command::Peer(p)) => mode::server::peer(p),
         Some(Command::Suite(_)) | None => mode::suite::run(&args, argv),
         Some(
@@ -80,7 +81,10 @@ fn command_first_tip(e: &clap::Error, argv: &[String]) -> Option<String> {
         "tip: options like these follow a command ({}): try `sockbench stream {}`",
         commands
             .iter()
-            .filter(|c| !matches!(c.as_str(), "help" | "report" | "server" | "listen" | "peer"))
+            .filter(|c| !matches!(
+                c.as_str(),
+                "help" | "report" | "server" | "listen" | "swarm" | "peer"
+            ))
             .cloned()
             .collect::<Vec<_>>()
             .join(", "),

@@ -7,12 +7,10 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{json_in_netns, rule, snmp, u, Sandbox, LO_COUNTERS, RULE_COUNTS};
-use serde_json::Value;
+use common::{io_accounting, json_in_netns, rule, snmp, u, Sandbox, LO_COUNTERS, RULE_COUNTS};
 
 /// Per packet on loopback: an IPv4 header and a TCP header with timestamps.
 const TCP_OVERHEAD: u64 = 20 + 32;
@@ -114,48 +112,6 @@ fn tcp_bytes_are_the_payload_the_kernel_carried_and_the_warm_up_is_its_own_conne
             assert!(carried > measured + 65536, "{carried} vs {measured}: {k:?}");
         }
     }
-}
-
-/// Run sockbench to its end, read its /proc/PID/io and CPU time (`cpu_ticks`) while it
-/// is a zombie, then reap it.
-fn io_accounting(args: &[&str]) -> (Value, usize, HashMap<String, u64>) {
-    let sb = Sandbox::new();
-    let mut child = sb
-        .sockbench()
-        .args(args)
-        .args(["--format", "json", "-q"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
-    child.stderr.take().unwrap().read_to_end(&mut err).unwrap();
-    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    use nix::sys::wait::{waitid, Id, WaitPidFlag};
-    waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT).unwrap();
-    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap_or_default();
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    assert!(child.wait().unwrap().success());
-    let mut io: HashMap<String, u64> = io
-        .lines()
-        .filter_map(|l| l.split_once(": "))
-        .map(|(k, v)| (k.to_string(), v.parse().unwrap()))
-        .collect();
-    // utime and stime (fields 14 and 15) of the whole process, in clock ticks.
-    let fields: Vec<u64> = stat
-        .rsplit_once(") ")
-        .unwrap()
-        .1
-        .split_whitespace()
-        .map(|f| f.parse().unwrap_or(0))
-        .collect();
-    io.insert("cpu_ticks".into(), fields[11] + fields[12]);
-    (
-        serde_json::from_slice(&out).unwrap(),
-        out.len() + err.len(),
-        io,
-    )
 }
 
 #[test]

@@ -384,6 +384,10 @@ fn limits_are_the_servers_and_a_busy_server_says_so() {
     assert!(err.contains("up to 5 s"), "{err}");
     let out = client(&sb, &["stream", "--server", &addr, "-s", "2M", "-n", "1"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("limit of 1 to 1048576"));
+    // A refusal is logged without -v: it is a test the server would not run.
+    let log = server.log_with("limit of 1 to 1048576");
+    assert!(log.contains("refused: a 6.0 s run"), "{log}");
+    assert!(log.contains("refused: message size 2097152"), "{log}");
     // One long test holds the only slot: the next client waits 2 s for it, then is told
     // the server is busy.
     let mut long = sb
@@ -472,6 +476,8 @@ fn an_idle_connection_delays_no_test_and_is_dropped_at_the_hello_deadline() {
     );
     // A connection that never spoke (a port scan, an idle nc) is no test: only -v logs it.
     let silent = idle.local_addr().unwrap().to_string();
+    // (The server logs after it hangs up: give it a moment.)
+    std::thread::sleep(Duration::from_millis(300));
     let log = server.log_with("pingpong");
     assert!(!log.contains(&silent), "{log}");
 }

@@ -165,8 +165,14 @@ fn setup(args: &ListenArgs, format: Format) -> Result<Setup, String> {
 }
 
 /// Run `sockbench listen`.
-pub fn run(args: &ListenArgs, format: Format) -> ExitCode {
-    let setup = match setup(args, format) {
+pub fn run(args: &ListenArgs, output: &crate::cli::OutputArgs) -> ExitCode {
+    if output.export_json.is_some()
+        || output.export_csv.is_some()
+        || output.export_markdown.is_some()
+    {
+        return usage("listen writes its log to stdout as it goes (--format json for JSON Lines); --export-* do not apply");
+    }
+    let setup = match setup(args, output.format) {
         Ok(s) => s,
         Err(e) => return usage(e),
     };

@@ -6,13 +6,15 @@
 //! - [`suite`]: the default suite (plain `sockbench`);
 //! - [`report`]: print a saved JSON report again;
 //! - [`server`]: `sockbench server`, and the child of a `--placement processes` run;
-//! - [`listen`]: `sockbench listen`, a socket that logs what its clients send.
+//! - [`listen`]: `sockbench listen`, a socket that logs what its clients send;
+//! - [`swarm`]: `sockbench swarm`, many pairs at once on two epoll threads.
 
 pub mod bench;
 pub mod listen;
 pub mod report;
 pub mod server;
 pub mod suite;
+pub mod swarm;
 
 use std::io::Write;
 

@@ -570,7 +570,11 @@ impl Plan {
             }
             Some(Command::Suite(s)) => Plan::suite(host, s, output),
             Some(
-                Command::Report(_) | Command::Server(_) | Command::Listen(_) | Command::Peer(_),
+                Command::Report(_)
+                | Command::Server(_)
+                | Command::Listen(_)
+                | Command::Swarm(_)
+                | Command::Peer(_),
             ) => Err(invalid(
                 "this command measures nothing itself: it has nothing to plan",
             )),

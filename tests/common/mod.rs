@@ -244,3 +244,45 @@ pub fn spawn_server(
     });
     (child, port, rx)
 }
+
+/// Run sockbench to its end, read its /proc/PID/io and CPU time (`cpu_ticks`) while it
+/// is a zombie, then reap it.
+pub fn io_accounting(args: &[&str]) -> (Value, usize, std::collections::HashMap<String, u64>) {
+    let sb = Sandbox::new();
+    let mut child = sb
+        .sockbench()
+        .args(args)
+        .args(["--format", "json", "-q"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    std::io::Read::read_to_end(&mut child.stdout.take().unwrap(), &mut out).unwrap();
+    std::io::Read::read_to_end(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    use nix::sys::wait::{waitid, Id, WaitPidFlag};
+    waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT).unwrap();
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap_or_default();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    assert!(child.wait().unwrap().success());
+    let mut io: std::collections::HashMap<String, u64> = io
+        .lines()
+        .filter_map(|l| l.split_once(": "))
+        .map(|(k, v)| (k.to_string(), v.parse().unwrap()))
+        .collect();
+    // utime and stime (fields 14 and 15) of the whole process, in clock ticks.
+    let fields: Vec<u64> = stat
+        .rsplit_once(") ")
+        .unwrap()
+        .1
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    io.insert("cpu_ticks".into(), fields[11] + fields[12]);
+    (
+        serde_json::from_slice(&out).unwrap(),
+        out.len() + err.len(),
+        io,
+    )
+}

@@ -1,0 +1,492 @@
+//! Many descriptors on one thread: the swarm's reactors.
+//!
+//! A swarm of N pairs runs on two threads, each an epoll loop (`mio::Poll`, edge
+//! triggered) over one end of every pair: the sending (or asking) ends on one, the
+//! receiving (or answering) ends on the other, so one pair or ten thousand use the same
+//! two threads. Nothing is allocated per message: every sender writes from one shared
+//! buffer and every receiver reads into one. A receiver counts what arrived before the
+//! measured interval's end (checked once per event, not per read); after it, the senders
+//! close their ends and the receivers drain to end of file, so that what was sent and
+//! what was received can be compared exactly.
+
+pub mod pairs;
+
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+
+/// What each pair does.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Work {
+    /// One way, as fast as it goes.
+    Stream,
+    /// A request of the size, answered by as many bytes; the next when the answer is in.
+    Pingpong,
+}
+
+/// One side of a pair: where it reads and where it writes (the same descriptor for a
+/// socket, two pipes' ends for a pipe pair).
+pub struct Side {
+    /// Read from here (None: this side only writes).
+    pub read: Option<OwnedFd>,
+    /// Write here (None: the write descriptor is `read`'s, or this side only reads).
+    pub write: Option<OwnedFd>,
+    /// Whether `read` is also where this side writes.
+    pub duplex: bool,
+}
+
+impl Side {
+    fn rfd(&self) -> Option<RawFd> {
+        self.read.as_ref().map(AsRawFd::as_raw_fd)
+    }
+
+    fn wfd(&self) -> Option<BorrowedFd<'_>> {
+        match (&self.write, self.duplex) {
+            (Some(w), _) => Some(w.as_fd()),
+            (None, true) => self.read.as_ref().map(AsFd::as_fd),
+            (None, false) => None,
+        }
+    }
+
+    /// End this side's writing: shut a socket down for writing, close a pipe's end.
+    fn end_writes(&mut self) {
+        if self.write.take().is_none() {
+            if let Some(fd) = self.rfd().filter(|_| self.duplex) {
+                let _ = nix::sys::socket::shutdown(fd, nix::sys::socket::Shutdown::Write);
+            }
+        }
+    }
+}
+
+/// What one side of one pair counted.
+#[derive(Clone, Debug, Default)]
+pub struct PairCount {
+    /// Bytes written (senders, and answering ends).
+    pub sent: u64,
+    /// Bytes read, in all.
+    pub received: u64,
+    /// Bytes read before the measured interval ended.
+    pub received_in_interval: u64,
+    /// Round trips completed before the measured interval ended (pingpong askers).
+    pub round_trips: u64,
+    /// The first error, by kind.
+    pub error: Option<String>,
+}
+
+/// What one reactor brings back.
+pub struct ReactorReport {
+    /// Per pair, in pair order.
+    pub pairs: Vec<PairCount>,
+    /// When its measured interval ended (the first event at or after the deadline).
+    pub interval: Duration,
+    /// Round-trip times (askers only).
+    pub latency: Option<Histogram<u64>>,
+    /// Whether Ctrl-C cut it short.
+    pub interrupted: bool,
+}
+
+/// Which end a reactor drives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Stream: writes; pingpong: asks and times.
+    Active,
+    /// Stream: reads; pingpong: answers.
+    Passive,
+}
+
+/// How a reactor runs.
+pub struct Plan {
+    /// The work.
+    pub work: Work,
+    /// Message (stream: each write; pingpong: each request and answer) size.
+    pub size: usize,
+    /// The measured interval, from the start line.
+    pub duration: Duration,
+    /// How long the drain after the interval may take.
+    pub drain: Duration,
+}
+
+/// Bytes one pair may move in one turn before the others get theirs (at least one
+/// operation): with ten thousand pairs a round of turns stays well under a second.
+const TURN_BYTES: usize = 64 << 10;
+
+/// Whether an error is the peer going away (the other side closed early).
+fn kind_of(e: nix::errno::Errno) -> String {
+    format!("{} ({})", e.desc(), e as i32)
+}
+
+/// Run one reactor over `sides` until the interval ends and the pairs drain.
+///
+/// # Errors
+/// epoll cannot be set up.
+pub fn run(
+    role: Role,
+    plan: &Plan,
+    mut sides: Vec<Side>,
+    start: &Barrier,
+) -> std::io::Result<ReactorReport> {
+    let mut poll = Poll::new()?;
+    for (i, s) in sides.iter().enumerate() {
+        let (r, w) = (s.rfd(), s.wfd().map(|w| w.as_raw_fd()));
+        match (r, w) {
+            (Some(r), Some(w)) if r == w => poll.registry().register(
+                &mut SourceFd(&r),
+                Token(2 * i),
+                Interest::READABLE | Interest::WRITABLE,
+            )?,
+            _ => {
+                if let Some(r) = r {
+                    poll.registry().register(
+                        &mut SourceFd(&r),
+                        Token(2 * i),
+                        Interest::READABLE,
+                    )?;
+                }
+                if let Some(w) = w {
+                    poll.registry().register(
+                        &mut SourceFd(&w),
+                        Token(2 * i + 1),
+                        Interest::WRITABLE,
+                    )?;
+                }
+            }
+        }
+    }
+    let n = sides.len();
+    let mut counts = vec![PairCount::default(); n];
+    // Pingpong: bytes of the current request written / answer read, and when it left.
+    let mut progress = vec![0usize; n];
+    let mut asked_at = vec![None::<Instant>; n];
+    // Answering ends: bytes read of the current request, bytes of answers still owed.
+    let mut owed = vec![0usize; n];
+    let mut done = vec![false; n];
+    let mut latency = (role == Role::Active && plan.work == Work::Pingpong)
+        .then(crate::workload::latency_histogram);
+    let buf = crate::sys::filled_buffer(plan.size.max(1), 0x5a)
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::OutOfMemory, "message buffer"))?;
+    let mut scratch = vec![0u8; plan.size.max(1)];
+    let mut events = Events::with_capacity(4096);
+    start.wait();
+    let started = Instant::now();
+    let deadline = started + plan.duration;
+    let mut interval: Option<Duration> = None;
+    let mut interrupted = false;
+    let mut writes_ended = false;
+    let drain_until = |interval: Duration| started + interval + plan.drain;
+
+    // The active side begins every pair at once.
+    let mut ready: Vec<usize> = match role {
+        Role::Active => (0..n).collect(),
+        Role::Passive => Vec::new(),
+    };
+    let mut again: Vec<usize> = Vec::new();
+    let mut queued = vec![role == Role::Active; n];
+    loop {
+        for i in ready.drain(..) {
+            queued[i] = false;
+            let now_in = interval.is_none() && Instant::now() < deadline;
+            let more = step(
+                role,
+                plan,
+                i,
+                &mut sides[i],
+                &mut counts[i],
+                &mut progress[i],
+                &mut asked_at[i],
+                &mut owed[i],
+                &mut done[i],
+                latency.as_mut(),
+                &buf,
+                &mut scratch,
+                now_in && !writes_ended,
+            );
+            if more {
+                queued[i] = true;
+                again.push(i);
+            }
+        }
+        std::mem::swap(&mut ready, &mut again);
+        if crate::interrupt::requested() {
+            interrupted = true;
+            interval.get_or_insert_with(|| started.elapsed());
+            break;
+        }
+        let now = Instant::now();
+        if interval.is_none() && now >= deadline {
+            interval = Some(now - started);
+        }
+        if let Some(iv) = interval {
+            if !writes_ended && role == Role::Active {
+                // The interval is over: no new writes. A stream's writing ends close at
+                // once, so its readers see the end; an asker finishes the exchange it is
+                // in (its answer is not counted) and closes then.
+                writes_ended = true;
+                if plan.work == Work::Stream {
+                    for (i, s) in sides.iter_mut().enumerate() {
+                        s.end_writes();
+                        done[i] = true;
+                    }
+                }
+            }
+            if done.iter().all(|d| *d) || Instant::now() >= drain_until(iv) {
+                break;
+            }
+        }
+        let wait = if !ready.is_empty() {
+            Duration::ZERO
+        } else if interval.is_some() {
+            Duration::from_millis(20)
+        } else {
+            deadline
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(50))
+        };
+        match poll.poll(&mut events, Some(wait)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+        for ev in &events {
+            // One clock reading per event (each is at least one system call): what the
+            // event reads counts in the interval if it began before the deadline.
+            let in_interval = interval.is_none() && Instant::now() < deadline;
+            let i = ev.token().0 / 2;
+            let more = step(
+                role,
+                plan,
+                i,
+                &mut sides[i],
+                &mut counts[i],
+                &mut progress[i],
+                &mut asked_at[i],
+                &mut owed[i],
+                &mut done[i],
+                latency.as_mut(),
+                &buf,
+                &mut scratch,
+                in_interval && !writes_ended,
+            );
+            if more && !queued[i] {
+                queued[i] = true;
+                ready.push(i);
+            }
+        }
+    }
+    for (i, c) in counts.iter_mut().enumerate() {
+        if !done[i] && c.error.is_none() && !interrupted && role == Role::Passive {
+            c.error = Some("did not end within the drain time".into());
+        }
+    }
+    Ok(ReactorReport {
+        pairs: counts,
+        interval: interval.unwrap_or_else(|| started.elapsed()),
+        latency,
+        interrupted,
+    })
+}
+
+/// Move one pair along as far as its descriptors allow without blocking.
+#[allow(clippy::too_many_arguments)]
+fn step(
+    role: Role,
+    plan: &Plan,
+    _i: usize,
+    side: &mut Side,
+    count: &mut PairCount,
+    progress: &mut usize,
+    asked_at: &mut Option<Instant>,
+    owed: &mut usize,
+    done: &mut bool,
+    latency: Option<&mut Histogram<u64>>,
+    buf: &[u8],
+    scratch: &mut [u8],
+    in_interval: bool,
+) -> bool {
+    if *done || count.error.is_some() {
+        return false;
+    }
+    // Operations before the pair yields to the others (it is queued to go on later): a
+    // reader whose writer keeps up would otherwise never return.
+    let mut budget = (TURN_BYTES / plan.size.max(1)).max(1);
+    let fail = |count: &mut PairCount, done: &mut bool, what: &str, e: nix::errno::Errno| {
+        count.error = Some(format!("{what}: {}", kind_of(e)));
+        *done = true;
+        false
+    };
+    match (plan.work, role) {
+        (Work::Stream, Role::Active) => {
+            if !in_interval {
+                return false;
+            }
+            let Some(w) = side.wfd() else { return false };
+            loop {
+                if budget == 0 {
+                    return true;
+                }
+                budget -= 1;
+                match nix::unistd::write(w, buf) {
+                    Ok(n) => count.sent += n as u64,
+                    Err(nix::errno::Errno::EAGAIN) => return false,
+                    Err(nix::errno::Errno::EINTR) => {}
+                    Err(e) => return fail(count, done, "write", e),
+                }
+            }
+        }
+        (Work::Stream, Role::Passive) => {
+            let Some(r) = side.rfd() else { return false };
+            loop {
+                if budget == 0 {
+                    return true;
+                }
+                budget -= 1;
+                match nix::unistd::read(r, scratch) {
+                    Ok(0) => {
+                        *done = true;
+                        return false;
+                    }
+                    Ok(n) => {
+                        count.received += n as u64;
+                        if in_interval {
+                            count.received_in_interval += n as u64;
+                        }
+                    }
+                    Err(nix::errno::Errno::EAGAIN) => return false,
+                    Err(nix::errno::Errno::EINTR) => {}
+                    Err(e) => return fail(count, done, "read", e),
+                }
+            }
+        }
+        (Work::Pingpong, Role::Active) => {
+            let (Some(r), Some(w)) = (side.rfd(), side.wfd()) else {
+                return false;
+            };
+            let mut latency = latency;
+            loop {
+                if budget == 0 {
+                    return true;
+                }
+                budget -= 1;
+                if asked_at.is_none() {
+                    // Between round trips: ask again only within the interval.
+                    if !in_interval {
+                        *done = true;
+                        side.end_writes();
+                        return false;
+                    }
+                    *asked_at = Some(Instant::now());
+                    *progress = 0;
+                }
+                if *progress < plan.size {
+                    // Writing the request.
+                    match nix::unistd::write(w, &buf[*progress..plan.size]) {
+                        Ok(n) => {
+                            count.sent += n as u64;
+                            *progress += n;
+                            continue;
+                        }
+                        Err(nix::errno::Errno::EAGAIN) => return false,
+                        Err(nix::errno::Errno::EINTR) => continue,
+                        Err(e) => return fail(count, done, "write", e),
+                    }
+                }
+                // Reading the answer.
+                let answered = *progress - plan.size;
+                match nix::unistd::read(r, &mut scratch[..plan.size - answered]) {
+                    Ok(0) => {
+                        count.error = Some("the answering end closed mid-exchange".into());
+                        *done = true;
+                        return false;
+                    }
+                    Ok(n) => {
+                        count.received += n as u64;
+                        *progress += n;
+                        if *progress == 2 * plan.size {
+                            let t = asked_at.take().map(|t| t.elapsed());
+                            if in_interval {
+                                count.round_trips += 1;
+                                if let (Some(h), Some(t)) = (latency.as_deref_mut(), t) {
+                                    crate::workload::record(h, t);
+                                }
+                            }
+                        }
+                    }
+                    Err(nix::errno::Errno::EAGAIN) => return false,
+                    Err(nix::errno::Errno::EINTR) => {}
+                    Err(e) => return fail(count, done, "read", e),
+                }
+            }
+        }
+        (Work::Pingpong, Role::Passive) => {
+            let (Some(r), Some(w)) = (side.rfd(), side.wfd()) else {
+                return false;
+            };
+            loop {
+                if budget == 0 {
+                    return true;
+                }
+                budget -= 1;
+                // Pay what is owed first.
+                while *owed > 0 {
+                    match nix::unistd::write(w, &buf[..(*owed).min(plan.size)]) {
+                        Ok(n) => {
+                            count.sent += n as u64;
+                            *owed -= n;
+                        }
+                        Err(nix::errno::Errno::EAGAIN) => return false,
+                        Err(nix::errno::Errno::EINTR) => {}
+                        Err(e) => return fail(count, done, "write", e),
+                    }
+                }
+                match nix::unistd::read(r, &mut scratch[..plan.size - *progress]) {
+                    Ok(0) => {
+                        *done = true;
+                        return false;
+                    }
+                    Ok(n) => {
+                        count.received += n as u64;
+                        *progress += n;
+                        if *progress == plan.size {
+                            *progress = 0;
+                            *owed = plan.size;
+                        }
+                    }
+                    Err(nix::errno::Errno::EAGAIN) => return false,
+                    Err(nix::errno::Errno::EINTR) => {}
+                    Err(e) => return fail(count, done, "read", e),
+                }
+            }
+        }
+    }
+}
+
+/// Jain's fairness index of `xs`: (sum x)^2 / (n * sum x^2), 1 when all are equal, 1/n
+/// when one has everything (0 for no values or all zero).
+pub fn jain(xs: &[f64]) -> f64 {
+    let sum: f64 = xs.iter().sum();
+    let squares: f64 = xs.iter().map(|x| x * x).sum();
+    if xs.is_empty() || squares == 0.0 {
+        return 0.0;
+    }
+    sum * sum / (xs.len() as f64 * squares)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jains_index_is_one_when_fair_and_one_over_n_when_one_takes_all() {
+        assert_eq!(jain(&[5.0, 5.0, 5.0, 5.0]), 1.0);
+        assert_eq!(jain(&[8.0, 0.0, 0.0, 0.0]), 0.25);
+        assert!((jain(&[1.0, 2.0, 3.0]) - 36.0 / 42.0).abs() < 1e-12);
+        assert_eq!(jain(&[]), 0.0);
+        assert_eq!(jain(&[0.0, 0.0]), 0.0);
+    }
+}
