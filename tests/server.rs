@@ -722,12 +722,7 @@ fn ctrl_c_on_either_side_ends_the_test_promptly_and_the_server_reports_its_count
 #[test]
 fn a_server_out_of_descriptors_says_so_and_serves_again_once_they_are_free() {
     let sb = Sandbox::new();
-    if std::process::Command::new("prlimit")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: no prlimit (util-linux)");
+    if !common::has_prlimit() {
         return;
     }
     let server = Server::from_command(

@@ -103,12 +103,7 @@ fn pingpong_pairs_count_round_trips_and_every_answer_byte() {
 #[test]
 fn descriptor_limits_are_raised_to_the_hard_one_or_named_when_they_cannot_fit() {
     let sb = Sandbox::new();
-    if std::process::Command::new("prlimit")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: no prlimit (util-linux)");
+    if !common::has_prlimit() {
         return;
     }
     let run = |limit: &str, n: &str| {

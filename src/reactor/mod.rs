@@ -80,6 +80,22 @@ pub struct PairCount {
     pub error: Option<String>,
 }
 
+/// One pair's end as a reactor drives it: the descriptors, the counts, and where the
+/// pair is in its exchange.
+struct Pair {
+    side: Side,
+    count: PairCount,
+    /// Pingpong: bytes of the current request written then of its answer read (askers),
+    /// or of the current request read (answering ends).
+    progress: usize,
+    /// Pingpong askers: when the current request left.
+    asked_at: Option<Instant>,
+    /// Answering ends: bytes of answers still to write.
+    owed: usize,
+    /// Finished (end of file, an error, or no more to ask).
+    done: bool,
+}
+
 /// What one reactor brings back.
 pub struct ReactorReport {
     /// Per pair, in pair order.
@@ -129,7 +145,7 @@ fn kind_of(e: nix::errno::Errno) -> String {
 pub fn run(
     role: Role,
     plan: &Plan,
-    mut sides: Vec<Side>,
+    sides: Vec<Side>,
     start: &Barrier,
 ) -> std::io::Result<ReactorReport> {
     let mut poll = Poll::new()?;
@@ -160,13 +176,17 @@ pub fn run(
         }
     }
     let n = sides.len();
-    let mut counts = vec![PairCount::default(); n];
-    // Pingpong: bytes of the current request written / answer read, and when it left.
-    let mut progress = vec![0usize; n];
-    let mut asked_at = vec![None::<Instant>; n];
-    // Answering ends: bytes read of the current request, bytes of answers still owed.
-    let mut owed = vec![0usize; n];
-    let mut done = vec![false; n];
+    let mut pairs: Vec<Pair> = sides
+        .into_iter()
+        .map(|side| Pair {
+            side,
+            count: PairCount::default(),
+            progress: 0,
+            asked_at: None,
+            owed: 0,
+            done: false,
+        })
+        .collect();
     let mut latency = (role == Role::Active && plan.work == Work::Pingpong)
         .then(crate::workload::latency_histogram);
     let buf = crate::sys::filled_buffer(plan.size.max(1), 0x5a)
@@ -195,13 +215,7 @@ pub fn run(
             let more = step(
                 role,
                 plan,
-                i,
-                &mut sides[i],
-                &mut counts[i],
-                &mut progress[i],
-                &mut asked_at[i],
-                &mut owed[i],
-                &mut done[i],
+                &mut pairs[i],
                 latency.as_mut(),
                 &buf,
                 &mut scratch,
@@ -229,13 +243,13 @@ pub fn run(
                 // in (its answer is not counted) and closes then.
                 writes_ended = true;
                 if plan.work == Work::Stream {
-                    for (i, s) in sides.iter_mut().enumerate() {
-                        s.end_writes();
-                        done[i] = true;
+                    for p in &mut pairs {
+                        p.side.end_writes();
+                        p.done = true;
                     }
                 }
             }
-            if done.iter().all(|d| *d) || Instant::now() >= drain_until(iv) {
+            if pairs.iter().all(|p| p.done) || Instant::now() >= drain_until(iv) {
                 break;
             }
         }
@@ -261,13 +275,7 @@ pub fn run(
             let more = step(
                 role,
                 plan,
-                i,
-                &mut sides[i],
-                &mut counts[i],
-                &mut progress[i],
-                &mut asked_at[i],
-                &mut owed[i],
-                &mut done[i],
+                &mut pairs[i],
                 latency.as_mut(),
                 &buf,
                 &mut scratch,
@@ -279,13 +287,16 @@ pub fn run(
             }
         }
     }
-    for (i, c) in counts.iter_mut().enumerate() {
-        if !done[i] && c.error.is_none() && !interrupted && role == Role::Passive {
-            c.error = Some("did not end within the drain time".into());
+    for p in &mut pairs {
+        if !p.done && p.count.error.is_none() && !interrupted {
+            p.count.error = Some(match role {
+                Role::Passive => "did not end within the drain time".into(),
+                Role::Active => "no answer within the drain time".into(),
+            });
         }
     }
     Ok(ReactorReport {
-        pairs: counts,
+        pairs: pairs.into_iter().map(|p| p.count).collect(),
         interval: interval.unwrap_or_else(|| started.elapsed()),
         latency,
         interrupted,
@@ -293,22 +304,23 @@ pub fn run(
 }
 
 /// Move one pair along as far as its descriptors allow without blocking.
-#[allow(clippy::too_many_arguments)]
 fn step(
     role: Role,
     plan: &Plan,
-    _i: usize,
-    side: &mut Side,
-    count: &mut PairCount,
-    progress: &mut usize,
-    asked_at: &mut Option<Instant>,
-    owed: &mut usize,
-    done: &mut bool,
+    pair: &mut Pair,
     latency: Option<&mut Histogram<u64>>,
     buf: &[u8],
     scratch: &mut [u8],
     in_interval: bool,
 ) -> bool {
+    let Pair {
+        side,
+        count,
+        progress,
+        asked_at,
+        owed,
+        done,
+    } = pair;
     if *done || count.error.is_some() {
         return false;
     }

@@ -286,3 +286,15 @@ pub fn io_accounting(args: &[&str]) -> (Value, usize, std::collections::HashMap<
         io,
     )
 }
+
+/// Whether util-linux's prlimit is here (it says why not when it is not).
+pub fn has_prlimit() -> bool {
+    let ok = std::process::Command::new("prlimit")
+        .arg("--version")
+        .output()
+        .is_ok();
+    if !ok {
+        eprintln!("skipped: no prlimit (util-linux)");
+    }
+    ok
+}
