@@ -101,6 +101,31 @@ fn pingpong_pairs_count_round_trips_and_every_answer_byte() {
 }
 
 #[test]
+fn pingpong_messages_larger_than_a_pipe_wait_for_room_and_still_arrive_whole() {
+    // 256 KiB requests into 64 KiB pipes: every write meets a full pipe and waits for it
+    // to become writable again, on the asking side and the answering side.
+    let sb = Sandbox::new();
+    for t in ["pipe", "socketpair"] {
+        let (code, v, err) = swarm(
+            &sb,
+            &[
+                "-n", "8", "-t", t, "-w", "pingpong", "-s", "256K", "-d", "0.3",
+            ],
+        );
+        assert_eq!(code, Some(0), "{t}: {err}");
+        assert_eq!(v["errors"], serde_json::json!({}), "{t}");
+        let trips = u(&v, "/round_trips");
+        assert!(trips >= 8, "{t}: {trips}");
+        assert_eq!(u(&v, "/bytes_sent"), u(&v, "/bytes_received"), "{t}");
+        assert_eq!(
+            u(&v, "/bytes_received_in_interval"),
+            trips * 2 * (256 << 10),
+            "{t}"
+        );
+    }
+}
+
+#[test]
 fn descriptor_limits_are_raised_to_the_hard_one_or_named_when_they_cannot_fit() {
     let sb = Sandbox::new();
     if !common::has_prlimit() {

@@ -318,6 +318,9 @@ mod tests {
         };
         assert!(stalled("64", &["--writes", "2"]));
         assert!(stalled("1023K", &[]), "larger than a segment, under 1 MiB");
+        // Without a measured MSS, loopback's (65483 B): one segment cannot wait, two can.
+        assert!(!stalled("65483", &[]));
+        assert!(stalled("65484", &[]));
         assert!(
             !stalled("1M", &[]),
             "a megabyte's transfer is the round trip"

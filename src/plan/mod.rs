@@ -992,7 +992,9 @@ mod tests {
         assert!(plan(&["stream", "-t", "tcp"]).unwrap().scenarios[0]
             .sndbuf
             .is_none());
-        for bad in ["0", "1,0", "abc", "2G", "8K..4K"] {
+        // The largest buffer the kernel's signed 32-bit count can double, and no more.
+        assert!(plan(&["stream", "-t", "tcp", "--rcvbuf", "1G"]).is_ok());
+        for bad in ["0", "1,0", "abc", "2G", "1073741825", "8K..4K"] {
             let e = plan(&["stream", "-t", "tcp", "--rcvbuf", bad]).unwrap_err();
             assert!(matches!(e, PlanError::Invalid(_)), "{bad}: {e}");
             assert!(e.to_string().contains("--rcvbuf"), "{bad}: {e}");

@@ -494,6 +494,12 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_error_kind_names_the_errno() {
+        let k = kind_of(nix::errno::Errno::ECONNRESET);
+        assert!(k.contains("reset") && k.contains("(104)"), "{k}");
+    }
+
+    #[test]
     fn jains_index_is_one_when_fair_and_one_over_n_when_one_takes_all() {
         assert_eq!(jain(&[5.0, 5.0, 5.0, 5.0]), 1.0);
         assert_eq!(jain(&[8.0, 0.0, 0.0, 0.0]), 0.25);
