@@ -211,7 +211,7 @@ pub fn run(
     loop {
         for i in ready.drain(..) {
             queued[i] = false;
-            let now_in = interval.is_none() && Instant::now() < deadline;
+            let now_in = Instant::now() < deadline;
             let more = step(
                 role,
                 plan,
@@ -219,7 +219,7 @@ pub fn run(
                 latency.as_mut(),
                 &buf,
                 &mut scratch,
-                now_in && !writes_ended,
+                now_in,
             );
             if more {
                 queued[i] = true;
@@ -270,7 +270,8 @@ pub fn run(
         for ev in &events {
             // One clock reading per event (each is at least one system call): what the
             // event reads counts in the interval if it began before the deadline.
-            let in_interval = interval.is_none() && Instant::now() < deadline;
+            // (The interval, and the end of writes, begin only once the deadline is past.)
+            let in_interval = Instant::now() < deadline;
             let i = ev.token().0 / 2;
             let more = step(
                 role,
@@ -279,7 +280,7 @@ pub fn run(
                 latency.as_mut(),
                 &buf,
                 &mut scratch,
-                in_interval && !writes_ended,
+                in_interval,
             );
             if more && !queued[i] {
                 queued[i] = true;
