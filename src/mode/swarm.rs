@@ -446,12 +446,20 @@ pub fn run(args: &SwarmArgs, output: &crate::cli::OutputArgs, argv: Vec<String>)
     report.errors = errors;
     // Both sides counted: every byte written was read (the drain reads what was in
     // flight at the interval's end).
-    let agree = report.bytes_sent == report.bytes_received;
+    // Pingpong: the answers too, each way counted by its writer and its reader.
+    let answers = match work {
+        Work::Stream => (0, 0),
+        Work::Pingpong => (
+            p.pairs.iter().map(|c| c.sent).sum::<u64>(),
+            a.pairs.iter().map(|c| c.received).sum::<u64>(),
+        ),
+    };
+    let agree = report.bytes_sent == report.bytes_received && answers.0 == answers.1;
     if !agree && !report.interrupted && report.errors.is_empty() {
         report.errors.insert(
             format!(
-                "counts disagree: {} bytes written, {} read",
-                report.bytes_sent, report.bytes_received
+                "counts disagree: {} bytes written, {} read; answers: {} written, {} read",
+                report.bytes_sent, report.bytes_received, answers.0, answers.1
             ),
             1,
         );
