@@ -288,10 +288,6 @@ pub fn run(args: &SwarmArgs, output: &crate::cli::OutputArgs, argv: Vec<String>)
     if n == 0 || n > MAX_PAIRS {
         return usage(format!("-n must be between 1 and {MAX_PAIRS}"));
     }
-    if t == TransportKind::UnixSeqpacket && work == Work::Stream {
-        // A seqpacket write is one record: the stream's writes would arrive whole, which
-        // is the same; allowed.
-    }
     if let Err(e) = crate::interrupt::install() {
         return failed(format!("cannot handle Ctrl-C: {e}"));
     }
@@ -314,7 +310,7 @@ pub fn run(args: &SwarmArgs, output: &crate::cli::OutputArgs, argv: Vec<String>)
     };
     progress(&format!("setting up {n} {t} pairs"));
     let setup_started = Instant::now();
-    let made = match pairs::make(t, work, n, &dir.path(), setup_started) {
+    let made = match pairs::make(t, work, n, &dir.path()) {
         Ok(m) => m,
         Err(e) => return failed(format!("{e:#}")),
     };

@@ -4,7 +4,6 @@
 
 use std::os::fd::OwnedFd;
 use std::path::Path;
-use std::time::Instant;
 
 use anyhow::Context;
 use nix::fcntl::OFlag;
@@ -67,14 +66,7 @@ fn pipe() -> nix::Result<(OwnedFd, OwnedFd)> {
 ///
 /// # Errors
 /// The listener cannot be made.
-pub fn make(
-    t: TransportKind,
-    work: Work,
-    n: u64,
-    dir: &Path,
-    started: Instant,
-) -> anyhow::Result<Made> {
-    let _ = started;
+pub fn make(t: TransportKind, work: Work, n: u64, dir: &Path) -> anyhow::Result<Made> {
     let mut pairs = Vec::with_capacity(n as usize);
     let mut errors = Vec::new();
     let mut interrupted = false;
