@@ -145,6 +145,21 @@ Before it starts, swarm checks the descriptor limit (raising the soft limit to t
 one when that is enough, and saying so), the ephemeral ports TCP needs and the memory the
 pairs' buffers may take; what cannot fit is an error naming the limit.")]
     Swarm(SwarmArgs),
+    /// An HTTP/1.1 server with a chosen concurrency model, for `sockbench load`, ab, wrk
+    /// or h2load to drive: keep-alive, pipelining, HTTP/1.0, a fixed response body;
+    /// malformed requests get 400, 431, 501 or 505. Prints what it served at Ctrl-C.
+    #[command(after_help = SERVE_HELP)]
+    Serve(ServeArgs),
+    /// An HTTP/1.1 load generator (as ab and wrk): N requests or a duration over C
+    /// connections, keep-alive, pipelining, or an open loop at a fixed rate; ab's
+    /// connection-times table, HDR percentiles, failures by cause and CPU per request.
+    #[command(after_help = LOAD_HELP)]
+    Load(LoadArgs),
+    /// Every server model in turn, each in its own process, driven by the same load
+    /// (the built-in one, or ab, wrk or h2load); one table: requests/s, p50, p99 and
+    /// server CPU per request.
+    #[command(after_help = MODELS_HELP)]
+    Models(ModelsArgs),
     /// (Internal) the child of a `--placement processes` run.
     #[command(hide = true)]
     Peer(PeerArgs),
@@ -247,6 +262,174 @@ pub struct SwarmArgs {
     /// How long to measure, once every pair is set up.
     #[arg(short, long, value_name = "TIME", default_value = "2s")]
     pub duration: String,
+}
+
+const SERVE_HELP: &str = "Examples:
+  sockbench serve                               epoll model, 127.0.0.1:1085
+  sockbench serve --model thread -v 2           a thread per connection, log connections
+  sockbench serve --model io-uring --port 8080 --backlog 1024
+  sockbench serve --model async --unix /tmp/http.sock
+then:
+  ab -n 5000 -c 20 http://127.0.0.1:1085/
+  wrk -t 2 -c 100 -d 3 http://127.0.0.1:1085/
+  sockbench load -n 5000 -c 20 -k http://127.0.0.1:1085/
+
+Models: thread (a thread per connection), pool (one epoll thread hands ready connections
+to a fixed pool of worker threads), select, poll, epoll (one thread each; select takes
+descriptors below 1024 only), epoll-workers (an epoll loop per CPU, each with its own
+SO_REUSEPORT listener), io-uring (completions: multishot accept and receive),
+async (tokio, a task per connection: the closest to fibers).
+
+Every request gets the same answer: 200 with a body of --body-size bytes (HEAD: no body).
+Verbosity (-v): 0 the listening line and the summary; 1 (default) also rejected requests
+and connection errors; 2 also every accept and close; 3 also every request line.";
+
+const LOAD_HELP: &str = "Examples:
+  sockbench load -n 5000 -c 20 http://127.0.0.1:1085/         as ab -n 5000 -c 20
+  sockbench load -n 5000 -c 20 -k http://127.0.0.1:1085/      as ab -k
+  sockbench load -d 10 -c 100 http://127.0.0.1:1085/          as wrk -c 100 -d 10
+  sockbench load -d 10 -c 20 --pipeline 16 http://127.0.0.1:1085/
+  sockbench load -d 10 -c 50 --rate 20k http://127.0.0.1:1085/  open loop (as wrk2)
+  sockbench load -n 1000 --unix-socket /tmp/http.sock http://localhost/
+
+Times (ab's table, in microseconds): connect is the TCP or Unix connect (0 on a reused
+connection), waiting from the request written to the first byte of the answer,
+processing from connected to the last byte, total from start to the last byte.
+With --rate, latency counts from when each request was due (corrected for coordinated
+omission); the uncorrected figure, from when it was sent, is beside it.";
+
+const MODELS_HELP: &str = "Examples:
+  sockbench models                          every model, 5000 requests over 20 connections
+  sockbench models -k -n 20000              keep-alive
+  sockbench models --model epoll,io-uring,async -d 3 -c 100
+  sockbench models --driver ab              drive them with ab (apache2-utils) instead
+  sockbench models --driver wrk -d 3 -c 100
+
+Each model runs in a child `sockbench serve` pinned to one CPU, the load on the other
+(--cpus to choose); the server's CPU is read from /proc for the measured interval.";
+
+/// Flags of `serve`.
+#[derive(Debug, ClapArgs)]
+pub struct ServeArgs {
+    /// Concurrency model: thread, pool, select, poll, epoll, epoll-workers, io-uring,
+    /// async (see below).
+    #[arg(short, long, value_name = "MODEL", default_value = "epoll")]
+    pub model: String,
+    /// Address to listen on (0.0.0.0 or :: to take clients from other hosts).
+    #[arg(short, long, value_name = "ADDR", default_value = "127.0.0.1")]
+    pub address: String,
+    /// TCP port (0: one the kernel picks, printed).
+    #[arg(short, long, value_name = "PORT", default_value_t = 1085)]
+    pub port: u16,
+    /// Listen on this Unix socket file instead of TCP (removed on exit; an existing file
+    /// is never replaced).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["address", "port"])]
+    pub unix: Option<PathBuf>,
+    /// Length of the accept queue (listen(2)'s backlog; the kernel caps it at
+    /// net.core.somaxconn).
+    #[arg(short, long, value_name = "N", default_value_t = 10)]
+    pub backlog: u32,
+    /// Bytes of every response's body.
+    #[arg(long, value_name = "SIZE", default_value = "13")]
+    pub body_size: String,
+    /// Threads of the pool, epoll-workers and async models (default: one per CPU).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Close a connection that has sent nothing for this long (keep-alive idle or a
+    /// request that stalls).
+    #[arg(long, value_name = "TIME", default_value = "60s")]
+    pub idle_timeout: String,
+    /// Stop after this long (default: at Ctrl-C).
+    #[arg(short, long, value_name = "TIME")]
+    pub duration: Option<String>,
+    /// Pin the server's threads to these CPUs (a list: 0 or 0,1).
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// How much to log, 0 to 3 (see below).
+    #[arg(short, long, value_name = "LEVEL", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
+    pub verbose: u8,
+}
+
+/// Flags of `load`.
+#[derive(Debug, ClapArgs)]
+pub struct LoadArgs {
+    /// http://HOST[:PORT]/PATH (HOST an IP address or a name; with --unix-socket, the host
+    /// only names the Host header).
+    #[arg(value_name = "URL")]
+    pub url: String,
+    /// Total requests, over all connections (as ab's -n).
+    #[arg(short = 'n', long, value_name = "N", conflicts_with = "duration")]
+    pub requests: Option<u64>,
+    /// Run for this long instead (as wrk's -d; default 10s when -n is not given).
+    #[arg(short, long, value_name = "TIME")]
+    pub duration: Option<String>,
+    /// Connections open at once.
+    #[arg(short = 'c', long, value_name = "N", default_value_t = 1)]
+    pub connections: u32,
+    /// Keep connections open between requests (HTTP keep-alive, as ab -k; always on
+    /// with --pipeline).
+    #[arg(short = 'k', long)]
+    pub keepalive: bool,
+    /// Requests in flight on each connection (HTTP pipelining; implies -k).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub pipeline: u32,
+    /// Open loop: R requests per second in all, on a fixed schedule (k and M suffixes).
+    #[arg(long, value_name = "R")]
+    pub rate: Option<String>,
+    /// Generator threads (default: one per CPU, at most one per connection).
+    #[arg(short, long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Connect to this Unix socket instead of the URL's host and port (as curl's).
+    #[arg(long, value_name = "FILE")]
+    pub unix_socket: Option<PathBuf>,
+    /// Method of every request.
+    #[arg(short = 'm', long, value_name = "METHOD", default_value = "GET")]
+    pub method: String,
+    /// Extra request header, "Name: value" (repeatable).
+    #[arg(short = 'H', long = "header", value_name = "HEADER")]
+    pub headers: Vec<String>,
+    /// A request that has no answer after this long fails (read).
+    #[arg(long, value_name = "TIME", default_value = "30s")]
+    pub timeout: String,
+    /// Pin the generator's threads to these CPUs (a list: 1 or 0,1).
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+}
+
+/// Flags of `models`.
+#[derive(Debug, ClapArgs)]
+pub struct ModelsArgs {
+    /// Models to run, comma-separated, or `all`.
+    #[arg(long, value_name = "LIST", default_value = "all")]
+    pub model: String,
+    /// Who drives them: the built-in load generator, or ab, wrk or h2load when installed.
+    #[arg(long, value_name = "DRIVER", default_value = "builtin")]
+    pub driver: String,
+    /// Total requests per model (as ab -n).
+    #[arg(short = 'n', long, value_name = "N", default_value_t = 5000, conflicts_with = "duration")]
+    pub requests: u64,
+    /// Run each model for this long instead (wrk runs by time only; default there 3s).
+    #[arg(short, long, value_name = "TIME")]
+    pub duration: Option<String>,
+    /// Connections open at once.
+    #[arg(short = 'c', long, value_name = "N", default_value_t = 20)]
+    pub connections: u32,
+    /// Keep-alive for every model (ab -k; wrk and h2load always keep connections).
+    #[arg(short = 'k', long)]
+    pub keepalive: bool,
+    /// Requests in flight per connection (builtin and h2load's -m).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub pipeline: u32,
+    /// Bytes of every response's body.
+    #[arg(long, value_name = "SIZE", default_value = "13")]
+    pub body_size: String,
+    /// Accept queue of every server (the D tool used 10; at least -c here, so a burst of
+    /// connects is not a measure of SYN retransmission).
+    #[arg(short, long, value_name = "N", default_value_t = 128)]
+    pub backlog: u32,
+    /// CPUs for the server and the load, "S,L" (default 0,1 on a machine with two or more).
+    #[arg(long, value_name = "S,L")]
+    pub cpus: Option<String>,
 }
 
 /// Flags of the hidden `peer`.

@@ -22,6 +22,9 @@ fn main() -> ExitCode {
         Some(Command::Listen(l)) => mode::listen::run(l, &args.output),
         Some(Command::Swarm(s)) => mode::swarm::run(s, &args.output, argv),
         Some(Command::Peer(p)) => mode::server::peer(p),
+        Some(Command::Serve(s)) => mode::serve::run(s, &args.output),
+        Some(Command::Load(l)) => mode::load::run(l, &args.output, argv),
+        Some(Command::Models(m)) => mode::models::run(m, &args.output, argv),
         Some(Command::Suite(_)) | None => mode::suite::run(&args, argv),
         Some(
             Command::Stream(_) | Command::Pingpong(_) | Command::Rate(_) | Command::Connect(_),
@@ -83,7 +86,15 @@ fn command_first_tip(e: &clap::Error, argv: &[String]) -> Option<String> {
             .iter()
             .filter(|c| !matches!(
                 c.as_str(),
-                "help" | "report" | "server" | "listen" | "swarm" | "peer"
+                "help"
+                    | "report"
+                    | "server"
+                    | "listen"
+                    | "swarm"
+                    | "peer"
+                    | "serve"
+                    | "load"
+                    | "models"
             ))
             .cloned()
             .collect::<Vec<_>>()

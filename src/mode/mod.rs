@@ -11,7 +11,10 @@
 
 pub mod bench;
 pub mod listen;
+pub mod load;
+pub mod models;
 pub mod report;
+pub mod serve;
 pub mod server;
 pub mod suite;
 pub mod swarm;

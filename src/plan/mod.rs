@@ -574,7 +574,10 @@ impl Plan {
                 | Command::Server(_)
                 | Command::Listen(_)
                 | Command::Swarm(_)
-                | Command::Peer(_),
+                | Command::Peer(_)
+                | Command::Serve(_)
+                | Command::Load(_)
+                | Command::Models(_),
             ) => Err(invalid(
                 "this command measures nothing itself: it has nothing to plan",
             )),

@@ -1,0 +1,461 @@
+//! The server's side of a request: parse its head (with `httparse`), decide how the
+//! connection goes on (keep-alive, close), how long the body is, and what a request that
+//! cannot be served is answered with.
+//!
+//! Limits: a head of at most [`MAX_HEAD`] bytes and [`MAX_HEADERS`] header fields, else
+//! 431. HTTP/1.0 and 1.1 are served; any other `HTTP/x.y` gets 505. A request with both
+//! `Content-Length` and `Transfer-Encoding`, disagreeing lengths, an HTTP/1.1 request
+//! without exactly one `Host`, or anything `httparse` refuses gets 400 (RFC 9112 sections
+//! 3.2, 6.1 and 6.3); a transfer coding other than `chunked` gets 501.
+
+/// Largest request head (request line and header fields), as nginx's default.
+pub const MAX_HEAD: usize = 8192;
+/// Most header fields in one request.
+pub const MAX_HEADERS: usize = 64;
+
+/// How a request's body is delimited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Body {
+    /// No body.
+    None,
+    /// `Content-Length` bytes.
+    Length(u64),
+    /// `Transfer-Encoding: chunked`.
+    Chunked,
+}
+
+/// A parsed request head: what the server needs to answer it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Head {
+    /// Bytes of the head, up to and including its empty line.
+    pub len: usize,
+    /// HTTP/1.`minor`.
+    pub minor: u8,
+    /// The connection stays open after the answer.
+    pub keep_alive: bool,
+    /// The method is HEAD: the answer has no body.
+    pub head_method: bool,
+    /// The body that follows the head.
+    pub body: Body,
+}
+
+/// Why a request cannot be served: each maps to its status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reject {
+    /// 400: the request is malformed; the reason says how.
+    BadRequest(&'static str),
+    /// 431: the head is longer than [`MAX_HEAD`] or has more than [`MAX_HEADERS`] fields.
+    TooLarge,
+    /// 501: a transfer coding the server does not know.
+    NotImplemented,
+    /// 505: an HTTP version other than 1.0 and 1.1.
+    Version,
+}
+
+impl Reject {
+    /// The status code.
+    pub fn status(self) -> u16 {
+        match self {
+            Reject::BadRequest(_) => 400,
+            Reject::TooLarge => 431,
+            Reject::NotImplemented => 501,
+            Reject::Version => 505,
+        }
+    }
+
+    /// The status line's reason phrase.
+    pub fn phrase(self) -> &'static str {
+        match self {
+            Reject::BadRequest(_) => "Bad Request",
+            Reject::TooLarge => "Request Header Fields Too Large",
+            Reject::NotImplemented => "Not Implemented",
+            Reject::Version => "HTTP Version Not Supported",
+        }
+    }
+
+    /// What was wrong, for the log.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Reject::BadRequest(r) => r,
+            Reject::TooLarge => "request head over 8 KiB or over 64 header fields",
+            Reject::NotImplemented => "a transfer coding other than chunked",
+            Reject::Version => "an HTTP version other than 1.0 and 1.1",
+        }
+    }
+}
+
+/// Parse the head at the start of `buf`: `Ok(None)` while it is incomplete.
+///
+/// # Errors
+/// The [`Reject`] the request must be answered with (the connection closes after it).
+pub fn parse(buf: &[u8]) -> Result<Option<Head>, Reject> {
+    // Only the first MAX_HEAD bytes count, so the answer is the same however the bytes
+    // arrived: a head that does not end within them is too large, whatever follows.
+    let buf = &buf[..buf.len().min(MAX_HEAD)];
+    let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut fields);
+    match req.parse(buf) {
+        Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD => Err(Reject::TooLarge),
+        Ok(httparse::Status::Partial) => Ok(None),
+        Ok(httparse::Status::Complete(len)) if len > MAX_HEAD => Err(Reject::TooLarge),
+        Ok(httparse::Status::Complete(len)) => interpret(&req, len).map(Some),
+        Err(httparse::Error::TooManyHeaders) => Err(Reject::TooLarge),
+        Err(httparse::Error::Version) => Err(version_error(buf)),
+        Err(httparse::Error::Token) => Err(Reject::BadRequest("invalid character in the method or a header name")),
+        Err(httparse::Error::HeaderName) => Err(Reject::BadRequest("invalid header name")),
+        Err(httparse::Error::HeaderValue) => Err(Reject::BadRequest("invalid header value")),
+        Err(httparse::Error::NewLine) => Err(Reject::BadRequest("invalid line ending")),
+        Err(_) => Err(Reject::BadRequest("malformed request line")),
+    }
+}
+
+/// `httparse` refuses any version but 1.0 and 1.1: one that starts as an HTTP version
+/// does (`HTTP/2.0`, `HTTP/1.2`) is one this server does not speak (505), anything else
+/// is malformed (400). httparse stops at the first byte it cannot take, so only the
+/// version's start is looked at: the verdict is the same however the line arrived.
+fn version_error(buf: &[u8]) -> Reject {
+    let line_end = buf
+        .iter()
+        .position(|&b| b == b'\r' || b == b'\n')
+        .unwrap_or(buf.len());
+    let line = &buf[..line_end];
+    let version = line
+        .iter()
+        .rposition(|&b| b == b' ')
+        .map_or(&line[..0], |sp| &line[sp + 1..]);
+    match version.strip_prefix(b"HTTP/") {
+        Some([d, ..]) if d.is_ascii_digit() => Reject::Version,
+        _ => Reject::BadRequest("malformed HTTP version"),
+    }
+}
+
+/// The comma-separated tokens of a header value, lowercased comparisons left to callers.
+fn tokens(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+    value.split(|&b| b == b',').map(|t| t.trim_ascii())
+}
+
+/// Decide keep-alive and the body from the header fields.
+fn interpret(req: &httparse::Request<'_, '_>, len: usize) -> Result<Head, Reject> {
+    let minor = req.version.unwrap_or(1);
+    let mut close = false;
+    let mut keep_alive = false;
+    let mut length: Option<u64> = None;
+    let mut chunked = false;
+    let mut coded = false;
+    let mut hosts = 0u32;
+    for h in req.headers.iter() {
+        let name = h.name;
+        if name.eq_ignore_ascii_case("connection") {
+            for t in tokens(h.value) {
+                close |= t.eq_ignore_ascii_case(b"close");
+                keep_alive |= t.eq_ignore_ascii_case(b"keep-alive");
+            }
+        } else if name.eq_ignore_ascii_case("content-length") {
+            for t in tokens(h.value) {
+                let n = parse_length(t)?;
+                if length.is_some_and(|l| l != n) {
+                    return Err(Reject::BadRequest("Content-Length values disagree"));
+                }
+                length = Some(n);
+            }
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            coded = true;
+            // Only `chunked`, and only as the one coding: anything else (gzip, chunked
+            // applied twice) is a coding this server cannot remove.
+            for t in tokens(h.value) {
+                if t.is_empty() {
+                    continue;
+                }
+                if !t.eq_ignore_ascii_case(b"chunked") || chunked {
+                    return Err(Reject::NotImplemented);
+                }
+                chunked = true;
+            }
+        } else if name.eq_ignore_ascii_case("host") {
+            hosts += 1;
+        }
+    }
+    if coded && length.is_some() {
+        return Err(Reject::BadRequest(
+            "both Content-Length and Transfer-Encoding (a smuggling risk)",
+        ));
+    }
+    if coded && minor == 0 {
+        return Err(Reject::BadRequest("Transfer-Encoding in an HTTP/1.0 request"));
+    }
+    if coded && !chunked {
+        return Err(Reject::BadRequest("an empty Transfer-Encoding"));
+    }
+    if minor == 1 && hosts != 1 {
+        return Err(Reject::BadRequest(if hosts == 0 {
+            "an HTTP/1.1 request without Host"
+        } else {
+            "more than one Host"
+        }));
+    }
+    let body = match (chunked, length) {
+        (true, _) => Body::Chunked,
+        (false, Some(0) | None) => Body::None,
+        (false, Some(n)) => Body::Length(n),
+    };
+    Ok(Head {
+        len,
+        minor,
+        keep_alive: !close && (minor == 1 || keep_alive),
+        head_method: req.method == Some("HEAD"),
+        body,
+    })
+}
+
+/// A Content-Length: digits only (no sign, no spaces inside), at most 2^62.
+fn parse_length(t: &[u8]) -> Result<u64, Reject> {
+    const BAD: Reject = Reject::BadRequest("invalid Content-Length");
+    if t.is_empty() || t.len() > 18 || !t.iter().all(u8::is_ascii_digit) {
+        return Err(BAD);
+    }
+    std::str::from_utf8(t)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or(BAD)
+}
+
+/// Where a chunked body stands, as bytes arrive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Chunks {
+    /// Expecting a chunk-size line.
+    Size,
+    /// Inside a chunk's data, this many bytes left (then its CRLF).
+    Data(u64),
+    /// Expecting the CRLF after a chunk's data.
+    DataEnd,
+    /// After the last chunk: trailer lines until an empty one.
+    Trailer,
+}
+
+/// What one step through a chunked body found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChunkStep {
+    /// Consumed this many bytes; more is needed.
+    More(usize),
+    /// The body ended after this many bytes.
+    Done(usize),
+}
+
+/// Skip as much of a chunked body as `buf` holds, from state `st`.
+///
+/// # Errors
+/// 400 for a malformed chunk size or chunk end, 431 for an overlong size or trailer line.
+pub fn skip_chunks(st: &mut Chunks, buf: &[u8]) -> Result<ChunkStep, Reject> {
+    let mut at = 0;
+    loop {
+        let rest = &buf[at..];
+        match *st {
+            Chunks::Size => match httparse::parse_chunk_size(&rest[..rest.len().min(MAX_HEAD)]) {
+                Ok(httparse::Status::Complete((n, 0))) => {
+                    at += n;
+                    *st = Chunks::Trailer;
+                }
+                Ok(httparse::Status::Complete((n, size))) => {
+                    at += n;
+                    *st = Chunks::Data(size);
+                }
+                Ok(httparse::Status::Partial) if rest.len() >= MAX_HEAD => {
+                    return Err(Reject::TooLarge)
+                }
+                Ok(httparse::Status::Partial) => return Ok(ChunkStep::More(at)),
+                Err(_) => return Err(Reject::BadRequest("invalid chunk size")),
+            },
+            Chunks::Data(left) => {
+                let take = (rest.len() as u64).min(left);
+                at += take as usize;
+                if take == left {
+                    *st = Chunks::DataEnd;
+                } else {
+                    *st = Chunks::Data(left - take);
+                    return Ok(ChunkStep::More(at));
+                }
+            }
+            Chunks::DataEnd => match rest {
+                [b'\r', b'\n', ..] => {
+                    at += 2;
+                    *st = Chunks::Size;
+                }
+                [b'\n', ..] => {
+                    at += 1;
+                    *st = Chunks::Size;
+                }
+                [] | [b'\r'] => return Ok(ChunkStep::More(at)),
+                _ => return Err(Reject::BadRequest("chunk data longer than its size")),
+            },
+            Chunks::Trailer => match rest[..rest.len().min(MAX_HEAD)]
+                .iter()
+                .position(|&b| b == b'\n')
+            {
+                // An empty line ends the trailer (and the body).
+                Some(0) => return Ok(ChunkStep::Done(at + 1)),
+                Some(1) if rest[0] == b'\r' => return Ok(ChunkStep::Done(at + 2)),
+                Some(n) => at += n + 1,
+                None if rest.len() >= MAX_HEAD => return Err(Reject::TooLarge),
+                None => return Ok(ChunkStep::More(at)),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(text: &str) -> Result<Option<Head>, Reject> {
+        parse(text.as_bytes())
+    }
+
+    #[test]
+    fn http11_keeps_alive_unless_told_to_close() {
+        let h = head("GET / HTTP/1.1\r\nHost: a\r\n\r\n").unwrap().unwrap();
+        assert_eq!(h.len, 27);
+        assert!(h.keep_alive && h.minor == 1 && h.body == Body::None && !h.head_method);
+        let h = head("GET / HTTP/1.1\r\nHost: a\r\nConnection: Close\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(!h.keep_alive);
+        let h = head("GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, close\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(!h.keep_alive);
+    }
+
+    #[test]
+    fn http10_closes_unless_asked_to_keep_alive() {
+        // What ab sends without and with -k.
+        let h = head("GET / HTTP/1.0\r\nHost: a\r\nUser-Agent: ApacheBench/2.3\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(!h.keep_alive && h.minor == 0);
+        let h = head("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(h.keep_alive);
+    }
+
+    #[test]
+    fn an_incomplete_head_waits_until_it_is_too_large() {
+        assert_eq!(head("GET / HTTP/1.1\r\nHost: a\r\n"), Ok(None));
+        assert_eq!(head("GE"), Ok(None));
+        let long = format!("GET / HTTP/1.1\r\nX: {}", "a".repeat(MAX_HEAD));
+        assert_eq!(head(&long), Err(Reject::TooLarge));
+        let just = format!("GET / HTTP/1.1\r\nX: {}", "a".repeat(MAX_HEAD - 20));
+        assert_eq!(just.len(), MAX_HEAD - 1);
+        assert_eq!(head(&just), Ok(None));
+        let complete_but_long = format!("GET / HTTP/1.1\r\nHost: a\r\nX: {}\r\n\r\n", "a".repeat(MAX_HEAD));
+        assert_eq!(head(&complete_but_long), Err(Reject::TooLarge));
+    }
+
+    #[test]
+    fn too_many_fields_is_431() {
+        let mut t = String::from("GET / HTTP/1.1\r\nHost: a\r\n");
+        for i in 0..MAX_HEADERS {
+            t.push_str(&format!("X-{i}: y\r\n"));
+        }
+        t.push_str("\r\n");
+        assert_eq!(head(&t), Err(Reject::TooLarge));
+        assert_eq!(Reject::TooLarge.status(), 431);
+    }
+
+    #[test]
+    fn other_versions_are_505_and_garbage_is_400() {
+        assert_eq!(head("GET / HTTP/2.0\r\n\r\n"), Err(Reject::Version));
+        assert_eq!(head("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), Err(Reject::Version));
+        assert_eq!(head("GET / HTTP/1.2\r\nHost: a\r\n\r\n"), Err(Reject::Version));
+        assert_eq!(head("GET / HTTP/3\r\n\r\n"), Err(Reject::Version));
+        // The verdict comes from the version's first bytes, as if they came one by one.
+        assert_eq!(head("GET / HTTP/2x.0\r\n\r\n"), Err(Reject::Version));
+        assert_eq!(head("GET / HTTP/2"), Err(Reject::Version));
+        assert_eq!(Reject::Version.status(), 505);
+        for bad in [
+            "GET / HTPT/1.1\r\n\r\n",
+            "GET / HTTP/x.1\r\n\r\n",
+            "\x16\x03\x01\x02\x00\x01\x00\x01",
+            "GET / HTTP/1.1\r\nHo st: a\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: a\r\n folded\r\n\r\n",
+            "GET / HTTP/1.1\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+        ] {
+            let r = head(bad);
+            assert!(
+                matches!(r, Err(Reject::BadRequest(_))),
+                "{bad:?} gave {r:?}"
+            );
+            assert_eq!(r.unwrap_err().status(), 400);
+        }
+    }
+
+    #[test]
+    fn bodies_by_length_and_chunked() {
+        let h = head("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello")
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.body, Body::Length(5));
+        let h = head("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 5\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.body, Body::Length(5));
+        let h = head("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.body, Body::None);
+        let h = head("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.body, Body::Chunked);
+        for bad in [
+            "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999999999\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+        ] {
+            assert!(matches!(head(bad), Err(Reject::BadRequest(_))), "{bad:?}");
+        }
+        assert_eq!(
+            head("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"),
+            Err(Reject::NotImplemented)
+        );
+    }
+
+    #[test]
+    fn head_requests_are_marked() {
+        let h = head("HEAD / HTTP/1.1\r\nHost: a\r\n\r\n").unwrap().unwrap();
+        assert!(h.head_method);
+    }
+
+    fn skip_all(body: &[u8], piece: usize) -> Result<usize, Reject> {
+        let mut st = Chunks::Size;
+        let mut buf = Vec::new();
+        let mut total = 0;
+        for part in body.chunks(piece) {
+            buf.extend_from_slice(part);
+            match skip_chunks(&mut st, &buf)? {
+                ChunkStep::More(n) => {
+                    total += n;
+                    buf.drain(..n);
+                }
+                ChunkStep::Done(n) => return Ok(total + n),
+            }
+        }
+        Err(Reject::BadRequest("unfinished"))
+    }
+
+    #[test]
+    fn chunked_bodies_are_skipped_whole_or_in_pieces() {
+        let body = b"5\r\nhello\r\na;ext=1\r\n0123456789\r\n0\r\nX-T: 1\r\n\r\nGET";
+        let want = body.len() - 3;
+        for piece in [1, 2, 3, 7, body.len()] {
+            assert_eq!(skip_all(body, piece), Ok(want), "pieces of {piece}");
+        }
+        let mut st = Chunks::Size;
+        assert!(skip_chunks(&mut st, b"zz\r\n").is_err());
+        let mut st = Chunks::Size;
+        assert!(skip_chunks(&mut st, b"2\r\nabc\r\n").is_err());
+    }
+}

@@ -1,0 +1,388 @@
+//! The load generator's JSON document ([`LoadReport`]) and how the threads' tallies
+//! become it: rates over the measured interval, ab's connection-times rows, latency
+//! percentiles, the generator's own CPU and the warnings that go with them.
+//!
+//! Conventions: units in key names, latencies in integer nanoseconds, counters as
+//! integers, an unknown figure as null.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use super::tally::Tally;
+use super::Spec;
+use crate::measure::histogram::Latency;
+use crate::measure::units::{format_per_second, format_seconds};
+
+/// Version of the load document.
+pub const LOAD_SCHEMA_VERSION: u32 = 1;
+
+/// Share of the generator threads' time above which the run is called CPU-bound.
+pub const CPU_BOUND_SHARE: f64 = 0.9;
+
+/// Failed requests by kind, as ab's "Failed requests" line.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failed {
+    /// The connect for the request failed (refused, timed out, other).
+    pub connect: u64,
+    /// The connection failed before the full answer: reset, closed early, --timeout.
+    pub read: u64,
+    /// The answer's status line or headers were not HTTP.
+    pub status: u64,
+    /// Complete answers whose body length differs from the first answer's (as ab's
+    /// "Length" failures; these are counted in `requests_complete` too).
+    pub length: u64,
+}
+
+/// Failed requests by exact cause.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Causes {
+    /// connect() refused (nothing listens; a Unix socket file with no listener).
+    pub connect_refused: u64,
+    /// connect() not complete within --timeout.
+    pub connect_timeout: u64,
+    /// connect() failed otherwise (unreachable, a full Unix listen queue, no descriptors).
+    pub connect_error: u64,
+    /// The connection was reset (or a write to it failed).
+    pub read_reset: u64,
+    /// The server closed the connection before the answer was complete.
+    pub read_eof: u64,
+    /// No complete answer within --timeout.
+    pub read_timeout: u64,
+    /// Reading failed otherwise, or requests behind a malformed answer.
+    pub read_error: u64,
+}
+
+/// One row of ab's "Connection Times" table, in nanoseconds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimesRow {
+    /// Smallest.
+    pub min_ns: u64,
+    /// Mean.
+    pub mean_ns: u64,
+    /// Standard deviation.
+    pub stddev_ns: u64,
+    /// Median.
+    pub p50_ns: u64,
+    /// Largest.
+    pub max_ns: u64,
+}
+
+impl TimesRow {
+    fn of(h: &Histogram<u64>) -> Option<TimesRow> {
+        let l = Latency::of(h)?;
+        Some(TimesRow {
+            min_ns: l.min_ns,
+            mean_ns: l.mean_ns,
+            stddev_ns: l.stddev_ns,
+            p50_ns: l.p50_ns,
+            max_ns: l.max_ns,
+        })
+    }
+}
+
+/// ab's "Connection Times" rows, over complete requests (null when there are none).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionTimes {
+    /// connect() start → connected; 0 on a reused keep-alive connection.
+    pub connect: Option<TimesRow>,
+    /// Connected (or, on a reused connection, the request's write start) → last byte.
+    pub processing: Option<TimesRow>,
+    /// Request fully written → first byte of the answer.
+    pub waiting: Option<TimesRow>,
+    /// Start (connect start, write start on a reused connection, or when the request
+    /// was due under --rate) → last byte.
+    pub total: Option<TimesRow>,
+}
+
+/// The `sockbench load` document.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoadReport {
+    /// Always `sockbench-load`.
+    pub document: String,
+    /// [`LOAD_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The command line.
+    pub command: Vec<String>,
+    /// The URL.
+    pub url: String,
+    /// Where the connections go: `tcp ADDR:PORT` or `unix PATH`.
+    pub target: String,
+    /// Method of every request.
+    pub method: String,
+    /// Connections open at once.
+    pub connections: u32,
+    /// Connections kept open between requests.
+    pub keepalive: bool,
+    /// Requests in flight per connection.
+    pub pipeline: u32,
+    /// Under --rate: requests per second asked for, over all connections (null: as fast
+    /// as answers come).
+    pub rate_per_second: Option<f64>,
+    /// Generator threads.
+    pub threads: usize,
+    /// `-n`, when given.
+    pub requests_requested: Option<u64>,
+    /// `-d`, when the run was bounded by time.
+    pub duration_requested_seconds: Option<f64>,
+    /// --timeout.
+    pub timeout_seconds: f64,
+    /// The measured interval: from the first connect's start to the last answer's last
+    /// byte.
+    pub duration_seconds: f64,
+    /// Requests fully answered (non-2xx and length failures included, as ab counts).
+    pub requests_complete: u64,
+    /// Failed requests by kind.
+    pub requests_failed: Failed,
+    /// Failed requests (connect and read kinds) by exact cause.
+    pub failure_causes: Causes,
+    /// Complete answers with a status outside 200-299.
+    pub non_2xx: u64,
+    /// Complete answers by status code.
+    pub responses_by_status: BTreeMap<String, u64>,
+    /// Every byte received, heads and bodies.
+    pub bytes_received: u64,
+    /// Body bytes of complete answers.
+    pub body_bytes_received: u64,
+    /// Bytes of requests written.
+    pub bytes_sent: u64,
+    /// Complete requests per second of the interval.
+    pub requests_per_second: f64,
+    /// Bytes received per second of the interval (ab's transfer rate).
+    pub bytes_per_second: f64,
+    /// Connections made.
+    pub connections_opened: u64,
+    /// Keep-alive connections the server closed (with `Connection: close` or without
+    /// a word) that were opened again; not failures.
+    pub reconnects: u64,
+    /// Pipelined requests sent again on a new connection because the server closed the
+    /// old one before reading them.
+    pub requests_resent: u64,
+    /// The first complete answer's body length, which the others are compared with.
+    pub first_body_bytes: Option<u64>,
+    /// ab's connection-times rows.
+    pub connection_times: ConnectionTimes,
+    /// Percentiles of `total` (under --rate: from when each request was due, corrected
+    /// for coordinated omission).
+    pub latency: Option<Latency>,
+    /// Under --rate: percentiles from when each request was actually sent.
+    pub latency_uncorrected: Option<Latency>,
+    /// User CPU of the generator's threads over their run.
+    pub cpu_user_seconds: f64,
+    /// System CPU of the generator's threads over their run.
+    pub cpu_system_seconds: f64,
+    /// The threads' CPU (exact clock) per complete request.
+    pub cpu_seconds_per_request: Option<f64>,
+    /// The threads' CPU over their wall time times their number (1: every thread busy
+    /// all the time).
+    pub generator_cpu_share: Option<f64>,
+    /// What to keep in mind reading the figures.
+    pub warnings: Vec<String>,
+    /// Ctrl-C cut the run short.
+    pub interrupted: bool,
+    /// Why the run produced nothing (null when some request was answered).
+    pub error: Option<String>,
+}
+
+/// What the run was, besides the tallies.
+pub struct Context<'a> {
+    /// The run's spec.
+    pub spec: &'a Spec,
+    /// The command line.
+    pub command: Vec<String>,
+    /// Threads that ran.
+    pub threads: usize,
+    /// The longest thread's wall time.
+    pub wall: Duration,
+    /// The first complete answer's body length.
+    pub first_length: Option<u64>,
+    /// Ctrl-C.
+    pub interrupted: bool,
+}
+
+/// Build the document from the merged tally.
+pub fn build(cx: Context<'_>, t: &Tally) -> LoadReport {
+    let spec = cx.spec;
+    let interval = match (t.first_start, t.last_done) {
+        (Some(a), Some(b)) => b.saturating_duration_since(a),
+        _ => Duration::ZERO,
+    };
+    let secs = interval.as_secs_f64();
+    let per_sec = |n: u64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
+    let cpu = t.cpu.total().as_secs_f64();
+    let wall = cx.wall.as_secs_f64() * cx.threads as f64;
+    let mut r = LoadReport {
+        document: "sockbench-load".into(),
+        schema_version: LOAD_SCHEMA_VERSION,
+        command: cx.command,
+        url: spec.url(),
+        target: spec.target.to_string(),
+        method: spec.method.clone(),
+        connections: spec.connections,
+        keepalive: spec.keepalive || spec.pipeline > 1,
+        pipeline: spec.pipeline,
+        rate_per_second: spec.rate,
+        threads: cx.threads,
+        requests_requested: spec.requests,
+        duration_requested_seconds: spec.duration.map(|d| d.as_secs_f64()),
+        timeout_seconds: spec.timeout.as_secs_f64(),
+        duration_seconds: secs,
+        requests_complete: t.complete,
+        requests_failed: Failed {
+            connect: t.connect_failures(),
+            read: t.read_failures(),
+            status: t.status_failed,
+            length: t.length_failed,
+        },
+        failure_causes: Causes {
+            connect_refused: t.connect_refused,
+            connect_timeout: t.connect_timeout,
+            connect_error: t.connect_error,
+            read_reset: t.read_reset,
+            read_eof: t.read_eof,
+            read_timeout: t.read_timeout,
+            read_error: t.read_error,
+        },
+        non_2xx: t.non_2xx,
+        responses_by_status: t
+            .by_status
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(s, &n)| (s.to_string(), n))
+            .collect(),
+        bytes_received: t.bytes_received,
+        body_bytes_received: t.body_bytes,
+        bytes_sent: t.bytes_sent,
+        requests_per_second: per_sec(t.complete),
+        bytes_per_second: per_sec(t.bytes_received),
+        connections_opened: t.connections_opened,
+        reconnects: t.reconnects,
+        requests_resent: t.resent,
+        first_body_bytes: cx.first_length,
+        connection_times: ConnectionTimes {
+            connect: TimesRow::of(&t.connect),
+            processing: TimesRow::of(&t.processing),
+            waiting: TimesRow::of(&t.waiting),
+            total: TimesRow::of(&t.total),
+        },
+        latency: Latency::of(&t.total),
+        latency_uncorrected: t.uncorrected.as_ref().and_then(Latency::of),
+        cpu_user_seconds: t.cpu.user.as_secs_f64(),
+        cpu_system_seconds: t.cpu.system.as_secs_f64(),
+        cpu_seconds_per_request: (t.complete > 0).then(|| cpu / t.complete as f64),
+        generator_cpu_share: (wall > 0.0).then(|| (cpu / wall).min(1.0)),
+        warnings: Vec::new(),
+        interrupted: cx.interrupted,
+        error: None,
+    };
+    r.warnings = warnings(&r, cx.wall);
+    if r.requests_complete == 0 && !r.interrupted {
+        r.error = Some(why_nothing(&r, t.nothing_answered));
+    }
+    r
+}
+
+/// The warnings a report deserves.
+fn warnings(r: &LoadReport, wall: Duration) -> Vec<String> {
+    let mut w = Vec::new();
+    // Over a few milliseconds the share says nothing (a refused connect is all CPU).
+    let judged = r.requests_complete > 0 && wall >= Duration::from_millis(100);
+    if let Some(share) = r
+        .generator_cpu_share
+        .filter(|&s| judged && s >= CPU_BOUND_SHARE)
+    {
+        w.push(format!(
+            "the generator was CPU-bound ({:.0}% of its threads' time): the figure is the generator's limit, not the server's \
+             (give it more threads with -t, or more CPUs)",
+            share * 100.0
+        ));
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if r.threads > cpus {
+        w.push(format!(
+            "{} generator threads share {cpus} CPUs: they take turns, and their waiting is in the latencies",
+            r.threads
+        ));
+    }
+    if let Some(asked) = r.rate_per_second {
+        if !r.interrupted && r.requests_per_second < asked * 0.9 && r.requests_complete > 0 {
+            w.push(format!(
+                "asked for {}, got {}: the server (or the generator) could not keep up; latency counts from when each \
+                 request was due, so the backlog shows in it",
+                format_per_second(asked),
+                format_per_second(r.requests_per_second)
+            ));
+        }
+    }
+    if r.requests_failed.length > 0 {
+        w.push(format!(
+            "{} answers differ in length from the first ({} body bytes): counted as failed (length), as ab does; \
+             a page whose length varies is not broken",
+            r.requests_failed.length,
+            r.first_body_bytes.unwrap_or(0)
+        ));
+    }
+    if r.keepalive && r.reconnects > 0 {
+        let per = r.requests_complete as f64 / (r.reconnects + u64::from(r.connections)) as f64;
+        w.push(format!(
+            "the server closed {} keep-alive connections (about {per:.0} requests each; nginx's keepalive_requests \
+             is 1000 by default): each reconnect's connect time is in the figures",
+            r.reconnects
+        ));
+    }
+    if r.requests_resent > 0 {
+        w.push(format!(
+            "{} pipelined requests went again on a new connection: the server closed the old one before reading them",
+            r.requests_resent
+        ));
+    }
+    if r.requests_complete > 0 && r.duration_seconds < 0.1 && !r.interrupted {
+        w.push(format!(
+            "the run took {}: too short for a steady figure (more requests with -n, or -d)",
+            format_seconds(r.duration_seconds)
+        ));
+    }
+    w
+}
+
+/// Why no request was answered, and what to try.
+fn why_nothing(r: &LoadReport, nothing_connected: bool) -> String {
+    let c = &r.failure_causes;
+    let t = &r.target;
+    let timeout = format_seconds(r.timeout_seconds);
+    if nothing_connected || r.connections_opened == 0 {
+        if c.connect_refused > 0 && c.connect_refused >= c.connect_timeout + c.connect_error {
+            let hint = if t.starts_with("unix") {
+                "is the server running, and is that its socket file?"
+            } else {
+                "is the server running? check the URL's host and port"
+            };
+            return format!("nothing answered at {t}: every connect was refused ({hint})");
+        }
+        if c.connect_timeout > 0 {
+            return format!(
+                "no connection to {t} within --timeout {timeout}: check the address and any firewall, or raise --timeout"
+            );
+        }
+        return format!("no connection to {t} could be made: check the address (and ulimit -n for many connections)");
+    }
+    if c.read_timeout > 0 {
+        return format!(
+            "the server at {t} accepted connections but answered no request within --timeout {timeout}: check it, or raise --timeout"
+        );
+    }
+    if r.requests_failed.status > 0 {
+        return format!(
+            "the server at {t} does not answer in HTTP/1.x: is it an HTTP server (https is not supported)?"
+        );
+    }
+    if c.read_eof + c.read_reset > 0 {
+        return format!(
+            "the server at {t} closed every connection without a complete answer: check its logs"
+        );
+    }
+    format!("no request to {t} was answered")
+}

@@ -1,0 +1,374 @@
+//! `sockbench load URL`: an HTTP/1.1 load generator, as ab (`-n`, `-k`) and wrk (`-d`,
+//! and wrk2's `--rate`) are. Checks the flags into a [`crate::load::Spec`] (every usage
+//! error before a socket opens), runs it with [`crate::load::run`], and prints the
+//! report as ab's summary or as the `sockbench-load` JSON document.
+//!
+//! Exit status: 0 some requests were answered; 1 none were (the message says why and
+//! what to try); 2 bad usage; 130 Ctrl-C (after printing what was measured).
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use super::{broken_pipe, FAILED, INTERRUPTED, USAGE};
+use crate::cli::{Format, LoadArgs, OutputArgs};
+use crate::load::request::{parse_header, parse_method};
+use crate::load::url::Url;
+use crate::load::{print_table, LoadReport, Spec, Target, DEFAULT_DURATION};
+use crate::measure::units::{parse_duration, parse_rate};
+
+/// Most connections.
+pub const MAX_CONNECTIONS: u32 = 1_000_000;
+/// Most requests in flight per connection.
+pub const MAX_PIPELINE: u32 = 1024;
+/// Most generator threads.
+pub const MAX_THREADS: usize = 1024;
+/// Descriptors kept for everything besides the connections.
+const SPARE_FDS: u64 = 32;
+
+/// Why the flags cannot become a spec.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SpecError {
+    /// Bad usage (exit 2).
+    Usage(String),
+    /// The flags are fine but the host cannot be resolved (exit 1).
+    Resolve(String),
+}
+
+fn usage<T>(msg: impl Into<String>) -> Result<T, SpecError> {
+    Err(SpecError::Usage(msg.into()))
+}
+
+/// A CPU list: `1`, `0,1`, `0-3`, `0,2-3`.
+fn parse_cpus(text: &str) -> Result<Vec<usize>, String> {
+    let bad = || format!("invalid --cpus '{text}': a list of CPU numbers, e.g. 1 or 0,1 or 0-3");
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b): (usize, usize) = (
+            a.trim().parse().map_err(|_| bad())?,
+            b.trim().parse().map_err(|_| bad())?,
+        );
+        if a > b || b >= 4096 {
+            return Err(bad());
+        }
+        out.extend(a..=b);
+    }
+    Ok(out)
+}
+
+/// The CPUs this process may run on.
+fn allowed_cpus() -> Vec<usize> {
+    match nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)) {
+        Ok(set) => (0..nix::sched::CpuSet::count())
+            .filter(|&c| set.is_set(c).unwrap_or(false))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Make room for `connections` descriptors: raise the soft limit (up to the hard one)
+/// when it is too low; an error names the limit when even the hard one is.
+fn descriptors(connections: u32) -> Result<(), String> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let need = u64::from(connections) + SPARE_FDS;
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return Ok(());
+    };
+    if need <= soft {
+        return Ok(());
+    }
+    if need > hard {
+        return Err(format!(
+            "-c {connections} needs {need} descriptors, over the hard limit of {hard} (`ulimit -Hn`): \
+             use -c {} or fewer, or raise the limit (as root: ulimit -Hn {need})",
+            hard.saturating_sub(SPARE_FDS)
+        ));
+    }
+    setrlimit(Resource::RLIMIT_NOFILE, need.max(soft), hard)
+        .map_err(|e| format!("cannot raise the descriptor limit to {need}: {e}"))
+}
+
+/// Check the flags and build the spec (resolving the host last, after every usage
+/// check).
+///
+/// # Errors
+/// [`SpecError::Usage`] names the flag and what to write; [`SpecError::Resolve`] says
+/// the host has no address.
+pub fn spec(args: &LoadArgs) -> Result<Spec, SpecError> {
+    let url = Url::parse(&args.url).map_err(SpecError::Usage)?;
+    let method = parse_method(&args.method).map_err(SpecError::Usage)?;
+    let headers = args
+        .headers
+        .iter()
+        .map(|h| parse_header(h))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(SpecError::Usage)?;
+    if args.requests == Some(0) {
+        return usage("-n must be at least 1");
+    }
+    let duration = match &args.duration {
+        None => None,
+        Some(d) => match parse_duration(d) {
+            Ok(d) if !d.is_zero() => Some(d),
+            Ok(_) => return usage("--duration must be more than 0"),
+            Err(e) => return usage(format!("--duration: {e}")),
+        },
+    };
+    let duration = match (args.requests, duration) {
+        (None, None) => Some(DEFAULT_DURATION),
+        (_, d) => d,
+    };
+    if args.connections == 0 || args.connections > MAX_CONNECTIONS {
+        return usage(format!("-c must be between 1 and {MAX_CONNECTIONS}"));
+    }
+    if args.pipeline == 0 || args.pipeline > MAX_PIPELINE {
+        return usage(format!(
+            "--pipeline must be between 1 (one request at a time) and {MAX_PIPELINE}"
+        ));
+    }
+    let rate = match &args.rate {
+        None => None,
+        Some(r) => Some(parse_rate(r).map_err(|e| SpecError::Usage(format!("--rate: {e}")))?),
+    };
+    let timeout = match parse_duration(&args.timeout) {
+        Ok(t) if !t.is_zero() => t,
+        Ok(_) => return usage("--timeout must be more than 0"),
+        Err(e) => return usage(format!("--timeout: {e}")),
+    };
+    let cpus = match &args.cpus {
+        None => Vec::new(),
+        Some(list) => {
+            let cpus = parse_cpus(list).map_err(SpecError::Usage)?;
+            let allowed = allowed_cpus();
+            if let Some(c) = cpus.iter().find(|c| !allowed.is_empty() && !allowed.contains(c)) {
+                return usage(format!(
+                    "--cpus: CPU {c} is not one this process may run on (it may use {})",
+                    allowed
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ));
+            }
+            cpus
+        }
+    };
+    let connections = args.connections;
+    let threads = match args.threads {
+        Some(0) => return usage("-t must be at least 1"),
+        Some(t) if t > MAX_THREADS => return usage(format!("-t must be at most {MAX_THREADS}")),
+        Some(t) if t > connections as usize => {
+            return usage(format!(
+                "-t {t} is more than -c {connections}: every thread needs a connection (raise -c or lower -t)"
+            ))
+        }
+        Some(t) => t,
+        None => {
+            let cpus_usable = if cpus.is_empty() {
+                std::thread::available_parallelism().map_or(1, |n| n.get())
+            } else {
+                cpus.len()
+            };
+            cpus_usable.min(connections as usize).max(1)
+        }
+    };
+    let target = match &args.unix_socket {
+        Some(p) => {
+            let len = p.as_os_str().len();
+            if len > crate::plan::UNIX_PATH_MAX {
+                return usage(format!(
+                    "--unix-socket {} is {len} bytes; a Unix socket path holds at most {}",
+                    p.display(),
+                    crate::plan::UNIX_PATH_MAX
+                ));
+            }
+            Target::Unix(p.clone())
+        }
+        None => Target::Tcp(url.resolve().map_err(|e| {
+            SpecError::Resolve(format!(
+                "cannot resolve {}: {e} (check the name, or give an IP address)",
+                url.host
+            ))
+        })?),
+    };
+    Ok(Spec {
+        target,
+        host: url.host_header(),
+        path: url.path.clone(),
+        method,
+        headers,
+        requests: args.requests,
+        duration,
+        connections,
+        keepalive: args.keepalive || args.pipeline > 1,
+        pipeline: args.pipeline,
+        rate,
+        threads,
+        timeout,
+        cpus,
+    })
+}
+
+fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("sockbench: error: {msg}");
+    ExitCode::from(code)
+}
+
+/// Run `sockbench load`.
+pub fn run(args: &LoadArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode {
+    if !matches!(output.format, Format::Table | Format::Json)
+        || output.export_csv.is_some()
+        || output.export_markdown.is_some()
+    {
+        return fail(
+            USAGE,
+            "load's report is one document: a table (the default), --format json, or --export-json PATH (no CSV or Markdown)",
+        );
+    }
+    let spec = match spec(args) {
+        Ok(s) => s,
+        Err(SpecError::Usage(e)) => return fail(USAGE, e),
+        Err(SpecError::Resolve(e)) => return fail(FAILED, e),
+    };
+    if let Err(e) = descriptors(spec.connections) {
+        return fail(FAILED, e);
+    }
+    if let Err(e) = crate::interrupt::install() {
+        return fail(FAILED, format!("cannot handle Ctrl-C: {e}"));
+    }
+    let mut report = match crate::load::run(&spec, !output.quiet) {
+        Ok(r) => r,
+        Err(e) => return fail(FAILED, format!("{e:#}")),
+    };
+    report.command = argv;
+    if let Err(e) = print(&report, output.format, output.export_json.as_deref()) {
+        if !broken_pipe(&e) {
+            return fail(FAILED, format!("{e:#}"));
+        }
+    }
+    if report.interrupted {
+        ExitCode::from(INTERRUPTED)
+    } else if let Some(e) = &report.error {
+        fail(FAILED, e)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Write the export (if asked) and stdout's format.
+fn print(r: &LoadReport, format: Format, export: Option<&Path>) -> anyhow::Result<()> {
+    use anyhow::Context;
+    if let Some(path) = export {
+        let mut bytes = serde_json::to_vec_pretty(r)?;
+        bytes.push(b'\n');
+        if path.as_os_str() == "-" {
+            std::io::stdout().lock().write_all(&bytes)?;
+        } else {
+            std::fs::write(path, bytes)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    match format {
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut out, r)?;
+            writeln!(out)?;
+        }
+        _ => print_table(r, &mut out)?,
+    }
+    out.flush()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn args(extra: &[&str]) -> LoadArgs {
+        use clap::Parser;
+        let mut v = vec!["sockbench", "load"];
+        v.extend_from_slice(extra);
+        match crate::cli::Args::try_parse_from(v).unwrap().command {
+            Some(crate::cli::Command::Load(l)) => l,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn usage_of(extra: &[&str]) -> String {
+        match spec(&args(extra)) {
+            Err(SpecError::Usage(e)) => e,
+            other => panic!("{extra:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_url_becomes_a_spec_as_ab_would_run_it() {
+        let s = spec(&args(&["http://127.0.0.1:8081/x?y"])).unwrap();
+        assert_eq!(s.target, Target::Tcp("127.0.0.1:8081".parse().unwrap()));
+        assert_eq!((s.host.as_str(), s.path.as_str()), ("127.0.0.1:8081", "/x?y"));
+        assert_eq!((s.requests, s.duration), (None, Some(DEFAULT_DURATION)));
+        assert_eq!((s.connections, s.keepalive, s.pipeline, s.threads), (1, false, 1, 1));
+        let s = spec(&args(&["-n", "5", "-c", "4", "--pipeline", "2", "http://[::1]/"])).unwrap();
+        assert_eq!((s.requests, s.duration), (Some(5), None));
+        assert!(s.keepalive, "pipelining implies keep-alive");
+        assert_eq!(s.target, Target::Tcp("[::1]:80".parse().unwrap()));
+        assert!(s.threads >= 1 && s.threads <= 4);
+        let s = spec(&args(&[
+            "--unix-socket",
+            "/tmp/x.sock",
+            "-m",
+            "head",
+            "-H",
+            "X-A: 1",
+            "--rate",
+            "2k",
+            "--timeout",
+            "500ms",
+            "http://localhost/",
+        ]))
+        .unwrap();
+        assert_eq!(s.target, Target::Unix("/tmp/x.sock".into()));
+        assert_eq!((s.host.as_str(), s.method.as_str()), ("localhost", "HEAD"));
+        assert_eq!(s.headers, [("X-A".to_string(), "1".to_string())]);
+        assert_eq!((s.rate, s.timeout), (Some(2000.0), Duration::from_millis(500)));
+    }
+
+    #[test]
+    fn bad_usage_is_refused_with_what_to_do() {
+        assert!(usage_of(&["https://127.0.0.1/"]).contains("https"));
+        assert!(usage_of(&["127.0.0.1"]).contains("http://"));
+        assert!(usage_of(&["-c", "0", "http://h/"]).contains("-c"));
+        assert!(usage_of(&["--pipeline", "0", "http://h/"]).contains("--pipeline"));
+        assert!(usage_of(&["-n", "0", "http://h/"]).contains("-n"));
+        assert!(usage_of(&["-d", "0", "http://h/"]).contains("--duration"));
+        assert!(usage_of(&["-d", "xyz", "http://h/"]).contains("--duration"));
+        assert!(usage_of(&["--rate", "fast", "http://h/"]).contains("--rate"));
+        assert!(usage_of(&["--timeout", "0", "http://h/"]).contains("--timeout"));
+        assert!(usage_of(&["-H", "nocolon", "http://h/"]).contains("Name: value"));
+        assert!(usage_of(&["-m", "G T", "http://h/"]).contains("method"));
+        assert!(usage_of(&["-t", "3", "-c", "2", "http://h/"]).contains("every thread"));
+        assert!(usage_of(&["-t", "0", "http://h/"]).contains("-t"));
+        assert!(usage_of(&["--cpus", "x", "http://h/"]).contains("--cpus"));
+        assert!(usage_of(&["--cpus", "4000", "http://h/"]).contains("CPU 4000"));
+        let long = format!("/tmp/{}", "x".repeat(120));
+        assert!(usage_of(&["--unix-socket", &long, "http://h/"]).contains("at most 107"));
+    }
+
+    #[test]
+    fn an_unknown_host_is_a_runtime_failure_not_usage() {
+        match spec(&args(&["http://no-such-host.invalid/"])) {
+            Err(SpecError::Resolve(e)) => assert!(e.contains("cannot resolve"), "{e}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn cpu_lists_take_ranges() {
+        assert_eq!(parse_cpus("1").unwrap(), [1]);
+        assert_eq!(parse_cpus("0,2-3").unwrap(), [0, 2, 3]);
+        assert!(parse_cpus("3-1").is_err());
+        assert!(parse_cpus("").is_err());
+    }
+}

@@ -1,0 +1,873 @@
+//! `sockbench models`: every server model in turn, under the same load, in one table.
+//!
+//! Each model runs in a child `sockbench serve` (port chosen by the kernel, read from its
+//! first stderr line), pinned to one CPU; the load runs pinned to the other: the built-in
+//! generator (a child `sockbench load --format json`), or ab, wrk or h2load, whose text
+//! output is parsed into the same figures. The server's CPU over the load's run comes
+//! from /proc/PID/stat; its own count of answered requests (its JSON summary after
+//! SIGTERM) is set beside the driver's, and a disagreement is a warning.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::{FAILED, INTERRUPTED, USAGE};
+use crate::cli::{Format, ModelsArgs, OutputArgs};
+use crate::measure::units::{format_per_second, parse_duration, parse_size};
+use crate::model::ModelKind;
+
+/// Version of the models JSON document.
+pub const MODELS_SCHEMA_VERSION: u32 = 1;
+
+/// wrk and h2load without -n run this long.
+const DEFAULT_TIMED: Duration = Duration::from_secs(3);
+
+/// Who drives the servers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Driver {
+    /// `sockbench load`.
+    Builtin,
+    /// ApacheBench.
+    Ab,
+    /// wrk.
+    Wrk,
+    /// nghttp2's h2load, in HTTP/1.1 mode.
+    H2load,
+}
+
+impl Driver {
+    fn parse(text: &str) -> Result<Driver, String> {
+        match text.trim() {
+            "builtin" | "sockbench" => Ok(Driver::Builtin),
+            "ab" => Ok(Driver::Ab),
+            "wrk" => Ok(Driver::Wrk),
+            "h2load" => Ok(Driver::H2load),
+            other => Err(format!(
+                "unknown driver '{other}': use builtin, ab, wrk or h2load"
+            )),
+        }
+    }
+
+    fn program(self) -> &'static str {
+        match self {
+            Driver::Builtin => "sockbench",
+            Driver::Ab => "ab",
+            Driver::Wrk => "wrk",
+            Driver::H2load => "h2load",
+        }
+    }
+
+    fn package(self) -> &'static str {
+        match self {
+            Driver::Builtin => "sockbench",
+            Driver::Ab => "apache2-utils",
+            Driver::Wrk => "wrk",
+            Driver::H2load => "nghttp2-client",
+        }
+    }
+}
+
+/// What `models` was asked to do, checked.
+#[derive(Debug)]
+struct Setup {
+    models: Vec<ModelKind>,
+    driver: Driver,
+    requests: Option<u64>,
+    duration: Option<Duration>,
+    connections: u32,
+    keepalive: bool,
+    pipeline: u32,
+    body_size: u64,
+    backlog: u32,
+    cpus: Option<(usize, usize)>,
+    json: bool,
+}
+
+/// One model's figures.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Row {
+    /// The model.
+    pub model: String,
+    /// Why it did not run (not available here), or null.
+    pub skipped: Option<String>,
+    /// What went wrong when it ran, or null.
+    pub error: Option<String>,
+    /// Requests the driver counts as complete.
+    pub requests_complete: Option<u64>,
+    /// Requests the driver counts as failed.
+    pub requests_failed: Option<u64>,
+    /// Answers with a status other than 2xx, as the driver counts them.
+    pub non_2xx: Option<u64>,
+    /// The driver's requests per second.
+    pub requests_per_second: Option<f64>,
+    /// Median latency (null when the driver does not report it, as h2load).
+    pub p50_ns: Option<u64>,
+    /// 99th percentile latency (null when the driver does not report it).
+    pub p99_ns: Option<u64>,
+    /// Mean latency.
+    pub mean_ns: Option<u64>,
+    /// Requests the server says it answered (its own count, after it stopped).
+    pub server_requests: Option<u64>,
+    /// Server CPU (user + system) over the driver's run, from /proc/PID/stat.
+    pub server_cpu_seconds: Option<f64>,
+    /// Server CPU per complete request.
+    pub server_cpu_seconds_per_request: Option<f64>,
+    /// The driver's wall time.
+    pub driver_seconds: Option<f64>,
+}
+
+/// The `models` JSON document.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ModelsReport {
+    /// Always `sockbench-models`.
+    pub document: String,
+    /// [`MODELS_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The command line.
+    pub command: Vec<String>,
+    /// Who drove the servers.
+    pub driver: Driver,
+    /// The driver's exact command line for the first model (the URL differs by model).
+    pub driver_command: Vec<String>,
+    /// Requests per model, or null when timed.
+    pub requests: Option<u64>,
+    /// Time per model, or null when counted.
+    pub duration_seconds: Option<f64>,
+    /// Connections.
+    pub connections: u32,
+    /// Keep-alive.
+    pub keepalive: bool,
+    /// Requests in flight per connection.
+    pub pipeline: u32,
+    /// Response body bytes.
+    pub body_bytes: u64,
+    /// Every server's accept queue.
+    pub backlog: u32,
+    /// CPU of the server and of the driver, or null when not pinned.
+    pub cpus: Option<[usize; 2]>,
+    /// One row per model.
+    pub rows: Vec<Row>,
+    /// What to be careful of in the figures.
+    pub warnings: Vec<String>,
+    /// Ctrl-C cut it short.
+    pub interrupted: bool,
+}
+
+fn usage(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("sockbench: error: {msg}");
+    ExitCode::from(USAGE)
+}
+
+fn setup(args: &ModelsArgs, format: Format) -> Result<Setup, String> {
+    let models = if args.model.trim() == "all" {
+        ModelKind::ALL.to_vec()
+    } else {
+        let mut v = Vec::new();
+        for m in args.model.split(',') {
+            let m = ModelKind::parse(m)?;
+            if !v.contains(&m) {
+                v.push(m);
+            }
+        }
+        v
+    };
+    let driver = Driver::parse(&args.driver)?;
+    let json = match format {
+        Format::Table => false,
+        Format::Json => true,
+        other => return Err(format!("models prints a table or --format json, not {other:?}")),
+    };
+    let duration = args
+        .duration
+        .as_deref()
+        .map(|d| parse_duration(d).map_err(|e| format!("--duration: {e}")))
+        .transpose()?;
+    if duration.is_some_and(|d| d < Duration::from_millis(100)) {
+        return Err("--duration must be at least 100ms".into());
+    }
+    if args.connections == 0 || args.connections > 100_000 {
+        return Err("--connections must be between 1 and 100000".into());
+    }
+    if args.requests == 0 {
+        return Err("--requests must be at least 1".into());
+    }
+    if duration.is_none() && args.requests < u64::from(args.connections) {
+        return Err(format!(
+            "-n {} is fewer than -c {} connections: give at least one request per connection",
+            args.requests, args.connections
+        ));
+    }
+    if args.pipeline == 0 || args.pipeline > 1024 {
+        return Err("--pipeline must be between 1 and 1024".into());
+    }
+    if args.pipeline > 1 && matches!(driver, Driver::Ab | Driver::Wrk) {
+        return Err(format!(
+            "{} does not pipeline requests: use --driver builtin or h2load with --pipeline",
+            driver.program()
+        ));
+    }
+    let body_size = parse_size(&args.body_size).map_err(|e| format!("--body-size: {e}"))?;
+    if args.backlog == 0 {
+        return Err("--backlog must be at least 1".into());
+    }
+    let cpus = match &args.cpus {
+        Some(t) => {
+            let v = super::serve::parse_cpus(t, "--cpus")?;
+            match v[..] {
+                [s, l] => Some((s, l)),
+                _ => return Err("--cpus takes two CPUs: the server's and the load's, e.g. 0,1".into()),
+            }
+        }
+        None if std::thread::available_parallelism().map_or(1, usize::from) >= 2 => Some((0, 1)),
+        None => None,
+    };
+    Ok(Setup {
+        models,
+        driver,
+        requests: if duration.is_some() || driver == Driver::Wrk {
+            None
+        } else {
+            Some(args.requests)
+        },
+        duration: match (duration, driver) {
+            (None, Driver::Wrk) => Some(DEFAULT_TIMED),
+            (d, _) => d,
+        },
+        connections: args.connections,
+        keepalive: args.keepalive || args.pipeline > 1,
+        pipeline: args.pipeline,
+        body_size,
+        backlog: args.backlog.max(args.connections.min(4096)),
+        cpus,
+        json,
+    })
+}
+
+/// Whether `program` is on PATH.
+fn installed(program: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|p| {
+        std::env::split_paths(&p).any(|d| d.join(program).is_file())
+    })
+}
+
+/// Run `sockbench models`.
+pub fn run(args: &ModelsArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode {
+    let setup = match setup(args, output.format) {
+        Ok(s) => s,
+        Err(e) => return usage(e),
+    };
+    if setup.driver != Driver::Builtin && !installed(setup.driver.program()) {
+        eprintln!(
+            "sockbench: error: {} is not installed: install it (Debian: apt install {}) or use --driver builtin",
+            setup.driver.program(),
+            setup.driver.package()
+        );
+        return ExitCode::from(FAILED);
+    }
+    if let Err(e) = crate::interrupt::install() {
+        eprintln!("sockbench: error: cannot handle Ctrl-C: {e}");
+        return ExitCode::from(FAILED);
+    }
+    let report = run_all(&setup, argv, output.quiet);
+    if let Some(path) = &output.export_json {
+        if let Err(e) = write_json(&report, path) {
+            eprintln!("sockbench: error: cannot write {}: {e}", path.display());
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    let printed = if setup.json {
+        serde_json::to_writer_pretty(&mut out, &report)
+            .map_err(std::io::Error::other)
+            .and_then(|()| writeln!(out))
+    } else {
+        print_table(&report, &mut out)
+    };
+    if let Err(e) = printed {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("sockbench: error: cannot print: {e}");
+            return ExitCode::from(FAILED);
+        }
+    }
+    if report.interrupted {
+        ExitCode::from(INTERRUPTED)
+    } else if report.rows.iter().any(|r| r.error.is_some()) {
+        ExitCode::from(FAILED)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn write_json(r: &ModelsReport, path: &std::path::Path) -> std::io::Result<()> {
+    let mut b = serde_json::to_vec_pretty(r).map_err(std::io::Error::other)?;
+    b.push(b'\n');
+    if path.as_os_str() == "-" {
+        std::io::stdout().lock().write_all(&b)
+    } else {
+        std::fs::write(path, b)
+    }
+}
+
+fn run_all(setup: &Setup, argv: Vec<String>, quiet: bool) -> ModelsReport {
+    let mut report = ModelsReport {
+        document: "sockbench-models".into(),
+        schema_version: MODELS_SCHEMA_VERSION,
+        command: argv,
+        driver: setup.driver,
+        driver_command: Vec::new(),
+        requests: setup.requests,
+        duration_seconds: setup.duration.map(|d| d.as_secs_f64()),
+        connections: setup.connections,
+        keepalive: setup.keepalive,
+        pipeline: setup.pipeline,
+        body_bytes: setup.body_size,
+        backlog: setup.backlog,
+        cpus: setup.cpus.map(|(s, l)| [s, l]),
+        rows: Vec::new(),
+        warnings: Vec::new(),
+        interrupted: false,
+    };
+    if setup.cpus.is_some() && setup.driver != Driver::Builtin && !installed("taskset") {
+        report.warnings.push(format!(
+            "taskset (util-linux) is not installed: {} ran unpinned",
+            setup.driver.program()
+        ));
+    }
+    for (i, &model) in setup.models.iter().enumerate() {
+        if crate::interrupt::requested() {
+            report.interrupted = true;
+            break;
+        }
+        if !quiet {
+            eprintln!(
+                "sockbench models: [{}/{}] {model} under {}",
+                i + 1,
+                setup.models.len(),
+                setup.driver.program()
+            );
+        }
+        let mut row = Row {
+            model: model.name().into(),
+            ..Row::default()
+        };
+        if let Err(why) = model.available() {
+            row.skipped = Some(why);
+            report.rows.push(row);
+            continue;
+        }
+        if let Err(e) = run_one(setup, model, &mut row, &mut report) {
+            if crate::interrupt::requested() {
+                report.interrupted = true;
+            } else {
+                row.error = Some(format!("{e:#}"));
+            }
+        }
+        if let (Some(server), Some(done)) = (row.server_requests, row.requests_complete) {
+            if server < done {
+                report.warnings.push(format!(
+                    "{model}: the server counted {server} answered requests but the driver {done} complete ones"
+                ));
+            }
+        }
+        report.rows.push(row);
+    }
+    report.interrupted |= crate::interrupt::requested();
+    report
+}
+
+/// The child server: its process and where it listens.
+struct Server {
+    child: Child,
+    url: String,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_server(setup: &Setup, model: ModelKind) -> anyhow::Result<Server> {
+    let exe = std::env::current_exe()?;
+    let mut cmd = Command::new(exe);
+    cmd.args(["serve", "--model", model.name(), "--port", "0", "-v", "0"])
+        .args(["--backlog", &setup.backlog.to_string()])
+        .args(["--body-size", &setup.body_size.to_string()])
+        .args(["--format", "json"]);
+    if let Some((s, _)) = setup.cpus {
+        cmd.args(["--cpus", &s.to_string()]);
+    }
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let stderr = child.stderr.take().expect("piped");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut seen = Vec::new();
+    let mut server = Server {
+        child,
+        url: String::new(),
+        stderr: rx,
+    };
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match server.stderr.recv_timeout(left) {
+            Ok(line) => {
+                if let Some(url) = line
+                    .split_whitespace()
+                    .find(|w| w.starts_with("http://"))
+                {
+                    server.url = url.to_string();
+                    return Ok(server);
+                }
+                seen.push(line);
+            }
+            Err(_) => break,
+        }
+    }
+    anyhow::bail!(
+        "the {model} server did not start: {}",
+        if seen.is_empty() {
+            "it said nothing within 5 s".to_string()
+        } else {
+            seen.join("; ")
+        }
+    )
+}
+
+/// User + system CPU of a process so far, from /proc/PID/stat (clock ticks).
+fn process_cpu(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat_cpu(&stat, ticks_per_second())
+}
+
+fn ticks_per_second() -> f64 {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .map_or(100.0, |t| t as f64)
+}
+
+/// utime + stime (fields 14 and 15) of a /proc/PID/stat line, in seconds.
+fn parse_stat_cpu(stat: &str, ticks: f64) -> Option<f64> {
+    // The command name (field 2) may hold spaces and parentheses: count after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = f.get(11)?.parse().ok()?;
+    let stime: f64 = f.get(12)?.parse().ok()?;
+    Some((utime + stime) / ticks)
+}
+
+/// The driver's command line for `url`.
+fn driver_command(setup: &Setup, url: &str) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    let pin = |v: &mut Vec<String>| {
+        if let Some((_, l)) = setup.cpus {
+            if installed("taskset") {
+                v.extend(["taskset".into(), "-c".into(), l.to_string()]);
+            }
+        }
+    };
+    let n = setup.requests.map(|n| n.to_string());
+    let secs = setup.duration.map(|d| format!("{}", d.as_secs_f64().ceil().max(1.0) as u64));
+    let c = setup.connections.to_string();
+    match setup.driver {
+        Driver::Builtin => {
+            let exe = std::env::current_exe().map_or("sockbench".into(), |p| p.display().to_string());
+            v.extend([exe, "load".into(), "-c".into(), c, "-q".into()]);
+            v.extend(["--format".into(), "json".into()]);
+            match (&n, setup.duration) {
+                (Some(n), _) => v.extend(["-n".into(), n.clone()]),
+                (None, Some(d)) => v.extend(["-d".into(), format!("{}ms", d.as_millis())]),
+                (None, None) => {}
+            }
+            if setup.keepalive {
+                v.push("-k".into());
+            }
+            if setup.pipeline > 1 {
+                v.extend(["--pipeline".into(), setup.pipeline.to_string()]);
+            }
+            if let Some((_, l)) = setup.cpus {
+                v.extend(["--cpus".into(), l.to_string(), "-t".into(), "1".into()]);
+            }
+        }
+        Driver::Ab => {
+            pin(&mut v);
+            v.extend(["ab".into(), "-q".into(), "-c".into(), c]);
+            match (&n, &secs) {
+                (Some(n), _) => v.extend(["-n".into(), n.clone()]),
+                // ab -t stops at the time or at -n, whichever comes first.
+                (None, Some(s)) => v.extend(["-t".into(), s.clone(), "-n".into(), "100000000".into()]),
+                (None, None) => {}
+            }
+            if setup.keepalive {
+                v.push("-k".into());
+            }
+        }
+        Driver::Wrk => {
+            pin(&mut v);
+            v.extend(["wrk".into(), "--latency".into(), "-t".into(), "1".into(), "-c".into(), c]);
+            v.extend(["-d".into(), format!("{}s", secs.unwrap_or_else(|| "3".into()))]);
+        }
+        Driver::H2load => {
+            pin(&mut v);
+            v.extend(["h2load".into(), "--h1".into(), "-c".into(), c]);
+            v.extend(["-m".into(), setup.pipeline.to_string()]);
+            match (&n, &secs) {
+                (Some(n), _) => v.extend(["-n".into(), n.clone()]),
+                (None, Some(s)) => v.extend(["-D".into(), s.clone()]),
+                (None, None) => {}
+            }
+        }
+    }
+    v.push(url.to_string());
+    v
+}
+
+fn run_one(
+    setup: &Setup,
+    model: ModelKind,
+    row: &mut Row,
+    report: &mut ModelsReport,
+) -> anyhow::Result<()> {
+    let mut server = start_server(setup, model)?;
+    let cmd = driver_command(setup, &server.url);
+    if report.driver_command.is_empty() {
+        report.driver_command = cmd.clone();
+    }
+    let pid = server.child.id();
+    let cpu0 = process_cpu(pid);
+    let started = Instant::now();
+    let out = Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", cmd[0]))?;
+    row.driver_seconds = Some(started.elapsed().as_secs_f64());
+    let cpu1 = process_cpu(pid);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let measured = match setup.driver {
+        Driver::Builtin => parse_builtin(&text),
+        Driver::Ab => parse_ab(&text),
+        Driver::Wrk => parse_wrk(&text),
+        Driver::H2load => parse_h2load(&text),
+    };
+    // Stop the server and read its own count.
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let mut summary = String::new();
+    if let Some(mut so) = server.child.stdout.take() {
+        let _ = so.read_to_string(&mut summary);
+    }
+    let _ = server.child.wait();
+    row.server_requests = serde_json::from_str::<serde_json::Value>(&summary)
+        .ok()
+        .and_then(|v| v.get("requests")?.as_u64());
+    let Some(m) = measured else {
+        let err = String::from_utf8_lossy(&out.stderr);
+        anyhow::bail!(
+            "could not read {}'s output (exit {}): {}",
+            setup.driver.program(),
+            out.status.code().map_or("by a signal".into(), |c| c.to_string()),
+            err.lines().chain(text.lines()).take(3).collect::<Vec<_>>().join(" / ")
+        );
+    };
+    row.requests_complete = Some(m.complete);
+    row.requests_failed = Some(m.failed);
+    row.non_2xx = Some(m.non_2xx);
+    row.requests_per_second = Some(m.requests_per_second);
+    row.p50_ns = m.p50_ns;
+    row.p99_ns = m.p99_ns;
+    row.mean_ns = m.mean_ns;
+    if let (Some(a), Some(b)) = (cpu0, cpu1) {
+        let cpu = (b - a).max(0.0);
+        row.server_cpu_seconds = Some(cpu);
+        row.server_cpu_seconds_per_request = (m.complete > 0).then(|| cpu / m.complete as f64);
+    }
+    if m.failed > 0 || m.non_2xx > 0 {
+        report.warnings.push(format!(
+            "{model}: {} failed and {} non-2xx requests under {}",
+            m.failed,
+            m.non_2xx,
+            setup.driver.program()
+        ));
+    }
+    Ok(())
+}
+
+/// What a driver's output says.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Measured {
+    complete: u64,
+    failed: u64,
+    non_2xx: u64,
+    requests_per_second: f64,
+    p50_ns: Option<u64>,
+    p99_ns: Option<u64>,
+    mean_ns: Option<u64>,
+}
+
+/// `sockbench load --format json`.
+fn parse_builtin(text: &str) -> Option<Measured> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let u = |k: &str| v.get(k).and_then(serde_json::Value::as_u64);
+    let failed = v.get("requests_failed").map_or(0, |f| match f {
+        serde_json::Value::Object(m) => m.values().filter_map(serde_json::Value::as_u64).sum(),
+        other => other.as_u64().unwrap_or(0),
+    });
+    let lat = v.get("latency");
+    let l = |k: &str| lat.and_then(|l| l.get(k)).and_then(serde_json::Value::as_u64);
+    Some(Measured {
+        complete: u("requests_complete")?,
+        failed,
+        non_2xx: u("non_2xx").unwrap_or(0),
+        requests_per_second: v.get("requests_per_second")?.as_f64()?,
+        p50_ns: l("p50_ns"),
+        p99_ns: l("p99_ns"),
+        mean_ns: l("mean_ns"),
+    })
+}
+
+/// The first number after `key` on the line that starts with it.
+fn after<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    text.lines()
+        .map(str::trim_start)
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|r| r.split_whitespace().next())
+}
+
+/// A wrk or h2load duration: `123.45us`, `1.23ms`, `2.00s`, `1.5m`.
+fn parse_time_ns(t: &str) -> Option<u64> {
+    let (num, mult) = if let Some(n) = t.strip_suffix("us") {
+        (n, 1e3)
+    } else if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e6)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1e9)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60e9)
+    } else {
+        return None;
+    };
+    let v: f64 = num.parse().ok()?;
+    Some((v * mult).round() as u64)
+}
+
+/// ApacheBench's report.
+fn parse_ab(text: &str) -> Option<Measured> {
+    let ms = |s: &str| s.parse::<f64>().ok().map(|v| (v * 1e6).round() as u64);
+    // "  50%      4": milliseconds, whole.
+    let pct = |p: &str| {
+        text.lines()
+            .map(str::trim)
+            .find_map(|l| l.strip_prefix(p))
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(ms)
+    };
+    let mean_ms = text
+        .lines()
+        .find(|l| l.starts_with("Time per request:") && l.contains("(mean)") && !l.contains("across"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(ms);
+    Some(Measured {
+        complete: after(text, "Complete requests:")?.parse().ok()?,
+        failed: after(text, "Failed requests:")?.parse().ok()?,
+        non_2xx: after(text, "Non-2xx responses:").and_then(|n| n.parse().ok()).unwrap_or(0),
+        requests_per_second: after(text, "Requests per second:")?.parse().ok()?,
+        p50_ns: pct("50%"),
+        p99_ns: pct("99%"),
+        mean_ns: mean_ms,
+    })
+}
+
+/// wrk's report (with --latency).
+fn parse_wrk(text: &str) -> Option<Measured> {
+    let complete: u64 = text
+        .lines()
+        .find(|l| l.contains(" requests in "))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    let errors: u64 = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Socket errors:"))
+        .map_or(0, |r| {
+            r.split(',')
+                .filter_map(|p| p.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum()
+        });
+    let pct = |p: &str| after(text, p).and_then(parse_time_ns);
+    let mean = text
+        .lines()
+        .map(str::trim)
+        .find_map(|l| l.strip_prefix("Latency"))
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(parse_time_ns);
+    Some(Measured {
+        complete,
+        failed: errors,
+        non_2xx: after(text, "Non-2xx or 3xx responses:")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0),
+        requests_per_second: after(text, "Requests/sec:")?.parse().ok()?,
+        p50_ns: pct("50%"),
+        p99_ns: pct("99%"),
+        mean_ns: mean,
+    })
+}
+
+/// h2load's report: counts and req/s; no percentiles (it prints min, max, mean, sd).
+fn parse_h2load(text: &str) -> Option<Measured> {
+    let reqs = text.lines().find_map(|l| l.trim().strip_prefix("requests:"))?;
+    let field = |name: &str| {
+        reqs.split(',')
+            .map(str::trim)
+            .find(|p| p.ends_with(name))
+            .and_then(|p| p.split_whitespace().next())
+            .and_then(|n| n.parse::<u64>().ok())
+    };
+    let codes = text.lines().find_map(|l| l.trim().strip_prefix("status codes:"));
+    let non_2xx = codes.map_or(0, |c| {
+        c.split(',')
+            .map(str::trim)
+            .filter(|p| !p.ends_with("2xx"))
+            .filter_map(|p| p.split_whitespace().next()?.parse::<u64>().ok())
+            .sum()
+    });
+    let rps = text
+        .lines()
+        .find(|l| l.starts_with("finished in"))?
+        .split(',')
+        .find(|p| p.contains("req/s"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    let mean = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("time for request:"))
+        .and_then(|r| r.split_whitespace().nth(2))
+        .and_then(parse_time_ns);
+    Some(Measured {
+        complete: field("succeeded")?,
+        failed: field("failed").unwrap_or(0) + field("errored").unwrap_or(0) + field("timeout").unwrap_or(0),
+        non_2xx,
+        requests_per_second: rps,
+        p50_ns: None,
+        p99_ns: None,
+        mean_ns: mean,
+    })
+}
+
+fn us(ns: Option<u64>) -> String {
+    ns.map_or("-".into(), |n| format!("{:.1} us", n as f64 / 1e3))
+}
+
+/// The D benchmark's summary table, with latency and CPU beside requests/s.
+fn print_table(r: &ModelsReport, out: &mut impl Write) -> std::io::Result<()> {
+    let load = match (r.requests, r.duration_seconds) {
+        (Some(n), _) => format!("{n} requests"),
+        (None, Some(d)) => format!("{d} s"),
+        (None, None) => String::new(),
+    };
+    writeln!(
+        out,
+        "{} over {} connections{}{}, {} B bodies, driven by {}{}",
+        load,
+        r.connections,
+        if r.keepalive { ", keep-alive" } else { ", a connection per request" },
+        if r.pipeline > 1 { format!(", {} pipelined", r.pipeline) } else { String::new() },
+        r.body_bytes,
+        match r.driver {
+            Driver::Builtin => "sockbench load",
+            Driver::Ab => "ab",
+            Driver::Wrk => "wrk",
+            Driver::H2load => "h2load --h1",
+        },
+        r.cpus.map_or(String::new(), |[s, l]| format!("; server on CPU {s}, load on CPU {l}")),
+    )?;
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
+        .set_header(["model", "requests/s", "p50", "p99", "server CPU/request", "failed", "server count"]);
+    for row in &r.rows {
+        if let Some(why) = row.skipped.as_ref().or(row.error.as_ref()) {
+            let what = if row.skipped.is_some() { "skipped" } else { "failed" };
+            t.add_row([row.model.clone(), format!("{what}: {why}")]);
+            continue;
+        }
+        t.add_row([
+            row.model.clone(),
+            row.requests_per_second.map_or("-".into(), |v| format!("{v:.0}")),
+            us(row.p50_ns),
+            us(row.p99_ns),
+            row.server_cpu_seconds_per_request
+                .map_or("-".into(), |s| format!("{:.1} us", s * 1e6)),
+            format!(
+                "{}{}",
+                row.requests_failed.unwrap_or(0),
+                match row.non_2xx {
+                    Some(n) if n > 0 => format!(" (+{n} non-2xx)"),
+                    _ => String::new(),
+                }
+            ),
+            row.server_requests.map_or("-".into(), |n| n.to_string()),
+        ]);
+    }
+    writeln!(out, "{t}")?;
+    if r.driver == Driver::H2load {
+        writeln!(out, "note: h2load reports no latency percentiles (mean in the JSON)")?;
+    }
+    if let Some(best) = r
+        .rows
+        .iter()
+        .filter_map(|x| Some((x.requests_per_second?, &x.model)))
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+    {
+        writeln!(out, "fastest: {} at {}", best.1, format_per_second(best.0).replace("/s", " requests/s"))?;
+    }
+    for w in &r.warnings {
+        writeln!(out, "warning: {w}")?;
+    }
+    if r.interrupted {
+        writeln!(out, "interrupted: the table covers the models that ran before Ctrl-C")?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_cpu_is_read_after_the_command_name() {
+        let stat = "1234 (my (odd) name) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 1 0";
+        assert_eq!(parse_stat_cpu(stat, 100.0), Some(3.0));
+        assert_eq!(parse_stat_cpu("garbage", 100.0), None);
+    }
+
+    #[test]
+    fn times_in_wrk_units() {
+        assert_eq!(parse_time_ns("123.45us"), Some(123_450));
+        assert_eq!(parse_time_ns("1.50ms"), Some(1_500_000));
+        assert_eq!(parse_time_ns("2.00s"), Some(2_000_000_000));
+        assert_eq!(parse_time_ns("1.00m"), Some(60_000_000_000));
+        assert_eq!(parse_time_ns("12"), None);
+    }
+}
