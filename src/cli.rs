@@ -406,7 +406,13 @@ pub struct ModelsArgs {
     #[arg(long, value_name = "DRIVER", default_value = "builtin")]
     pub driver: String,
     /// Total requests per model (as ab -n).
-    #[arg(short = 'n', long, value_name = "N", default_value_t = 5000, conflicts_with = "duration")]
+    #[arg(
+        short = 'n',
+        long,
+        value_name = "N",
+        default_value_t = 5000,
+        conflicts_with = "duration"
+    )]
     pub requests: u64,
     /// Run each model for this long instead (wrk runs by time only; default there 3s).
     #[arg(short, long, value_name = "TIME")]

@@ -37,9 +37,14 @@ impl Served {
     /// `sockbench serve --model MODEL --port 0 --backlog 1024 -v 0 --format json EXTRA`.
     fn start(sb: &Sandbox, model: &str, extra: &[&str]) -> Served {
         let mut cmd = sb.sockbench();
-        cmd.args(["serve", "--model", model, "--port", "0", "--backlog", "1024"])
-            .args(["-v", "0", "--format", "json"])
-            .args(extra);
+        cmd.args(["serve", "--model", model, "--port", "0", "--format", "json"]);
+        // Defaults the extra flags may replace.
+        for (flag, value) in [("--backlog", "1024"), ("-v", "0")] {
+            if !extra.contains(&flag) {
+                cmd.args([flag, value]);
+            }
+        }
+        cmd.args(extra);
         Served::spawn(cmd)
     }
 
@@ -87,7 +92,12 @@ impl Served {
         loop {
             if let Some(st) = self.child.try_wait().unwrap() {
                 let mut out = String::new();
-                self.child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+                self.child
+                    .stdout
+                    .take()
+                    .unwrap()
+                    .read_to_string(&mut out)
+                    .unwrap();
                 let v: Value = serde_json::from_str(&out)
                     .unwrap_or_else(|e| panic!("summary is not JSON ({e}): {out:?}"));
                 return (st.code().unwrap_or(-1), v);
@@ -116,7 +126,9 @@ fn have(tool: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        eprintln!("skipped: {tool} is not installed (apt install apache2-utils wrk nghttp2-client)");
+        eprintln!(
+            "skipped: {tool} is not installed (apt install apache2-utils wrk nghttp2-client)"
+        );
     }
     ok
 }
@@ -162,8 +174,16 @@ fn real_clients(model: &str) {
         }
         args.push(&url);
         let out = client(&args);
-        assert_eq!(figure(&out, "Complete requests:"), 5000, "{model} {args:?}: {out}");
-        assert_eq!(figure(&out, "Failed requests:"), 0, "{model} {args:?}: {out}");
+        assert_eq!(
+            figure(&out, "Complete requests:"),
+            5000,
+            "{model} {args:?}: {out}"
+        );
+        assert_eq!(
+            figure(&out, "Failed requests:"),
+            0,
+            "{model} {args:?}: {out}"
+        );
         assert!(!out.contains("Non-2xx"), "{model} {args:?}: {out}");
     }
     let out = client(&["wrk", "-t", "2", "-c", "100", "-d", "3", &url]);
@@ -175,12 +195,17 @@ fn real_clients(model: &str) {
         .and_then(|l| l.split_whitespace().next()?.parse().ok())
         .unwrap();
     assert!(wrk > 1000, "{model}: wrk made only {wrk} requests: {out}");
-    let out = client(&["h2load", "--h1", "-n", "20000", "-c", "20", "-m", "16", &url]);
+    let out = client(&[
+        "h2load", "--h1", "-n", "20000", "-c", "20", "-m", "16", &url,
+    ]);
     assert!(
         out.contains("20000 total, 20000 started, 20000 done, 20000 succeeded, 0 failed, 0 errored, 0 timeout"),
         "{model} h2load: {out}"
     );
-    assert!(out.contains("status codes: 20000 2xx, 0 3xx, 0 4xx, 0 5xx"), "{model} h2load: {out}");
+    assert!(
+        out.contains("status codes: 20000 2xx, 0 3xx, 0 4xx, 0 5xx"),
+        "{model} h2load: {out}"
+    );
     let (code, v) = s.stop();
     assert_eq!(code, 130, "{model}: {v}");
     assert_eq!(v["interrupted"], true);
@@ -191,11 +216,21 @@ fn real_clients(model: &str) {
         "{model}: the server answered {served}; ab and h2load asked {asked}, wrk counted {wrk}"
     );
     assert_eq!(v["requests"].as_u64(), Some(served), "{model}: {v}");
-    for k in ["responses_400", "responses_431", "responses_501", "responses_505", "errors", "refused"] {
+    for k in [
+        "responses_400",
+        "responses_431",
+        "responses_501",
+        "responses_505",
+        "errors",
+        "refused",
+    ] {
         assert_eq!(v[k], 0, "{model} {k}: {v}");
     }
     // ab without -k: a connection per request, each closed by the server after its answer.
-    assert!(v["closed_by_server"].as_u64().unwrap() >= 5000, "{model}: {v}");
+    assert!(
+        v["closed_by_server"].as_u64().unwrap() >= 5000,
+        "{model}: {v}"
+    );
     assert_eq!(v["model"], model);
 }
 
@@ -260,11 +295,23 @@ fn bad_clients(model: &str) {
     let s = Served::start(&sb, model, &[]);
     let port = s.port;
     let cases: [(&[u8], &str); 5] = [
-        (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", "HTTP/1.1 400 Bad Request\r\n"),
-        (b"GET / HTTP/2.0\r\nHost: a\r\n\r\n", "HTTP/1.1 505 HTTP Version Not Supported\r\n"),
+        (
+            b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n",
+            "HTTP/1.1 400 Bad Request\r\n",
+        ),
+        (
+            b"GET / HTTP/2.0\r\nHost: a\r\n\r\n",
+            "HTTP/1.1 505 HTTP Version Not Supported\r\n",
+        ),
         (b"GET / HTTP/1.1\r\n\r\n", "HTTP/1.1 400 Bad Request\r\n"),
-        (b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", "HTTP/1.1 501 Not Implemented\r\n"),
-        (b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", "HTTP/1.1 200 OK\r\n"),
+        (
+            b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n",
+            "HTTP/1.1 501 Not Implemented\r\n",
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+            "HTTP/1.1 200 OK\r\n",
+        ),
     ];
     // A slow client: a byte a second, through all the rest.
     let mut slow = connect(port);
@@ -278,7 +325,10 @@ fn bad_clients(model: &str) {
     }
     // Oversized: a 20 KiB header field.
     let mut c = connect(port);
-    let big = format!("GET / HTTP/1.1\r\nHost: a\r\nX-Big: {}\r\n\r\n", "a".repeat(20 << 10));
+    let big = format!(
+        "GET / HTTP/1.1\r\nHost: a\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(20 << 10)
+    );
     let _ = c.write_all(big.as_bytes());
     let got = read_to_close(&mut c);
     assert!(
@@ -307,7 +357,12 @@ fn bad_clients(model: &str) {
     let (code, v) = s.stop();
     assert_eq!(code, 130);
     assert_eq!(
-        (v["responses_400"].as_u64(), v["responses_431"].as_u64(), v["responses_501"].as_u64(), v["responses_505"].as_u64()),
+        (
+            v["responses_400"].as_u64(),
+            v["responses_431"].as_u64(),
+            v["responses_501"].as_u64(),
+            v["responses_505"].as_u64()
+        ),
         (Some(2), Some(1), Some(1), Some(1)),
         "{model}: {v}"
     );
@@ -343,23 +398,40 @@ fn pipelined_requests_split_across_writes_are_answered_in_order_by_every_model()
         let mut c = connect(s.port);
         // GET, HEAD (no body: its place in the stream shows the order), GET; the HEAD
         // split in the middle of its request line, the parts 200 ms apart.
-        c.write_all(b"GET /1 HTTP/1.1\r\nHost: a\r\n\r\nHEAD /2 HT").unwrap();
+        c.write_all(b"GET /1 HTTP/1.1\r\nHost: a\r\n\r\nHEAD /2 HT")
+            .unwrap();
         std::thread::sleep(Duration::from_millis(200));
         c.write_all(b"TP/1.1\r\nHost: a\r\n\r\nGET /3 HTTP/1.1\r\nHost: a\r\n\r\n")
             .unwrap();
         let got = read_answers(&mut c, 3, 13);
         let bodies: Vec<&str> = got.split("HTTP/1.1 200 OK\r\n").skip(1).collect();
         assert_eq!(bodies.len(), 3, "{model}: {got:?}");
-        assert!(bodies[0].ends_with("\r\n\r\nHello, World!"), "{model}: {got:?}");
-        assert!(bodies[1].ends_with("\r\n\r\n"), "{model}: HEAD has no body: {got:?}");
-        assert!(bodies[2].ends_with("\r\n\r\nHello, World!"), "{model}: {got:?}");
+        assert!(
+            bodies[0].ends_with("\r\n\r\nHello, World!"),
+            "{model}: {got:?}"
+        );
+        assert!(
+            bodies[1].ends_with("\r\n\r\n"),
+            "{model}: HEAD has no body: {got:?}"
+        );
+        assert!(
+            bodies[2].ends_with("\r\n\r\nHello, World!"),
+            "{model}: {got:?}"
+        );
         // HTTP/1.0 with keep-alive is told so and kept; without it, closed.
-        c.write_all(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").unwrap();
+        c.write_all(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            .unwrap();
         let got = read_answers(&mut c, 1, 13);
-        assert!(got.contains("Connection: keep-alive\r\n"), "{model}: {got:?}");
+        assert!(
+            got.contains("Connection: keep-alive\r\n"),
+            "{model}: {got:?}"
+        );
         c.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
         let got = read_to_close(&mut c);
-        assert!(got.contains("Connection: close\r\n") && got.ends_with("Hello, World!"), "{model}: {got:?}");
+        assert!(
+            got.contains("Connection: close\r\n") && got.ends_with("Hello, World!"),
+            "{model}: {got:?}"
+        );
         let (_, v) = s.stop();
         assert_eq!(v["responses_2xx"], 5, "{model}: {v}");
         assert_eq!(v["closed_by_server"], 1, "{model}: {v}");
@@ -415,10 +487,21 @@ fn idle_connections(model: &str) {
     let got = read_answers(&mut c, 1, 13);
     assert!(got.starts_with("HTTP/1.1 200 OK"));
     let took = t.elapsed();
-    assert!(took < Duration::from_millis(500), "{model}: a new client waited {took:?}");
+    assert!(
+        took < Duration::from_millis(500),
+        "{model}: a new client waited {took:?}"
+    );
     let (_, v) = s.stop();
-    assert_eq!(v["connections"].as_u64(), Some(N as u64 + 1), "{model}: {v}");
-    assert_eq!(v["responses_2xx"].as_u64(), Some(N as u64 + 1), "{model}: {v}");
+    assert_eq!(
+        v["connections"].as_u64(),
+        Some(N as u64 + 1),
+        "{model}: {v}"
+    );
+    assert_eq!(
+        v["responses_2xx"].as_u64(),
+        Some(N as u64 + 1),
+        "{model}: {v}"
+    );
     drop(conns);
     setrlimit(Resource::RLIMIT_NOFILE, soft, hard).unwrap();
 }
@@ -452,7 +535,10 @@ fn a_unix_socket_is_served_and_removed() {
     c.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
     let mut got = String::new();
     c.read_to_string(&mut got).unwrap();
-    assert!(got.starts_with("HTTP/1.1 200 OK\r\n") && got.ends_with("Hello, World!"), "{got:?}");
+    assert!(
+        got.starts_with("HTTP/1.1 200 OK\r\n") && got.ends_with("Hello, World!"),
+        "{got:?}"
+    );
     let (code, v) = s.stop();
     assert_eq!(code, 130);
     assert_eq!(v["responses_2xx"], 1);
@@ -471,7 +557,11 @@ fn verbose_logs_accepts_requests_and_closes() {
     read_to_close(&mut c);
     let mut log = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < deadline && !log.iter().any(|l: &String| l.contains("closed by the server")) {
+    while Instant::now() < deadline
+        && !log
+            .iter()
+            .any(|l: &String| l.contains("closed by the server"))
+    {
         if let Ok(l) = s.lines.recv_timeout(Duration::from_millis(100)) {
             log.push(l);
         }
@@ -479,7 +569,10 @@ fn verbose_logs_accepts_requests_and_closes() {
     let text = log.join("\n");
     assert!(text.contains("accepted from 127.0.0.1:"), "{text}");
     assert!(text.contains("GET /hello HTTP/1.1"), "{text}");
-    assert!(text.contains("closed by the server after 1 requests"), "{text}");
+    assert!(
+        text.contains("closed by the server after 1 requests"),
+        "{text}"
+    );
     drop(s);
 }
 
@@ -493,7 +586,12 @@ fn a_duration_ends_the_server_with_status_0() {
         .output()
         .unwrap();
     assert!(t.elapsed() < Duration::from_secs(2));
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["interrupted"], false);
     assert_eq!(v["document"], "sockbench-serve");
@@ -518,7 +616,13 @@ fn bad_flags_are_usage_errors_and_a_busy_port_a_failure() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
     let long = sb.path().join("x".repeat(120));
-    let out = sb.cmd().arg("serve").arg("--unix").arg(&long).output().unwrap();
+    let out = sb
+        .cmd()
+        .arg("serve")
+        .arg("--unix")
+        .arg(&long)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("at most 107"));
     // A port in use.
@@ -530,7 +634,13 @@ fn bad_flags_are_usage_errors_and_a_busy_port_a_failure() {
     // An existing file is never replaced.
     let f = sb.path().join("taken");
     std::fs::write(&f, "mine").unwrap();
-    let out = sb.cmd().arg("serve").arg("--unix").arg(&f).output().unwrap();
+    let out = sb
+        .cmd()
+        .arg("serve")
+        .arg("--unix")
+        .arg(&f)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(std::fs::read_to_string(&f).unwrap(), "mine");
 }

@@ -101,7 +101,9 @@ pub fn parse(buf: &[u8]) -> Result<Option<Head>, Reject> {
         Ok(httparse::Status::Complete(len)) => interpret(&req, len).map(Some),
         Err(httparse::Error::TooManyHeaders) => Err(Reject::TooLarge),
         Err(httparse::Error::Version) => Err(version_error(buf)),
-        Err(httparse::Error::Token) => Err(Reject::BadRequest("invalid character in the method or a header name")),
+        Err(httparse::Error::Token) => Err(Reject::BadRequest(
+            "invalid character in the method or a header name",
+        )),
         Err(httparse::Error::HeaderName) => Err(Reject::BadRequest("invalid header name")),
         Err(httparse::Error::HeaderValue) => Err(Reject::BadRequest("invalid header value")),
         Err(httparse::Error::NewLine) => Err(Reject::BadRequest("invalid line ending")),
@@ -181,7 +183,9 @@ fn interpret(req: &httparse::Request<'_, '_>, len: usize) -> Result<Head, Reject
         ));
     }
     if coded && minor == 0 {
-        return Err(Reject::BadRequest("Transfer-Encoding in an HTTP/1.0 request"));
+        return Err(Reject::BadRequest(
+            "Transfer-Encoding in an HTTP/1.0 request",
+        ));
     }
     if coded && !chunked {
         return Err(Reject::BadRequest("an empty Transfer-Encoding"));
@@ -347,7 +351,10 @@ mod tests {
         let just = format!("GET / HTTP/1.1\r\nX: {}", "a".repeat(MAX_HEAD - 20));
         assert_eq!(just.len(), MAX_HEAD - 1);
         assert_eq!(head(&just), Ok(None));
-        let complete_but_long = format!("GET / HTTP/1.1\r\nHost: a\r\nX: {}\r\n\r\n", "a".repeat(MAX_HEAD));
+        let complete_but_long = format!(
+            "GET / HTTP/1.1\r\nHost: a\r\nX: {}\r\n\r\n",
+            "a".repeat(MAX_HEAD)
+        );
         assert_eq!(head(&complete_but_long), Err(Reject::TooLarge));
     }
 
@@ -365,8 +372,14 @@ mod tests {
     #[test]
     fn other_versions_are_505_and_garbage_is_400() {
         assert_eq!(head("GET / HTTP/2.0\r\n\r\n"), Err(Reject::Version));
-        assert_eq!(head("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), Err(Reject::Version));
-        assert_eq!(head("GET / HTTP/1.2\r\nHost: a\r\n\r\n"), Err(Reject::Version));
+        assert_eq!(
+            head("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
+            Err(Reject::Version)
+        );
+        assert_eq!(
+            head("GET / HTTP/1.2\r\nHost: a\r\n\r\n"),
+            Err(Reject::Version)
+        );
         assert_eq!(head("GET / HTTP/3\r\n\r\n"), Err(Reject::Version));
         // The verdict comes from the version's first bytes, as if they came one by one.
         assert_eq!(head("GET / HTTP/2x.0\r\n\r\n"), Err(Reject::Version));

@@ -48,10 +48,8 @@ impl Site {
         }
         Site {
             pre_date: b"HTTP/1.1 200 OK\r\nServer: sockbench\r\nDate: ".to_vec(),
-            fields: format!(
-                "\r\nContent-Type: text/plain\r\nContent-Length: {body_size}\r\n"
-            )
-            .into_bytes(),
+            fields: format!("\r\nContent-Type: text/plain\r\nContent-Length: {body_size}\r\n")
+                .into_bytes(),
             body,
             verbose,
         }
@@ -476,7 +474,10 @@ mod tests {
 
     #[test]
     fn a_bad_request_is_refused_and_closed() {
-        let (out, c, s) = feed(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nBLAH\r\n\r\nGET / HTTP/1.1\r\n", 1000);
+        let (out, c, s) = feed(
+            b"GET / HTTP/1.1\r\nHost: x\r\n\r\nBLAH\r\n\r\nGET / HTTP/1.1\r\n",
+            1000,
+        );
         assert_eq!((c.responses_2xx, c.responses_400), (1, 1));
         assert!(out.contains("HTTP/1.1 400 Bad Request\r\n"));
         assert!(out.ends_with("\n") && out.contains("Connection: close"));
@@ -484,7 +485,10 @@ mod tests {
         let (out, c, _) = feed(b"GET / HTTP/2.0\r\n\r\n", 1000);
         assert_eq!(c.responses_505, 1);
         assert!(out.starts_with("HTTP/1.1 505 HTTP Version Not Supported\r\n"));
-        let big = format!("GET / HTTP/1.1\r\nHost: x\r\nX: {}\r\n\r\n", "a".repeat(20000));
+        let big = format!(
+            "GET / HTTP/1.1\r\nHost: x\r\nX: {}\r\n\r\n",
+            "a".repeat(20000)
+        );
         let (out, c, _) = feed(big.as_bytes(), 4096);
         assert_eq!(c.responses_431, 1, "{out}");
         // The refusal's Content-Length is its body's.
@@ -515,7 +519,10 @@ mod tests {
         let before = c.responses_2xx;
         let n = s.output().len();
         s.sent(n, &site, &mut c);
-        assert_eq!(c.responses_2xx, before, "every request read was answered already");
+        assert_eq!(
+            c.responses_2xx, before,
+            "every request read was answered already"
+        );
         assert!(s.wants_read());
     }
 
@@ -554,7 +561,10 @@ mod tests {
         let b = a;
         a += b;
         assert_eq!(a.responses(), 40);
-        assert_eq!((a.connections, a.refused, a.errors, a.timed_out), (2, 26, 24, 22));
+        assert_eq!(
+            (a.connections, a.refused, a.errors, a.timed_out),
+            (2, 26, 24, 22)
+        );
         assert_eq!((a.bytes_received, a.bytes_sent), (14, 16));
         assert_eq!((a.closed_by_client, a.closed_by_server), (18, 20));
     }
@@ -590,9 +600,14 @@ mod tests {
 
         fn input() -> impl Strategy<Value = Vec<u8>> {
             let built = proptest::collection::vec(0..PIECES.len(), 1..12).prop_map(|ix| {
-                ix.into_iter().flat_map(|i| PIECES[i].iter().copied()).collect::<Vec<u8>>()
+                ix.into_iter()
+                    .flat_map(|i| PIECES[i].iter().copied())
+                    .collect::<Vec<u8>>()
             });
-            let mutated = (built.clone(), proptest::collection::vec((any::<usize>(), any::<u8>()), 0..4))
+            let mutated = (
+                built.clone(),
+                proptest::collection::vec((any::<usize>(), any::<u8>()), 0..4),
+            )
                 .prop_map(|(mut v, flips)| {
                     for (at, b) in flips {
                         if !v.is_empty() {
@@ -607,7 +622,12 @@ mod tests {
                 v.splice(at..at, std::iter::repeat_n(b'a', n));
                 v
             });
-            prop_oneof![built, mutated, long, proptest::collection::vec(any::<u8>(), 0..600)]
+            prop_oneof![
+                built,
+                mutated,
+                long,
+                proptest::collection::vec(any::<u8>(), 0..600)
+            ]
         }
 
         /// Feed `bytes` in pieces of the given lengths (cycled); the answers with their

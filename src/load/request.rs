@@ -125,8 +125,12 @@ mod tests {
             ("Accept".into(), "*/*".into())
         );
         assert!(parse_header("nocolon").unwrap_err().contains("Name: value"));
-        assert!(parse_header("Bad Name: x").unwrap_err().contains("header name"));
-        assert!(parse_header("X: a\r\nY: b").unwrap_err().contains("control"));
+        assert!(parse_header("Bad Name: x")
+            .unwrap_err()
+            .contains("header name"));
+        assert!(parse_header("X: a\r\nY: b")
+            .unwrap_err()
+            .contains("control"));
         assert_eq!(parse_method("get").unwrap(), "GET");
         assert!(parse_method("GE T").is_err());
         assert!(parse_method("").is_err());

@@ -210,8 +210,7 @@ impl Parser {
         let before = self.carry.len();
         if before > 0 {
             let room = MAX_HEAD.saturating_sub(before).max(1);
-            self.carry
-                .extend_from_slice(&rest[..rest.len().min(room)]);
+            self.carry.extend_from_slice(&rest[..rest.len().min(room)]);
         }
         let buf: &[u8] = if before > 0 { &self.carry } else { rest };
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
@@ -239,8 +238,7 @@ impl Parser {
                 self.state = if (100..200).contains(&status) && status != 101 {
                     // Informational: the real answer follows.
                     State::Head
-                } else if self.head_request || status == 204 || status == 304 || status == 101
-                {
+                } else if self.head_request || status == 204 || status == 304 || status == 101 {
                     State::Length(0)
                 } else if chunked {
                     State::ChunkSize
@@ -288,8 +286,7 @@ impl Parser {
         let before = self.carry.len();
         if before > 0 {
             let room = MAX_LINE.saturating_sub(before).max(1);
-            self.carry
-                .extend_from_slice(&rest[..rest.len().min(room)]);
+            self.carry.extend_from_slice(&rest[..rest.len().min(room)]);
         }
         let buf: &[u8] = if before > 0 { &self.carry } else { rest };
         match httparse::parse_chunk_size(buf) {
@@ -338,9 +335,7 @@ fn parse_length(v: &[u8]) -> Result<u64, ParseError> {
         if t.is_empty() || t.len() > 19 || !t.iter().all(u8::is_ascii_digit) {
             return Err(ParseError::Malformed);
         }
-        let n = t
-            .iter()
-            .fold(0u64, |a, &d| a * 10 + u64::from(d - b'0'));
+        let n = t.iter().fold(0u64, |a, &d| a * 10 + u64::from(d - b'0'));
         if out.is_some_and(|o| o != n) {
             return Err(ParseError::Malformed);
         }
@@ -367,7 +362,11 @@ mod tests {
     use super::*;
 
     /// Feed `wire` in pieces cut at `cuts`, collecting every response.
-    fn parse_in_pieces(p: &mut Parser, wire: &[u8], cuts: &[usize]) -> Result<Vec<Response>, ParseError> {
+    fn parse_in_pieces(
+        p: &mut Parser,
+        wire: &[u8],
+        cuts: &[usize],
+    ) -> Result<Vec<Response>, ParseError> {
         let mut out = Vec::new();
         let mut start = 0;
         for &end in cuts.iter().chain(std::iter::once(&wire.len())) {
@@ -411,7 +410,11 @@ mod tests {
         assert_eq!(whole.len(), 3);
         for cut in 1..wire.len() {
             let mut p = Parser::new("GET");
-            assert_eq!(parse_in_pieces(&mut p, &wire, &[cut]).unwrap(), whole, "cut at {cut}");
+            assert_eq!(
+                parse_in_pieces(&mut p, &wire, &[cut]).unwrap(),
+                whole,
+                "cut at {cut}"
+            );
         }
         // One byte at a time.
         let mut p = Parser::new("GET");
@@ -448,7 +451,11 @@ mod tests {
         assert_eq!(p.feed(b"gh").unwrap(), (2, None));
         assert_eq!(
             p.eof(),
-            Some(Response { status: 200, body_bytes: 8, close: true })
+            Some(Response {
+                status: 200,
+                body_bytes: 8,
+                close: true
+            })
         );
         // Elsewhere, the end of the connection completes nothing.
         let mut p = Parser::new("GET");
@@ -463,14 +470,26 @@ mod tests {
         let r = parse_in_pieces(&mut p, wire, &[]).unwrap();
         assert_eq!(r.len(), 2);
         assert_eq!(r[0].body_bytes, 0);
-        let r = all(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 304 Not Modified\r\nContent-Length: 9\r\n\r\n");
-        assert_eq!(r, [Response { status: 304, body_bytes: 0, close: false }]);
+        let r = all(
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 304 Not Modified\r\nContent-Length: 9\r\n\r\n",
+        );
+        assert_eq!(
+            r,
+            [Response {
+                status: 304,
+                body_bytes: 0,
+                close: false
+            }]
+        );
     }
 
     #[test]
     fn garbage_is_malformed_and_huge_heads_too_large() {
         let mut p = Parser::new("GET");
-        assert_eq!(p.feed(b"SSH-2.0-OpenSSH\r\n\r\n"), Err(ParseError::Malformed));
+        assert_eq!(
+            p.feed(b"SSH-2.0-OpenSSH\r\n\r\n"),
+            Err(ParseError::Malformed)
+        );
         let mut p = Parser::new("GET");
         assert_eq!(
             p.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 1x\r\n\r\n"),
@@ -478,7 +497,10 @@ mod tests {
         );
         let mut p = Parser::new("GET");
         let wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n";
-        assert_eq!(parse_in_pieces(&mut p, wire, &[]), Err(ParseError::Malformed));
+        assert_eq!(
+            parse_in_pieces(&mut p, wire, &[]),
+            Err(ParseError::Malformed)
+        );
         let mut p = Parser::new("GET");
         let mut head = b"HTTP/1.1 200 OK\r\n".to_vec();
         while head.len() <= MAX_HEAD {

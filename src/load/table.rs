@@ -34,7 +34,11 @@ fn concurrency(r: &LoadReport) -> String {
         plural(r.connections.into(), "connection"),
         plural(r.threads as u64, "thread")
     );
-    s.push_str(if r.keepalive { ", keep-alive" } else { ", a connection per request" });
+    s.push_str(if r.keepalive {
+        ", keep-alive"
+    } else {
+        ", a connection per request"
+    });
     if r.pipeline > 1 {
         s.push_str(&format!(", pipeline {}", r.pipeline));
     }
@@ -116,7 +120,10 @@ pub fn print_table(r: &LoadReport, out: &mut impl Write) -> io::Result<()> {
     row(
         "Connections opened",
         if r.reconnects > 0 {
-            format!("{} ({} reopened after the server closed them)", r.connections_opened, r.reconnects)
+            format!(
+                "{} ({} reopened after the server closed them)",
+                r.connections_opened, r.reconnects
+            )
         } else {
             r.connections_opened.to_string()
         },
@@ -136,7 +143,10 @@ pub fn print_table(r: &LoadReport, out: &mut impl Write) -> io::Result<()> {
         }
         row(
             "Time per request",
-            format!("{} (mean, across all concurrent requests)", format_seconds(per)),
+            format!(
+                "{} (mean, across all concurrent requests)",
+                format_seconds(per)
+            ),
         );
     }
     row(
@@ -210,7 +220,10 @@ pub fn print_table(r: &LoadReport, out: &mut impl Write) -> io::Result<()> {
         } else {
             "total"
         };
-        for (name, l) in [(name, Some(l)), ("from sent", r.latency_uncorrected.as_ref())] {
+        for (name, l) in [
+            (name, Some(l)),
+            ("from sent", r.latency_uncorrected.as_ref()),
+        ] {
             if let Some(l) = l {
                 t.add_row([
                     name.to_string(),

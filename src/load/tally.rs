@@ -263,8 +263,18 @@ mod tests {
             processing_start: s,
             written: s + Duration::from_micros(10),
         };
-        t.complete(&times, s + Duration::from_millis(6), s + Duration::from_millis(7), 503, 13, true);
-        assert_eq!((t.complete, t.non_2xx, t.length_failed, t.by_status[503]), (1, 1, 1, 1));
+        t.complete(
+            &times,
+            s + Duration::from_millis(6),
+            s + Duration::from_millis(7),
+            503,
+            13,
+            true,
+        );
+        assert_eq!(
+            (t.complete, t.non_2xx, t.length_failed, t.by_status[503]),
+            (1, 1, 1, 1)
+        );
         assert_eq!(t.connect.max(), 0);
         assert!(t.total.max() >= 6_990_000);
         assert!(t.uncorrected.as_ref().unwrap().max() <= 2_010_000);

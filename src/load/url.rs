@@ -50,7 +50,8 @@ impl Url {
                 "invalid URL '{text}': user info (user@host) is not supported; give a header instead: -H 'Authorization: ...'"
             ));
         }
-        let (host, port) = split_host_port(authority).map_err(|e| format!("invalid URL '{text}': {e}"))?;
+        let (host, port) =
+            split_host_port(authority).map_err(|e| format!("invalid URL '{text}': {e}"))?;
         let tail = tail.split('#').next().unwrap_or_default();
         let path = if tail.starts_with('/') {
             tail.to_string()
@@ -180,11 +181,17 @@ mod tests {
     #[test]
     fn a_url_gives_host_port_and_path() {
         let u = Url::parse("http://127.0.0.1:8081/a/b?x=1#frag").unwrap();
-        assert_eq!((u.host.as_str(), u.port, u.path.as_str()), ("127.0.0.1", 8081, "/a/b?x=1"));
+        assert_eq!(
+            (u.host.as_str(), u.port, u.path.as_str()),
+            ("127.0.0.1", 8081, "/a/b?x=1")
+        );
         assert_eq!(u.host_header(), "127.0.0.1:8081");
         assert_eq!(u.to_string(), "http://127.0.0.1:8081/a/b?x=1");
         let u = Url::parse("HTTP://example.com").unwrap();
-        assert_eq!((u.host.as_str(), u.port, u.path.as_str()), ("example.com", 80, "/"));
+        assert_eq!(
+            (u.host.as_str(), u.port, u.path.as_str()),
+            ("example.com", 80, "/")
+        );
         assert_eq!(u.host_header(), "example.com");
         let u = Url::parse("http://localhost?q").unwrap();
         assert_eq!(u.path, "/?q");
@@ -200,7 +207,9 @@ mod tests {
         assert_eq!(u.resolve().unwrap(), "[::1]:8080".parse().unwrap());
         let u = Url::parse("http://[::1]/").unwrap();
         assert_eq!((u.port, u.host_header().as_str()), (80, "[::1]"));
-        assert!(Url::parse("http://::1:8080/").unwrap_err().contains("brackets"));
+        assert!(Url::parse("http://::1:8080/")
+            .unwrap_err()
+            .contains("brackets"));
         assert!(Url::parse("http://[::1/").unwrap_err().contains("']'"));
         assert!(Url::parse("http://[nope]/").unwrap_err().contains("IPv6"));
     }

@@ -194,7 +194,11 @@ impl<'a> Worker<'a> {
         indices: std::ops::Range<usize>,
     ) -> io::Result<Worker<'a>> {
         let keepalive = spec.keepalive || spec.pipeline > 1;
-        let depth = if keepalive { spec.pipeline.max(1) as usize } else { 1 };
+        let depth = if keepalive {
+            spec.pipeline.max(1) as usize
+        } else {
+            1
+        };
         let now = Instant::now();
         let conns: Vec<Conn> = indices
             .map(|i| Conn::new(i, &spec.method, depth, now))
@@ -211,8 +215,11 @@ impl<'a> Worker<'a> {
                     ClockId::CLOCK_MONOTONIC,
                     TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
                 )?;
-                poll.registry()
-                    .register(&mut SourceFd(&t.as_fd().as_raw_fd()), TIMER, Interest::READABLE)?;
+                poll.registry().register(
+                    &mut SourceFd(&t.as_fd().as_raw_fd()),
+                    TIMER,
+                    Interest::READABLE,
+                )?;
                 Some(t)
             }
         };
@@ -320,7 +327,9 @@ impl<'a> Worker<'a> {
                     Some(clock) if self.clock_at != Some(w) => {
                         use nix::sys::time::TimeSpec;
                         use nix::sys::timerfd::{Expiration, TimerSetTimeFlags};
-                        let after = w.saturating_duration_since(now).max(Duration::from_nanos(1));
+                        let after = w
+                            .saturating_duration_since(now)
+                            .max(Duration::from_nanos(1));
                         clock
                             .set(
                                 Expiration::OneShot(TimeSpec::from_duration(after)),
@@ -499,7 +508,9 @@ impl<'a> Worker<'a> {
 
     /// A connect in progress finished one way or the other.
     fn finish_connect(&mut self, i: usize) {
-        let Some(sock) = &self.conns[i].sock else { return };
+        let Some(sock) = &self.conns[i].sock else {
+            return;
+        };
         match conn::connected(sock) {
             Ok(()) => self.on_connected(i),
             Err(e) => self.connect_failed(i, &e),
@@ -532,8 +543,7 @@ impl<'a> Worker<'a> {
             c.next_due += iv;
         }
         self.connect_failures += 1;
-        if !self.shared.connected.load(Relaxed)
-            && self.connect_failures >= self.conns.len() as u64
+        if !self.shared.connected.load(Relaxed) && self.connect_failures >= self.conns.len() as u64
         {
             self.tally.nothing_answered = true;
         }

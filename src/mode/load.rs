@@ -141,7 +141,10 @@ pub fn spec(args: &LoadArgs) -> Result<Spec, SpecError> {
         Some(list) => {
             let cpus = parse_cpus(list).map_err(SpecError::Usage)?;
             let allowed = allowed_cpus();
-            if let Some(c) = cpus.iter().find(|c| !allowed.is_empty() && !allowed.contains(c)) {
+            if let Some(c) = cpus
+                .iter()
+                .find(|c| !allowed.is_empty() && !allowed.contains(c))
+            {
                 return usage(format!(
                     "--cpus: CPU {c} is not one this process may run on (it may use {})",
                     allowed
@@ -307,10 +310,25 @@ mod tests {
     fn a_url_becomes_a_spec_as_ab_would_run_it() {
         let s = spec(&args(&["http://127.0.0.1:8081/x?y"])).unwrap();
         assert_eq!(s.target, Target::Tcp("127.0.0.1:8081".parse().unwrap()));
-        assert_eq!((s.host.as_str(), s.path.as_str()), ("127.0.0.1:8081", "/x?y"));
+        assert_eq!(
+            (s.host.as_str(), s.path.as_str()),
+            ("127.0.0.1:8081", "/x?y")
+        );
         assert_eq!((s.requests, s.duration), (None, Some(DEFAULT_DURATION)));
-        assert_eq!((s.connections, s.keepalive, s.pipeline, s.threads), (1, false, 1, 1));
-        let s = spec(&args(&["-n", "5", "-c", "4", "--pipeline", "2", "http://[::1]/"])).unwrap();
+        assert_eq!(
+            (s.connections, s.keepalive, s.pipeline, s.threads),
+            (1, false, 1, 1)
+        );
+        let s = spec(&args(&[
+            "-n",
+            "5",
+            "-c",
+            "4",
+            "--pipeline",
+            "2",
+            "http://[::1]/",
+        ]))
+        .unwrap();
         assert_eq!((s.requests, s.duration), (Some(5), None));
         assert!(s.keepalive, "pipelining implies keep-alive");
         assert_eq!(s.target, Target::Tcp("[::1]:80".parse().unwrap()));
@@ -332,7 +350,10 @@ mod tests {
         assert_eq!(s.target, Target::Unix("/tmp/x.sock".into()));
         assert_eq!((s.host.as_str(), s.method.as_str()), ("localhost", "HEAD"));
         assert_eq!(s.headers, [("X-A".to_string(), "1".to_string())]);
-        assert_eq!((s.rate, s.timeout), (Some(2000.0), Duration::from_millis(500)));
+        assert_eq!(
+            (s.rate, s.timeout),
+            (Some(2000.0), Duration::from_millis(500))
+        );
     }
 
     #[test]

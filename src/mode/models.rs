@@ -179,7 +179,11 @@ fn setup(args: &ModelsArgs, format: Format) -> Result<Setup, String> {
     let json = match format {
         Format::Table => false,
         Format::Json => true,
-        other => return Err(format!("models prints a table or --format json, not {other:?}")),
+        other => {
+            return Err(format!(
+                "models prints a table or --format json, not {other:?}"
+            ))
+        }
     };
     let duration = args
         .duration
@@ -219,7 +223,11 @@ fn setup(args: &ModelsArgs, format: Format) -> Result<Setup, String> {
             let v = super::serve::parse_cpus(t, "--cpus")?;
             match v[..] {
                 [s, l] => Some((s, l)),
-                _ => return Err("--cpus takes two CPUs: the server's and the load's, e.g. 0,1".into()),
+                _ => {
+                    return Err(
+                        "--cpus takes two CPUs: the server's and the load's, e.g. 0,1".into(),
+                    )
+                }
             }
         }
         None if std::thread::available_parallelism().map_or(1, usize::from) >= 2 => Some((0, 1)),
@@ -249,9 +257,8 @@ fn setup(args: &ModelsArgs, format: Format) -> Result<Setup, String> {
 
 /// Whether `program` is on PATH.
 fn installed(program: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| {
-        std::env::split_paths(&p).any(|d| d.join(program).is_file())
-    })
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
 }
 
 /// Run `sockbench models`.
@@ -426,10 +433,7 @@ fn start_server(setup: &Setup, model: ModelKind) -> anyhow::Result<Server> {
     while let Some(left) = deadline.checked_duration_since(Instant::now()) {
         match server.stderr.recv_timeout(left) {
             Ok(line) => {
-                if let Some(url) = line
-                    .split_whitespace()
-                    .find(|w| w.starts_with("http://"))
-                {
+                if let Some(url) = line.split_whitespace().find(|w| w.starts_with("http://")) {
                     server.url = url.to_string();
                     return Ok(server);
                 }
@@ -482,11 +486,14 @@ fn driver_command(setup: &Setup, url: &str) -> Vec<String> {
         }
     };
     let n = setup.requests.map(|n| n.to_string());
-    let secs = setup.duration.map(|d| format!("{}", d.as_secs_f64().ceil().max(1.0) as u64));
+    let secs = setup
+        .duration
+        .map(|d| format!("{}", d.as_secs_f64().ceil().max(1.0) as u64));
     let c = setup.connections.to_string();
     match setup.driver {
         Driver::Builtin => {
-            let exe = std::env::current_exe().map_or("sockbench".into(), |p| p.display().to_string());
+            let exe =
+                std::env::current_exe().map_or("sockbench".into(), |p| p.display().to_string());
             v.extend([exe, "load".into(), "-c".into(), c, "-q".into()]);
             v.extend(["--format".into(), "json".into()]);
             match (&n, setup.duration) {
@@ -510,7 +517,9 @@ fn driver_command(setup: &Setup, url: &str) -> Vec<String> {
             match (&n, &secs) {
                 (Some(n), _) => v.extend(["-n".into(), n.clone()]),
                 // ab -t stops at the time or at -n, whichever comes first.
-                (None, Some(s)) => v.extend(["-t".into(), s.clone(), "-n".into(), "100000000".into()]),
+                (None, Some(s)) => {
+                    v.extend(["-t".into(), s.clone(), "-n".into(), "100000000".into()])
+                }
                 (None, None) => {}
             }
             if setup.keepalive {
@@ -519,8 +528,18 @@ fn driver_command(setup: &Setup, url: &str) -> Vec<String> {
         }
         Driver::Wrk => {
             pin(&mut v);
-            v.extend(["wrk".into(), "--latency".into(), "-t".into(), "1".into(), "-c".into(), c]);
-            v.extend(["-d".into(), format!("{}s", secs.unwrap_or_else(|| "3".into()))]);
+            v.extend([
+                "wrk".into(),
+                "--latency".into(),
+                "-t".into(),
+                "1".into(),
+                "-c".into(),
+                c,
+            ]);
+            v.extend([
+                "-d".into(),
+                format!("{}s", secs.unwrap_or_else(|| "3".into())),
+            ]);
         }
         Driver::H2load => {
             pin(&mut v);
@@ -551,12 +570,7 @@ fn run_one(
     let pid = server.child.id();
     let cpu0 = process_cpu(pid);
     let started = Instant::now();
-    let out = Command::new(&cmd[0])
-        .args(&cmd[1..])
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", cmd[0]))?;
+    let out = run_driver(&cmd)?;
     row.driver_seconds = Some(started.elapsed().as_secs_f64());
     let cpu1 = process_cpu(pid);
     let text = String::from_utf8_lossy(&out.stdout);
@@ -584,8 +598,14 @@ fn run_one(
         anyhow::bail!(
             "could not read {}'s output (exit {}): {}",
             setup.driver.program(),
-            out.status.code().map_or("by a signal".into(), |c| c.to_string()),
-            err.lines().chain(text.lines()).take(3).collect::<Vec<_>>().join(" / ")
+            out.status
+                .code()
+                .map_or("by a signal".into(), |c| c.to_string()),
+            err.lines()
+                .chain(text.lines())
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" / ")
         );
     };
     row.requests_complete = Some(m.complete);
@@ -611,6 +631,55 @@ fn run_one(
     Ok(())
 }
 
+/// Run the driver to its end, or until Ctrl-C (then it gets SIGINT, as from a terminal,
+/// and prints what it measured so far); its output.
+fn run_driver(cmd: &[String]) -> anyhow::Result<std::process::Output> {
+    let mut child = Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", cmd[0]))?;
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = stdout.read_to_end(&mut v);
+        v
+    });
+    let err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = stderr.read_to_end(&mut v);
+        v
+    });
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let mut signalled: Option<Instant> = None;
+    let status = loop {
+        if let Some(st) = child.try_wait()? {
+            break st;
+        }
+        if crate::interrupt::requested() {
+            match signalled {
+                None => {
+                    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+                    signalled = Some(Instant::now());
+                }
+                Some(t) if t.elapsed() > Duration::from_secs(2) => {
+                    let _ = child.kill();
+                }
+                Some(_) => {}
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Ok(std::process::Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    })
+}
+
 /// What a driver's output says.
 #[derive(Clone, Debug, Default, PartialEq)]
 struct Measured {
@@ -632,7 +701,10 @@ fn parse_builtin(text: &str) -> Option<Measured> {
         other => other.as_u64().unwrap_or(0),
     });
     let lat = v.get("latency");
-    let l = |k: &str| lat.and_then(|l| l.get(k)).and_then(serde_json::Value::as_u64);
+    let l = |k: &str| {
+        lat.and_then(|l| l.get(k))
+            .and_then(serde_json::Value::as_u64)
+    };
     Some(Measured {
         complete: u("requests_complete")?,
         failed,
@@ -682,13 +754,17 @@ fn parse_ab(text: &str) -> Option<Measured> {
     };
     let mean_ms = text
         .lines()
-        .find(|l| l.starts_with("Time per request:") && l.contains("(mean)") && !l.contains("across"))
+        .find(|l| {
+            l.starts_with("Time per request:") && l.contains("(mean)") && !l.contains("across")
+        })
         .and_then(|l| l.split_whitespace().nth(3))
         .and_then(ms);
     Some(Measured {
         complete: after(text, "Complete requests:")?.parse().ok()?,
         failed: after(text, "Failed requests:")?.parse().ok()?,
-        non_2xx: after(text, "Non-2xx responses:").and_then(|n| n.parse().ok()).unwrap_or(0),
+        non_2xx: after(text, "Non-2xx responses:")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0),
         requests_per_second: after(text, "Requests per second:")?.parse().ok()?,
         p50_ns: pct("50%"),
         p99_ns: pct("99%"),
@@ -735,7 +811,9 @@ fn parse_wrk(text: &str) -> Option<Measured> {
 
 /// h2load's report: counts and req/s; no percentiles (it prints min, max, mean, sd).
 fn parse_h2load(text: &str) -> Option<Measured> {
-    let reqs = text.lines().find_map(|l| l.trim().strip_prefix("requests:"))?;
+    let reqs = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("requests:"))?;
     let field = |name: &str| {
         reqs.split(',')
             .map(str::trim)
@@ -743,7 +821,9 @@ fn parse_h2load(text: &str) -> Option<Measured> {
             .and_then(|p| p.split_whitespace().next())
             .and_then(|n| n.parse::<u64>().ok())
     };
-    let codes = text.lines().find_map(|l| l.trim().strip_prefix("status codes:"));
+    let codes = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("status codes:"));
     let non_2xx = codes.map_or(0, |c| {
         c.split(',')
             .map(str::trim)
@@ -767,7 +847,9 @@ fn parse_h2load(text: &str) -> Option<Measured> {
         .and_then(parse_time_ns);
     Some(Measured {
         complete: field("succeeded")?,
-        failed: field("failed").unwrap_or(0) + field("errored").unwrap_or(0) + field("timeout").unwrap_or(0),
+        failed: field("failed").unwrap_or(0)
+            + field("errored").unwrap_or(0)
+            + field("timeout").unwrap_or(0),
         non_2xx,
         requests_per_second: rps,
         p50_ns: None,
@@ -792,8 +874,16 @@ fn print_table(r: &ModelsReport, out: &mut impl Write) -> std::io::Result<()> {
         "{} over {} connections{}{}, {} B bodies, driven by {}{}",
         load,
         r.connections,
-        if r.keepalive { ", keep-alive" } else { ", a connection per request" },
-        if r.pipeline > 1 { format!(", {} pipelined", r.pipeline) } else { String::new() },
+        if r.keepalive {
+            ", keep-alive"
+        } else {
+            ", a connection per request"
+        },
+        if r.pipeline > 1 {
+            format!(", {} pipelined", r.pipeline)
+        } else {
+            String::new()
+        },
         r.body_bytes,
         match r.driver {
             Driver::Builtin => "sockbench load",
@@ -801,20 +891,35 @@ fn print_table(r: &ModelsReport, out: &mut impl Write) -> std::io::Result<()> {
             Driver::Wrk => "wrk",
             Driver::H2load => "h2load --h1",
         },
-        r.cpus.map_or(String::new(), |[s, l]| format!("; server on CPU {s}, load on CPU {l}")),
+        r.cpus.map_or(String::new(), |[s, l]| format!(
+            "; server on CPU {s}, load on CPU {l}"
+        )),
     )?;
     let mut t = comfy_table::Table::new();
     t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
-        .set_header(["model", "requests/s", "p50", "p99", "server CPU/request", "failed", "server count"]);
+        .set_header([
+            "model",
+            "requests/s",
+            "p50",
+            "p99",
+            "server CPU/request",
+            "failed",
+            "server count",
+        ]);
     for row in &r.rows {
         if let Some(why) = row.skipped.as_ref().or(row.error.as_ref()) {
-            let what = if row.skipped.is_some() { "skipped" } else { "failed" };
+            let what = if row.skipped.is_some() {
+                "skipped"
+            } else {
+                "failed"
+            };
             t.add_row([row.model.clone(), format!("{what}: {why}")]);
             continue;
         }
         t.add_row([
             row.model.clone(),
-            row.requests_per_second.map_or("-".into(), |v| format!("{v:.0}")),
+            row.requests_per_second
+                .map_or("-".into(), |v| format!("{v:.0}")),
             us(row.p50_ns),
             us(row.p99_ns),
             row.server_cpu_seconds_per_request
@@ -832,7 +937,10 @@ fn print_table(r: &ModelsReport, out: &mut impl Write) -> std::io::Result<()> {
     }
     writeln!(out, "{t}")?;
     if r.driver == Driver::H2load {
-        writeln!(out, "note: h2load reports no latency percentiles (mean in the JSON)")?;
+        writeln!(
+            out,
+            "note: h2load reports no latency percentiles (mean in the JSON)"
+        )?;
     }
     if let Some(best) = r
         .rows
@@ -840,13 +948,21 @@ fn print_table(r: &ModelsReport, out: &mut impl Write) -> std::io::Result<()> {
         .filter_map(|x| Some((x.requests_per_second?, &x.model)))
         .max_by(|a, b| a.0.total_cmp(&b.0))
     {
-        writeln!(out, "fastest: {} at {}", best.1, format_per_second(best.0).replace("/s", " requests/s"))?;
+        writeln!(
+            out,
+            "fastest: {} at {}",
+            best.1,
+            format_per_second(best.0).replace("/s", " requests/s")
+        )?;
     }
     for w in &r.warnings {
         writeln!(out, "warning: {w}")?;
     }
     if r.interrupted {
-        writeln!(out, "interrupted: the table covers the models that ran before Ctrl-C")?;
+        writeln!(
+            out,
+            "interrupted: the table covers the models that ran before Ctrl-C"
+        )?;
     }
     Ok(())
 }
@@ -869,5 +985,158 @@ mod tests {
         assert_eq!(parse_time_ns("2.00s"), Some(2_000_000_000));
         assert_eq!(parse_time_ns("1.00m"), Some(60_000_000_000));
         assert_eq!(parse_time_ns("12"), None);
+    }
+
+    /// Real outputs (ab 2.3, wrk 4.1, h2load 1.52 against `sockbench serve`).
+    const AB: &str = r#"This is ApacheBench, Version 2.3 <$Revision$>
+Copyright 1996 Adam Twiss, Zeus Technology Ltd, http://www.zeustech.net/
+Licensed to The Apache Software Foundation, http://www.apache.org/
+
+Benchmarking 127.0.0.1 (be patient).....done
+
+
+Server Software:        sockbench
+Server Hostname:        127.0.0.1
+Server Port:            41295
+
+Document Path:          /
+Document Length:        13 bytes
+
+Concurrency Level:      5
+Time taken for tests:   0.008 seconds
+Complete requests:      200
+Failed requests:        0
+Keep-Alive requests:    200
+Total transferred:      31600 bytes
+HTML transferred:       2600 bytes
+Requests per second:    23866.35 [#/sec] (mean)
+Time per request:       0.209 [ms] (mean)
+Time per request:       0.042 [ms] (mean, across all concurrent requests)
+Transfer rate:          3682.50 [Kbytes/sec] received
+
+Connection Times (ms)
+              min  mean[+/-sd] median   max
+Connect:        0    0   0.1      0       1
+Processing:     0    0   0.4      0       2
+Waiting:        0    0   0.4      0       2
+Total:          0    0   0.4      0       2
+
+Percentage of the requests served within a certain time (ms)
+  50%      0
+  66%      0
+  75%      0
+  80%      0
+  90%      1
+  95%      1
+  98%      2
+  99%      2
+ 100%      2 (longest request)
+"#;
+    const WRK: &str = r#"Running 1s test @ http://127.0.0.1:41295/
+  1 threads and 5 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency    94.07us  274.48us   4.25ms   97.59%
+    Req/Sec    75.89k    20.64k  106.65k    72.73%
+  Latency Distribution
+     50%   47.00us
+     75%   81.00us
+     90%  101.00us
+     99%    1.55ms
+  83017 requests in 1.10s, 10.61MB read
+Requests/sec:  75530.22
+Transfer/sec:      9.65MB
+"#;
+    const H2LOAD: &str = r#"starting benchmark...
+spawning thread #0: 5 total client(s). 200 total requests
+Application protocol: http/1.1
+progress: 10% done
+progress: 20% done
+progress: 30% done
+progress: 40% done
+progress: 50% done
+progress: 60% done
+progress: 70% done
+progress: 80% done
+progress: 90% done
+progress: 100% done
+
+finished in 1.46ms, 137268.36 req/s, 17.54MB/s
+requests: 200 total, 200 started, 200 done, 200 succeeded, 0 failed, 0 errored, 0 timeout
+status codes: 200 2xx, 0 3xx, 0 4xx, 0 5xx
+traffic: 26.17KB (26800) total, 16.80KB (17200) headers (space savings 0.00%), 2.54KB (2600) data
+                     min         max         mean         sd        +/- sd
+time for request:       51us       172us        94us        21us    80.00%
+time for connect:       51us       345us       180us       114us    60.00%
+time to 1st byte:      195us       517us       328us       127us    60.00%
+req/s           :   30646.97    39627.97    35299.52     3468.79    60.00%
+"#;
+
+    #[test]
+    fn ab_output_is_read() {
+        let m = parse_ab(AB).unwrap();
+        assert_eq!((m.complete, m.failed, m.non_2xx), (200, 0, 0));
+        assert_eq!(m.requests_per_second, 23866.35);
+        // ab prints whole milliseconds.
+        assert_eq!((m.p50_ns, m.p99_ns), (Some(0), Some(2_000_000)));
+        assert_eq!(m.mean_ns, Some(209_000));
+        let failing = AB
+            .replace("Failed requests:        0", "Failed requests:        7")
+            .replace(
+                "Keep-Alive requests",
+                "Non-2xx responses:      3\nKeep-Alive requests",
+            );
+        let m = parse_ab(&failing).unwrap();
+        assert_eq!((m.failed, m.non_2xx), (7, 3));
+        assert!(parse_ab("apr_socket_recv: Connection refused (111)").is_none());
+    }
+
+    #[test]
+    fn wrk_output_is_read() {
+        let m = parse_wrk(WRK).unwrap();
+        assert_eq!((m.complete, m.failed, m.non_2xx), (83017, 0, 0));
+        assert_eq!(m.requests_per_second, 75530.22);
+        assert_eq!(
+            (m.p50_ns, m.p99_ns, m.mean_ns),
+            (Some(47_000), Some(1_550_000), Some(94_070))
+        );
+        let failing = WRK.replace(
+            "Requests/sec",
+            "  Socket errors: connect 1, read 2, write 3, timeout 4\n  Non-2xx or 3xx responses: 5\nRequests/sec",
+        );
+        let m = parse_wrk(&failing).unwrap();
+        assert_eq!((m.failed, m.non_2xx), (10, 5));
+        assert!(parse_wrk("unable to connect to 127.0.0.1:1 Connection refused").is_none());
+    }
+
+    #[test]
+    fn h2load_output_is_read() {
+        let m = parse_h2load(H2LOAD).unwrap();
+        assert_eq!((m.complete, m.failed, m.non_2xx), (200, 0, 0));
+        assert_eq!(m.requests_per_second, 137268.36);
+        assert_eq!((m.p50_ns, m.p99_ns, m.mean_ns), (None, None, Some(94_000)));
+        let failing = H2LOAD
+            .replace(
+                "200 succeeded, 0 failed, 0 errored, 0 timeout",
+                "190 succeeded, 4 failed, 5 errored, 1 timeout",
+            )
+            .replace(
+                "200 2xx, 0 3xx, 0 4xx, 0 5xx",
+                "190 2xx, 0 3xx, 6 4xx, 4 5xx",
+            );
+        let m = parse_h2load(&failing).unwrap();
+        assert_eq!((m.complete, m.failed, m.non_2xx), (190, 10, 10));
+    }
+
+    #[test]
+    fn builtin_output_is_read() {
+        let text = r#"{"requests_complete": 100, "requests_failed": {"connect": 1, "read": 2, "status": 0, "length": 3},
+            "non_2xx": 4, "requests_per_second": 1234.5, "latency": {"p50_ns": 10, "p99_ns": 20, "mean_ns": 12}}"#;
+        let m = parse_builtin(text).unwrap();
+        assert_eq!((m.complete, m.failed, m.non_2xx), (100, 6, 4));
+        assert_eq!(
+            (m.p50_ns, m.p99_ns, m.mean_ns),
+            (Some(10), Some(20), Some(12))
+        );
+        assert!(parse_builtin("{}").is_none());
     }
 }

@@ -136,10 +136,7 @@ pub fn setup(args: &ServeArgs, format: Format) -> Result<Setup, String> {
     };
     let body_size = parse_size(&args.body_size).map_err(|e| format!("--body-size: {e}"))?;
     if body_size > MAX_BODY {
-        return Err(format!(
-            "--body-size is at most {}",
-            format_bytes(MAX_BODY)
-        ));
+        return Err(format!("--body-size is at most {}", format_bytes(MAX_BODY)));
     }
     if args.backlog == 0 || args.backlog > i32::MAX as u32 {
         return Err("--backlog must be at least 1".into());
@@ -410,7 +407,9 @@ fn print(r: &ServeReport, json: bool) {
         "  CPU {:.3} s user + {:.3} s system{}",
         r.cpu_user_seconds,
         r.cpu_system_seconds,
-        r.cpu_seconds_per_request
-            .map_or(String::new(), |s| format!(" = {:.2} us per request", s * 1e6)),
+        r.cpu_seconds_per_request.map_or(String::new(), |s| format!(
+            " = {:.2} us per request",
+            s * 1e6
+        )),
     );
 }

@@ -72,7 +72,9 @@ pub fn serve_workers(listener: Listener, ctx: &Ctx) -> anyhow::Result<Counters> 
                 },
                 Err(e) => {
                     crate::interrupt::request();
-                    first_error = first_error.or(Some(anyhow::Error::new(e).context("cannot start a worker thread")));
+                    first_error = first_error.or(Some(
+                        anyhow::Error::new(e).context("cannot start a worker thread"),
+                    ));
                 }
             }
         }

@@ -8,6 +8,8 @@
 pub mod shm;
 #[cfg(feature = "io-uring")]
 pub mod uring;
+#[cfg(feature = "io-uring")]
+pub mod uring_server;
 pub mod wait;
 
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};

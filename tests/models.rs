@@ -1,0 +1,236 @@
+//! `sockbench models`: each model in a child server, driven by the built-in load or by
+//! ab, wrk and h2load; the driver's count checked against the server's own; bad flags;
+//! Ctrl-C leaves no child behind.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::Sandbox;
+use serde_json::Value;
+
+fn have(tool: &str) -> bool {
+    let ok = std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("skipped: {tool} is not installed");
+    }
+    ok
+}
+
+fn models(sb: &Sandbox, args: &[&str]) -> Value {
+    let out = sb
+        .cmd()
+        .arg("models")
+        .args(args)
+        .args(["--format", "json", "-q"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "models {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Every row ran, without a failure, and the server answered exactly what the driver
+/// counts (`exact`) or at least that (a timed driver does not count what was in flight).
+fn check_rows(v: &Value, models: &[&str], exact: Option<u64>) {
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), models.len(), "{v}");
+    for (row, model) in rows.iter().zip(models) {
+        assert_eq!(row["model"], *model);
+        assert!(row["error"].is_null() && row["skipped"].is_null(), "{row}");
+        assert_eq!(row["requests_failed"], 0, "{row}");
+        assert_eq!(row["non_2xx"], 0, "{row}");
+        let done = row["requests_complete"].as_u64().unwrap();
+        let server = row["server_requests"].as_u64().unwrap();
+        match exact {
+            Some(n) => {
+                assert_eq!(done, n, "{row}");
+                assert_eq!(server, n, "{row}");
+            }
+            None => assert!(server >= done && done > 0, "{row}"),
+        }
+        assert!(row["requests_per_second"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(row["server_cpu_seconds"].as_f64().is_some(), "{row}");
+    }
+}
+
+#[test]
+fn the_builtin_load_drives_each_model_and_both_sides_agree() {
+    let sb = Sandbox::new();
+    let v = models(
+        &sb,
+        &["--model", "thread,epoll,poll", "-n", "2000", "-c", "10"],
+    );
+    assert_eq!(v["document"], "sockbench-models");
+    assert_eq!(v["driver"], "builtin");
+    check_rows(&v, &["thread", "epoll", "poll"], Some(2000));
+    for row in v["rows"].as_array().unwrap() {
+        assert!(row["p50_ns"].as_u64().unwrap() <= row["p99_ns"].as_u64().unwrap());
+    }
+    let v = models(
+        &sb,
+        &["--model", "select", "-k", "--pipeline", "4", "-n", "4000"],
+    );
+    check_rows(&v, &["select"], Some(4000));
+    assert_eq!(v["keepalive"], true);
+}
+
+#[test]
+fn ab_wrk_and_h2load_drive_the_models_too() {
+    let sb = Sandbox::new();
+    if have("ab") {
+        let v = models(
+            &sb,
+            &["--model", "epoll,pool", "--driver", "ab", "-n", "2000"],
+        );
+        check_rows(&v, &["epoll", "pool"], Some(2000));
+        assert_eq!(v["driver_command"][0], "taskset");
+    }
+    if have("wrk") {
+        let v = models(
+            &sb,
+            &["--model", "epoll", "--driver", "wrk", "-d", "1", "-c", "10"],
+        );
+        check_rows(&v, &["epoll"], None);
+        assert_eq!(v["duration_seconds"], 1.0);
+    }
+    if have("h2load") {
+        let v = models(
+            &sb,
+            &[
+                "--model",
+                "epoll-workers",
+                "--driver",
+                "h2load",
+                "-n",
+                "4000",
+                "--pipeline",
+                "8",
+            ],
+        );
+        check_rows(&v, &["epoll-workers"], Some(4000));
+        assert!(
+            v["rows"][0]["p50_ns"].is_null(),
+            "h2load has no percentiles"
+        );
+    }
+}
+
+#[test]
+fn the_table_names_every_model_and_the_fastest() {
+    let sb = Sandbox::new();
+    let out = sb
+        .cmd()
+        .args([
+            "models",
+            "--model",
+            "epoll,thread",
+            "-n",
+            "500",
+            "-c",
+            "5",
+            "-q",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("500 requests over 5 connections"), "{text}");
+    assert!(
+        text.contains("│ epoll ") && text.contains("│ thread "),
+        "{text}"
+    );
+    assert!(text.contains("fastest: "), "{text}");
+}
+
+#[test]
+fn bad_flags_are_usage_errors_and_a_missing_driver_a_failure() {
+    let sb = Sandbox::new();
+    for (args, says) in [
+        (vec!["--driver", "siege"], "unknown driver 'siege'"),
+        (vec!["--model", "fork"], "unknown model 'fork'"),
+        (
+            vec!["--driver", "ab", "--pipeline", "4"],
+            "does not pipeline",
+        ),
+        (vec!["--cpus", "0"], "two CPUs"),
+        (vec!["-n", "5", "-c", "10"], "fewer than -c"),
+        (vec!["-c", "0"], "--connections"),
+        (vec!["--format", "csv"], "models prints"),
+    ] {
+        let out = sb.cmd().arg("models").args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let out = sb
+        .cmd()
+        .args(["models", "--driver", "wrk"])
+        .env("PATH", sb.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("wrk is not installed"));
+}
+
+/// Servers started by a `models` run with this body size (a mark no other test uses).
+fn servers_marked(mark: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+        .filter(|c| {
+            let c = String::from_utf8_lossy(c);
+            c.contains("serve\0") && c.contains(&format!("--body-size\0{mark}\0"))
+        })
+        .count()
+}
+
+#[test]
+fn ctrl_c_stops_the_run_and_leaves_no_server_behind() {
+    let sb = Sandbox::new();
+    let mut child = sb
+        .sockbench()
+        .args([
+            "models",
+            "-d",
+            "5",
+            "-c",
+            "4",
+            "--body-size",
+            "4099",
+            "--format",
+            "json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while servers_marked("4099") == 0 {
+        assert!(t.elapsed() < Duration::from_secs(5), "no server started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        t.elapsed() < Duration::from_secs(4),
+        "took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(130));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["interrupted"], true);
+    assert!(v["rows"].as_array().unwrap().len() <= 1, "{v}");
+    assert_eq!(servers_marked("4099"), 0, "a server is left running");
+}
