@@ -53,6 +53,10 @@ fn run_example(line: &str) {
     assert!(v["error"].is_null(), "`{line}`: {}", v["error"]);
     if v["document"] == "sockbench-swarm" {
         assert_eq!(v["errors"], serde_json::json!({}), "`{line}`");
+    } else if v["document"] == "sockbench-models" {
+        for r in v["rows"].as_array().unwrap() {
+            assert!(r["error"].is_null(), "`{line}`: {r}");
+        }
     } else {
         for r in results(&v) {
             assert!(r["error"].is_null(), "`{line}`: {}", r["error"]);
@@ -61,10 +65,11 @@ fn run_example(line: &str) {
     keeps_its_promise(line, &v, &out.stdout, sb.path());
 }
 
-/// A report's results (none in a swarm's document, which has its own figures).
+/// A report's results (none in a swarm's or a models document, which have their own
+/// figures).
 fn results(v: &Value) -> &Vec<Value> {
     static NONE: Vec<Value> = Vec::new();
-    if v["document"] == "sockbench-swarm" {
+    if v["document"] == "sockbench-swarm" || v["document"] == "sockbench-models" {
         return &NONE;
     }
     v["results"].as_array().unwrap()
@@ -241,6 +246,26 @@ fn keeps_its_promise(line: &str, v: &Value, stdout: &[u8], dir: &std::path::Path
             let workloads: std::collections::BTreeSet<&str> =
                 rs.iter().map(|r| r["workload"].as_str().unwrap()).collect();
             assert!(workloads.len() >= 2, "{workloads:?}");
+        }
+        "sockbench models -n 5000 -c 20" => {
+            // The D benchmark's run: every model, each answering exactly what was asked.
+            let rows = v["rows"].as_array().unwrap();
+            assert_eq!(rows.len(), 8);
+            for r in rows.iter().filter(|r| r["skipped"].is_null()) {
+                assert_eq!(u(r, "/requests_complete"), 5000, "{r}");
+                assert_eq!(u(r, "/server_requests"), 5000, "{r}");
+                assert_eq!(u(r, "/requests_failed"), 0, "{r}");
+            }
+            assert_eq!(v["keepalive"], false);
+        }
+        "sockbench models --model epoll,io-uring,async -k -n 20000 -c 20" => {
+            let rows = v["rows"].as_array().unwrap();
+            let names: Vec<&str> = rows.iter().map(|r| r["model"].as_str().unwrap()).collect();
+            assert_eq!(names, ["epoll", "io-uring", "async"]);
+            for r in rows.iter().filter(|r| r["skipped"].is_null()) {
+                assert_eq!(u(r, "/server_requests"), 20000, "{r}");
+            }
+            assert_eq!(v["keepalive"], true);
         }
         other => panic!("README example `{other}` has no promise in tests/readme.rs: add one"),
     }
