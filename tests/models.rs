@@ -194,7 +194,7 @@ fn servers_marked(mark: &str) -> usize {
 #[test]
 fn ctrl_c_stops_the_run_and_leaves_no_server_behind() {
     let sb = Sandbox::new();
-    let mut child = sb
+    let child = sb
         .sockbench()
         .args([
             "models",

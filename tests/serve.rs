@@ -644,3 +644,55 @@ fn bad_flags_are_usage_errors_and_a_busy_port_a_failure() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(std::fs::read_to_string(&f).unwrap(), "mine");
 }
+
+/// A client streaming an endless request body (read and skipped as it comes) shares the
+/// one thread of the epoll, poll and select models with everyone else: a new client is
+/// still answered at once.
+#[test]
+fn a_client_streaming_a_body_does_not_starve_the_others() {
+    let sb = Sandbox::new();
+    for model in ["epoll", "poll", "select"] {
+        let s = Served::start(&sb, model, &[]);
+        let port = s.port;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flood = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut c = connect(port);
+                c.write_all(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100000000000\r\n\r\n")
+                    .unwrap();
+                let chunk = vec![b'x'; 1 << 20];
+                let mut sent = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    match c.write(&chunk) {
+                        Ok(n) => sent += n as u64,
+                        Err(_) => break,
+                    }
+                }
+                sent
+            })
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        let mut worst = Duration::ZERO;
+        for _ in 0..5 {
+            let t = Instant::now();
+            let mut c = connect(port);
+            c.write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+            let got = read_answers(&mut c, 1, 13);
+            assert!(got.starts_with("HTTP/1.1 200 OK"), "{model}: {got:?}");
+            worst = worst.max(t.elapsed());
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let sent = flood.join().unwrap();
+        let (_, v) = s.stop();
+        assert!(sent > 10 << 20, "{model}: the flood sent only {sent} bytes");
+        assert!(
+            worst < Duration::from_millis(300),
+            "{model}: a client waited {worst:?} beside a flood of {sent} bytes"
+        );
+        assert!(
+            v["bytes_received"].as_u64().unwrap() > 10 << 20,
+            "{model}: {v}"
+        );
+    }
+}

@@ -116,15 +116,21 @@ pub fn parse(buf: &[u8]) -> Result<Option<Head>, Reject> {
 /// is malformed (400). httparse stops at the first byte it cannot take, so only the
 /// version's start is looked at: the verdict is the same however the line arrived.
 fn version_error(buf: &[u8]) -> Reject {
-    let line_end = buf
+    // The request line, after the empty lines httparse skips before it.
+    let start = buf
+        .iter()
+        .position(|&b| b != b'\r' && b != b'\n')
+        .unwrap_or(buf.len());
+    let line = &buf[start..];
+    let line_end = line
         .iter()
         .position(|&b| b == b'\r' || b == b'\n')
-        .unwrap_or(buf.len());
-    let line = &buf[..line_end];
-    let version = line
-        .iter()
-        .rposition(|&b| b == b' ')
-        .map_or(&line[..0], |sp| &line[sp + 1..]);
+        .unwrap_or(line.len());
+    // method SP target SP version: what follows the second space.
+    let version = line[..line_end]
+        .splitn(3, |&b| b == b' ')
+        .nth(2)
+        .unwrap_or_default();
     match version.strip_prefix(b"HTTP/") {
         Some([d, ..]) if d.is_ascii_digit() => Reject::Version,
         _ => Reject::BadRequest("malformed HTTP version"),
@@ -384,6 +390,12 @@ mod tests {
         // The verdict comes from the version's first bytes, as if they came one by one.
         assert_eq!(head("GET / HTTP/2x.0\r\n\r\n"), Err(Reject::Version));
         assert_eq!(head("GET / HTTP/2"), Err(Reject::Version));
+        assert_eq!(head("\r\nGET / HTTP/2.0\r\n\r\n"), Err(Reject::Version));
+        // The version is the third part of the line, not the last.
+        assert_eq!(
+            head("body GET / HTTP/1.1\r\n\r\n"),
+            Err(Reject::BadRequest("malformed HTTP version"))
+        );
         assert_eq!(Reject::Version.status(), 505);
         for bad in [
             "GET / HTPT/1.1\r\n\r\n",

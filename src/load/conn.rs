@@ -59,6 +59,8 @@ pub struct Conn {
     pub timer_at: Option<Instant>,
     /// Nothing more to do (the budget is spent).
     pub done: bool,
+    /// Waiting in the worker's refill list.
+    pub queued: bool,
 }
 
 impl Conn {
@@ -81,6 +83,7 @@ impl Conn {
             next_due: now,
             timer_at: None,
             done: false,
+            queued: false,
         }
     }
 

@@ -177,6 +177,9 @@ pub struct Worker<'a> {
     clock: Option<nix::sys::timerfd::TimerFd>,
     /// When `clock` is set to go off.
     clock_at: Option<Instant>,
+    /// Connections whose answers were read in this turn of the loop: their next
+    /// requests are written after every event of the turn was read.
+    refill: Vec<usize>,
     live: usize,
     connect_failures: u64,
 }
@@ -231,6 +234,7 @@ impl<'a> Worker<'a> {
             poll,
             clock,
             clock_at: None,
+            refill: Vec::with_capacity(conns.len()),
             live: conns.len(),
             timers: BinaryHeap::with_capacity(conns.len() * 2),
             conns,
@@ -352,6 +356,13 @@ impl<'a> Worker<'a> {
             for ev in events.iter() {
                 self.event(ev);
             }
+            let now = Instant::now();
+            for j in 0..self.refill.len() {
+                let i = self.refill[j];
+                self.conns[i].queued = false;
+                self.pump(i, now);
+            }
+            self.refill.clear();
             self.shared.progress[self.slot]
                 .0
                 .store(self.tally.complete, Relaxed);
@@ -647,7 +658,11 @@ impl<'a> Worker<'a> {
         let flow = self.read_into(i, &mut buf, to_eof);
         self.buf = buf;
         if flow == Flow::Go {
-            self.pump(i, Instant::now());
+            let c = &mut self.conns[i];
+            if !c.queued {
+                c.queued = true;
+                self.refill.push(i);
+            }
         }
     }
 

@@ -4,7 +4,7 @@
 //! `reuseport`).
 
 use std::os::fd::AsRawFd;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use mio::unix::SourceFd;
@@ -99,8 +99,17 @@ fn run(listener: &Socket, ctx: &Ctx) -> anyhow::Result<Counters> {
     let mut last_sweep = Instant::now();
     // After running out of descriptors, accepting resumes on the next tick.
     let mut accept_again: Option<Instant> = None;
+    // Connections whose pump stopped at its budget with input left: edge-triggered
+    // epoll will not report them again, so they are pumped again next round.
+    let mut again: Vec<usize> = Vec::new();
+    let mut pending: Vec<usize> = Vec::new();
     while !ctx.stopping() {
-        if let Err(e) = poll.poll(&mut events, Some(TICK)) {
+        let wait = if again.is_empty() {
+            TICK
+        } else {
+            Duration::ZERO
+        };
+        if let Err(e) = poll.poll(&mut events, Some(wait)) {
             if e.kind() == std::io::ErrorKind::Interrupted {
                 continue;
             }
@@ -108,19 +117,26 @@ fn run(listener: &Socket, ctx: &Ctx) -> anyhow::Result<Counters> {
         }
         let now = Instant::now();
         let mut accept_now = accept_again.is_some_and(|t| now >= t);
-        for ev in events.iter() {
+        std::mem::swap(&mut again, &mut pending);
+        let ready = events.iter().filter_map(|ev| {
             if ev.token() == LISTENER {
                 accept_now = true;
-                continue;
+                None
+            } else {
+                Some(ev.token().0 - 1)
             }
-            let i = ev.token().0 - 1;
+        });
+        for i in pending.drain(..).chain(ready) {
             let Some(conn) = conns.get_mut(i).and_then(Option::as_mut) else {
                 continue;
             };
             match pump(&conn.sock, &mut conn.session, &ctx.site, &mut c) {
-                Pumped::Open { read, .. } => {
+                Pumped::Open { read, more, .. } => {
                     if read {
                         conn.last = now;
+                    }
+                    if more && !again.contains(&i) {
+                        again.push(i);
                     }
                 }
                 Pumped::Done(end) => close(&mut conns, &mut free, i, end, ctx, &mut c),

@@ -287,16 +287,24 @@ pub enum End {
     Stopped,
 }
 
+/// Bytes one [`pump`] call reads at most before it lets the other connections of its
+/// thread have their turn (a client streaming a large body cannot starve them).
+pub const PUMP_BUDGET: usize = 256 << 10;
+
 /// What [`pump`] did with a nonblocking connection.
 #[derive(Debug)]
 pub enum Pumped {
     /// Still open; `read` says whether any byte arrived, `blocked_write` whether answers
-    /// wait for room in the socket.
+    /// wait for room in the socket, `more` whether it stopped at [`PUMP_BUDGET`] with
+    /// input perhaps still waiting (an edge-triggered caller must come back to it
+    /// without waiting for another event).
     Open {
         /// Any byte arrived.
         read: bool,
         /// Answers wait for the socket to take them.
         blocked_write: bool,
+        /// The budget ran out before the socket would block.
+        more: bool,
     },
     /// Close it now.
     Done(End),
@@ -335,6 +343,7 @@ pub fn flush(sock: &Socket, s: &mut Session, site: &Site, c: &mut Counters) -> i
 /// ends.
 pub fn pump(sock: &Socket, s: &mut Session, site: &Site, c: &mut Counters) -> Pumped {
     let mut read = false;
+    let mut taken = 0usize;
     loop {
         let blocked_write = match flush(sock, s, site, c) {
             Ok(b) => b,
@@ -349,6 +358,14 @@ pub fn pump(sock: &Socket, s: &mut Session, site: &Site, c: &mut Counters) -> Pu
             return Pumped::Open {
                 read,
                 blocked_write,
+                more: false,
+            };
+        }
+        if taken >= PUMP_BUDGET {
+            return Pumped::Open {
+                read,
+                blocked_write,
+                more: true,
             };
         }
         match (&*sock).read(s.read_buf()) {
@@ -358,12 +375,14 @@ pub fn pump(sock: &Socket, s: &mut Session, site: &Site, c: &mut Counters) -> Pu
             }
             Ok(n) => {
                 read = true;
+                taken += n;
                 s.received(n, site, c);
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 return Pumped::Open {
                     read,
                     blocked_write,
+                    more: false,
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -455,5 +474,57 @@ mod tests {
         assert!(is_exhaustion(&io::Error::from_raw_os_error(24)));
         assert!(is_exhaustion(&io::Error::from_raw_os_error(23)));
         assert!(!is_exhaustion(&io::Error::from_raw_os_error(22)));
+    }
+
+    #[test]
+    fn a_pump_stops_at_its_budget_and_says_there_is_more() {
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (a, b) = (
+            Socket::from(std::os::fd::OwnedFd::from(a)),
+            Socket::from(std::os::fd::OwnedFd::from(b)),
+        );
+        a.set_send_buffer_size(4 << 20).unwrap();
+        b.set_recv_buffer_size(4 << 20).unwrap();
+        b.set_nonblocking(true).unwrap();
+        a.set_nonblocking(true).unwrap();
+        // A request with a long body, more of it waiting than one pump may take.
+        let mut w = &a;
+        let head = b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100000000\r\n\r\n";
+        w.write_all(head).unwrap();
+        let chunk = vec![b'x'; 64 << 10];
+        let mut queued = 0;
+        while queued < 2 * PUMP_BUDGET {
+            match w.write(&chunk) {
+                Ok(n) => queued += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert!(queued > PUMP_BUDGET, "the socket took only {queued} bytes");
+        let site = Site::new(13, 0);
+        let mut s = Session::new(1);
+        let mut c = Counters::default();
+        match pump(&b, &mut s, &site, &mut c) {
+            Pumped::Open {
+                read,
+                more,
+                blocked_write,
+            } => {
+                assert!(read && more && !blocked_write);
+            }
+            other => panic!("{other:?}"),
+        }
+        let got = c.bytes_received as usize;
+        assert!(
+            (PUMP_BUDGET..PUMP_BUDGET + crate::http::session::READ_CHUNK).contains(&got),
+            "{got}"
+        );
+        // The next pumps take the rest, and then there is no more.
+        let mut rounds = 0;
+        while let Pumped::Open { more: true, .. } = pump(&b, &mut s, &site, &mut c) {
+            rounds += 1;
+            assert!(rounds < 100);
+        }
+        assert_eq!(c.bytes_received as usize, head.len() + queued);
     }
 }

@@ -1,12 +1,12 @@
 //! `poll`: one thread, poll(2), level-triggered; and the loop it shares with `select`.
 //!
-//! Each round the loop asks a [`Waiter`] to wait (at most [`TICK`]) for the listener and
+//! Each round the loop asks a `Waiter` to wait (at most [`TICK`]) for the listener and
 //! its connections: a connection is watched for input only while its session reads
 //! ([`crate::http::Session::wants_read`]: not after `Connection: close`, nor while a
 //! megabyte of answers waits), and for room only while answers wait. Every ready
 //! connection is [`pump`]ed (nonblocking, as in every model), the listener is drained,
 //! and idle connections are swept every tick. The waiters differ only in the call:
-//! [`Poll`] builds a `pollfd` array each round (here), `select` two `fd_set`s (in
+//! `Poll` builds a `pollfd` array each round (here), `select` two `fd_set`s (in
 //! `select.rs`, which also refuses the descriptors an `fd_set` cannot hold).
 //!
 //! This file does not parse HTTP: it drives the shared [`crate::http::Session`].

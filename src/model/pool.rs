@@ -158,9 +158,12 @@ fn work(
             continue;
         };
         let end = match pump(sock, &mut conn.session, &ctx.site, &mut c) {
+            // Level-triggered and one-shot: re-arming with input still waiting fires
+            // again at once, so a budget that ran out (`more`) needs nothing here.
             Pumped::Open {
                 read,
                 blocked_write,
+                ..
             } => {
                 if read {
                     conn.last = Instant::now();

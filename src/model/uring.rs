@@ -22,6 +22,11 @@
 //!   that pace; on a stop it cancels everything and drains the ring (for at most half
 //!   a second).
 //!
+//! Each fallback is taken when the kernel lacks the better way: it rejects a multishot
+//! operation with `EINVAL`, will not register a provided-buffer ring, or does not offer
+//! timed waits (then a timeout submission wakes the loop). A build with the `test-hooks` feature takes them all from the start with
+//! `SOCKBENCH_TEST_FAULT=uring-old-kernel`.
+//!
 //! Why one thread, like `epoll`, and not a ring per CPU with SO_REUSEPORT listeners:
 //! [`ModelKind::takes_threads`](super::ModelKind::takes_threads) gives this model a
 //! fixed shape, and on the two-core machine it was measured on, the client needs the
@@ -115,8 +120,9 @@ mod enabled {
         // The ring waits for the listener itself; old kernels fail a nonblocking one's
         // accepts with EAGAIN instead of waiting.
         listener.socket.set_nonblocking(false)?;
-        let single_shot = crate::testhooks::fault("uring-single-shot");
-        let ring = ServerRing::new(ENTRIES, single_shot).map_err(|e| anyhow::anyhow!(explain(&e)))?;
+        // Tests reach the fallbacks with SOCKBENCH_TEST_FAULT=uring-old-kernel.
+        let old = crate::testhooks::fault("uring-old-kernel");
+        let ring = ServerRing::new(ENTRIES, old).map_err(|e| anyhow::anyhow!(explain(&e)))?;
         if ctx.site.verbose >= 1 {
             crate::http::log(format_args!("io-uring: {}", ring.features()));
         }
@@ -232,7 +238,8 @@ mod enabled {
                     if drained || now.duration_since(t) >= DRAIN {
                         return Ok(());
                     }
-                } else if self.accept.is_none() && !matches!(self.accept_again, Some(t) if now < t) {
+                } else if self.accept.is_none() && !matches!(self.accept_again, Some(t) if now < t)
+                {
                     self.arm_accept(now);
                 }
                 self.ring.wait(TICK).context("io_uring_enter failed")?;
@@ -349,13 +356,7 @@ mod enabled {
             (slot.conn.is_some() && u64::from(slot.gen & GEN_MASK) == token >> 32).then_some(i)
         }
 
-        fn received(
-            &mut self,
-            token: u64,
-            result: io::Result<Received>,
-            more: bool,
-            now: Instant,
-        ) {
+        fn received(&mut self, token: u64, result: io::Result<Received>, more: bool, now: Instant) {
             let Some(i) = self.lookup(token) else {
                 if let Ok(r) = result {
                     self.ring.consume(r, |_| ());
@@ -363,7 +364,11 @@ mod enabled {
                 return;
             };
             let Server {
-                ring, slots, ctx, c, ..
+                ring,
+                slots,
+                ctx,
+                c,
+                ..
             } = self;
             let conn = slots[i].conn.as_mut().expect("looked up");
             if !more {
@@ -413,7 +418,11 @@ mod enabled {
             };
             let tok = token;
             let Server {
-                ring, slots, ctx, c, ..
+                ring,
+                slots,
+                ctx,
+                c,
+                ..
             } = self;
             let conn = slots[i].conn.as_mut().expect("looked up");
             conn.send = None;
@@ -450,7 +459,11 @@ mod enabled {
         fn drive(&mut self, i: usize) {
             let tok = token(i, self.slots[i].gen);
             let Server {
-                ring, slots, ctx, c, ..
+                ring,
+                slots,
+                ctx,
+                c,
+                ..
             } = self;
             let Some(conn) = slots[i].conn.as_mut() else {
                 return;

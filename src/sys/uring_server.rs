@@ -362,21 +362,22 @@ fn os_error(res: i32) -> io::Error {
 }
 
 impl ServerRing {
-    /// A ring of `entries` submissions. `single_shot` forgoes the multishot operations
-    /// (and the provided buffers), as on a kernel without them.
+    /// A ring of `entries` submissions. `as_old_kernel` forgoes the multishot operations,
+    /// the provided buffers and the timed waits, as on a kernel before 5.11 (so that
+    /// tests reach those paths).
     ///
     /// # Errors
     /// The ring cannot be set up, or the kernel lacks an operation a server needs.
-    pub fn new(entries: u32, single_shot: bool) -> io::Result<ServerRing> {
+    pub fn new(entries: u32, as_old_kernel: bool) -> io::Result<ServerRing> {
         let (ring, taskrun) = build(entries)?;
         check_ops(&ring)?;
-        let pool = if single_shot {
+        let pool = if as_old_kernel {
             None
         } else {
             Pool::new(&ring).ok()
         };
         Ok(ServerRing {
-            ext_arg: ring.params().is_feature_ext_arg(),
+            ext_arg: ring.params().is_feature_ext_arg() && !as_old_kernel,
             ring,
             id: NEXT_RING.fetch_add(1, Ordering::Relaxed),
             recv_multishot: pool.is_some(),
@@ -387,7 +388,7 @@ impl ServerRing {
             in_flight: 0,
             timer: Box::new(types::Timespec::new()),
             timer_armed: false,
-            accept_multishot: !single_shot,
+            accept_multishot: !as_old_kernel,
             taskrun,
             batch: Vec::with_capacity(256),
         })
@@ -436,6 +437,7 @@ impl ServerRing {
     }
 
     /// Operations whose last completion has not arrived yet.
+    #[cfg(test)]
     pub fn in_flight(&self) -> usize {
         self.in_flight
     }
@@ -802,11 +804,11 @@ mod tests {
         all
     }
 
-    fn round_trip(single_shot: bool) {
+    fn round_trip(as_old_kernel: bool) {
         if probe().is_err() {
             return;
         }
-        let mut ring = ServerRing::new(16, single_shot).unwrap();
+        let mut ring = ServerRing::new(16, as_old_kernel).unwrap();
         let (mut a, b) = UnixStream::pair().unwrap();
         ring.recv(b.as_raw_fd(), 7).unwrap();
         a.write_all(b"hello").unwrap();
@@ -847,7 +849,8 @@ mod tests {
             }
         }
         assert!(eof);
-        assert_eq!(ring.in_flight(), 0);
+        // Nothing left in flight but, on the old kernel's path, the timer.
+        assert!(ring.in_flight() <= usize::from(as_old_kernel));
     }
 
     #[test]
@@ -856,7 +859,7 @@ mod tests {
     }
 
     #[test]
-    fn single_shot_receives_round_trip_too() {
+    fn single_shot_receives_and_a_timer_round_trip_too() {
         round_trip(true);
     }
 
