@@ -580,6 +580,10 @@ fn bad_usage_exits_2_before_anything_starts() {
         (vec!["-c", "0", "http://127.0.0.1/"], "-c"),
         (vec!["--pipeline", "0", "http://127.0.0.1/"], "--pipeline"),
         (vec!["--rate", "lots", "http://127.0.0.1/"], "--rate"),
+        (
+            vec!["--rate", "1e-300", "http://127.0.0.1/"],
+            "a higher rate",
+        ),
         (vec!["-d", "soon", "http://127.0.0.1/"], "--duration"),
         (vec!["-H", "garbage", "http://127.0.0.1/"], "Name: value"),
         (vec!["--format", "csv", "http://127.0.0.1/"], "json"),
@@ -672,4 +676,26 @@ fn the_table_reads_like_ab_and_the_export_is_the_document() {
     let r: LoadReport = serde_json::from_slice(&std::fs::read(&export).unwrap()).unwrap();
     assert_eq!(r.requests_complete, 200);
     assert_eq!(r.command[1], "load");
+}
+
+#[test]
+fn json_into_a_closed_pipe_is_not_an_error() {
+    let sb = Sandbox::new();
+    let s = tcp_server(Behaviour::default());
+    let mut child = sb
+        .sockbench()
+        .args(["load", "-n", "50", "--format", "json", "-q", &s.url])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close our end before it writes, as `| head -c 0` would.
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }

@@ -607,7 +607,11 @@ fn bad_flags_are_usage_errors_and_a_busy_port_a_failure() {
         (vec!["--address", "nowhere"], 2, "invalid --address"),
         (vec!["--backlog", "0"], 2, "--backlog"),
         (vec!["--threads", "0"], 2, "--threads"),
-        (vec!["--cpus", "999"], 2, "CPU 999 does not exist"),
+        (
+            vec!["--cpus", "999"],
+            2,
+            "CPU 999 is not one this process may use",
+        ),
         (vec!["--format", "csv"], 2, "serve prints"),
     ] {
         let out = sb.cmd().arg("serve").args(&args).output().unwrap();
@@ -631,6 +635,19 @@ fn bad_flags_are_usage_errors_and_a_busy_port_a_failure() {
     let out = sb.cmd().args(["serve", "--port", &port]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("the port is in use"));
+    // Under --format json the failure is a document too.
+    let out = sb
+        .cmd()
+        .args(["serve", "--port", &port, "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        v["error"].as_str().unwrap().contains("the port is in use"),
+        "{v}"
+    );
+    assert_eq!(v["document"], "sockbench-serve");
     // An existing file is never replaced.
     let f = sb.path().join("taken");
     std::fs::write(&f, "mine").unwrap();

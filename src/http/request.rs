@@ -37,6 +37,9 @@ pub struct Head {
     pub head_method: bool,
     /// The body that follows the head.
     pub body: Body,
+    /// `Expect: 100-continue` (HTTP/1.1): the client waits for `100 Continue` before it
+    /// sends the body.
+    pub expect_continue: bool,
 }
 
 /// Why a request cannot be served: each maps to its status.
@@ -151,6 +154,7 @@ fn interpret(req: &httparse::Request<'_, '_>, len: usize) -> Result<Head, Reject
     let mut chunked = false;
     let mut coded = false;
     let mut hosts = 0u32;
+    let mut expect_continue = false;
     for h in req.headers.iter() {
         let name = h.name;
         if name.eq_ignore_ascii_case("connection") {
@@ -181,6 +185,8 @@ fn interpret(req: &httparse::Request<'_, '_>, len: usize) -> Result<Head, Reject
             }
         } else if name.eq_ignore_ascii_case("host") {
             hosts += 1;
+        } else if name.eq_ignore_ascii_case("expect") {
+            expect_continue |= h.value.trim_ascii().eq_ignore_ascii_case(b"100-continue");
         }
     }
     if coded && length.is_some() {
@@ -214,6 +220,7 @@ fn interpret(req: &httparse::Request<'_, '_>, len: usize) -> Result<Head, Reject
         keep_alive: !close && (minor == 1 || keep_alive),
         head_method: req.method == Some("HEAD"),
         body,
+        expect_continue: expect_continue && minor == 1,
     })
 }
 

@@ -145,6 +145,8 @@ pub struct Counters {
     pub timed_out: u64,
     /// Connections closed on an I/O error other than a reset.
     pub errors: u64,
+    /// Connections still open when the server stopped (closed by it then).
+    pub closed_at_stop: u64,
     /// Connections refused by the model (select's descriptor limit, out of descriptors).
     pub refused: u64,
 }
@@ -184,6 +186,7 @@ impl std::ops::AddAssign for Counters {
         self.closed_by_server += o.closed_by_server;
         self.timed_out += o.timed_out;
         self.errors += o.errors;
+        self.closed_at_stop += o.closed_at_stop;
         self.refused += o.refused;
     }
 }
@@ -193,10 +196,10 @@ impl std::ops::AddAssign for Counters {
 enum State {
     /// Reading a request head.
     Head,
-    /// Skipping this many body bytes.
-    Length(u64),
-    /// Skipping a chunked body.
-    Chunked(Chunks),
+    /// Skipping this many body bytes, then answering this head.
+    Length(u64, Head),
+    /// Skipping a chunked body, then answering this head.
+    Chunked(Chunks, Head),
     /// Answered with close: read nothing more.
     Closing,
 }
@@ -311,24 +314,24 @@ impl Session {
                     self.start = self.end;
                     return;
                 }
-                State::Length(left) => {
+                State::Length(left, head) => {
                     let take = (avail.len() as u64).min(left);
                     self.start += take as usize;
                     if take < left {
-                        self.state = State::Length(left - take);
+                        self.state = State::Length(left - take, head);
                         return;
                     }
-                    self.state = State::Head;
+                    self.respond(&head, site, c);
                 }
-                State::Chunked(mut st) => match request::skip_chunks(&mut st, avail) {
+                State::Chunked(mut st, head) => match request::skip_chunks(&mut st, avail) {
                     Ok(ChunkStep::More(k)) => {
                         self.start += k;
-                        self.state = State::Chunked(st);
+                        self.state = State::Chunked(st, head);
                         return;
                     }
                     Ok(ChunkStep::Done(k)) => {
                         self.start += k;
-                        self.state = State::Head;
+                        self.respond(&head, site, c);
                     }
                     Err(r) => return self.reject(r, site, c),
                 },
@@ -343,21 +346,48 @@ impl Session {
                                 log_request(self.id, &avail[..head.len]);
                             }
                             self.start += head.len;
-                            site.answer(&head, &mut self.out);
-                            c.count(200);
-                            self.answered += 1;
-                            self.state = match (head.keep_alive, head.body) {
-                                (false, _) => State::Closing,
-                                (true, Body::None) => State::Head,
-                                (true, Body::Length(n)) => State::Length(n),
-                                (true, Body::Chunked) => State::Chunked(Chunks::Size),
-                            };
+                            // The answer waits for the whole body, so a body that turns
+                            // out malformed gets one answer (its 400), and a client
+                            // that waits for `100 Continue` is told to send it.
+                            match head.body {
+                                Body::None => self.respond(&head, site, c),
+                                Body::Length(n) => {
+                                    self.continue_if_asked(&head);
+                                    self.state = State::Length(n, head);
+                                }
+                                Body::Chunked => {
+                                    self.continue_if_asked(&head);
+                                    self.state = State::Chunked(Chunks::Size, head);
+                                }
+                            }
                         }
                         Err(r) => return self.reject(r, site, c),
                     }
                 }
             }
         }
+    }
+
+    /// `Expect: 100-continue`: the client waits for this before it sends the body. Sent
+    /// whether or not some of the body came already (RFC 9110 section 10.1.1 lets a
+    /// server omit it then, but always sending it keeps the answer the same however the
+    /// bytes arrived).
+    fn continue_if_asked(&mut self, head: &Head) {
+        if head.expect_continue {
+            self.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+        }
+    }
+
+    /// Answer a request whose body (if any) has been read whole.
+    fn respond(&mut self, head: &Head, site: &Site, c: &mut Counters) {
+        site.answer(head, &mut self.out);
+        c.count(200);
+        self.answered += 1;
+        self.state = if head.keep_alive {
+            State::Head
+        } else {
+            State::Closing
+        };
     }
 
     fn reject(&mut self, r: Reject, site: &Site, c: &mut Counters) {
@@ -556,6 +586,7 @@ mod tests {
             closed_by_server: 10,
             timed_out: 11,
             errors: 12,
+            closed_at_stop: 14,
             refused: 13,
         };
         let b = a;
@@ -567,6 +598,58 @@ mod tests {
         );
         assert_eq!((a.bytes_received, a.bytes_sent), (14, 16));
         assert_eq!((a.closed_by_client, a.closed_by_server), (18, 20));
+        assert_eq!(a.closed_at_stop, 28);
+    }
+
+    #[test]
+    fn a_request_is_answered_once_its_body_is_read_and_a_bad_body_only_once() {
+        // The 200 waits for the body's last byte.
+        let site = Site::new(13, 0);
+        let mut s = Session::new(1);
+        let mut c = Counters::default();
+        let part = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n12345";
+        s.read_buf()[..part.len()].copy_from_slice(part);
+        s.received(part.len(), &site, &mut c);
+        assert!(s.output().is_empty() && c.responses() == 0);
+        s.read_buf()[..5].copy_from_slice(b"67890");
+        s.received(5, &site, &mut c);
+        assert!(s.output().starts_with(b"HTTP/1.1 200 OK"));
+        assert_eq!(c.responses_2xx, 1);
+        // A chunked body that goes wrong gets its 400, and no 200 before it.
+        let (out, c, s) = feed(
+            b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+            1000,
+        );
+        assert!(out.starts_with("HTTP/1.1 400 Bad Request"), "{out}");
+        assert_eq!((c.responses(), c.responses_2xx, s.answered), (1, 0, 1));
+    }
+
+    #[test]
+    fn a_client_that_expects_100_continue_is_told_to_go_on() {
+        let input = "PUT / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\nabcGET / HTTP/1.1\r\nHost: x\r\n\r\n";
+        let (out, c, _) = feed(input.as_bytes(), 1000);
+        assert!(
+            out.starts_with("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n"),
+            "{out}"
+        );
+        assert_eq!(c.responses_2xx, 2);
+        // Without a body there is nothing to continue.
+        let (out, _, _) = feed(
+            b"GET / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\r\n",
+            1000,
+        );
+        assert!(out.starts_with("HTTP/1.1 200 OK"), "{out}");
+    }
+
+    #[test]
+    fn a_closing_request_has_its_body_read_before_the_close() {
+        let input = b"POST / HTTP/1.0\r\nContent-Length: 4\r\n\r\nbody";
+        for piece in [1, 3, 1000] {
+            let (out, c, s) = feed(input, piece);
+            assert!(out.contains("Connection: close"), "{out}");
+            assert_eq!(c.bytes_received, input.len() as u64, "{piece}");
+            assert!(s.finished() && s.closed_by_server());
+        }
     }
 
     /// The session under arbitrary input: requests built from valid pieces with bytes
@@ -579,7 +662,8 @@ mod tests {
         use super::*;
         use proptest::prelude::*;
 
-        const PIECES: [&[u8]; 16] = [
+        const PIECES: [&[u8]; 17] = [
+            b"Expect: 100-continue\r\n",
             b"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
             b"GET /x?y=1 HTTP/1.0\r\n\r\n",
             b"HEAD / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
@@ -703,6 +787,11 @@ mod tests {
                         other => return Err(TestCaseError::fail(format!("{other:?}"))),
                     };
                     let code = r.code.unwrap_or(0);
+                    if code == 100 {
+                        // An interim answer: no body, not a request's answer.
+                        rest = &rest[head..];
+                        continue;
+                    }
                     prop_assert!([200, 400, 431, 501, 505].contains(&code));
                     let len: usize = r
                         .headers

@@ -57,16 +57,6 @@ fn parse_cpus(text: &str) -> Result<Vec<usize>, String> {
     Ok(out)
 }
 
-/// The CPUs this process may run on.
-fn allowed_cpus() -> Vec<usize> {
-    match nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)) {
-        Ok(set) => (0..nix::sched::CpuSet::count())
-            .filter(|&c| set.is_set(c).unwrap_or(false))
-            .collect(),
-        Err(_) => Vec::new(),
-    }
-}
-
 /// Make room for `connections` descriptors: raise the soft limit (up to the hard one)
 /// when it is too low; an error names the limit when even the hard one is.
 fn descriptors(connections: u32) -> Result<(), String> {
@@ -131,6 +121,16 @@ pub fn spec(args: &LoadArgs) -> Result<Spec, SpecError> {
         None => None,
         Some(r) => Some(parse_rate(r).map_err(|e| SpecError::Usage(format!("--rate: {e}")))?),
     };
+    // Each connection's interval between requests must be a time (a day at most).
+    if let Some(r) = rate {
+        if f64::from(args.connections) / r > 86_400.0 {
+            return usage(format!(
+                "--rate {} over {} connections is under one request a day on each: give a higher rate",
+                args.rate.as_deref().unwrap_or_default().trim(),
+                args.connections
+            ));
+        }
+    }
     let timeout = match parse_duration(&args.timeout) {
         Ok(t) if !t.is_zero() => t,
         Ok(_) => return usage("--timeout must be more than 0"),
@@ -140,7 +140,7 @@ pub fn spec(args: &LoadArgs) -> Result<Spec, SpecError> {
         None => Vec::new(),
         Some(list) => {
             let cpus = parse_cpus(list).map_err(SpecError::Usage)?;
-            let allowed = allowed_cpus();
+            let allowed = super::serve::allowed_cpus();
             if let Some(c) = cpus
                 .iter()
                 .find(|c| !allowed.is_empty() && !allowed.contains(c))
@@ -275,7 +275,8 @@ fn print(r: &LoadReport, format: Format, export: Option<&Path>) -> anyhow::Resul
     let mut out = std::io::stdout().lock();
     match format {
         Format::Json => {
-            serde_json::to_writer_pretty(&mut out, r)?;
+            // Through io::Error, so a closed pipe (`| head`) is told apart.
+            serde_json::to_writer_pretty(&mut out, r).map_err(std::io::Error::from)?;
             writeln!(out)?;
         }
         _ => print_table(r, &mut out)?,

@@ -230,8 +230,11 @@ fn setup(args: &ModelsArgs, format: Format) -> Result<Setup, String> {
                 }
             }
         }
-        None if std::thread::available_parallelism().map_or(1, usize::from) >= 2 => Some((0, 1)),
-        None => None,
+        // The first two CPUs this process may use (a taskset or cpuset may exclude 0).
+        None => match super::serve::allowed_cpus()[..] {
+            [s, l, ..] => Some((s, l)),
+            _ => None,
+        },
     };
     Ok(Setup {
         models,
@@ -241,12 +244,18 @@ fn setup(args: &ModelsArgs, format: Format) -> Result<Setup, String> {
         } else {
             Some(args.requests)
         },
+        // ab, wrk and h2load take whole seconds: the time they really run.
         duration: match (duration, driver) {
             (None, Driver::Wrk) => Some(DEFAULT_TIMED),
-            (d, _) => d,
+            (Some(d), Driver::Builtin) => Some(d),
+            (Some(d), _) => Some(Duration::from_secs(d.as_secs_f64().ceil() as u64)),
+            (None, _) => None,
         },
         connections: args.connections,
-        keepalive: args.keepalive || args.pipeline > 1,
+        // wrk and h2load always keep their connections.
+        keepalive: args.keepalive
+            || args.pipeline > 1
+            || matches!(driver, Driver::Wrk | Driver::H2load),
         pipeline: args.pipeline,
         body_size,
         backlog: args.backlog.max(args.connections.min(4096)),
@@ -570,7 +579,12 @@ fn run_one(
     let pid = server.child.id();
     let cpu0 = process_cpu(pid);
     let started = Instant::now();
-    let out = run_driver(&cmd)?;
+    // A driver that runs far past what it was asked (a server that stopped answering)
+    // is stopped: timed runs get their time plus 30 s, counted ones 10 minutes.
+    let limit = setup
+        .duration
+        .map_or(Duration::from_secs(600), |d| d + Duration::from_secs(30));
+    let out = run_driver(&cmd, limit)?;
     row.driver_seconds = Some(started.elapsed().as_secs_f64());
     let cpu1 = process_cpu(pid);
     let text = String::from_utf8_lossy(&out.stdout);
@@ -585,15 +599,33 @@ fn run_one(
         nix::unistd::Pid::from_raw(pid as i32),
         nix::sys::signal::Signal::SIGTERM,
     );
+    // It stops within a tick; one that does not is killed after 5 s (and has no count).
+    let stop_by = Instant::now() + Duration::from_secs(5);
+    while server.child.try_wait()?.is_none() {
+        if Instant::now() >= stop_by {
+            let _ = server.child.kill();
+            let _ = server.child.wait();
+            report.warnings.push(format!(
+                "{model}: the server did not stop within 5 s of SIGTERM and was killed"
+            ));
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let mut summary = String::new();
     if let Some(mut so) = server.child.stdout.take() {
         let _ = so.read_to_string(&mut summary);
     }
-    let _ = server.child.wait();
     row.server_requests = serde_json::from_str::<serde_json::Value>(&summary)
         .ok()
         .and_then(|v| v.get("requests")?.as_u64());
     let Some(m) = measured else {
+        if let Some(e) = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| Some(v.get("error")?.as_str()?.to_string()))
+        {
+            anyhow::bail!("{e}");
+        }
         let err = String::from_utf8_lossy(&out.stderr);
         anyhow::bail!(
             "could not read {}'s output (exit {}): {}",
@@ -633,7 +665,8 @@ fn run_one(
 
 /// Run the driver to its end, or until Ctrl-C (then it gets SIGINT, as from a terminal,
 /// and prints what it measured so far); its output.
-fn run_driver(cmd: &[String]) -> anyhow::Result<std::process::Output> {
+fn run_driver(cmd: &[String], limit: Duration) -> anyhow::Result<std::process::Output> {
+    let started = Instant::now();
     let mut child = Command::new(&cmd[0])
         .args(&cmd[1..])
         .stdin(Stdio::null())
@@ -658,6 +691,15 @@ fn run_driver(cmd: &[String]) -> anyhow::Result<std::process::Output> {
     let status = loop {
         if let Some(st) = child.try_wait()? {
             break st;
+        }
+        if started.elapsed() > limit && signalled.is_none() {
+            let _ = child.kill();
+            let _ = child.wait();
+            anyhow::bail!(
+                "{} did not finish within {} s: stopped",
+                cmd[0],
+                limit.as_secs()
+            );
         }
         if crate::interrupt::requested() {
             match signalled {
@@ -695,6 +737,9 @@ struct Measured {
 /// `sockbench load --format json`.
 fn parse_builtin(text: &str) -> Option<Measured> {
     let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    if v.get("error").is_some_and(|e| !e.is_null()) {
+        return None;
+    }
     let u = |k: &str| v.get(k).and_then(serde_json::Value::as_u64);
     let failed = v.get("requests_failed").map_or(0, |f| match f {
         serde_json::Value::Object(m) => m.values().filter_map(serde_json::Value::as_u64).sum(),
@@ -744,13 +789,15 @@ fn parse_time_ns(t: &str) -> Option<u64> {
 /// ApacheBench's report.
 fn parse_ab(text: &str) -> Option<Measured> {
     let ms = |s: &str| s.parse::<f64>().ok().map(|v| (v * 1e6).round() as u64);
-    // "  50%      4": milliseconds, whole.
+    // "  50%      4": milliseconds, whole; 0 is "under a millisecond", which is no
+    // figure at all (null), not zero.
     let pct = |p: &str| {
         text.lines()
             .map(str::trim)
             .find_map(|l| l.strip_prefix(p))
             .and_then(|r| r.split_whitespace().next())
             .and_then(ms)
+            .filter(|&ns| ns > 0)
     };
     let mean_ms = text
         .lines()
@@ -847,9 +894,9 @@ fn parse_h2load(text: &str) -> Option<Measured> {
         .and_then(parse_time_ns);
     Some(Measured {
         complete: field("succeeded")?,
-        failed: field("failed").unwrap_or(0)
-            + field("errored").unwrap_or(0)
-            + field("timeout").unwrap_or(0),
+        // h2load's `failed` counts non-2xx answers too, and `errored` its timeouts:
+        // what failed without an answer is `errored` alone.
+        failed: field("errored").unwrap_or(0),
         non_2xx,
         requests_per_second: rps,
         p50_ns: None,
@@ -1077,7 +1124,7 @@ req/s           :   30646.97    39627.97    35299.52     3468.79    60.00%
         assert_eq!((m.complete, m.failed, m.non_2xx), (200, 0, 0));
         assert_eq!(m.requests_per_second, 23866.35);
         // ab prints whole milliseconds.
-        assert_eq!((m.p50_ns, m.p99_ns), (Some(0), Some(2_000_000)));
+        assert_eq!((m.p50_ns, m.p99_ns), (None, Some(2_000_000)));
         assert_eq!(m.mean_ns, Some(209_000));
         let failing = AB
             .replace("Failed requests:        0", "Failed requests:        7")
@@ -1124,7 +1171,7 @@ req/s           :   30646.97    39627.97    35299.52     3468.79    60.00%
                 "190 2xx, 0 3xx, 6 4xx, 4 5xx",
             );
         let m = parse_h2load(&failing).unwrap();
-        assert_eq!((m.complete, m.failed, m.non_2xx), (190, 10, 10));
+        assert_eq!((m.complete, m.failed, m.non_2xx), (190, 5, 10));
     }
 
     #[test]
@@ -1138,5 +1185,10 @@ req/s           :   30646.97    39627.97    35299.52     3468.79    60.00%
             (Some(10), Some(20), Some(12))
         );
         assert!(parse_builtin("{}").is_none());
+        let failed = text.replace(
+            "{\"requests_complete\"",
+            "{\"error\": \"nothing answered\", \"requests_complete\"",
+        );
+        assert!(parse_builtin(&failed).is_none());
     }
 }

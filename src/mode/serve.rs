@@ -73,8 +73,8 @@ pub struct ServeReport {
     pub duration_seconds: f64,
     /// Every request answered (any status).
     pub requests: u64,
-    /// Requests answered per second over the whole time.
-    pub requests_per_second: f64,
+    /// Requests answered per second over the whole time (null when no time passed).
+    pub requests_per_second: Option<f64>,
     /// What the server counted.
     #[serde(flatten)]
     pub counters: Counters,
@@ -86,6 +86,8 @@ pub struct ServeReport {
     pub cpu_seconds_per_request: Option<f64>,
     /// Ctrl-C (or SIGTERM) stopped it, rather than --duration.
     pub interrupted: bool,
+    /// Why the server failed (then most figures are absent), or null.
+    pub error: Option<String>,
 }
 
 fn usage(msg: impl std::fmt::Display) -> ExitCode {
@@ -93,22 +95,36 @@ fn usage(msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(USAGE)
 }
 
-/// Parse a CPU list (`0`, `0,1`), each below the machine's CPU count.
+/// The CPUs this process may run on (its affinity mask: a cpuset or `taskset` narrows it).
+pub fn allowed_cpus() -> Vec<usize> {
+    match nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)) {
+        Ok(set) => (0..nix::sched::CpuSet::count())
+            .filter(|&c| set.is_set(c).unwrap_or(false))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Parse a CPU list (`0`, `0,1`), each one this process may run on.
 ///
 /// # Errors
-/// A CPU that is not a number or not on this machine.
+/// A CPU that is not a number or not in this process's affinity mask.
 pub fn parse_cpus(text: &str, flag: &str) -> Result<Vec<usize>, String> {
-    let n = std::thread::available_parallelism().map_or(1, usize::from);
+    let allowed = allowed_cpus();
     text.split(',')
         .map(|c| {
             let cpu: usize = c
                 .trim()
                 .parse()
                 .map_err(|_| format!("{flag}: '{c}' is not a CPU number (e.g. 0 or 0,1)"))?;
-            if cpu >= n {
+            if !allowed.is_empty() && !allowed.contains(&cpu) {
                 return Err(format!(
-                    "{flag}: CPU {cpu} does not exist (this machine has CPUs 0 to {})",
-                    n - 1
+                    "{flag}: CPU {cpu} is not one this process may use (allowed: {})",
+                    allowed
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",")
                 ));
             }
             Ok(cpu)
@@ -304,6 +320,17 @@ pub fn run(args: &ServeArgs, output: &OutputArgs) -> ExitCode {
         }
         Err(e) => {
             eprintln!("sockbench: error: {e:#}");
+            if setup.json {
+                // Even a failure is a JSON document, with the failure in it.
+                let doc = serde_json::json!({
+                    "document": "sockbench-serve",
+                    "schema_version": SERVE_SCHEMA_VERSION,
+                    "command": std::env::args().collect::<Vec<_>>(),
+                    "model": setup.model,
+                    "error": format!("{e:#}"),
+                });
+                println!("{doc:#}");
+            }
             ExitCode::from(FAILED)
         }
     }
@@ -357,16 +384,13 @@ pub fn serve(setup: &Setup, command: Vec<String>) -> anyhow::Result<ServeReport>
         threads: threads.map(|t| t as u64),
         duration_seconds: elapsed,
         requests,
-        requests_per_second: if elapsed > 0.0 {
-            requests as f64 / elapsed
-        } else {
-            0.0
-        },
+        requests_per_second: (elapsed > 0.0).then(|| requests as f64 / elapsed),
         counters,
         cpu_user_seconds: (u1 - u0).max(0.0),
         cpu_system_seconds: (s1 - s0).max(0.0),
         cpu_seconds_per_request: (requests > 0).then(|| cpu / requests as f64),
         interrupted: crate::interrupt::requested(),
+        error: None,
     })
 }
 
@@ -391,16 +415,17 @@ fn print(r: &ServeReport, json: bool) {
         c.responses_505,
         c.connections,
         r.duration_seconds,
-        format_per_second(r.requests_per_second).replace("/s", " requests/s"),
+        r.requests_per_second.map_or("-".into(), |v| format_per_second(v).replace("/s", " requests/s")),
     );
     eprintln!(
-        "  received {}, sent {}; connections closed by clients {}, by the server {}, idle {}, on errors {}; refused {}",
+        "  received {}, sent {}; connections closed by clients {}, by the server {}, idle {}, on errors {}, open at the stop {}; refused {}",
         format_bytes(c.bytes_received),
         format_bytes(c.bytes_sent),
         c.closed_by_client,
         c.closed_by_server,
         c.timed_out,
         c.errors,
+        c.closed_at_stop,
         c.refused,
     );
     eprintln!(

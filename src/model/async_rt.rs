@@ -1,15 +1,16 @@
 //! `async` (the D benchmark's `fiber`): a tokio runtime with [`Ctx::threads`] worker
 //! threads, each pinned to the next of `--cpus`; one task accepts, and every connection
-//! is a task of its own that drives its [`Session`](crate::http::Session) with
-//! `read` and `write` awaited on a nonblocking socket (tokio's reactor is epoll
-//! underneath, and its scheduler moves the tasks between the workers).
+//! is a task of its own that drives its [`Session`](crate::http::Session) with `read`
+//! and `write` awaited on a nonblocking socket (tokio's reactor is epoll underneath, and
+//! its scheduler moves the tasks between the workers).
 //!
 //! Each task counts for itself and adds its counters to the total as it ends. An idle
-//! timer per connection is only reset when it fires (then to a [`Ctx::idle_timeout`]
-//! after the last byte that arrived), not on every read. Every wait of a task races a
-//! stop signal (a `watch` channel): the main thread looks at [`Ctx::stopping`] every
-//! [`TICK`], then stops the accepting task, lets every connection task close its
-//! connection (as stopped, within the same wake-up), and shuts the runtime down.
+//! timer per connection is only reset when it fires (then to [`Ctx::idle_timeout`] after
+//! the last byte that arrived), not on every read. Every wait of a task races a stop
+//! signal (a `watch` channel): the main thread looks at [`Ctx::stopping`] every
+//! [`TICK`](super::TICK), then stops the accepting task, lets every connection task
+//! close its connection (as stopped, within the same wake-up), waits for them (at most
+//! half a second) and shuts the runtime down.
 //!
 //! The tasks run on the runtime's threads and so must own what they use: they share a
 //! copy of the [`Ctx`] (same answers, timeouts, CPUs and log level), whose connection
@@ -394,5 +395,15 @@ mod enabled {
         ctx.closed(&s, end, &mut c);
         drop(io);
         shared.add(c);
+    }
+}
+
+#[cfg(all(test, feature = "async"))]
+mod tests {
+    use super::super::poll::tests::serves_every_kind_of_client;
+
+    #[test]
+    fn async_serves_every_kind_of_client() {
+        serves_every_kind_of_client(super::serve, 2);
     }
 }

@@ -53,8 +53,16 @@ pub fn serve_workers(listener: Listener, ctx: &Ctx) -> anyhow::Result<Counters> 
                 std::thread::Builder::new()
                     .name("sockbench-epoll".into())
                     .spawn_scoped(scope, move || {
-                        ctx.pin_thread()?;
-                        run(s, ctx)
+                        let r = ctx
+                            .pin_thread()
+                            .map_err(anyhow::Error::from)
+                            .and_then(|()| run(s, ctx));
+                        if r.is_err() {
+                            // A loop that is gone leaves its listener's share of the
+                            // connections unanswered: stop them all.
+                            ctx.abort();
+                        }
+                        r
                     })
             })
             .collect();
@@ -71,7 +79,7 @@ pub fn serve_workers(listener: Listener, ctx: &Ctx) -> anyhow::Result<Counters> 
                     }
                 },
                 Err(e) => {
-                    crate::interrupt::request();
+                    ctx.abort();
                     first_error = first_error.or(Some(
                         anyhow::Error::new(e).context("cannot start a worker thread"),
                     ));
@@ -131,7 +139,9 @@ fn run(listener: &Socket, ctx: &Ctx) -> anyhow::Result<Counters> {
                 continue;
             };
             match pump(&conn.sock, &mut conn.session, &ctx.site, &mut c) {
-                Pumped::Open { read, more, .. } => {
+                Pumped::Open {
+                    active: read, more, ..
+                } => {
                     if read {
                         conn.last = now;
                     }

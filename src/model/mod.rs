@@ -173,6 +173,7 @@ pub struct Ctx {
     pub cpus: Vec<usize>,
     next_id: AtomicU64,
     next_cpu: AtomicU64,
+    aborted: std::sync::atomic::AtomicBool,
 }
 
 impl Ctx {
@@ -192,12 +193,22 @@ impl Ctx {
             cpus,
             next_id: AtomicU64::new(1),
             next_cpu: AtomicU64::new(0),
+            aborted: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
-    /// Whether the server should stop (Ctrl-C, SIGTERM or the deadline).
+    /// Whether the server should stop (Ctrl-C, SIGTERM, the deadline, or one of its
+    /// threads failed).
     pub fn stopping(&self) -> bool {
-        crate::interrupt::requested() || self.deadline.is_some_and(|d| Instant::now() >= d)
+        crate::interrupt::requested()
+            || self.aborted.load(Ordering::Relaxed)
+            || self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
+    /// A thread of the model failed: every other stops too (a server that carries on
+    /// with part of its threads gone would leave connections unanswered).
+    pub fn abort(&self) {
+        self.aborted.store(true, Ordering::Relaxed);
     }
 
     /// The next connection number.
@@ -236,7 +247,7 @@ impl Ctx {
             End::Finished => c.closed_by_client += 1,
             End::Idle => c.timed_out += 1,
             End::Error(_) => c.errors += 1,
-            End::Stopped => {}
+            End::Stopped => c.closed_at_stop += 1,
         }
         let level = if matches!(end, End::Error(_)) { 1 } else { 2 };
         if self.site.verbose >= level {
@@ -294,13 +305,14 @@ pub const PUMP_BUDGET: usize = 256 << 10;
 /// What [`pump`] did with a nonblocking connection.
 #[derive(Debug)]
 pub enum Pumped {
-    /// Still open; `read` says whether any byte arrived, `blocked_write` whether answers
-    /// wait for room in the socket, `more` whether it stopped at [`PUMP_BUDGET`] with
+    /// Still open; `active` says whether any byte arrived or left (the connection is not
+    /// idle, even when its client only downloads a long answer), `blocked_write` whether
+    /// answers wait for room in the socket, `more` whether it stopped at [`PUMP_BUDGET`] with
     /// input perhaps still waiting (an edge-triggered caller must come back to it
     /// without waiting for another event).
     Open {
-        /// Any byte arrived.
-        read: bool,
+        /// Any byte arrived or was written.
+        active: bool,
         /// Answers wait for the socket to take them.
         blocked_write: bool,
         /// The budget ran out before the socket would block.
@@ -344,6 +356,7 @@ pub fn flush(sock: &Socket, s: &mut Session, site: &Site, c: &mut Counters) -> i
 pub fn pump(sock: &Socket, s: &mut Session, site: &Site, c: &mut Counters) -> Pumped {
     let mut read = false;
     let mut taken = 0usize;
+    let sent_before = c.bytes_sent;
     loop {
         let blocked_write = match flush(sock, s, site, c) {
             Ok(b) => b,
@@ -356,14 +369,14 @@ pub fn pump(sock: &Socket, s: &mut Session, site: &Site, c: &mut Counters) -> Pu
         if !s.wants_read() {
             // Waiting for the client to read its answers.
             return Pumped::Open {
-                read,
+                active: read || c.bytes_sent != sent_before,
                 blocked_write,
                 more: false,
             };
         }
         if taken >= PUMP_BUDGET {
             return Pumped::Open {
-                read,
+                active: read || c.bytes_sent != sent_before,
                 blocked_write,
                 more: true,
             };
@@ -380,7 +393,7 @@ pub fn pump(sock: &Socket, s: &mut Session, site: &Site, c: &mut Counters) -> Pu
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 return Pumped::Open {
-                    read,
+                    active: read || c.bytes_sent != sent_before,
                     blocked_write,
                     more: false,
                 }
@@ -412,12 +425,33 @@ pub fn accept_nonblocking(l: &Socket) -> io::Result<Option<(Socket, SockAddr)>> 
                 return Ok(Some((s, a)));
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
-            Err(e)
-                if e.kind() == io::ErrorKind::Interrupted
-                    || e.kind() == io::ErrorKind::ConnectionAborted => {}
+            // accept(2): "Linux accept() passes already-pending network errors on the
+            // new socket as an error code from accept()... the application should ...
+            // treat them like EAGAIN by retrying" (an edge-triggered listener would
+            // otherwise leave the rest of its queue waiting for the next connection).
+            Err(e) if e.kind() == io::ErrorKind::Interrupted || is_network_error(&e) => {}
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Whether an accept error is one of the network errors accept(2) says to retry after.
+fn is_network_error(e: &io::Error) -> bool {
+    use nix::errno::Errno;
+    e.raw_os_error().is_some_and(|n| {
+        [
+            Errno::ECONNABORTED,
+            Errno::ENETDOWN,
+            Errno::EPROTO,
+            Errno::ENOPROTOOPT,
+            Errno::EHOSTDOWN,
+            Errno::ENONET,
+            Errno::EHOSTUNREACH,
+            Errno::EOPNOTSUPP,
+            Errno::ENETUNREACH,
+        ]
+        .contains(&Errno::from_raw(n))
+    })
 }
 
 /// Whether an accept error is running out of descriptors or memory (the listener stays
@@ -474,6 +508,9 @@ mod tests {
         assert!(is_exhaustion(&io::Error::from_raw_os_error(24)));
         assert!(is_exhaustion(&io::Error::from_raw_os_error(23)));
         assert!(!is_exhaustion(&io::Error::from_raw_os_error(22)));
+        assert!(is_network_error(&io::Error::from_raw_os_error(71))); // EPROTO
+        assert!(is_network_error(&io::Error::from_raw_os_error(103))); // ECONNABORTED
+        assert!(!is_network_error(&io::Error::from_raw_os_error(24)));
     }
 
     #[test]
@@ -506,11 +543,11 @@ mod tests {
         let mut c = Counters::default();
         match pump(&b, &mut s, &site, &mut c) {
             Pumped::Open {
-                read,
+                active,
                 more,
                 blocked_write,
             } => {
-                assert!(read && more && !blocked_write);
+                assert!(active && more && !blocked_write);
             }
             other => panic!("{other:?}"),
         }
@@ -526,5 +563,45 @@ mod tests {
             assert!(rounds < 100);
         }
         assert_eq!(c.bytes_received as usize, head.len() + queued);
+    }
+
+    /// A listener on a free loopback port.
+    fn listener(reuse_port: bool) -> Listener {
+        let s = Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        s.set_reuse_port(reuse_port).unwrap();
+        s.bind(&SockAddr::from(std::net::SocketAddr::from((
+            [127, 0, 0, 1],
+            0,
+        ))))
+        .unwrap();
+        s.listen(16).unwrap();
+        let addr = s.local_addr().unwrap();
+        Listener {
+            socket: s,
+            addr,
+            backlog: 16,
+        }
+    }
+
+    #[test]
+    fn a_thread_that_cannot_start_stops_the_whole_server_at_once() {
+        // The second thread's CPU does not exist: its pin fails.
+        for kind in [ModelKind::EpollWorkers, ModelKind::Pool] {
+            let ctx = Ctx::new(
+                Site::new(13, 0),
+                Some(Instant::now() + Duration::from_secs(10)),
+                2,
+                Duration::from_secs(60),
+                vec![0, 100_000],
+            );
+            let t = Instant::now();
+            let r = serve(kind, listener(kind == ModelKind::EpollWorkers), &ctx);
+            assert!(r.is_err(), "{kind}");
+            assert!(
+                t.elapsed() < Duration::from_secs(2),
+                "{kind}: {:?}",
+                t.elapsed()
+            );
+        }
     }
 }

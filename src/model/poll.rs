@@ -154,7 +154,7 @@ pub(super) fn run<W: Waiter>(
             }
             let conn = &mut conns[i];
             match pump(&conn.sock, &mut conn.session, &ctx.site, &mut c) {
-                Pumped::Open { read, .. } => {
+                Pumped::Open { active: read, .. } => {
                     if read {
                         conn.last = now;
                     }

@@ -90,7 +90,13 @@ pub fn serve(listener: Listener, ctx: &Ctx) -> anyhow::Result<Counters> {
             let (jobs, shared, closed) = (&job_rx, &shared, closed_tx.clone());
             let spawned = std::thread::Builder::new()
                 .name("sockbench-pool".into())
-                .spawn_scoped(scope, move || work(jobs, shared, &closed));
+                .spawn_scoped(scope, move || {
+                    let r = work(jobs, shared, &closed);
+                    if r.is_err() {
+                        shared.ctx.abort();
+                    }
+                    r
+                });
             match spawned {
                 Ok(h) => workers.push(h),
                 Err(e) => {
@@ -161,7 +167,7 @@ fn work(
             // Level-triggered and one-shot: re-arming with input still waiting fires
             // again at once, so a budget that ran out (`more`) needs nothing here.
             Pumped::Open {
-                read,
+                active: read,
                 blocked_write,
                 ..
             } => {

@@ -1,13 +1,14 @@
 //! `io-uring`: completions instead of readiness. One thread drives one ring
-//! ([`crate::sys::uring_server`], which owns the unsafe part): the kernel tells it what
+//! (`crate::sys::uring_server`, which owns the unsafe part): the kernel tells it what
 //! has been done (a connection accepted, bytes received, bytes sent), never what could
-//! be done.
+//! be done, and every wake-up submits and reaps for all connections at once.
 //!
 //! - One multishot accept on the listener delivers every new connection (one accept per
 //!   submission on kernels before 5.19).
 //! - Each connection has one multishot receive, which the kernel fills from a ring of
-//!   provided buffers; the bytes are copied into the [`Session`] and the buffer goes
-//!   straight back (one receive per submission, into a buffer of the ring's, before 6.0).
+//!   provided buffers; the bytes are copied into the
+//!   [`Session`](crate::http::Session) and the buffer goes straight back (one receive
+//!   per submission, into a buffer of the ring's, before 6.0).
 //! - Answers are copied out of the session (at most 256 KiB at a time) into the
 //!   connection's send buffer, since the session's own may grow while the kernel reads,
 //!   and sent with `IORING_OP_SEND`, one send in flight per connection; a short send
@@ -17,21 +18,27 @@
 //!   fed in later, so a client that sends without reading cannot make it buffer without
 //!   bound.
 //! - A connection is closed once none of its operations is in flight: its receive and
-//!   send are cancelled first, and their completions awaited.
-//! - The loop waits at most a [`TICK`], so it sees a stop and sweeps idle connections at
-//!   that pace; on a stop it cancels everything and drains the ring (for at most half
-//!   a second).
+//!   send are cancelled first, and their completions awaited (closing the descriptor
+//!   alone would not end them: the ring holds the socket open).
+//! - The loop waits at most a [`TICK`](super::TICK) (a timed `io_uring_enter`), so it
+//!   sees a stop and sweeps idle connections at that pace; a signal ends the wait at
+//!   once. On a stop it cancels everything and drains the ring (for at most half a
+//!   second).
 //!
 //! Each fallback is taken when the kernel lacks the better way: it rejects a multishot
 //! operation with `EINVAL`, will not register a provided-buffer ring, or does not offer
-//! timed waits (then a timeout submission wakes the loop). A build with the `test-hooks` feature takes them all from the start with
+//! timed waits (then a timeout submission wakes the loop). A build with the
+//! `test-hooks` feature takes them all from the start with
 //! `SOCKBENCH_TEST_FAULT=uring-old-kernel`.
 //!
-//! Why one thread, like `epoll`, and not a ring per CPU with SO_REUSEPORT listeners:
-//! [`ModelKind::takes_threads`](super::ModelKind::takes_threads) gives this model a
-//! fixed shape, and on the two-core machine it was measured on, the client needs the
-//! other core; a single ring already batches every connection's receives and sends into
-//! one `io_uring_enter` per wake-up. `epoll-workers` is the model for a loop per CPU.
+//! Why one ring on one thread, like `epoll`, and not a ring per thread on SO_REUSEPORT
+//! listeners: on the two-core machine it was measured on, with the client on the same
+//! machine, two rings were no faster than one (within the noise, and no less CPU per
+//! request), since the client needs a core too; one ring already batches every
+//! connection's receives and sends into one `io_uring_enter` per wake-up (about three
+//! requests each under `wrk -c 50`). So the model has a fixed shape
+//! ([`ModelKind::takes_threads`](super::ModelKind::takes_threads)); `epoll-workers` is
+//! the model for a loop per CPU.
 
 use super::{Ctx, Listener};
 
@@ -141,9 +148,10 @@ mod enabled {
             c: Counters::default(),
         };
         let result = server.run();
-        server.abandon();
-        // The ring drains (or leaks) what is left before the listener closes.
+        // The ring cancels and drains what is left (or leaks its memory) while the
+        // sockets are still open; then they close, the listener last.
         drop(server.ring);
+        abandon(&mut server.slots, ctx, &mut server.c);
         drop(listener);
         result.map(|()| server.c)
     }
@@ -571,17 +579,27 @@ mod enabled {
                 self.finish_if_quiet(i);
             }
         }
+    }
 
-        /// Count and close what the drain did not finish (its operations are the ring's
-        /// to cancel as it drops).
-        fn abandon(&mut self) {
-            for slot in &mut self.slots {
-                if let Some(conn) = slot.conn.take() {
-                    let end = conn.end.unwrap_or(End::Stopped);
-                    self.ctx.closed(&conn.session, end, &mut self.c);
-                }
+    /// Count and close the connections the drain did not finish.
+    fn abandon(slots: &mut [Slot], ctx: &Ctx, c: &mut Counters) {
+        for slot in slots {
+            if let Some(conn) = slot.conn.take() {
+                ctx.closed(&conn.session, conn.end.unwrap_or(End::Stopped), c);
             }
-            self.live = 0;
         }
+    }
+}
+
+#[cfg(all(test, feature = "io-uring"))]
+mod tests {
+    use super::super::poll::tests::serves_every_kind_of_client;
+
+    #[test]
+    fn io_uring_serves_every_kind_of_client() {
+        if super::available().is_err() {
+            return;
+        }
+        serves_every_kind_of_client(super::serve, 1);
     }
 }

@@ -138,8 +138,15 @@ impl Received {
 
 /// Memory an operation in flight owns.
 enum Owned {
-    Send { token: u64, buf: Vec<u8>, off: usize },
-    Recv { token: u64, buf: Vec<u8> },
+    Send {
+        token: u64,
+        buf: Vec<u8>,
+        off: usize,
+    },
+    Recv {
+        token: u64,
+        buf: Vec<u8>,
+    },
 }
 
 /// `struct io_uring_buf`: one entry of the provided-buffer ring.
@@ -217,6 +224,9 @@ impl Pool {
 
     /// Hand buffer `bid` (back) to the kernel.
     fn put(&mut self, bid: u16) {
+        // Buffer ids come from the kernel, which hands back only those it was given; the
+        // mask keeps every address inside the allocation regardless.
+        let bid = bid & (POOL_BUFS - 1);
         let i = usize::from(self.tail & (POOL_BUFS - 1));
         let addr = self.data.as_ptr() as u64 + u64::from(bid) * POOL_BUF_SIZE as u64;
         // SAFETY: `i` is within the ring. The kernel reads only the entries between its
@@ -250,7 +260,7 @@ impl Pool {
 
     /// The first `len` bytes of buffer `bid`, which the kernel filled and gave us.
     fn bytes(&self, bid: u16, len: usize) -> &[u8] {
-        let bid = usize::from(bid % POOL_BUFS);
+        let bid = usize::from(bid & (POOL_BUFS - 1));
         // SAFETY: buffer `bid` lies within the allocation; the completion that named it
         // handed it to us (the kernel writes it again only after `put`, which takes
         // `&mut self` and so waits for this borrow to end), and the completion queue's
@@ -402,9 +412,7 @@ impl ServerRing {
             "single-shot accept"
         };
         let recv = if self.recv_multishot {
-            format!(
-                "multishot receive into {POOL_BUFS} provided buffers of {POOL_BUF_SIZE} bytes"
-            )
+            format!("multishot receive into {POOL_BUFS} provided buffers of {POOL_BUF_SIZE} bytes")
         } else {
             format!("single-shot receive into {OWNED_RECV}-byte buffers")
         };
@@ -520,10 +528,7 @@ impl ServerRing {
             unsafe { self.push(e)? };
             return Ok(OpId(ud));
         }
-        let mut buf = self
-            .spare_recv
-            .pop()
-            .unwrap_or_else(|| vec![0; OWNED_RECV]);
+        let mut buf = self.spare_recv.pop().unwrap_or_else(|| vec![0; OWNED_RECV]);
         let (p, len) = (buf.as_mut_ptr(), buf.len() as u32);
         let i = self.hold(Owned::Recv { token, buf });
         let ud = user_data(RECV_OWNED, i);
@@ -657,6 +662,8 @@ impl ServerRing {
                         }
                         if n < 0 {
                             Err(os_error(n))
+                        } else if n > 0 {
+                            Err(io::Error::other("a multishot receive without its buffer"))
                         } else {
                             Ok(Received {
                                 ring: self.id,
@@ -824,10 +831,17 @@ mod tests {
         assert_eq!(more, ring.multishot_recv());
         assert_eq!(ring.consume(r, <[u8]>::to_vec), b"hello");
         ring.send(b.as_raw_fd(), 9, b"xxworld".to_vec(), 2).unwrap();
-        let got = collect(&mut ring, |c| c.iter().any(|c| matches!(c, Completion::Sent { .. })));
+        let got = collect(&mut ring, |c| {
+            c.iter().any(|c| matches!(c, Completion::Sent { .. }))
+        });
         assert!(got.iter().any(|c| matches!(
             c,
-            Completion::Sent { token: 9, result: Ok(5), off: 2, .. }
+            Completion::Sent {
+                token: 9,
+                result: Ok(5),
+                off: 2,
+                ..
+            }
         )));
         let mut back = [0; 5];
         a.read_exact(&mut back).unwrap();
