@@ -100,7 +100,6 @@ pub fn parse(buf: &[u8]) -> Result<Option<Head>, Reject> {
     match req.parse(buf) {
         Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD => Err(Reject::TooLarge),
         Ok(httparse::Status::Partial) => Ok(None),
-        Ok(httparse::Status::Complete(len)) if len > MAX_HEAD => Err(Reject::TooLarge),
         Ok(httparse::Status::Complete(len)) => interpret(&req, len).map(Some),
         Err(httparse::Error::TooManyHeaders) => Err(Reject::TooLarge),
         Err(httparse::Error::Version) => Err(version_error(buf)),

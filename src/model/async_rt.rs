@@ -6,11 +6,11 @@
 //!
 //! Each task counts for itself and adds its counters to the total as it ends. An idle
 //! timer per connection is only reset when it fires (then to [`Ctx::idle_timeout`] after
-//! the last byte that arrived), not on every read. Every wait of a task races a stop
-//! signal (a `watch` channel): the main thread looks at [`Ctx::stopping`] every
-//! [`TICK`](super::TICK), then stops the accepting task, lets every connection task
-//! close its connection (as stopped, within the same wake-up), waits for them (at most
-//! half a second) and shuts the runtime down.
+//! the last byte that arrived or left), not on every read or write. Every wait of a task
+//! races a stop signal (a `watch` channel): the main thread looks at [`Ctx::stopping`]
+//! every [`TICK`](super::TICK), then stops the accepting task, lets every connection
+//! task close its connection (as stopped, within the same wake-up), waits for them (at
+//! most half a second) and shuts the runtime down.
 //!
 //! The tasks run on the runtime's threads and so must own what they use: they share a
 //! copy of the [`Ctx`] (same answers, timeouts, CPUs and log level), whose connection
@@ -242,11 +242,7 @@ mod enabled {
                         Stream::Unix(s) => tokio::spawn(connection(s, id, shared, stop)),
                     };
                 }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::ConnectionAborted | io::ErrorKind::Interrupted
-                    ) => {}
+                Err(e) if retry_accept(&e) => {}
                 Err(e) => {
                     shared.ctx.refused(format!("accept failed: {e}"), &mut c);
                     if is_exhaustion(&e)
@@ -262,6 +258,12 @@ mod enabled {
         // The listener closes before the task counts as ended.
         drop(acceptor);
         shared.add(c);
+    }
+
+    /// Whether an accept error is an interruption or one of the network errors accept(2)
+    /// says to retry after (as `accept_nonblocking` does).
+    fn retry_accept(e: &io::Error) -> bool {
+        e.kind() == io::ErrorKind::Interrupted || crate::model::is_network_error(e)
     }
 
     /// An accepted connection.
@@ -295,7 +297,7 @@ mod enabled {
         Stopped,
     }
 
-    /// Wait for `fut`, unless the stop comes first or nothing arrived since `last` for
+    /// Wait for `fut`, unless the stop comes first or nothing moved since `last` for
     /// `timeout`. The timer fires at most once per timeout: when it does early (bytes came
     /// since it was set), it is set again from `last`.
     async fn guard<F: Future>(
@@ -362,6 +364,8 @@ mod enabled {
                     Step::Idle => break 'conn End::Idle,
                     Step::Stopped => break 'conn End::Stopped,
                 };
+                // A client downloading a long answer is not idle.
+                last = Instant::now();
                 s.sent(n, &ctx.site, &mut c);
             }
             // With its answers all sent, a session that wants no input is finished.

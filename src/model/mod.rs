@@ -436,7 +436,7 @@ pub fn accept_nonblocking(l: &Socket) -> io::Result<Option<(Socket, SockAddr)>> 
 }
 
 /// Whether an accept error is one of the network errors accept(2) says to retry after.
-fn is_network_error(e: &io::Error) -> bool {
+pub(crate) fn is_network_error(e: &io::Error) -> bool {
     use nix::errno::Errno;
     e.raw_os_error().is_some_and(|n| {
         [

@@ -160,7 +160,7 @@ mod enabled {
     struct Conn {
         sock: Socket,
         session: Session,
-        /// When a byte last arrived.
+        /// When a byte last arrived or left.
         last: Instant,
         /// The receive in flight, and whether it has been cancelled.
         recv: Option<OpId>,
@@ -297,13 +297,19 @@ mod enabled {
                     result,
                     buf,
                     off,
-                } => self.sent(token, result, buf, off),
+                } => self.sent(token, result, buf, off, now),
             }
         }
 
         fn accept_failed(&mut self, e: &io::Error, now: Instant) {
+            // A network error accept(2) says to retry after (as `accept_nonblocking`
+            // does) is no failure.
+            if crate::model::is_network_error(e) {
+                return;
+            }
             match errno(e) {
-                libc::ECANCELED | libc::ECONNABORTED | libc::EINTR | libc::EAGAIN => {}
+                // Cancelled at the stop, or interrupted.
+                libc::ECANCELED | libc::EINTR | libc::EAGAIN => {}
                 libc::EINVAL if self.ring.multishot_accept() => {
                     // A kernel before 5.19: one accept per submission from now on.
                     self.ring.disable_multishot_accept();
@@ -420,7 +426,14 @@ mod enabled {
             self.drive(i);
         }
 
-        fn sent(&mut self, token: u64, result: io::Result<usize>, buf: Vec<u8>, off: usize) {
+        fn sent(
+            &mut self,
+            token: u64,
+            result: io::Result<usize>,
+            buf: Vec<u8>,
+            off: usize,
+            now: Instant,
+        ) {
             let Some(i) = self.lookup(token) else {
                 return;
             };
@@ -438,6 +451,8 @@ mod enabled {
             match result {
                 Ok(0) => end = Some(End::Error(io::ErrorKind::WriteZero.into())),
                 Ok(n) => {
+                    // A client downloading a long answer is not idle.
+                    conn.last = now;
                     conn.session.sent(n, &ctx.site, c);
                     let off = off + n;
                     if off < buf.len() && conn.end.is_none() {
@@ -555,7 +570,7 @@ mod enabled {
             self.live -= 1;
         }
 
-        /// Close the connections that sent nothing within the idle timeout.
+        /// Close the connections where nothing moved within the idle timeout.
         fn sweep(&mut self, now: Instant) {
             for i in 0..self.slots.len() {
                 let idle = self.slots[i].conn.as_ref().is_some_and(|k| {
