@@ -223,7 +223,8 @@ fn interpret(req: &httparse::Request<'_, '_>, len: usize) -> Result<Head, Reject
     })
 }
 
-/// A Content-Length: digits only (no sign, no spaces inside), at most 2^62.
+/// A Content-Length: digits only (no sign, no spaces inside), at most 18 of them (under
+/// 10^18, so it never overflows).
 fn parse_length(t: &[u8]) -> Result<u64, Reject> {
     const BAD: Reject = Reject::BadRequest("invalid Content-Length");
     if t.is_empty() || t.len() > 18 || !t.iter().all(u8::is_ascii_digit) {
@@ -451,6 +452,89 @@ mod tests {
         assert_eq!(
             head("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"),
             Err(Reject::NotImplemented)
+        );
+    }
+
+    #[test]
+    fn content_lengths_are_digits_and_at_most_18_of_them() {
+        let with = |v: &str| {
+            head(&format!(
+                "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: {v}\r\n\r\n"
+            ))
+        };
+        assert_eq!(
+            with("999999999999999999").unwrap().unwrap().body,
+            Body::Length(999_999_999_999_999_999)
+        );
+        for bad in ["1000000000000000000", "", "12a", "+5", "1 2"] {
+            assert_eq!(
+                with(bad),
+                Err(Reject::BadRequest("invalid Content-Length")),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn host_problems_are_named() {
+        assert_eq!(
+            head("GET / HTTP/1.1\r\n\r\n"),
+            Err(Reject::BadRequest("an HTTP/1.1 request without Host"))
+        );
+        assert_eq!(
+            head("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"),
+            Err(Reject::BadRequest("more than one Host"))
+        );
+        // HTTP/1.0 needs none.
+        assert!(head("GET / HTTP/1.0\r\n\r\n").unwrap().is_some());
+    }
+
+    #[test]
+    fn the_version_is_looked_for_on_the_request_line_only() {
+        // A line that ends before its version: whatever the next line says is not it.
+        let r = head("GET /\nX HTTP/2.0\r\n\r\n");
+        assert!(matches!(r, Err(Reject::BadRequest(_))), "{r:?}");
+    }
+
+    #[test]
+    fn chunk_ends_and_trailers_in_their_bare_lf_forms() {
+        // Data ended by a bare LF, a last chunk ended by one, a trailer line "x".
+        for body in [
+            &b"3\r\nabc\n0\r\n\r\n"[..],
+            b"3\r\nabc\r\n0\r\n\n",
+            b"0\r\nx\n\r\n",
+        ] {
+            let mut st = Chunks::Size;
+            assert_eq!(
+                skip_chunks(&mut st, body),
+                Ok(ChunkStep::Done(body.len())),
+                "{body:?}"
+            );
+            let mut with_next = body.to_vec();
+            with_next.extend_from_slice(b"GET");
+            let mut st = Chunks::Size;
+            assert_eq!(
+                skip_chunks(&mut st, &with_next),
+                Ok(ChunkStep::Done(body.len()))
+            );
+        }
+    }
+
+    #[test]
+    fn overlong_chunk_lines_are_431() {
+        let mut size_line = b"1;".to_vec();
+        size_line.extend(std::iter::repeat_n(b'a', MAX_HEAD));
+        let mut st = Chunks::Size;
+        assert_eq!(skip_chunks(&mut st, &size_line), Err(Reject::TooLarge));
+        let mut trailer = b"0\r\nX: ".to_vec();
+        trailer.extend(std::iter::repeat_n(b'a', MAX_HEAD));
+        let mut st = Chunks::Size;
+        assert_eq!(skip_chunks(&mut st, &trailer), Err(Reject::TooLarge));
+        // Just under the limit, both still wait for more.
+        let mut st = Chunks::Size;
+        assert_eq!(
+            skip_chunks(&mut st, &size_line[..MAX_HEAD - 1]),
+            Ok(ChunkStep::More(0))
         );
     }
 

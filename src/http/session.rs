@@ -119,7 +119,7 @@ fn date() -> [u8; 29] {
 }
 
 /// What a server (or one of its threads, or one connection) counted. Added up with `+=`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Counters {
     /// Connections accepted.
     pub connections: u64,

@@ -23,7 +23,7 @@ pub const LOAD_SCHEMA_VERSION: u32 = 1;
 pub const CPU_BOUND_SHARE: f64 = 0.9;
 
 /// Failed requests by kind, as ab's "Failed requests" line.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Failed {
     /// The connect for the request failed (refused, timed out, other).
     pub connect: u64,
@@ -37,7 +37,7 @@ pub struct Failed {
 }
 
 /// Failed requests by exact cause.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Causes {
     /// connect() refused (nothing listens; a Unix socket file with no listener).
     pub connect_refused: u64,
@@ -56,7 +56,7 @@ pub struct Causes {
 }
 
 /// One row of ab's "Connection Times" table, in nanoseconds.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TimesRow {
     /// Smallest.
     pub min_ns: u64,
@@ -84,7 +84,7 @@ impl TimesRow {
 }
 
 /// ab's "Connection Times" rows, over complete requests (null when there are none).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ConnectionTimes {
     /// connect() start → connected; 0 on a reused keep-alive connection.
     pub connect: Option<TimesRow>,
@@ -98,7 +98,7 @@ pub struct ConnectionTimes {
 }
 
 /// The `sockbench load` document.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LoadReport {
     /// Always `sockbench-load`.
     pub document: String,

@@ -26,7 +26,7 @@ pub const MODELS_SCHEMA_VERSION: u32 = 1;
 const DEFAULT_TIMED: Duration = Duration::from_secs(3);
 
 /// Who drives the servers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Driver {
     /// `sockbench load`.
@@ -88,7 +88,7 @@ struct Setup {
 }
 
 /// One model's figures.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Row {
     /// The model.
     pub model: String,
@@ -121,7 +121,7 @@ pub struct Row {
 }
 
 /// The `models` JSON document.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ModelsReport {
     /// Always `sockbench-models`.
     pub document: String,

@@ -51,7 +51,7 @@ pub struct Setup {
 }
 
 /// The summary `serve` prints when it stops (`--format json`).
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServeReport {
     /// Always `sockbench-serve`.
     pub document: String,
