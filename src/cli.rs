@@ -326,7 +326,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE", conflicts_with_all = ["address", "port"])]
     pub unix: Option<PathBuf>,
     /// Length of the accept queue (listen(2)'s backlog; the kernel caps it at
-    /// net.core.somaxconn).
+    /// net.core.somaxconn). 10 is the D benchmark's default and small: a burst of more
+    /// connects than it holds makes clients wait a second for a SYN retransmission, so
+    /// give 1024 for loads like wrk -c 100.
     #[arg(short, long, value_name = "N", default_value_t = 10)]
     pub backlog: u32,
     /// Bytes of every response's body.

@@ -119,7 +119,9 @@ fn date() -> [u8; 29] {
 }
 
 /// What a server (or one of its threads, or one connection) counted. Added up with `+=`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct Counters {
     /// Connections accepted.
     pub connections: u64,
@@ -650,6 +652,73 @@ mod tests {
             assert_eq!(c.bytes_received, input.len() as u64, "{piece}");
             assert!(s.finished() && s.closed_by_server());
         }
+    }
+
+    #[test]
+    fn the_input_buffer_stays_one_read_for_small_requests_and_grows_only_for_a_long_head() {
+        let site = Site::new(13, 0);
+        let mut s = Session::new(1);
+        let mut c = Counters::default();
+        let req = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+        // A long pipelined stream in 7-byte pieces: every read gets at least half a
+        // chunk of room, and the buffer never grows (it is compacted instead).
+        let stream: Vec<u8> = req.iter().copied().cycle().take(req.len() * 3000).collect();
+        for piece in stream.chunks(7) {
+            let buf = s.read_buf();
+            assert!(buf.len() >= READ_CHUNK / 2, "{}", buf.len());
+            buf[..piece.len()].copy_from_slice(piece);
+            s.received(piece.len(), &site, &mut c);
+            let n = s.output().len();
+            s.sent(n, &site, &mut c);
+            assert_eq!(s.input.len(), READ_CHUNK);
+        }
+        assert_eq!(c.responses_2xx, 3000);
+        // A head that keeps growing: the buffer grows with it, up to the head limit
+        // plus one read, and then the 431.
+        let mut s = Session::new(2);
+        s.read_buf()[..19].copy_from_slice(b"GET / HTTP/1.1\r\nX: ");
+        s.received(19, &site, &mut c);
+        let mut fed = 19;
+        while s.wants_read() {
+            let buf = s.read_buf();
+            assert!(!buf.is_empty());
+            let n = buf.len().min(1000);
+            buf[..n].fill(b'a');
+            s.received(n, &site, &mut c);
+            fed += n;
+            assert!(s.input.len() <= request::MAX_HEAD + READ_CHUNK);
+            assert_eq!(s.end - s.start, if s.wants_read() { fed } else { 0 });
+        }
+        assert!(s.output().starts_with(b"HTTP/1.1 431 "));
+        assert_eq!(c.responses_431, 1);
+        // A partial head kept across a compaction arrives whole.
+        let mut s = Session::new(3);
+        let mut c = Counters::default();
+        let mut first = req.repeat((READ_CHUNK - 3) / req.len());
+        first.extend_from_slice(b"GET");
+        let buf = s.read_buf();
+        buf[..first.len()].copy_from_slice(&first);
+        s.received(first.len(), &site, &mut c);
+        let rest = &b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"[3..];
+        let buf = s.read_buf();
+        assert!(buf.len() >= rest.len());
+        buf[..rest.len()].copy_from_slice(rest);
+        s.received(rest.len(), &site, &mut c);
+        assert_eq!(
+            c.responses_2xx,
+            (READ_CHUNK as u64 - 3) / req.len() as u64 + 1
+        );
+    }
+
+    #[test]
+    fn each_refusal_is_counted_under_its_status() {
+        let (_, c, _) = feed(
+            b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
+            1000,
+        );
+        assert_eq!((c.responses_501, c.responses_2xx, c.responses()), (1, 0, 1));
+        let (_, c, _) = feed(b"GET / HTTP/3.0\r\n\r\n", 1000);
+        assert_eq!((c.responses_505, c.responses()), (1, 1));
     }
 
     /// The session under arbitrary input: requests built from valid pieces with bytes
