@@ -548,6 +548,15 @@ mod tests {
         }
         // Reading stopped once a megabyte of answers waited.
         assert!(fed < 1000 && s.output().len() >= OUT_HIGH, "{fed}");
+        // What counts is what waits unsent: once part is written and less than the
+        // limit waits, reading and answering go on.
+        let part = s.output().len() - OUT_HIGH / 2;
+        s.sent(part, &site, &mut c);
+        assert!(s.wants_read() && s.output().len() == OUT_HIGH / 2);
+        let before = c.responses_2xx;
+        s.read_buf()[..req.len()].copy_from_slice(req);
+        s.received(req.len(), &site, &mut c);
+        assert_eq!(c.responses_2xx, before + 1, "answered with half the limit waiting");
         let before = c.responses_2xx;
         let n = s.output().len();
         s.sent(n, &site, &mut c);
