@@ -6,19 +6,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::Sandbox;
+use common::{have, Sandbox};
 use serde_json::Value;
-
-fn have(tool: &str) -> bool {
-    let ok = std::process::Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("skipped: {tool} is not installed");
-    }
-    ok
-}
 
 fn models(sb: &Sandbox, args: &[&str]) -> Value {
     let out = sb

@@ -12,7 +12,7 @@ use std::process::{Child, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use common::Sandbox;
+use common::{have, Sandbox};
 use serde_json::Value;
 
 const MODELS: [&str; 8] = [
@@ -117,20 +117,6 @@ impl Drop for Served {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// Whether `tool` is installed (else the test says it skips).
-fn have(tool: &str) -> bool {
-    let ok = std::process::Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!(
-            "skipped: {tool} is not installed (apt install apache2-utils wrk nghttp2-client)"
-        );
-    }
-    ok
 }
 
 /// Run a client; its stdout.

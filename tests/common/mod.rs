@@ -298,3 +298,16 @@ pub fn has_prlimit() -> bool {
     }
     ok
 }
+
+/// Whether `tool` is on PATH; if not, the test says it skips (CI installs every tool the
+/// tests use, so there they all run).
+pub fn have(tool: &str) -> bool {
+    let ok = std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("skipped: {tool} is not installed");
+    }
+    ok
+}
