@@ -690,7 +690,7 @@ fn a_client_streaming_a_body_does_not_starve_the_others() {
         let (_, v) = s.stop();
         assert!(sent > 10 << 20, "{model}: the flood sent only {sent} bytes");
         assert!(
-            worst < Duration::from_millis(300),
+            worst < Duration::from_secs(1),
             "{model}: a client waited {worst:?} beside a flood of {sent} bytes"
         );
         assert!(
