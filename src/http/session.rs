@@ -512,7 +512,14 @@ mod tests {
         );
         assert_eq!((c.responses_2xx, c.responses_400), (1, 1));
         assert!(out.contains("HTTP/1.1 400 Bad Request\r\n"));
-        assert!(out.ends_with("\n") && out.contains("Connection: close"));
+        assert!(out.contains("Connection: close"));
+        // The body says what was wrong.
+        assert!(
+            out.ends_with(
+                "\r\n\r\n400 Bad Request: invalid character in the method or a header name\n"
+            ),
+            "{out}"
+        );
         assert!(s.finished() && s.closed_by_server());
         let (out, c, _) = feed(b"GET / HTTP/2.0\r\n\r\n", 1000);
         assert_eq!(c.responses_505, 1);
@@ -556,7 +563,11 @@ mod tests {
         let before = c.responses_2xx;
         s.read_buf()[..req.len()].copy_from_slice(req);
         s.received(req.len(), &site, &mut c);
-        assert_eq!(c.responses_2xx, before + 1, "answered with half the limit waiting");
+        assert_eq!(
+            c.responses_2xx,
+            before + 1,
+            "answered with half the limit waiting"
+        );
         let before = c.responses_2xx;
         let n = s.output().len();
         s.sent(n, &site, &mut c);
