@@ -28,7 +28,17 @@ use crate::http::{Counters, Session, Site};
 pub const TICK: Duration = Duration::from_millis(100);
 
 /// The models, as `--model` names them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum ModelKind {
     /// A thread per connection, blocking calls.
