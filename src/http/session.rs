@@ -683,7 +683,13 @@ mod tests {
         // A long pipelined stream in 7-byte pieces: every read gets at least half a
         // chunk of room, and the buffer never grows (it is compacted instead).
         let stream: Vec<u8> = req.iter().copied().cycle().take(req.len() * 3000).collect();
-        for piece in stream.chunks(7) {
+        // In 7-byte pieces, and then in pieces that each end one byte into the next
+        // request, so the buffer never empties and must be compacted.
+        let pieces = stream
+            .chunks(7)
+            .chain(std::iter::once(&stream[..1]))
+            .chain(stream[1..].chunks(req.len()).take(2999).collect::<Vec<_>>());
+        for piece in pieces {
             let buf = s.read_buf();
             assert!(buf.len() >= READ_CHUNK / 2, "{}", buf.len());
             buf[..piece.len()].copy_from_slice(piece);
@@ -692,7 +698,7 @@ mod tests {
             s.sent(n, &site, &mut c);
             assert_eq!(s.input.len(), READ_CHUNK);
         }
-        assert_eq!(c.responses_2xx, 3000);
+        assert_eq!(c.responses_2xx, 3000 + 2999);
         // A head that keeps growing: the buffer grows with it, up to the head limit
         // plus one read, and then the 431.
         let mut s = Session::new(2);
