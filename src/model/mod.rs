@@ -614,4 +614,52 @@ mod tests {
             );
         }
     }
+
+    /// The socket behind a descriptor (a duplicate shares it, a new socket does not).
+    fn inode(s: &Socket) -> u64 {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(format!("/proc/self/fd/{}", s.as_raw_fd()))
+            .unwrap()
+            .ino()
+    }
+
+    #[test]
+    fn a_tcp_sibling_is_a_new_socket_on_the_same_port_and_a_unix_one_a_duplicate() {
+        let l = listener(true);
+        assert!(l.is_tcp());
+        let sib = l.sibling().unwrap();
+        assert_eq!(sib.local_addr().unwrap().as_socket(), l.addr.as_socket());
+        assert_ne!(
+            inode(&sib),
+            inode(&l.socket),
+            "SO_REUSEPORT needs its own socket"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let u = Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None).unwrap();
+        let addr = SockAddr::unix(&path).unwrap();
+        u.bind(&addr).unwrap();
+        u.listen(4).unwrap();
+        let l = Listener {
+            socket: u,
+            addr,
+            backlog: 4,
+        };
+        assert!(!l.is_tcp());
+        let sib = l.sibling().unwrap();
+        assert_eq!(inode(&sib), inode(&l.socket), "a Unix listener is shared");
+    }
+
+    #[test]
+    fn only_pool_epoll_workers_and_async_take_threads() {
+        let taking: Vec<ModelKind> = ModelKind::ALL
+            .into_iter()
+            .filter(|m| m.takes_threads())
+            .collect();
+        assert_eq!(
+            taking,
+            [ModelKind::Pool, ModelKind::EpollWorkers, ModelKind::Async]
+        );
+    }
 }
