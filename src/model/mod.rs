@@ -662,4 +662,126 @@ mod tests {
             [ModelKind::Pool, ModelKind::EpollWorkers, ModelKind::Async]
         );
     }
+
+    /// A nonblocking socketpair as two sockets (the server's end first).
+    fn pair() -> (Socket, Socket) {
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (a, b) = (
+            Socket::from(std::os::fd::OwnedFd::from(a)),
+            Socket::from(std::os::fd::OwnedFd::from(b)),
+        );
+        a.set_nonblocking(true).unwrap();
+        b.set_nonblocking(true).unwrap();
+        (a, b)
+    }
+
+    #[test]
+    fn a_pump_answers_writes_until_the_socket_is_full_and_goes_on_when_it_drains() {
+        let (server, client) = pair();
+        // An answer far larger than the socket holds.
+        let site = Site::new(8 << 20, 0);
+        let mut s = Session::new(1);
+        let mut c = Counters::default();
+        // Nothing arrived: open, idle, nothing to write.
+        match pump(&server, &mut s, &site, &mut c) {
+            Pumped::Open {
+                active,
+                blocked_write,
+                more,
+            } => assert!(!active && !blocked_write && !more),
+            other => panic!("{other:?}"),
+        }
+        (&client)
+            .write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            .unwrap();
+        match pump(&server, &mut s, &site, &mut c) {
+            Pumped::Open {
+                active,
+                blocked_write,
+                ..
+            } => assert!(active && blocked_write),
+            other => panic!("{other:?}"),
+        }
+        let first = c.bytes_sent;
+        assert!(first > 0 && !s.output().is_empty());
+        // The client reads some: the next pump writes more, though nothing arrived.
+        let mut buf = vec![0u8; 1 << 20];
+        let mut got = 0;
+        while let Ok(n) = (&client).read(&mut buf) {
+            got += n;
+        }
+        match pump(&server, &mut s, &site, &mut c) {
+            Pumped::Open { active, .. } => assert!(active, "writing is activity"),
+            other => panic!("{other:?}"),
+        }
+        assert!(c.bytes_sent > first);
+        // Read it all: exactly what the server says it sent.
+        loop {
+            match (&client).read(&mut buf) {
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if s.output().is_empty() {
+                        break;
+                    }
+                    let _ = pump(&server, &mut s, &site, &mut c);
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(got as u64, c.bytes_sent);
+        assert_eq!(c.responses_2xx, 1);
+    }
+
+    #[test]
+    fn a_client_that_hangs_up_ends_the_pump_as_finished() {
+        // An orderly close.
+        let (server, client) = pair();
+        let site = Site::new(13, 0);
+        let mut s = Session::new(1);
+        let mut c = Counters::default();
+        drop(client);
+        assert!(matches!(
+            pump(&server, &mut s, &site, &mut c),
+            Pumped::Done(End::Finished)
+        ));
+        assert!(s.finished() && !s.closed_by_server());
+        // A reset: a TCP client that closes with SO_LINGER 0.
+        let l = listener(false);
+        let client = Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        client.connect(&l.addr).unwrap();
+        let (server, _) = l.socket.accept().unwrap();
+        server.set_nonblocking(true).unwrap();
+        client.set_linger(Some(Duration::ZERO)).unwrap();
+        drop(client);
+        std::thread::sleep(Duration::from_millis(20));
+        let mut s = Session::new(2);
+        assert!(matches!(
+            pump(&server, &mut s, &site, &mut c),
+            Pumped::Done(End::Finished)
+        ));
+        // A client gone while its answer is still being written.
+        let (server, client) = pair();
+        let big = Site::new(8 << 20, 0);
+        let mut s = Session::new(3);
+        (&client)
+            .write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            .unwrap();
+        assert!(matches!(
+            pump(&server, &mut s, &big, &mut c),
+            Pumped::Open {
+                blocked_write: true,
+                ..
+            }
+        ));
+        drop(client);
+        assert!(matches!(
+            pump(&server, &mut s, &big, &mut c),
+            Pumped::Done(End::Finished)
+        ));
+        assert!(is_hangup(&io::Error::from(io::ErrorKind::ConnectionReset)));
+        assert!(is_hangup(&io::Error::from(io::ErrorKind::BrokenPipe)));
+        assert!(!is_hangup(&io::Error::from(
+            io::ErrorKind::PermissionDenied
+        )));
+    }
 }
