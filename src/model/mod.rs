@@ -691,9 +691,17 @@ mod tests {
             } => assert!(!active && !blocked_write && !more),
             other => panic!("{other:?}"),
         }
-        (&client)
-            .write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-            .unwrap();
+        // Half a request: nothing to answer yet, but the client is not idle.
+        (&client).write_all(b"GET / HTTP/1.1\r\n").unwrap();
+        match pump(&server, &mut s, &site, &mut c) {
+            Pumped::Open {
+                active,
+                blocked_write,
+                ..
+            } => assert!(active && !blocked_write && c.bytes_sent == 0),
+            other => panic!("{other:?}"),
+        }
+        (&client).write_all(b"Host: a\r\n\r\n").unwrap();
         match pump(&server, &mut s, &site, &mut c) {
             Pumped::Open {
                 active,
