@@ -22,7 +22,7 @@ fn main() -> ExitCode {
         Some(Command::Listen(l)) => mode::listen::run(l, &args.output),
         Some(Command::Swarm(s)) => mode::swarm::run(s, &args.output, argv),
         Some(Command::Peer(p)) => mode::server::peer(p),
-        Some(Command::Serve(s)) => mode::serve::run(s, &args.output),
+        Some(Command::Serve(s)) => mode::serve::run(s, &args.output, argv),
         Some(Command::Load(l)) => mode::load::run(l, &args.output, argv),
         Some(Command::Models(m)) => mode::models::run(m, &args.output, argv),
         Some(Command::Suite(_)) | None => mode::suite::run(&args, argv),

@@ -699,3 +699,27 @@ fn a_client_streaming_a_body_does_not_starve_the_others() {
         );
     }
 }
+
+#[test]
+fn a_socket_path_that_is_not_utf8_is_served_and_removed() {
+    use std::os::unix::ffi::OsStrExt;
+    let sb = Sandbox::new();
+    let path = sb
+        .path()
+        .join(std::ffi::OsStr::from_bytes(b"http\xff.sock"));
+    let out = sb
+        .cmd()
+        .args(["serve", "-d", "200ms", "--format", "json", "--unix"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["document"], "sockbench-serve");
+    assert!(!path.exists(), "the socket file is left behind");
+}

@@ -166,10 +166,7 @@ fn setup(args: &ListenArgs, format: Format) -> Result<Setup, String> {
 
 /// Run `sockbench listen`.
 pub fn run(args: &ListenArgs, output: &crate::cli::OutputArgs) -> ExitCode {
-    if output.export_json.is_some()
-        || output.export_csv.is_some()
-        || output.export_markdown.is_some()
-    {
+    if !output.report_exports().is_empty() {
         return usage("listen writes its log to stdout as it goes (--format json for JSON Lines); --export-* do not apply");
     }
     let setup = match setup(args, output.format) {

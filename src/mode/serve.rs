@@ -293,11 +293,8 @@ fn bind(setup: &Setup) -> anyhow::Result<(Listener, String, SocketFile)> {
 }
 
 /// Run `sockbench serve`.
-pub fn run(args: &ServeArgs, output: &OutputArgs) -> ExitCode {
-    if output.export_json.is_some()
-        || output.export_csv.is_some()
-        || output.export_markdown.is_some()
-    {
+pub fn run(args: &ServeArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode {
+    if !output.report_exports().is_empty() {
         return usage("serve prints its summary when it stops (--format json for JSON); --export-* do not apply");
     }
     let setup = match setup(args, output.format) {
@@ -308,8 +305,7 @@ pub fn run(args: &ServeArgs, output: &OutputArgs) -> ExitCode {
         eprintln!("sockbench: error: cannot handle Ctrl-C: {e}");
         return ExitCode::from(FAILED);
     }
-    let argv: Vec<String> = std::env::args().collect();
-    match serve(&setup, argv) {
+    match serve(&setup, argv.clone()) {
         Ok(report) => {
             print(&report, setup.json);
             if report.interrupted {
@@ -325,7 +321,7 @@ pub fn run(args: &ServeArgs, output: &OutputArgs) -> ExitCode {
                 let doc = serde_json::json!({
                     "document": "sockbench-serve",
                     "schema_version": SERVE_SCHEMA_VERSION,
-                    "command": std::env::args().collect::<Vec<_>>(),
+                    "command": argv,
                     "model": setup.model,
                     "error": format!("{e:#}"),
                 });
