@@ -160,6 +160,12 @@ pairs' buffers may take; what cannot fit is an error naming the limit.")]
     /// server CPU per request.
     #[command(after_help = MODELS_HELP)]
     Models(ModelsArgs),
+    /// The ways to copy between sockets: a source sends to a relay, the relay copies
+    /// each connection's bytes to a sink with METHOD (read-write, vectored, buffered,
+    /// splice, io-uring, io-uring-splice, async), the sink checks and counts them. Reports
+    /// throughput, the relay's CPU per GB, system calls per MB and ns per message.
+    #[command(after_help = RELAY_HELP)]
+    Relay(Box<RelayArgs>),
     /// (Internal) the child of a `--placement processes` run.
     #[command(hide = true)]
     Peer(PeerArgs),
@@ -307,6 +313,145 @@ const MODELS_HELP: &str = "Examples:
 
 Each model runs in a child `sockbench serve` pinned to one CPU, the load on the other
 (--cpus to choose); the server's CPU is read from /proc for the measured interval.";
+
+const RELAY_HELP: &str = "Examples:
+  sockbench relay                               every method, tcp, 64 KiB writes, 2 s each
+  sockbench relay -m splice,read-write -s 64..4M   a size sweep; prints where splice overtakes
+  sockbench relay --connections 5000 -s 10K     the Go benchmark: 5000 connections of 10 KB
+  sockbench relay -m read-write --buffer 1M -t unix
+  sockbench relay --mode pingpong -s 64         source-to-sink latency of one message
+  sockbench relay -m splice --listen 127.0.0.1:5400 --to 127.0.0.1:5201
+                                                relay only: put it between your own programs
+
+Methods: read-write (read(2) into one --buffer, write(2) it out), vectored (readv/writev
+over --iovecs buffers that make up --buffer), buffered (std's BufReader and BufWriter of
+--buffer bytes each, as Go's bufio), splice (socket -> pipe -> socket, --pipe-size),
+io-uring (reads and writes through a ring), io-uring-splice (splices through a ring),
+async (tokio's copy_buf, the io.Copy of Rust, on a single-threaded runtime per worker).
+sendfile cannot read from a socket, so it is no relay method: `sockbench stream --send
+sendfile` measures it from a file.
+
+The source, the relay and the sink are threads of this process; the relay's CPU is its
+own threads' (and its io_uring workers'), and its system calls are counted as it makes
+them.";
+
+/// A relay's mode of work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RelayMode {
+    /// Bulk: the source writes SIZE-byte messages as fast as it can (or, with
+    /// --connections, one SIZE payload per connection).
+    Stream,
+    /// One SIZE message at a time: the time from the source's write to the sink's last
+    /// byte of it, through the relay.
+    Pingpong,
+}
+
+/// Flags of `relay`.
+#[derive(Debug, ClapArgs)]
+pub struct RelayArgs {
+    /// Copy methods, comma-separated, or `all`: read-write, vectored, buffered, splice,
+    /// io-uring, io-uring-splice, async.
+    #[arg(short, long, value_name = "LIST", default_value = "all", help_heading = HEAD_MEASURE)]
+    pub method: String,
+    /// Transports of the relay's two ends, comma-separated: tcp, tcp6, unix.
+    #[arg(short, long, value_name = "LIST", default_value = "tcp", help_heading = HEAD_MEASURE)]
+    pub transport: String,
+    /// Message sizes: a list (64,10K,1M) or a range of powers of two (64..4M). With
+    /// --connections, each connection's payload. Default: 64K; 10K with --connections;
+    /// 64 with --mode pingpong.
+    #[arg(short, long, value_name = "LIST|RANGE", help_heading = HEAD_MEASURE)]
+    pub size: Option<String>,
+    /// Bulk (stream) or one message at a time (pingpong: source-to-sink latency).
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = RelayMode::Stream, help_heading = HEAD_MEASURE)]
+    pub mode: RelayMode,
+    /// The relay's copy buffer (read-write, vectored, buffered, io-uring, async).
+    #[arg(long, value_name = "SIZE", default_value = "64K", help_heading = HEAD_MEASURE)]
+    pub buffer: String,
+    /// The pipe between splice's two calls (F_SETPIPE_SZ; the kernel rounds it up to a
+    /// power of two pages and caps it at /proc/sys/fs/pipe-max-size unless root).
+    #[arg(long, value_name = "SIZE", default_value = "64K", help_heading = HEAD_MEASURE)]
+    pub pipe_size: String,
+    /// vectored: how many buffers --buffer is split into for each readv and writev.
+    #[arg(long, value_name = "N", default_value_t = 4, help_heading = HEAD_MEASURE)]
+    pub iovecs: usize,
+    /// Many short connections instead of long streams: N connections in all, each
+    /// carrying one SIZE payload (as the Go benchmark's clients do).
+    #[arg(long, value_name = "N", conflicts_with_all = ["duration", "bytes"], help_heading = HEAD_TIME)]
+    pub connections: Option<u64>,
+    /// How long each measured run of a long stream (or pingpong) lasts (default 2 s).
+    #[arg(short, long, value_name = "TIME", conflicts_with = "count", help_heading = HEAD_TIME)]
+    pub duration: Option<String>,
+    /// A long stream: exactly this many bytes per connection instead of a time.
+    #[arg(long, value_name = "SIZE", conflicts_with = "duration", help_heading = HEAD_TIME)]
+    pub bytes: Option<String>,
+    /// pingpong: exactly N messages instead of a time.
+    #[arg(short = 'n', long, value_name = "N", help_heading = HEAD_TIME)]
+    pub count: Option<u64>,
+    /// Measured runs of each scenario (the table shows the median run).
+    #[arg(long, value_name = "N", default_value_t = 1, help_heading = HEAD_TIME)]
+    pub runs: u32,
+    /// Connections at once: source connections, relay workers and sink workers (each a
+    /// thread).
+    #[arg(short = 'P', long, value_name = "N", default_value_t = 1, help_heading = HEAD_PLACEMENT)]
+    pub parallel: u32,
+    /// Relay only: accept on ADDR (host:port, or a Unix socket path) and copy every
+    /// connection to --to, until Ctrl-C or -d; prints what it relayed.
+    #[arg(long, value_name = "ADDR|PATH", requires = "to", help_heading = HEAD_SOCKETS)]
+    pub listen: Option<String>,
+    /// Relay only: where each accepted connection is copied to (host:port or a Unix
+    /// socket path).
+    #[arg(long, value_name = "ADDR|PATH", requires = "listen", help_heading = HEAD_SOCKETS)]
+    pub to: Option<String>,
+}
+
+/// How `stream` sends.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum SendMethod {
+    /// write(2)/send(2) from a buffer (through the engine).
+    #[default]
+    Write,
+    /// sendfile(2) from a file of SIZE bytes on tmpfs.
+    Sendfile,
+    /// splice(2) from a pipe whose pages were vmsplice'd from a buffer.
+    Splice,
+    /// send(2) with MSG_ZEROCOPY, completions reaped from the socket's error queue.
+    Zerocopy,
+}
+
+/// How `stream` receives.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum RecvMethod {
+    /// read(2)/recv(2) into a buffer (through the engine).
+    #[default]
+    Read,
+    /// TCP_ZEROCOPY_RECEIVE: the received pages mapped into the receiver, not copied.
+    Zerocopy,
+}
 
 /// Flags of `serve`.
 #[derive(Debug, ClapArgs)]
@@ -666,6 +811,15 @@ pub struct StreamArgs {
     /// all); the last message may be short.
     #[arg(long, value_name = "SIZE", conflicts_with_all = ["duration", "count"], help_heading = HEAD_TIME)]
     pub bytes: Option<String>,
+    /// How the sender sends: write (default), sendfile (from a file on tmpfs), splice
+    /// (from a pipe of vmsplice'd pages) or zerocopy (MSG_ZEROCOPY; the report says how
+    /// many sends the kernel really did not copy).
+    #[arg(long, value_enum, value_name = "HOW", default_value_t = SendMethod::Write, help_heading = HEAD_MEASURE)]
+    pub send: SendMethod,
+    /// How the receiver receives: read (default) or zerocopy (TCP_ZEROCOPY_RECEIVE, tcp
+    /// and tcp6: received pages are mapped, not copied, where the MSS allows).
+    #[arg(long, value_enum, value_name = "HOW", default_value_t = RecvMethod::Read, help_heading = HEAD_MEASURE)]
+    pub recv: RecvMethod,
 }
 
 /// Flags of `pingpong`.

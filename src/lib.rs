@@ -22,6 +22,7 @@
 //! - [`diagnose`]: one function per warning kind;
 //! - [`report`]: the report (serialized and read back) and its exporters (table, JSON,
 //!   CSV, Markdown), which know neither the plan nor the CLI;
+//! - [`copy`]: the ways a relay copies between sockets, one file per method;
 //! - `sys`: the only module allowed `unsafe`.
 //!
 //! Data flows one way: `Args` → command → [`plan::Host::probe`] → [`plan::Plan`] → per
@@ -30,6 +31,7 @@
 
 pub mod cli;
 pub mod control;
+pub mod copy;
 pub mod diagnose;
 pub mod engine;
 pub mod environment;

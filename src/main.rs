@@ -25,6 +25,7 @@ fn main() -> ExitCode {
         Some(Command::Serve(s)) => mode::serve::run(s, &args.output, argv),
         Some(Command::Load(l)) => mode::load::run(l, &args.output, argv),
         Some(Command::Models(m)) => mode::models::run(m, &args.output, argv),
+        Some(Command::Relay(r)) => mode::relay::run(r, &args.output, argv),
         Some(Command::Suite(_)) | None => mode::suite::run(&args, argv),
         Some(
             Command::Stream(_) | Command::Pingpong(_) | Command::Rate(_) | Command::Connect(_),

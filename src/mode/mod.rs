@@ -7,12 +7,14 @@
 //! - [`report`]: print a saved JSON report again;
 //! - [`server`]: `sockbench server`, and the child of a `--placement processes` run;
 //! - [`listen`]: `sockbench listen`, a socket that logs what its clients send;
-//! - [`swarm`]: `sockbench swarm`, many pairs at once on two epoll threads.
+//! - [`swarm`]: `sockbench swarm`, many pairs at once on two epoll threads;
+//! - [`relay`]: `sockbench relay`, the ways to copy between sockets.
 
 pub mod bench;
 pub mod listen;
 pub mod load;
 pub mod models;
+pub mod relay;
 pub mod report;
 pub mod serve;
 pub mod server;

@@ -577,7 +577,8 @@ impl Plan {
                 | Command::Peer(_)
                 | Command::Serve(_)
                 | Command::Load(_)
-                | Command::Models(_),
+                | Command::Models(_)
+                | Command::Relay(_),
             ) => Err(invalid(
                 "this command measures nothing itself: it has nothing to plan",
             )),
