@@ -9,6 +9,7 @@
 pub mod connect;
 pub mod pingpong;
 pub mod rate;
+pub mod relay;
 pub mod stream;
 
 use std::fmt;
