@@ -1,11 +1,1204 @@
 //! `sockbench relay`: the ways to copy between sockets.
+//!
+//! Two forms. The benchmark runs the three roles of [`crate::workload::relay`] for
+//! every transport, copy method and size asked for, `--runs` times each, and reports
+//! the median run's throughput beside the relay's own cost: its CPU per GB, the system
+//! calls it made per MB and per message, and (under `--mode pingpong`) the
+//! source-to-sink latency of a message; across sizes it prints where splice overtakes
+//! the copy methods. The relay-only form (`--listen ADDR --to ADDR`) is the relay alone,
+//! for traffic between programs sockbench does not control (iperf3, a load generator):
+//! each accepted connection is copied both ways, a thread per direction, until Ctrl-C
+//! or `-d`.
 
+use std::collections::BTreeMap;
+use std::io::{self, Write};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use crate::cli::{OutputArgs, RelayArgs};
+use clap::ValueEnum;
+use serde::Serialize;
+
+use super::{FAILED, INTERRUPTED, USAGE};
+use crate::cli::{Format, OutputArgs, RelayArgs, RelayMode};
+use crate::copy::{self, Copied, End, Method};
+use crate::measure::units::{
+    format_bits_per_second, format_bytes, format_ns, parse_duration, parse_size, parse_size_list,
+};
+use crate::transport::TransportKind;
+use crate::workload::relay::{self, Listener, Outcome, Shape, Target};
+use crate::workload::Stop;
+
+/// Version of the relay's JSON document.
+pub const RELAY_SCHEMA_VERSION: u32 = 1;
+/// The largest size, buffer or pipe.
+const MAX_SIZE: u64 = 1 << 30;
+
+/// One scenario's figures (from its median run by throughput).
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+pub struct RelayResult {
+    /// The relay's two ends.
+    pub transport: String,
+    /// How the relay copied.
+    pub method: String,
+    /// Message size (with connections, each connection's payload).
+    pub size_bytes: u64,
+    /// What went wrong, or null.
+    pub error: Option<String>,
+    /// Bytes the source sent.
+    pub bytes_sent: u64,
+    /// Bytes the relay copied (written to the sink's connections).
+    pub bytes_relayed: u64,
+    /// Bytes the sink received, every one checked against what was sent.
+    pub bytes_received: u64,
+    /// Messages (or payloads) the sink received.
+    pub messages: u64,
+    /// Connections the relay accepted and copied.
+    pub connections: u64,
+    /// From the start to the sink's end of the last connection.
+    pub duration_seconds: f64,
+    /// Bits the sink received per second.
+    pub bits_per_second: f64,
+    /// Messages (or connections' payloads) per second.
+    pub messages_per_second: f64,
+    /// Wall time per message: the duration over the messages.
+    pub ns_per_message: f64,
+    /// The relay's CPU (user + system) over the run: its threads', and for the io-uring
+    /// methods the kernel's io_uring workers' too.
+    pub relay_cpu_seconds: f64,
+    /// The kernel's io_uring worker threads' share of it (io-uring methods), or null.
+    pub relay_kernel_worker_cpu_seconds: Option<f64>,
+    /// Relay CPU seconds per 10^9 bytes relayed.
+    pub relay_cpu_seconds_per_gb: Option<f64>,
+    /// Relay CPU per message, in nanoseconds.
+    pub relay_cpu_ns_per_message: Option<f64>,
+    /// The relay's CPU over the duration (1.0: one CPU busy all the time).
+    pub relay_cpu_utilisation: f64,
+    /// System calls the relay made to move the bytes (counted as made; io_uring_enter
+    /// for the io-uring methods; not the async runtime's epoll_wait).
+    pub syscalls: u64,
+    /// Reads, writes and splices, whether system calls or ring submissions.
+    pub operations: u64,
+    /// System calls per 10^6 bytes relayed.
+    pub syscalls_per_mb: Option<f64>,
+    /// Bytes relayed per system call.
+    pub bytes_per_syscall: Option<f64>,
+    /// The pipe the kernel granted (splice methods), or null.
+    pub pipe_size_bytes: Option<u64>,
+    /// Pingpong: the source-to-sink time of a message (min, mean, p50, p90, p99, p99.9,
+    /// max), in nanoseconds; null otherwise.
+    pub latency_ns: Option<BTreeMap<String, u64>>,
+    /// Every run's bits per second, in order.
+    pub runs_bits_per_second: Vec<f64>,
+}
+
+/// A combination left out, with the reason.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct RelaySkip {
+    /// The transport.
+    pub transport: String,
+    /// The method.
+    pub method: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// Where a splice method overtakes the copy methods, on one transport.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct Crossover {
+    /// The transport.
+    pub transport: String,
+    /// The splice method.
+    pub method: String,
+    /// The smallest size from which it is at least as fast as the best copy method at
+    /// every larger size measured; null if it never is.
+    pub size_bytes: Option<u64>,
+    /// The sentence the table prints.
+    pub summary: String,
+}
+
+/// The relay-only form's figures.
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+pub struct RelayOnly {
+    /// Where it accepted.
+    pub listen: String,
+    /// Where it copied to.
+    pub to: String,
+    /// Connections accepted.
+    pub connections: u64,
+    /// Connections that failed (to connect onwards, or an error while copying), with
+    /// the first error.
+    pub failed: u64,
+    /// The first failure, or null.
+    pub first_error: Option<String>,
+    /// Bytes copied from the clients to the far end.
+    pub bytes_forward: u64,
+    /// Bytes copied back from the far end to the clients.
+    pub bytes_backward: u64,
+    /// System calls made to move them, both directions.
+    pub syscalls: u64,
+    /// Reads, writes and splices, both directions.
+    pub operations: u64,
+    /// From the first accept to the end.
+    pub duration_seconds: f64,
+    /// The process's CPU over that time (every thread, io_uring workers included).
+    pub cpu_seconds: f64,
+    /// CPU seconds per 10^9 bytes relayed (both directions).
+    pub cpu_seconds_per_gb: Option<f64>,
+    /// System calls per 10^6 bytes relayed.
+    pub syscalls_per_mb: Option<f64>,
+    /// The pipe the kernel granted (splice methods).
+    pub pipe_size_bytes: Option<u64>,
+}
+
+/// The relay's JSON document.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct RelayReport {
+    /// Always `sockbench-relay`.
+    pub document: String,
+    /// [`RELAY_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The command line.
+    pub command: Vec<String>,
+    /// The kernel (`uname -sr`).
+    pub kernel: String,
+    /// Bulk or one message at a time.
+    pub mode: RelayMode,
+    /// Short connections in all, each one payload; null for long streams.
+    pub connections: Option<u64>,
+    /// Connections at once (threads per role).
+    pub parallel: u32,
+    /// Each long stream's or pingpong's time, or null.
+    pub duration_seconds: Option<f64>,
+    /// Each long stream's bytes, or null.
+    pub bytes_per_connection: Option<u64>,
+    /// Pingpong: messages, or null.
+    pub count: Option<u64>,
+    /// The copy buffer.
+    pub buffer_bytes: u64,
+    /// The pipe size asked for.
+    pub pipe_size_requested_bytes: u64,
+    /// vectored: buffers per call.
+    pub iovecs: usize,
+    /// Measured runs per scenario.
+    pub runs: u32,
+    /// One entry per transport, method and size.
+    pub results: Vec<RelayResult>,
+    /// Combinations left out.
+    pub skipped: Vec<RelaySkip>,
+    /// Where splice overtakes the copy methods (size sweeps).
+    pub crossovers: Vec<Crossover>,
+    /// The relay-only form's figures, or null.
+    pub relay_only: Option<RelayOnly>,
+    /// What to be careful of in the figures.
+    pub warnings: Vec<String>,
+    /// Ctrl-C cut it short.
+    pub interrupted: bool,
+}
+
+/// The checked command line.
+struct Plan {
+    methods: Vec<Method>,
+    transports: Vec<TransportKind>,
+    sizes: Vec<u64>,
+    shape_of: fn(&Plan) -> Shape,
+    stop: Stop,
+    connections: Option<u64>,
+    copy: copy::Options,
+    skipped: Vec<RelaySkip>,
+    json: bool,
+    standalone: Option<(Target, Target, Option<Duration>)>,
+}
+
+fn usage(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("sockbench: error: {msg}");
+    ExitCode::from(USAGE)
+}
+
+fn failed(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("sockbench: error: {msg}");
+    ExitCode::from(FAILED)
+}
+
+fn size_flag(name: &str, text: &str) -> Result<u64, String> {
+    let v = parse_size(text).map_err(|e| format!("{name}: {e}"))?;
+    if v == 0 || v > MAX_SIZE {
+        return Err(format!("{name} must be between 1 byte and 1G, not {text}"));
+    }
+    Ok(v)
+}
+
+fn parse_transports(text: &str) -> Result<Vec<TransportKind>, String> {
+    let mut out = Vec::new();
+    for name in text.split(',').map(str::trim) {
+        let list: Vec<TransportKind> = if name == "all" {
+            relay::TRANSPORTS.to_vec()
+        } else {
+            let t = TransportKind::from_str(name, true).map_err(|_| {
+                format!("unknown transport `{name}`: a relay's ends are tcp, tcp6 or unix")
+            })?;
+            if let Some(why) = relay::refuses_transport(t) {
+                return Err(why);
+            }
+            vec![t]
+        };
+        for t in list {
+            if !out.contains(&t) {
+                out.push(t);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn plan(args: &RelayArgs, format: Format) -> Result<Plan, String> {
+    let json = match format {
+        Format::Table => false,
+        Format::Json => true,
+        other => {
+            return Err(format!(
+                "relay prints a table or --format json, not {}",
+                other
+                    .to_possible_value()
+                    .map_or("that".into(), |v| v.get_name().to_string())
+            ))
+        }
+    };
+    let methods = Method::parse_list(&args.method)?;
+    let everything = args.method.split(',').any(|m| m.trim() == "all");
+    let buffer = size_flag("--buffer", &args.buffer)? as usize;
+    let pipe_size = size_flag("--pipe-size", &args.pipe_size)? as usize;
+    if args.iovecs == 0 || args.iovecs > 1024 {
+        return Err("--iovecs must be between 1 and 1024 (IOV_MAX)".into());
+    }
+    if args.iovecs > buffer {
+        return Err(format!(
+            "--iovecs {} splits a {buffer}-byte --buffer into empty buffers: give fewer iovecs or a larger buffer",
+            args.iovecs
+        ));
+    }
+    if args.parallel == 0 || args.parallel > 1024 {
+        return Err("--parallel must be between 1 and 1024".into());
+    }
+    if args.runs == 0 || args.runs > 100 {
+        return Err("--runs must be between 1 and 100".into());
+    }
+    let duration = args
+        .duration
+        .as_deref()
+        .map(|d| parse_duration(d).map_err(|e| format!("--duration: {e}")))
+        .transpose()?;
+    if duration.is_some_and(|d| d < Duration::from_millis(10)) {
+        return Err("--duration must be at least 10ms".into());
+    }
+    let copy = copy::Options {
+        buffer,
+        pipe_size,
+        iovecs: args.iovecs,
+    };
+    let mut skipped = Vec::new();
+    if let (Some(listen), Some(to)) = (&args.listen, &args.to) {
+        if methods.len() != 1 || everything {
+            return Err(
+                "the relay-only form (--listen, --to) runs one method: give -m with one of them"
+                    .into(),
+            );
+        }
+        if args.connections.is_some() || args.mode == RelayMode::Pingpong || args.count.is_some() {
+            return Err("--connections, --mode pingpong and -n belong to the benchmark: the relay-only form relays whatever its clients send".into());
+        }
+        if let Some(why) = methods[0].unavailable() {
+            return Err(format!("{}: {why}", methods[0]));
+        }
+        let listen = Target::parse(listen).map_err(|e| format!("--listen: {e}"))?;
+        let to = Target::parse(to).map_err(|e| format!("--to: {e}"))?;
+        return Ok(Plan {
+            methods,
+            transports: Vec::new(),
+            sizes: Vec::new(),
+            shape_of: |_| Shape::Connections(0),
+            stop: Stop::Count(0),
+            connections: None,
+            copy,
+            skipped,
+            json,
+            standalone: Some((listen, to, duration)),
+        });
+    }
+    let transports = parse_transports(&args.transport)?;
+    let pingpong = args.mode == RelayMode::Pingpong;
+    if pingpong && (args.parallel > 1 || args.connections.is_some() || args.bytes.is_some()) {
+        return Err(
+            "--mode pingpong times one message at a time over one connection: it takes -d or -n, not --parallel, --connections or --bytes"
+                .into(),
+        );
+    }
+    if !pingpong && args.count.is_some() {
+        return Err(
+            "-n counts pingpong messages: for streams give -d or --bytes, or --connections N"
+                .into(),
+        );
+    }
+    if args.connections == Some(0) || args.connections.is_some_and(|n| n > 10_000_000) {
+        return Err("--connections must be between 1 and 10000000".into());
+    }
+    let default_size = if pingpong {
+        "64"
+    } else if args.connections.is_some() {
+        "10K"
+    } else {
+        "64K"
+    };
+    let sizes = parse_size_list(args.size.as_deref().unwrap_or(default_size))
+        .map_err(|e| format!("--size: {e}"))?;
+    if let Some(bad) = sizes.iter().find(|&&s| s == 0 || s > MAX_SIZE) {
+        return Err(format!("--size must be between 1 byte and 1G, not {bad}"));
+    }
+    let stop = match (args.bytes.as_deref(), args.count) {
+        (Some(b), _) => Stop::Bytes(size_flag("--bytes", b)?),
+        (None, Some(0)) => return Err("-n must be at least 1".into()),
+        (None, Some(n)) => Stop::Count(n),
+        (None, None) => Stop::Duration(duration.unwrap_or(Duration::from_secs(2))),
+    };
+    let mut runnable = Vec::new();
+    for &m in &methods {
+        match m.unavailable() {
+            None => runnable.push(m),
+            Some(why) if everything => {
+                for t in &transports {
+                    skipped.push(RelaySkip {
+                        transport: t.to_string(),
+                        method: m.to_string(),
+                        reason: why.clone(),
+                    });
+                }
+            }
+            Some(why) => return Err(format!("{m}: {why} (leave it out of -m)")),
+        }
+    }
+    Ok(Plan {
+        methods: runnable,
+        transports,
+        sizes,
+        shape_of: if pingpong {
+            |p| Shape::Pingpong(p.stop)
+        } else if args.connections.is_some() {
+            |p| Shape::Connections(p.connections.unwrap_or(1))
+        } else {
+            |p| Shape::Streams(p.stop)
+        },
+        stop,
+        connections: args.connections,
+        copy,
+        skipped,
+        json,
+        standalone: None,
+    })
+}
 
 /// Run `sockbench relay`.
-pub fn run(_args: &RelayArgs, _output: &OutputArgs, _argv: Vec<String>) -> ExitCode {
-    eprintln!("sockbench: error: relay is being built");
-    ExitCode::from(super::FAILED)
+pub fn run(args: &RelayArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode {
+    let plan = match plan(args, output.format) {
+        Ok(p) => p,
+        Err(e) => return usage(e),
+    };
+    if let Err(e) = crate::interrupt::install() {
+        return failed(format!("cannot handle Ctrl-C: {e}"));
+    }
+    let kernel = nix::sys::utsname::uname()
+        .map(|u| {
+            format!(
+                "{} {}",
+                u.sysname().to_string_lossy(),
+                u.release().to_string_lossy()
+            )
+        })
+        .unwrap_or_default();
+    let mut report = RelayReport {
+        document: "sockbench-relay".into(),
+        schema_version: RELAY_SCHEMA_VERSION,
+        command: argv,
+        kernel,
+        mode: args.mode,
+        connections: plan.connections,
+        parallel: args.parallel,
+        duration_seconds: match plan.stop {
+            Stop::Duration(d) if plan.connections.is_none() => Some(d.as_secs_f64()),
+            _ => None,
+        },
+        bytes_per_connection: match plan.stop {
+            Stop::Bytes(b) => Some(b),
+            _ => None,
+        },
+        count: match plan.stop {
+            Stop::Count(n) if args.mode == RelayMode::Pingpong => Some(n),
+            _ => None,
+        },
+        buffer_bytes: plan.copy.buffer as u64,
+        pipe_size_requested_bytes: plan.copy.pipe_size as u64,
+        iovecs: plan.copy.iovecs,
+        runs: args.runs,
+        results: Vec::new(),
+        skipped: plan.skipped.clone(),
+        crossovers: Vec::new(),
+        relay_only: None,
+        warnings: Vec::new(),
+        interrupted: false,
+    };
+    let status = if let Some((listen, to, duration)) = &plan.standalone {
+        report.duration_seconds = duration.map(|d| d.as_secs_f64());
+        match relay_only(
+            plan.methods[0],
+            &plan.copy,
+            listen,
+            to,
+            *duration,
+            args.parallel,
+        ) {
+            Ok(r) => {
+                report.relay_only = Some(r);
+                None
+            }
+            Err(e) => return failed(e),
+        }
+    } else {
+        benchmark(&plan, args, output.quiet, &mut report)
+    };
+    report.interrupted = crate::interrupt::requested();
+    for (f, path) in output.report_exports() {
+        if f == Format::Json {
+            if let Err(e) = write_json(&report, &path) {
+                eprintln!("sockbench: error: cannot write {}: {e}", path.display());
+            }
+        } else {
+            eprintln!(
+                "sockbench: warning: relay exports JSON only; {} not written",
+                path.display()
+            );
+        }
+    }
+    let mut out = io::stdout().lock();
+    let printed = if plan.json {
+        serde_json::to_writer_pretty(&mut out, &report)
+            .map_err(io::Error::other)
+            .and_then(|()| writeln!(out))
+    } else {
+        print_table(&report, &mut out)
+    };
+    if let Err(e) = printed {
+        if e.kind() != io::ErrorKind::BrokenPipe {
+            return failed(format!("cannot print: {e}"));
+        }
+    }
+    if let Some(code) = status {
+        return code;
+    }
+    if report.interrupted {
+        ExitCode::from(INTERRUPTED)
+    } else if report.results.iter().any(|r| r.error.is_some()) {
+        ExitCode::from(FAILED)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn write_json(r: &RelayReport, path: &std::path::Path) -> io::Result<()> {
+    let mut b = serde_json::to_vec_pretty(r).map_err(io::Error::other)?;
+    b.push(b'\n');
+    if path.as_os_str() == "-" {
+        io::stdout().lock().write_all(&b)
+    } else {
+        std::fs::write(path, b)
+    }
+}
+
+/// Every transport, method and size, `--runs` times each.
+fn benchmark(
+    plan: &Plan,
+    args: &RelayArgs,
+    quiet: bool,
+    report: &mut RelayReport,
+) -> Option<ExitCode> {
+    let dir = match tempfile::Builder::new()
+        .prefix("sockbench-relay-")
+        .tempdir()
+    {
+        Ok(d) => d,
+        Err(e) => {
+            return Some(failed(format!(
+                "cannot make a directory for the Unix sockets in {}: {e} (set TMPDIR)",
+                std::env::temp_dir().display()
+            )))
+        }
+    };
+    let total = plan.transports.len() * plan.methods.len() * plan.sizes.len();
+    let progress = crate::report::progress::Progress::new(total as u64, quiet);
+    'all: for &t in &plan.transports {
+        for &size in &plan.sizes {
+            for &m in &plan.methods {
+                progress.set_message(format!("{t} {m} {}", format_bytes(size)));
+                let setup = relay::Setup {
+                    transport: t,
+                    method: m,
+                    copy: plan.copy,
+                    size: size as usize,
+                    shape: (plan.shape_of)(plan),
+                    parallel: args.parallel as usize,
+                    dir: dir.path().to_path_buf(),
+                };
+                let mut runs = Vec::new();
+                let mut error = None;
+                for _ in 0..args.runs {
+                    match relay::run(&setup) {
+                        Ok(o) => {
+                            let stop = o.interrupted;
+                            runs.push(o);
+                            if stop {
+                                break;
+                            }
+                        }
+                        Err(e) => {
+                            error = Some(e.to_string());
+                            break;
+                        }
+                    }
+                }
+                report.results.push(result(t, m, size, &runs, error));
+                progress.inc();
+                if crate::interrupt::requested() {
+                    break 'all;
+                }
+            }
+        }
+    }
+    progress.finish();
+    report.crossovers = crossovers(&report.results);
+    let cpus = crate::mode::serve::allowed_cpus().len();
+    if cpus < 3 && !report.results.is_empty() {
+        report.warnings.push(format!(
+            "the source, the relay and the sink share {cpus} CPU{}: throughput is that of a relay \
+             competing with its own traffic; for the relay alone, run the relay-only form \
+             (--listen, --to) between programs on other CPUs",
+            if cpus == 1 { "" } else { "s" }
+        ));
+    }
+    None
+}
+
+/// A scenario's result: the median run by throughput, and every run's throughput.
+fn result(
+    t: TransportKind,
+    m: Method,
+    size: u64,
+    runs: &[Outcome],
+    error: Option<String>,
+) -> RelayResult {
+    let bps = |o: &Outcome| {
+        let s = o.interval.as_secs_f64();
+        if s > 0.0 {
+            o.sink.bytes as f64 * 8.0 / s
+        } else {
+            0.0
+        }
+    };
+    let mut r = RelayResult {
+        transport: t.to_string(),
+        method: m.to_string(),
+        size_bytes: size,
+        error,
+        runs_bits_per_second: runs.iter().map(bps).collect(),
+        ..RelayResult::default()
+    };
+    let mut order: Vec<&Outcome> = runs.iter().collect();
+    order.sort_by(|a, b| bps(a).total_cmp(&bps(b)));
+    let Some(o) = order.get(order.len().saturating_sub(1) / 2) else {
+        return r;
+    };
+    let secs = o.interval.as_secs_f64();
+    let cpu = o.relay_cpu_total(m).as_secs_f64();
+    let bytes = o.copied.bytes;
+    let per = |v: f64, n: u64| (n > 0).then(|| v / n as f64);
+    r.bytes_sent = o.source.bytes;
+    r.bytes_relayed = bytes;
+    r.bytes_received = o.sink.bytes;
+    r.messages = o.sink.messages;
+    r.connections = o.relayed;
+    r.duration_seconds = secs;
+    r.bits_per_second = bps(o);
+    r.messages_per_second = if secs > 0.0 {
+        o.sink.messages as f64 / secs
+    } else {
+        0.0
+    };
+    r.ns_per_message = per(secs * 1e9, o.sink.messages).unwrap_or(0.0);
+    r.relay_cpu_seconds = cpu;
+    r.relay_kernel_worker_cpu_seconds = matches!(m, Method::IoUring | Method::IoUringSplice)
+        .then(|| o.unaccounted_cpu.as_secs_f64());
+    r.relay_cpu_seconds_per_gb = per(cpu * 1e9, bytes);
+    r.relay_cpu_ns_per_message = per(cpu * 1e9, o.sink.messages);
+    r.relay_cpu_utilisation = if secs > 0.0 { cpu / secs } else { 0.0 };
+    r.syscalls = o.copied.syscalls;
+    r.operations = o.copied.ops;
+    r.syscalls_per_mb = per(o.copied.syscalls as f64 * 1e6, bytes);
+    r.bytes_per_syscall = per(bytes as f64, o.copied.syscalls);
+    r.pipe_size_bytes = o.pipe_size.map(|p| p as u64);
+    r.latency_ns = o.latency.as_ref().map(|h| {
+        let mut m = BTreeMap::new();
+        m.insert("min".into(), h.min());
+        m.insert("mean".into(), h.mean().round() as u64);
+        for (name, q) in [("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p99.9", 99.9)] {
+            m.insert(name.into(), h.value_at_percentile(q));
+        }
+        m.insert("max".into(), h.max());
+        m
+    });
+    r
+}
+
+/// Per transport and splice method: the smallest size from which it is at least as fast
+/// as the best copy method at every larger size.
+fn crossovers(results: &[RelayResult]) -> Vec<Crossover> {
+    let mut out = Vec::new();
+    let mut transports: Vec<&str> = results.iter().map(|r| r.transport.as_str()).collect();
+    transports.dedup();
+    for t in transports {
+        let ok =
+            |r: &&RelayResult| r.transport == t && r.error.is_none() && r.bits_per_second > 0.0;
+        let mut sizes: Vec<u64> = results.iter().filter(ok).map(|r| r.size_bytes).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        if sizes.len() < 2 {
+            continue;
+        }
+        let best_copy = |size: u64| {
+            results
+                .iter()
+                .filter(ok)
+                .filter(|r| r.size_bytes == size)
+                .filter(|r| {
+                    Method::parse_list(&r.method)
+                        .ok()
+                        .and_then(|v| v.first().copied())
+                        .is_some_and(Method::copies_through_userspace)
+                })
+                .max_by(|a, b| a.bits_per_second.total_cmp(&b.bits_per_second))
+        };
+        for splice in [Method::Splice, Method::IoUringSplice] {
+            let at = |size: u64| {
+                results
+                    .iter()
+                    .filter(ok)
+                    .find(|r| r.size_bytes == size && r.method == splice.name())
+            };
+            let pairs: Vec<(u64, &RelayResult, &RelayResult)> = sizes
+                .iter()
+                .filter_map(|&s| Some((s, at(s)?, best_copy(s)?)))
+                .collect();
+            if pairs.len() < 2 {
+                continue;
+            }
+            // Walk down from the largest size while splice keeps up.
+            let mut from = None;
+            for (s, sp, cp) in pairs.iter().rev() {
+                if sp.bits_per_second >= cp.bits_per_second {
+                    from = Some((*s, *sp, *cp));
+                } else {
+                    break;
+                }
+            }
+            let (lo, hi) = (pairs[0].0, pairs[pairs.len() - 1].0);
+            let summary = match from {
+                Some((s, sp, cp)) => format!(
+                    "{t}: {splice} overtakes the copy methods from {} ({:.2}x {} there) up to {}",
+                    format_bytes(s),
+                    sp.bits_per_second / cp.bits_per_second,
+                    cp.method,
+                    format_bytes(hi)
+                ),
+                None => {
+                    let (s, sp, cp) = pairs[pairs.len() - 1];
+                    format!(
+                        "{t}: {splice} does not overtake the copy methods between {} and {} \
+                         (at {}: {:.2}x {})",
+                        format_bytes(lo),
+                        format_bytes(hi),
+                        format_bytes(s),
+                        sp.bits_per_second / cp.bits_per_second,
+                        cp.method
+                    )
+                }
+            };
+            out.push(Crossover {
+                transport: t.to_string(),
+                method: splice.name().into(),
+                size_bytes: from.map(|f| f.0),
+                summary,
+            });
+        }
+    }
+    out
+}
+
+fn print_table(r: &RelayReport, out: &mut impl Write) -> io::Result<()> {
+    if let Some(o) = &r.relay_only {
+        return print_relay_only(r, o, out);
+    }
+    let what = match (r.mode, r.connections) {
+        (RelayMode::Pingpong, _) => "one message at a time".to_string(),
+        (_, Some(n)) => format!("{n} connections, one payload each, {} at once", r.parallel),
+        (_, None) => format!(
+            "{} long stream{}",
+            r.parallel,
+            if r.parallel == 1 { "" } else { "s" }
+        ),
+    };
+    writeln!(
+        out,
+        "relay: {what}; buffer {}, pipe {} asked, {} iovecs",
+        format_bytes(r.buffer_bytes),
+        format_bytes(r.pipe_size_requested_bytes),
+        r.iovecs
+    )?;
+    let pingpong = r.mode == RelayMode::Pingpong;
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    let mut head = vec!["transport", "method", "size"];
+    if pingpong {
+        head.extend(["p50", "p99", "max"]);
+    } else {
+        head.extend(["throughput", "per message"]);
+    }
+    head.extend(["relay CPU/GB", "CPU/message", "syscalls/MB", "bytes/call"]);
+    t.set_header(head);
+    for x in &r.results {
+        let mut row = vec![
+            x.transport.clone(),
+            x.method.clone(),
+            format_bytes(x.size_bytes),
+        ];
+        if let Some(e) = &x.error {
+            row.push(format!("failed: {e}"));
+            t.add_row(row);
+            continue;
+        }
+        if pingpong {
+            for k in ["p50", "p99", "max"] {
+                row.push(
+                    x.latency_ns
+                        .as_ref()
+                        .and_then(|l| l.get(k))
+                        .map_or("-".into(), |&v| format_ns(v)),
+                );
+            }
+        } else {
+            row.push(format_bits_per_second(x.bits_per_second));
+            row.push(format_ns(x.ns_per_message.round() as u64));
+        }
+        row.push(
+            x.relay_cpu_seconds_per_gb
+                .map_or("-".into(), |v| format!("{v:.3} s")),
+        );
+        row.push(
+            x.relay_cpu_ns_per_message
+                .map_or("-".into(), |v| format_ns(v.round() as u64)),
+        );
+        row.push(x.syscalls_per_mb.map_or("-".into(), |v| format!("{v:.1}")));
+        row.push(
+            x.bytes_per_syscall
+                .map_or("-".into(), |v| format_bytes(v.round() as u64)),
+        );
+        t.add_row(row);
+    }
+    writeln!(out, "{t}")?;
+    let pipes: Vec<String> = r
+        .results
+        .iter()
+        .filter_map(|x| Some((x.method.as_str(), x.pipe_size_bytes?)))
+        .fold(Vec::new(), |mut v, (m, p)| {
+            let s = format!("{m} {}", format_bytes(p));
+            if !v.contains(&s) {
+                v.push(s);
+            }
+            v
+        });
+    if !pipes.is_empty() {
+        writeln!(out, "pipe granted: {}", pipes.join(", "))?;
+    }
+    for s in &r.skipped {
+        writeln!(out, "skipped: {} {}: {}", s.transport, s.method, s.reason)?;
+    }
+    for c in &r.crossovers {
+        writeln!(out, "crossover: {}", c.summary)?;
+    }
+    for w in &r.warnings {
+        writeln!(out, "warning: {w}")?;
+    }
+    if r.interrupted {
+        writeln!(
+            out,
+            "interrupted: the figures are what was measured before Ctrl-C"
+        )?;
+    }
+    Ok(())
+}
+
+fn print_relay_only(r: &RelayReport, o: &RelayOnly, out: &mut impl Write) -> io::Result<()> {
+    let bytes = o.bytes_forward + o.bytes_backward;
+    let secs = o.duration_seconds;
+    writeln!(
+        out,
+        "relayed {} connection{} from {} to {} with {}: {} forward, {} back in {:.3} s{}",
+        o.connections,
+        if o.connections == 1 { "" } else { "s" },
+        o.listen,
+        o.to,
+        r.command
+            .windows(2)
+            .find(|w| w[0] == "-m" || w[0] == "--method")
+            .map_or("?", |w| w[1].as_str()),
+        format_bytes(o.bytes_forward),
+        format_bytes(o.bytes_backward),
+        secs,
+        if secs > 0.0 {
+            format!(" ({})", format_bits_per_second(bytes as f64 * 8.0 / secs))
+        } else {
+            String::new()
+        }
+    )?;
+    writeln!(
+        out,
+        "CPU {:.3} s{}; {} system calls{}{}",
+        o.cpu_seconds,
+        o.cpu_seconds_per_gb
+            .map_or(String::new(), |v| format!(" ({v:.3} s per GB)")),
+        o.syscalls,
+        o.syscalls_per_mb
+            .map_or(String::new(), |v| format!(" ({v:.1} per MB)")),
+        o.pipe_size_bytes
+            .map_or(String::new(), |p| format!("; pipe {}", format_bytes(p)))
+    )?;
+    if o.failed > 0 {
+        writeln!(
+            out,
+            "{} connection{} failed; the first: {}",
+            o.failed,
+            if o.failed == 1 { "" } else { "s" },
+            o.first_error.as_deref().unwrap_or("?")
+        )?;
+    }
+    Ok(())
+}
+
+/// The relay-only form's shared tallies.
+#[derive(Default)]
+struct Tallies {
+    connections: AtomicU64,
+    failed: AtomicU64,
+    first_error: Mutex<Option<String>>,
+    forward: Mutex<Copied>,
+    backward: Mutex<Copied>,
+    pipe: Mutex<Option<usize>>,
+    /// Open connections, to shut down at the end so every copy returns.
+    open: Mutex<Vec<std::sync::Weak<(End, End)>>>,
+}
+
+impl Tallies {
+    fn error(&self, e: String) {
+        self.failed.fetch_add(1, Ordering::Relaxed);
+        let mut f = self.first_error.lock().unwrap_or_else(|p| p.into_inner());
+        if f.is_none() {
+            *f = Some(e);
+        }
+    }
+}
+
+/// Copy one direction of one connection with a copier of its own.
+fn direction(
+    method: Method,
+    opts: &copy::Options,
+    ends: &(End, End),
+    forward: bool,
+    tallies: &Tallies,
+) {
+    let mut counts = Copied::default();
+    let r = copy::copier(method, opts).and_then(|mut c| {
+        if let Some(p) = c.pipe_size() {
+            *tallies.pipe.lock().unwrap_or_else(|p| p.into_inner()) = Some(p);
+        }
+        if forward {
+            c.copy(&ends.0, &ends.1, &mut counts)
+        } else {
+            c.copy(&ends.1, &ends.0, &mut counts)
+        }
+    });
+    let slot = if forward {
+        &tallies.forward
+    } else {
+        &tallies.backward
+    };
+    let mut s = slot.lock().unwrap_or_else(|p| p.into_inner());
+    *s = s.plus(counts);
+    drop(s);
+    match r {
+        Ok(()) => {}
+        // The other side went away, or we were stopped: the end of that direction.
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::BrokenPipe
+                    | io::ErrorKind::Interrupted
+                    | io::ErrorKind::NotConnected
+            ) => {}
+        Err(e) => tallies.error(format!(
+            "{} {}: {e}",
+            method,
+            if forward { "forward" } else { "back" }
+        )),
+    }
+}
+
+/// The relay alone: accept on `listen`, copy each connection both ways to `to`, until
+/// Ctrl-C or `duration`.
+fn relay_only(
+    method: Method,
+    opts: &copy::Options,
+    listen: &Target,
+    to: &Target,
+    duration: Option<Duration>,
+    parallel: u32,
+) -> Result<RelayOnly, String> {
+    // Check the method can be set up here before taking connections.
+    copy::copier(method, opts).map_err(|e| format!("{method}: {e}"))?;
+    let listener = Listener::bind(listen).map_err(|e| e.to_string())?;
+    let shown = listener
+        .target()
+        .map_or(listen.to_string(), |t| t.to_string());
+    eprintln!("sockbench: relaying {shown} -> {to} with {method} (Ctrl-C to stop)");
+    let tallies = Arc::new(Tallies::default());
+    let started = Mutex::new(None::<(Instant, Duration)>);
+    let proc_cpu = || {
+        nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID)
+            .map(|t| Duration::new(t.tv_sec().max(0) as u64, t.tv_nsec().max(0) as u32))
+            .unwrap_or_default()
+    };
+    let t_start = Instant::now();
+    let deadline = duration.map(|d| t_start + d);
+    let stop = AtomicBool::new(false);
+    let give_up = || {
+        crate::interrupt::requested()
+            || deadline.is_some_and(|d| Instant::now() >= d)
+            || stop.load(Ordering::Relaxed)
+    };
+    let live = AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        loop {
+            let client = match listener.accept_unless(&give_up) {
+                Ok(Some(c)) => c,
+                Ok(None) => break,
+                Err(e) => {
+                    tallies.error(format!("accept: {e}"));
+                    break;
+                }
+            };
+            {
+                let mut s = started.lock().unwrap_or_else(|p| p.into_inner());
+                if s.is_none() {
+                    *s = Some((Instant::now(), proc_cpu()));
+                }
+            }
+            tallies.connections.fetch_add(1, Ordering::Relaxed);
+            if live.load(Ordering::Relaxed) >= u64::from(parallel.max(1)) * 512 {
+                tallies.error("too many connections at once: refused one".into());
+                continue;
+            }
+            let upstream = match to.connect() {
+                Ok(u) => u,
+                Err(e) => {
+                    tallies.error(format!("cannot connect to {to}: {e}"));
+                    continue;
+                }
+            };
+            let _ = client.set_timeouts(Some(relay::TICK));
+            let _ = upstream.set_timeouts(Some(relay::TICK));
+            let ends = Arc::new((client, upstream));
+            tallies
+                .open
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(Arc::downgrade(&ends));
+            live.fetch_add(2, Ordering::Relaxed);
+            for forward in [true, false] {
+                let (ends, tallies, live) = (Arc::clone(&ends), Arc::clone(&tallies), &live);
+                let opts = *opts;
+                scope.spawn(move || {
+                    direction(method, &opts, &ends, forward, &tallies);
+                    live.fetch_sub(1, Ordering::Relaxed);
+                });
+            }
+        }
+        // Stopped: end every connection still open so its copies return.
+        stop.store(true, Ordering::Relaxed);
+        for w in tallies
+            .open
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            if let Some(ends) = w.upgrade() {
+                for e in [&ends.0, &ends.1] {
+                    let _ =
+                        nix::sys::socket::shutdown(e.raw_fd(), nix::sys::socket::Shutdown::Both);
+                }
+            }
+        }
+    });
+    let (t0, cpu0) = started
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .unwrap_or((Instant::now(), proc_cpu()));
+    let secs = t0.elapsed().as_secs_f64();
+    let cpu = proc_cpu().saturating_sub(cpu0).as_secs_f64();
+    let fw = *tallies.forward.lock().unwrap_or_else(|p| p.into_inner());
+    let bw = *tallies.backward.lock().unwrap_or_else(|p| p.into_inner());
+    let all = fw.plus(bw);
+    let per = |v: f64| (all.bytes > 0).then(|| v / all.bytes as f64);
+    let first_error = tallies
+        .first_error
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let pipe = *tallies.pipe.lock().unwrap_or_else(|p| p.into_inner());
+    Ok(RelayOnly {
+        listen: shown,
+        to: to.to_string(),
+        connections: tallies.connections.load(Ordering::Relaxed),
+        failed: tallies.failed.load(Ordering::Relaxed),
+        first_error,
+        bytes_forward: fw.bytes,
+        bytes_backward: bw.bytes,
+        syscalls: all.syscalls,
+        operations: all.ops,
+        duration_seconds: secs,
+        cpu_seconds: cpu,
+        cpu_seconds_per_gb: per(cpu * 1e9),
+        syscalls_per_mb: per(all.syscalls as f64 * 1e6),
+        pipe_size_bytes: pipe.map(|p| p as u64),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn res(t: &str, m: Method, size: u64, bps: f64) -> RelayResult {
+        RelayResult {
+            transport: t.into(),
+            method: m.name().into(),
+            size_bytes: size,
+            bits_per_second: bps,
+            ..RelayResult::default()
+        }
+    }
+
+    #[test]
+    fn the_crossover_is_where_splice_stays_ahead_of_the_best_copy_method() {
+        let k = 1024;
+        let mut v = Vec::new();
+        for (size, rw, vec, sp) in [
+            (64, 10.0, 11.0, 5.0),
+            (64 * k, 100.0, 90.0, 99.0),
+            (256 * k, 100.0, 120.0, 130.0),
+            (1024 * k, 150.0, 100.0, 160.0),
+        ] {
+            v.push(res("tcp", Method::ReadWrite, size, rw));
+            v.push(res("tcp", Method::Vectored, size, vec));
+            v.push(res("tcp", Method::Splice, size, sp));
+        }
+        let c = crossovers(&v);
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].size_bytes, Some(256 * k));
+        assert!(c[0].summary.contains("from 256 KiB"), "{}", c[0].summary);
+        assert!(c[0].summary.contains("1.08x vectored"), "{}", c[0].summary);
+        // A splice that falls behind again at the top has no crossover.
+        v.push(res("tcp", Method::ReadWrite, 4096 * k, 200.0));
+        v.push(res("tcp", Method::Splice, 4096 * k, 199.0));
+        let c = crossovers(&v);
+        assert_eq!(c[0].size_bytes, None);
+        assert!(
+            c[0].summary.contains("does not overtake"),
+            "{}",
+            c[0].summary
+        );
+        // One size is no sweep; a transport without splice has nothing to say.
+        assert!(crossovers(&v[..3]).is_empty());
+        let only_copy: Vec<_> = v.iter().filter(|r| r.method != "splice").cloned().collect();
+        assert!(crossovers(&only_copy).is_empty());
+    }
+
+    #[test]
+    fn the_median_run_is_reported_and_every_run_is_kept() {
+        let run = |bytes: u64, ms: u64| Outcome {
+            source: relay::RoleCounts {
+                bytes,
+                messages: 10,
+                connections: 1,
+                cpu: Duration::ZERO,
+            },
+            sink: relay::RoleCounts {
+                bytes,
+                messages: 10,
+                connections: 1,
+                cpu: Duration::ZERO,
+            },
+            copied: Copied {
+                bytes,
+                syscalls: 20,
+                ops: 20,
+            },
+            relayed: 1,
+            relay_cpu: Duration::from_millis(ms / 2),
+            unaccounted_cpu: Duration::from_millis(7),
+            interval: Duration::from_millis(ms),
+            pipe_size: None,
+            latency: None,
+            interrupted: false,
+        };
+        let runs = [run(1_000_000, 100), run(1_000_000, 50), run(1_000_000, 200)];
+        let r = result(TransportKind::Tcp, Method::ReadWrite, 100_000, &runs, None);
+        assert_eq!(r.runs_bits_per_second.len(), 3);
+        // The median of 80, 160 and 40 Mbit/s.
+        assert!(
+            (r.bits_per_second - 80e6).abs() < 1.0,
+            "{}",
+            r.bits_per_second
+        );
+        assert!((r.relay_cpu_seconds - 0.05).abs() < 1e-9);
+        assert_eq!(r.relay_kernel_worker_cpu_seconds, None);
+        assert!((r.relay_cpu_seconds_per_gb.unwrap() - 50.0).abs() < 1e-6);
+        assert!((r.syscalls_per_mb.unwrap() - 20.0).abs() < 1e-9);
+        assert!((r.bytes_per_syscall.unwrap() - 50_000.0).abs() < 1e-9);
+        assert!((r.ns_per_message - 1e7).abs() < 1.0);
+        assert!((r.relay_cpu_utilisation - 0.5).abs() < 1e-9);
+        // The kernel's io_uring workers count for the io-uring methods.
+        let r = result(TransportKind::Tcp, Method::IoUring, 100_000, &runs, None);
+        assert!((r.relay_cpu_seconds - 0.057).abs() < 1e-9);
+        assert_eq!(r.relay_kernel_worker_cpu_seconds, Some(0.007));
+    }
+
+    #[test]
+    fn transports_are_checked_by_name_and_kind() {
+        assert_eq!(
+            parse_transports("tcp,unix,tcp").unwrap(),
+            [TransportKind::Tcp, TransportKind::Unix]
+        );
+        assert_eq!(parse_transports("all").unwrap(), relay::TRANSPORTS);
+        assert!(parse_transports("udp")
+            .unwrap_err()
+            .contains("tcp, tcp6 or unix"));
+        assert!(parse_transports("bogus")
+            .unwrap_err()
+            .contains("unknown transport"));
+    }
 }

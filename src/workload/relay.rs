@@ -539,10 +539,8 @@ impl Source {
                 break;
             }
             let off = (sent % PERIOD as u64) as usize;
-            self.stamp.store(
-                self.base.elapsed().as_nanos() as u64,
-                Ordering::Release,
-            );
+            self.stamp
+                .store(self.base.elapsed().as_nanos() as u64, Ordering::Release);
             if !send_all(conn, &self.pattern[off..off + self.size], coord)? {
                 return Ok(false);
             }
@@ -742,8 +740,7 @@ pub fn run(setup: &Setup) -> io::Result<Outcome> {
     }
     let p = setup.parallel.max(1);
     let sink_listener = Listener::bind(&listen_target(setup.transport, &setup.dir, "sink.sock"))?;
-    let relay_listener =
-        Listener::bind(&listen_target(setup.transport, &setup.dir, "relay.sock"))?;
+    let relay_listener = Listener::bind(&listen_target(setup.transport, &setup.dir, "relay.sock"))?;
     let sink_target = sink_listener.target()?;
     let relay_target = relay_listener.target()?;
     // Set up every copier before the start, so a ring or a runtime is not in the run.
@@ -962,8 +959,16 @@ mod tests {
     fn every_byte_arrives_and_the_three_counts_agree() {
         let dir = tempfile::tempdir().unwrap();
         for (t, shape, size) in [
-            (TransportKind::Tcp, Shape::Streams(Stop::Bytes(1 << 20)), 65536),
-            (TransportKind::Unix, Shape::Streams(Stop::Bytes(100_001)), 4096),
+            (
+                TransportKind::Tcp,
+                Shape::Streams(Stop::Bytes(1 << 20)),
+                65536,
+            ),
+            (
+                TransportKind::Unix,
+                Shape::Streams(Stop::Bytes(100_001)),
+                4096,
+            ),
             (TransportKind::Tcp, Shape::Connections(50), 10_000),
             (TransportKind::Unix, Shape::Connections(20), 1),
         ] {
