@@ -140,7 +140,7 @@ pub struct RelayOnly {
     pub syscalls: u64,
     /// Reads, writes and splices, both directions.
     pub operations: u64,
-    /// From the first accept to the end.
+    /// From the first accept to the end of the last connection.
     pub duration_seconds: f64,
     /// The process's CPU over that time (every thread, io_uring workers included).
     pub cpu_seconds: f64,
@@ -899,6 +899,8 @@ struct Tallies {
     forward: Mutex<Copied>,
     backward: Mutex<Copied>,
     pipe: Mutex<Option<usize>>,
+    /// When the last direction of a connection ended.
+    last_end: Mutex<Option<Instant>>,
     /// Open connections, to shut down at the end so every copy returns.
     open: Mutex<Vec<std::sync::Weak<(End, End)>>>,
 }
@@ -940,6 +942,7 @@ fn direction(
     let mut s = slot.lock().unwrap_or_else(|p| p.into_inner());
     *s = s.plus(counts);
     drop(s);
+    *tallies.last_end.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
     match r {
         Ok(()) => {}
         // The other side went away, or we were stopped: the end of that direction.
@@ -975,7 +978,9 @@ fn relay_only(
     let shown = listener
         .target()
         .map_or(listen.to_string(), |t| t.to_string());
-    eprintln!("sockbench: relaying {shown} -> {to} with {method} (Ctrl-C to stop)");
+    eprintln!(
+        "sockbench: relay listening on {shown}, copying to {to} with {method} (Ctrl-C to stop)"
+    );
     let tallies = Arc::new(Tallies::default());
     let started = Mutex::new(None::<(Instant, Duration)>);
     let proc_cpu = || {
@@ -1058,7 +1063,13 @@ fn relay_only(
         .into_inner()
         .unwrap_or_else(|p| p.into_inner())
         .unwrap_or((Instant::now(), proc_cpu()));
-    let secs = t0.elapsed().as_secs_f64();
+    // Until the last connection ended (or now, if one was cut off at the stop).
+    let end = tallies
+        .last_end
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .unwrap_or_else(Instant::now);
+    let secs = end.saturating_duration_since(t0).as_secs_f64();
     let cpu = proc_cpu().saturating_sub(cpu0).as_secs_f64();
     let fw = *tallies.forward.lock().unwrap_or_else(|p| p.into_inner());
     let bw = *tallies.backward.lock().unwrap_or_else(|p| p.into_inner());

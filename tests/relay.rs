@@ -1,0 +1,556 @@
+//! `sockbench relay`: every method relays the source's bytes exactly (the sink checks
+//! each one), the three counts agree, the system calls it reports are the ones strace
+//! sees, the bytes it reports are the ones the kernel carried, refusals are usage errors
+//! that say why, and Ctrl-C stops it with what it measured and nothing left behind.
+
+mod common;
+
+use std::io::{BufRead, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{json, u, Sandbox};
+use serde_json::Value;
+
+fn results(v: &Value) -> &Vec<Value> {
+    v["results"].as_array().expect("results")
+}
+
+/// The methods this build and kernel can run (the others are listed as skipped).
+fn methods(sb: &Sandbox) -> Vec<String> {
+    let v = json(sb, &["relay", "-m", "all", "--connections", "1", "-s", "1"]);
+    results(&v)
+        .iter()
+        .map(|r| r["method"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn check_exact(v: &Value, connections: u64) {
+    for r in results(v) {
+        let what = format!("{} {} {}", r["transport"], r["method"], r["size_bytes"]);
+        assert!(r["error"].is_null(), "{what}: {}", r["error"]);
+        let want = connections * u(r, "/size_bytes");
+        assert_eq!(u(r, "/bytes_sent"), want, "{what}");
+        assert_eq!(u(r, "/bytes_relayed"), want, "{what}");
+        assert_eq!(u(r, "/bytes_received"), want, "{what}");
+        assert_eq!(u(r, "/connections"), connections, "{what}");
+        assert_eq!(u(r, "/messages"), connections, "{what}");
+        // Each connection needs a read that sees its end, and a write per byte at most.
+        assert!(u(r, "/syscalls") >= 2 * connections, "{what}");
+    }
+}
+
+#[test]
+fn every_method_relays_every_byte_over_tcp_and_unix() {
+    let sb = Sandbox::new();
+    let all = methods(&sb);
+    assert!(
+        all.len() >= 4,
+        "read-write, vectored, buffered and splice run anywhere: {all:?}"
+    );
+    let v = json(
+        &sb,
+        &[
+            "relay",
+            "-m",
+            "all",
+            "-t",
+            "tcp,unix",
+            "-s",
+            "1,10000,4M",
+            "--connections",
+            "1",
+        ],
+    );
+    assert_eq!(results(&v).len(), 2 * 3 * all.len());
+    check_exact(&v, 1);
+    let v = json(
+        &sb,
+        &[
+            "relay",
+            "-m",
+            "all",
+            "-t",
+            "tcp,unix",
+            "-s",
+            "1,10000",
+            "--connections",
+            "1000",
+            "-P",
+            "4",
+        ],
+    );
+    check_exact(&v, 1000);
+    assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
+}
+
+#[test]
+fn a_thousand_connections_of_four_mebibytes_each_arrive_whole() {
+    let sb = Sandbox::new();
+    let v = json(
+        &sb,
+        &[
+            "relay",
+            "-m",
+            "all",
+            "-t",
+            "unix",
+            "-s",
+            "4M",
+            "--connections",
+            "1000",
+            "-P",
+            "2",
+        ],
+    );
+    check_exact(&v, 1000);
+}
+
+#[test]
+fn long_streams_carry_exactly_the_bytes_asked_for_on_every_transport() {
+    let sb = Sandbox::new();
+    let v = json(
+        &sb,
+        &[
+            "relay",
+            "-m",
+            "read-write,splice",
+            "-t",
+            "all",
+            "-s",
+            "64K",
+            "--bytes",
+            "3000001",
+            "-P",
+            "2",
+        ],
+    );
+    assert_eq!(results(&v).len(), 6);
+    for r in results(&v) {
+        assert_eq!(u(r, "/bytes_received"), 6_000_002, "{r}");
+        assert_eq!(u(r, "/bytes_relayed"), 6_000_002, "{r}");
+        // 3000001 bytes in 64 KiB messages: 46 messages, the last one short, per stream.
+        assert_eq!(u(r, "/messages"), 92, "{r}");
+        assert!(r["bits_per_second"].as_f64().unwrap() > 0.0);
+    }
+    let splice = results(&v)
+        .iter()
+        .find(|r| r["method"] == "splice")
+        .unwrap();
+    assert!(u(splice, "/pipe_size_bytes") >= 65536, "{splice}");
+}
+
+#[test]
+fn pingpong_times_each_message_from_source_to_sink() {
+    let sb = Sandbox::new();
+    let v = json(
+        &sb,
+        &[
+            "relay",
+            "-m",
+            "read-write,splice",
+            "--mode",
+            "pingpong",
+            "-n",
+            "2000",
+            "-s",
+            "100",
+        ],
+    );
+    for r in results(&v) {
+        assert_eq!(u(r, "/messages"), 2000, "{r}");
+        assert_eq!(u(r, "/bytes_received"), 200_000, "{r}");
+        let l = &r["latency_ns"];
+        let (min, p50, p99, max) = (u(l, "/min"), u(l, "/p50"), u(l, "/p99"), u(l, "/max"));
+        assert!(min > 0 && min <= p50 && p50 <= p99 && p99 <= max, "{l}");
+        // Through two loopback hops and back to the source: under 100 ms, surely.
+        assert!(p50 < 100_000_000, "{l}");
+    }
+}
+
+#[test]
+fn the_go_benchmarks_shape_reports_cost_per_connection() {
+    let sb = Sandbox::new();
+    let v = json(
+        &sb,
+        &[
+            "relay",
+            "-m",
+            "read-write",
+            "--connections",
+            "500",
+            "-s",
+            "10K",
+            "-P",
+            "4",
+        ],
+    );
+    assert_eq!(v["connections"], 500);
+    assert_eq!(v["parallel"], 4);
+    let r = &results(&v)[0];
+    assert_eq!(u(r, "/bytes_received"), 500 * 10240);
+    let ns = r["ns_per_message"].as_f64().unwrap();
+    let secs = r["duration_seconds"].as_f64().unwrap();
+    assert!((ns * 500.0 / 1e9 - secs).abs() < 1e-6, "{ns} {secs}");
+    let cpu = r["relay_cpu_seconds"].as_f64().unwrap();
+    let per = r["relay_cpu_ns_per_message"].as_f64().unwrap();
+    assert!(cpu > 0.0 && (per * 500.0 / 1e9 - cpu).abs() < 1e-6, "{r}");
+}
+
+/// A sweep over sizes names where splice overtakes the copy methods, or says it does not.
+#[test]
+fn a_size_sweep_prints_the_crossover() {
+    let sb = Sandbox::new();
+    let out = sb
+        .cmd()
+        .args([
+            "relay",
+            "-m",
+            "read-write,splice",
+            "-s",
+            "4K,1M",
+            "--bytes",
+            "4M",
+            "-q",
+        ])
+        .output()
+        .unwrap();
+    common::assert_success(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("crossover: tcp: splice"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.contains("overtakes the copy methods from") || line.contains("does not overtake"),
+        "{line}"
+    );
+    assert!(text.contains("pipe granted: splice 64 KiB"), "{text}");
+}
+
+#[test]
+fn refusals_are_usage_errors_that_say_what_to_do() {
+    let sb = Sandbox::new();
+    for (args, says) in [
+        (vec!["-m", "sendfile"], "stream --send sendfile"),
+        (vec!["-m", "copy"], "unknown relay method"),
+        (vec!["-t", "udp"], "tcp, tcp6 or unix"),
+        (vec!["-t", "pipe"], "tcp, tcp6 or unix"),
+        (vec!["-s", "abc"], "--size"),
+        (vec!["--buffer", "0"], "--buffer"),
+        (vec!["--iovecs", "0"], "--iovecs"),
+        (vec!["--iovecs", "8", "--buffer", "4"], "--iovecs"),
+        (
+            vec!["--mode", "pingpong", "-P", "2"],
+            "one message at a time",
+        ),
+        (vec!["-n", "10"], "pingpong"),
+        (vec!["--format", "csv"], "table or --format json"),
+        (
+            vec!["--listen", "127.0.0.1:0", "--to", "127.0.0.1:1"],
+            "one method",
+        ),
+        (
+            vec![
+                "-m",
+                "splice",
+                "--listen",
+                &*Box::leak(format!("/tmp/{}", "x".repeat(110)).into_boxed_str()),
+                "--to",
+                "127.0.0.1:1",
+            ],
+            "at most 107",
+        ),
+    ] {
+        let out = sb.cmd().arg("relay").args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn a_port_in_use_is_a_runtime_error() {
+    let sb = Sandbox::new();
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = taken.local_addr().unwrap().to_string();
+    let out = sb
+        .cmd()
+        .args([
+            "relay",
+            "-m",
+            "read-write",
+            "--listen",
+            &at,
+            "--to",
+            "127.0.0.1:1",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot listen on") && err.contains("another port"),
+        "{err}"
+    );
+}
+
+/// Start the relay-only form under `wrapper` (e.g. strace) copying to `to`; its port.
+fn relay_only(
+    sb: &Sandbox,
+    wrapper: &[&str],
+    method: &str,
+    to: &str,
+) -> (std::process::Child, u16) {
+    let bin = assert_cmd::cargo::cargo_bin("sockbench");
+    let mut cmd = if wrapper.is_empty() {
+        sb.std_cmd(&bin)
+    } else {
+        let mut c = sb.std_cmd(wrapper[0]);
+        c.args(&wrapper[1..]).arg(&bin);
+        c
+    };
+    cmd.args([
+        "relay",
+        "-m",
+        method,
+        "--listen",
+        "127.0.0.1:0",
+        "--to",
+        to,
+        "--format",
+        "json",
+    ]);
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines
+        .find(|l| l.as_ref().is_ok_and(|l| l.contains("listening on")))
+        .unwrap()
+        .unwrap();
+    let port = first
+        .split("listening on ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .and_then(|a| a.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {first:?}"));
+    std::thread::spawn(move || lines.for_each(drop));
+    (child, port)
+}
+
+/// Send `n` bytes through the relay at `port` to a sink that answers with `back` bytes
+/// before the end; what the client got back.
+fn through(port: u16, sink: TcpListener, n: usize, back: usize) -> usize {
+    let sink_thread = std::thread::spawn(move || {
+        let (mut s, _) = sink.accept().unwrap();
+        s.write_all(&vec![7u8; back]).unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        assert_eq!(got.len(), n);
+        assert!(got.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8));
+    });
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let data: Vec<u8> = (0..n).map(|i| (i % 251) as u8).collect();
+    c.write_all(&data).unwrap();
+    c.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut got = Vec::new();
+    c.read_to_end(&mut got).unwrap();
+    sink_thread.join().unwrap();
+    got.len()
+}
+
+fn stop(mut child: std::process::Child) -> Value {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(
+        status.code() == Some(130) || status.code() == Some(0),
+        "{status:?}"
+    );
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+#[test]
+fn the_relay_only_form_copies_both_ways_and_counts_what_it_copied() {
+    let sb = Sandbox::new();
+    let sink = TcpListener::bind("127.0.0.1:0").unwrap();
+    let to = sink.local_addr().unwrap().to_string();
+    let (child, port) = relay_only(&sb, &[], "read-write", &to);
+    assert_eq!(through(port, sink, 3_000_000, 1234), 1234);
+    let v = stop(child);
+    let r = &v["relay_only"];
+    assert_eq!(u(r, "/connections"), 1, "{v}");
+    assert_eq!(u(r, "/bytes_forward"), 3_000_000, "{v}");
+    assert_eq!(u(r, "/bytes_backward"), 1234, "{v}");
+    assert_eq!(u(r, "/failed"), 0, "{v}");
+    assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
+}
+
+/// Per system call, the calls strace counted in `log` (`strace -c` table).
+fn strace_calls(log: &std::path::Path) -> std::collections::HashMap<String, u64> {
+    std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            Some((f.last()?.to_string(), f.get(3)?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The system calls relay reports are the ones the kernel saw, counted by strace.
+#[test]
+fn the_system_calls_it_counts_are_the_ones_strace_sees() {
+    if !Command::new("strace")
+        .args(["-o", "/dev/null", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        eprintln!("skipped: strace is not installed or ptrace is not permitted");
+        return;
+    }
+    let sb = Sandbox::new();
+    let all = methods(&sb);
+    for (method, names) in [
+        ("read-write", &["read", "write"][..]),
+        ("vectored", &["readv", "writev"][..]),
+        ("splice", &["splice"][..]),
+        ("io-uring", &["io_uring_enter"][..]),
+        ("io-uring-splice", &["io_uring_enter"][..]),
+    ] {
+        if !all.iter().any(|m| m == method) {
+            eprintln!("skipped {method}: not available here");
+            continue;
+        }
+        let log = sb.path().join(format!("{method}.strace"));
+        let log_s = log.to_str().unwrap();
+        let sink = TcpListener::bind("127.0.0.1:0").unwrap();
+        let to = sink.local_addr().unwrap().to_string();
+        let (child, port) = relay_only(&sb, &["strace", "-f", "-c", "-o", log_s], method, &to);
+        through(port, sink, 8 << 20, 0);
+        let v = stop(child);
+        let counted = u(&v, "/relay_only/syscalls");
+        let calls = strace_calls(&log);
+        let seen: u64 = names
+            .iter()
+            .map(|n| calls.get(*n).copied().unwrap_or(0))
+            .sum();
+        // What strace sees beyond the copies: the lines printed on stderr and stdout.
+        assert!(
+            seen >= counted && seen <= counted + 8,
+            "{method}: sockbench counted {counted}, strace saw {seen} ({calls:?})"
+        );
+        // 8 MiB in at most 64 KiB per call, both ways: at least 128 calls each way.
+        assert!(counted >= 2 * 128, "{method}: {counted}");
+        std::fs::remove_file(&log).unwrap();
+    }
+}
+
+/// In a network namespace of its own, loopback carries each relayed byte twice (source
+/// to relay, relay to sink), plus headers and acknowledgements.
+#[test]
+fn loopback_carries_every_relayed_byte_twice() {
+    let sb = Sandbox::new();
+    let Some((v, k)) = common::json_in_netns(
+        &sb,
+        "true",
+        &["relay", "-m", "splice", "--bytes", "32M", "-s", "64K"],
+        common::LO_COUNTERS,
+    ) else {
+        return;
+    };
+    let relayed = u(&results(&v)[0], "/bytes_relayed");
+    assert_eq!(relayed, 32 << 20);
+    let lo = k["lo_bytes"];
+    assert!(
+        lo >= 2 * relayed && lo <= 2 * relayed + relayed / 20,
+        "loopback carried {lo} bytes for {relayed} relayed"
+    );
+}
+
+#[test]
+fn ctrl_c_prints_what_was_relayed_and_leaves_nothing_behind() {
+    let sb = Sandbox::new();
+    let child = sb
+        .sockbench()
+        .args([
+            "relay",
+            "-m",
+            "read-write",
+            "-t",
+            "unix",
+            "-d",
+            "30",
+            "--format",
+            "json",
+            "-q",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let t = Instant::now();
+    let v = stop(child);
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    assert_eq!(v["interrupted"], true);
+    let r = &results(&v)[0];
+    assert!(u(r, "/bytes_received") > 0, "{r}");
+    assert_eq!(u(r, "/bytes_received"), u(r, "/bytes_sent"));
+    assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
+}
+
+fn schema_path() -> String {
+    format!("{}/schema/relay.schema.json", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn the_committed_schema_is_up_to_date_and_real_output_validates() {
+    let now =
+        serde_json::to_string_pretty(&schemars::schema_for!(sockbench::mode::relay::RelayReport))
+            .unwrap()
+            + "\n";
+    if std::env::var_os("UPDATE_SCHEMA").is_some() {
+        std::fs::write(schema_path(), &now).unwrap();
+    }
+    let committed = std::fs::read_to_string(schema_path()).unwrap_or_default();
+    assert!(
+        committed == now,
+        "schema/relay.schema.json is stale: run `UPDATE_SCHEMA=1 cargo test --test relay` \
+         and bump RELAY_SCHEMA_VERSION if the change is incompatible"
+    );
+    let schema: Value = serde_json::from_str(&committed).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let sb = Sandbox::new();
+    for doc in [
+        json(
+            &sb,
+            &["relay", "-m", "all", "-s", "1K,64K", "--bytes", "1M"],
+        ),
+        json(
+            &sb,
+            &["relay", "-m", "splice", "--mode", "pingpong", "-n", "100"],
+        ),
+    ] {
+        assert_eq!(doc["document"], "sockbench-relay");
+        assert_eq!(doc["schema_version"], 1);
+        let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{errors:?}\n{doc}");
+    }
+}
