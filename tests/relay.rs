@@ -95,7 +95,7 @@ fn a_thousand_connections_of_four_mebibytes_each_arrive_whole() {
             "-m",
             "all",
             "-t",
-            "unix",
+            "tcp,unix",
             "-s",
             "4M",
             "--connections",
