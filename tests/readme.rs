@@ -141,6 +141,34 @@ fn keeps_its_promise(line: &str, v: &Value, stdout: &[u8], dir: &std::path::Path
             let table = String::from_utf8_lossy(stdout);
             assert!(table.contains("tcp granted"), "{table}");
         }
+        "sockbench relay -m read-write,splice -s 64K --bytes 16M" => {
+            assert_eq!(v["document"], "sockbench-relay");
+            assert_eq!(rs.len(), 2);
+            for r in rs {
+                assert_eq!(u(r, "/bytes_received"), 16 << 20);
+                assert_eq!(u(r, "/bytes_relayed"), 16 << 20);
+            }
+            assert!(u(&rs[1], "/pipe_size_bytes") >= 65536);
+        }
+        "sockbench relay --connections 1000 -s 10K -m read-write,splice,async" => {
+            assert_eq!(rs.len(), 3);
+            for r in rs {
+                assert_eq!(u(r, "/connections"), 1000);
+                assert_eq!(u(r, "/bytes_received"), 1000 * 10240);
+            }
+        }
+        "sockbench relay -m splice,read-write -t unix -s 4K,1M --bytes 8M" => {
+            assert_eq!(rs.len(), 4);
+            assert_eq!(v["crossovers"][0]["transport"], "unix");
+            let table = String::from_utf8_lossy(stdout);
+            assert!(table.contains("crossover: unix: splice"), "{table}");
+        }
+        "sockbench relay --mode pingpong -m read-write,splice -s 64 -n 2000" => {
+            for r in rs {
+                assert_eq!(u(r, "/messages"), 2000);
+                assert!(u(r, "/latency_ns/p50") > 0);
+            }
+        }
         "sockbench swarm -n 1000 -t tcp -d 1" => {
             // The swarm has its own document; its table went to stdout.
             let table = String::from_utf8_lossy(stdout);
