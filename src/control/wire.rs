@@ -305,6 +305,23 @@ mod tests {
             }),
             close: Some(Duration::from_micros(40)),
             on_cpu: (Some(0), Some(1)),
+            send: Some(SendCounts {
+                method: crate::cli::SendMethod::Zerocopy,
+                calls: Some(40),
+                zerocopy: Some(ZerocopyCounts {
+                    sends: 38,
+                    completed: 37,
+                    copied: 30,
+                    enobufs: 2,
+                    notifications: 5,
+                }),
+            }),
+            recv: Some(RecvCounts {
+                method: crate::cli::RecvMethod::Zerocopy,
+                bytes_mapped: 1 << 20,
+                bytes_copied: 100,
+                map_calls: Some(9),
+            }),
         }
     }
 
@@ -360,6 +377,29 @@ mod tests {
                 "latency samples",
                 WireSide {
                     latencies: vec![("round_trip".into(), vec![(1000, MAX_COUNT + 1)])],
+                    ..good.clone()
+                },
+            ),
+            (
+                "zerocopy copies",
+                WireSide {
+                    send: good.send.map(|s| SendCounts {
+                        zerocopy: s.zerocopy.map(|z| ZerocopyCounts {
+                            copied: u64::MAX,
+                            ..z
+                        }),
+                        ..s
+                    }),
+                    ..good.clone()
+                },
+            ),
+            (
+                "bytes mapped",
+                WireSide {
+                    recv: good.recv.map(|r| RecvCounts {
+                        bytes_mapped: MAX_COUNT + 1,
+                        ..r
+                    }),
                     ..good.clone()
                 },
             ),

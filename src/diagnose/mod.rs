@@ -67,7 +67,7 @@ pub fn warnings(sc: &Scenario, r: &ScenarioResult) -> Vec<Warning> {
 /// those whose completion did not come within the wait after the last send.
 pub fn zerocopy_copied(r: &ScenarioResult) -> Vec<Warning> {
     let Some(z) = r.send.and_then(|s| s.zerocopy) else {
-        return Vec::new();
+        return zerocopy_unmapped(r).into_iter().collect();
     };
     let mut out = Vec::new();
     if z.copied > 0 {
@@ -88,6 +88,7 @@ pub fn zerocopy_copied(r: &ScenarioResult) -> Vec<Warning> {
             ),
         ));
     }
+    out.extend(zerocopy_unmapped(r));
     let outstanding = z.sends.saturating_sub(z.completed);
     if outstanding > 0 {
         out.push(warning(
@@ -101,6 +102,23 @@ pub fn zerocopy_copied(r: &ScenarioResult) -> Vec<Warning> {
         ));
     }
     out
+}
+
+/// A zero-copy receiver that mapped nothing: every byte was copied after all.
+pub fn zerocopy_unmapped(r: &ScenarioResult) -> Option<Warning> {
+    let v = r.recv.filter(|v| v.map_calls.is_some())?;
+    (v.bytes_mapped == 0 && v.bytes_copied > 0).then(|| {
+        warning(
+            "zerocopy-unmapped",
+            format!(
+                "--recv zerocopy mapped no page: all {} were copied. TCP_ZEROCOPY_RECEIVE maps only data that lies in \
+                 whole pages it may hand over: a deferred MSG_ZEROCOPY copy makes such pages (try --send zerocopy), \
+                 but what a sender on this host wrote, sendfile'd or spliced lies in \
+                 shared or larger pages",
+                format_bytes(v.bytes_copied)
+            ),
+        )
+    })
 }
 
 /// Throughput that varies across runs.

@@ -347,6 +347,11 @@ impl Stream {
             let m = match region.receive() {
                 Ok(m) => m,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                // EIO: nothing queued and the peer has ended the data.
+                Err(e) if e.raw_os_error() == Some(nix::libc::EIO) => {
+                    readable = true;
+                    sys::Mapped::default()
+                }
                 Err(e) => return Err(e),
             };
             mapped += m.mapped as u64;
@@ -782,7 +787,8 @@ fn name(v: impl clap::ValueEnum) -> String {
         .unwrap_or_default()
 }
 
-/// Why `--send` cannot be what `sc` asks, if it cannot.
+/// Why `--send` cannot be what `sc` asks, if it cannot. Each reason reads "what: why"
+/// (tables print the part after the first ": " beside the combinations it rules out).
 fn send_refusal(sc: &Scenario) -> Option<String> {
     let (method, t) = (sc.extras.send, sc.transport);
     let m = name(method);
@@ -791,18 +797,19 @@ fn send_refusal(sc: &Scenario) -> Option<String> {
     }
     if sc.engine != EngineKind::Blocking {
         return Some(format!(
-            "--send {m} makes its own blocking system calls on the descriptor, so the {} engine would not be \
-             what is measured: use --engine blocking",
-            sc.engine
+            "--send {m} with the {e} engine: --send {m} makes its own blocking system calls on the descriptor, \
+             so the {e} engine would not be what is measured; use --engine blocking",
+            e = sc.engine
         ));
     }
     if matches!(t, TransportKind::Mq | TransportKind::Shm) {
         return Some(format!(
-            "--send {m} needs a descriptor that takes {} (a socket or a pipe); {t} has none: its sender uses {}",
+            "--send {m} over {t}: {} needs a descriptor to send to, a socket or a pipe, and {t} has none (its \
+             sender uses {})",
             if method == SendMethod::Zerocopy {
                 "send(MSG_ZEROCOPY)"
             } else {
-                "sendfile and splice"
+                "sendfile or splice"
             },
             if t == TransportKind::Mq {
                 "mq_send"
@@ -817,11 +824,11 @@ fn send_refusal(sc: &Scenario) -> Option<String> {
             let most = (SPLICE_PAGES_PER_SEND * sys::page_size()) as u64;
             (t.framing() == Framing::Message && sc.size > most).then(|| {
                 format!(
-                    "--send {m} hands a socket at most {SPLICE_PAGES_PER_SEND} pages ({}) per sendmsg, so a {} \
-                     {t} message would arrive as several datagrams: use --size {} or less, or --send write",
-                    format_bytes(most),
+                    "--send {m} over {t} at {}: sendfile and splice hand a socket at most \
+                     {SPLICE_PAGES_PER_SEND} pages ({}) per sendmsg, so a larger message would arrive as several \
+                     datagrams; use --size {most} or less, or --send write",
                     format_bytes(sc.size),
-                    most
+                    format_bytes(most),
                 )
             })
         }
@@ -830,13 +837,13 @@ fn send_refusal(sc: &Scenario) -> Option<String> {
                 None
             }
             TransportKind::Pipe | TransportKind::Fifo => Some(format!(
-                "--send zerocopy is MSG_ZEROCOPY, a socket flag; {t} is a pipe: --send splice (vmsplice) is how \
-                 a pipe takes pages without a copy"
+                "--send zerocopy over {t}: MSG_ZEROCOPY is a socket flag and a pipe has none; --send splice \
+                 (vmsplice) is how a pipe takes pages without a copy"
             )),
             _ => Some(format!(
-                "--send zerocopy needs SO_ZEROCOPY, which the kernel refuses on Unix sockets ({t}): MSG_ZEROCOPY \
-                 exists for tcp, tcp6, udp and udp6 (and data to a socket on this host is copied anyway): use one \
-                 of those, or --send splice"
+                "--send zerocopy over {t}: the kernel refuses SO_ZEROCOPY on Unix sockets (EOPNOTSUPP); \
+                 MSG_ZEROCOPY exists for tcp, tcp6, udp and udp6 (and data to a socket on this host is copied \
+                 anyway), so use one of those, or --send splice"
             )),
         },
     }
@@ -851,16 +858,16 @@ fn recv_refusal(sc: &Scenario) -> Option<String> {
     }
     if !matches!(sc.transport, TransportKind::Tcp | TransportKind::Tcp6) {
         return Some(format!(
-            "--recv zerocopy is TCP_ZEROCOPY_RECEIVE, which only TCP has ({} has no such receive): use -t tcp or \
-             tcp6, or --recv read",
+            "--recv zerocopy over {}: TCP_ZEROCOPY_RECEIVE is TCP's alone; use -t tcp or tcp6, or --recv read",
             sc.transport
         ));
     }
     (sc.engine != EngineKind::Blocking).then(|| {
         format!(
-            "--recv zerocopy makes its own system calls on the socket (getsockopt TCP_ZEROCOPY_RECEIVE, poll, \
-             recv), so the {} engine would not be what is measured: use --engine blocking",
-            sc.engine
+            "--recv zerocopy with the {e} engine: it makes its own system calls on the socket (getsockopt \
+             TCP_ZEROCOPY_RECEIVE, poll, recv), so the {e} engine would not be what is measured; use --engine \
+             blocking",
+            e = sc.engine
         )
     })
 }
@@ -888,14 +895,187 @@ pub fn loopback_recv_refusal(sc: &Scenario) -> Option<String> {
         return None;
     }
     Some(format!(
-        "--recv zerocopy maps whole pages (TCP_ZEROCOPY_RECEIVE), so a segment's payload must be a multiple of \
-         the {page}-byte page; both roles run on this host, so the data goes through lo, whose MTU {mtu} gives \
-         {payload}-byte segments ({path} - {} IP - 20 TCP{}): run the receiver in another network namespace or \
-         on another host (--server) over a link whose MTU is {page}*k + {overhead} (e.g. {}), or set lo's MTU so \
-         (`ip link set lo mtu {}`), or use --recv read",
+        "--recv zerocopy over {t} on this host: TCP_ZEROCOPY_RECEIVE maps whole pages, so a segment's payload must \
+         be a multiple of the {page}-byte page, and with both roles on this host the data goes through lo, whose \
+         MTU {mtu} gives {payload}-byte segments ({path} - {} IP - 20 TCP{}); run the receiver in another network \
+         namespace or on another host (--server) over a link whose MTU is {page}*k + {overhead} (e.g. {}), or set \
+         lo's MTU so (`ip link set lo mtu {}`), or use --recv read",
         if v6 { 40 } else { 20 },
         if timestamps { " - 12 timestamps" } else { "" },
         page + overhead,
         (payload / page) * page + overhead,
+        t = sc.transport,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::Args;
+    use crate::error::PlanError;
+    use crate::plan::Plan;
+    use clap::Parser;
+
+    fn plan(argv: &[&str]) -> Result<Plan, PlanError> {
+        let mut v = vec!["sockbench", "stream"];
+        v.extend_from_slice(argv);
+        Plan::from_args(&Args::try_parse_from(v).unwrap())
+    }
+
+    fn refused(argv: &[&str]) -> String {
+        match plan(argv) {
+            Err(PlanError::Unsupported(why)) => why,
+            other => panic!("{argv:?}: {:?}", other.map(|p| p.scenarios.len())),
+        }
+    }
+
+    #[test]
+    fn the_methods_reach_the_scenario_and_the_defaults_are_write_and_read() {
+        let p = plan(&["-t", "tcp", "--send", "splice"]).unwrap();
+        assert_eq!(p.scenarios[0].extras.send, SendMethod::Splice);
+        assert_eq!(p.scenarios[0].extras.recv, RecvMethod::Read);
+        let p = plan(&["-t", "tcp"]).unwrap();
+        assert_eq!(p.scenarios[0].extras.send, SendMethod::Write);
+        // A scenario from a peer that knows neither field: write and read.
+        let mut json = serde_json::to_value(&p.scenarios[0]).unwrap();
+        let extras = json["extras"].as_object_mut().unwrap();
+        assert_eq!(extras.remove("send"), Some("write".into()));
+        assert_eq!(extras.remove("recv"), Some("read".into()));
+        let back: Scenario = serde_json::from_value(json).unwrap();
+        assert_eq!(back.extras, p.scenarios[0].extras);
+    }
+
+    #[test]
+    fn a_named_combination_a_method_cannot_serve_is_refused_with_the_reason() {
+        let why = refused(&["-t", "shm", "--send", "sendfile"]);
+        assert!(
+            why.contains("a socket or a pipe") && why.contains("shm has none"),
+            "{why}"
+        );
+        let why = refused(&["-t", "mq", "--send", "splice"]);
+        assert!(why.contains("mq_send"), "{why}");
+        let why = refused(&["-t", "unix", "--send", "zerocopy"]);
+        assert!(why.contains("SO_ZEROCOPY on Unix sockets"), "{why}");
+        let why = refused(&["-t", "fifo", "--send", "zerocopy"]);
+        assert!(why.contains("--send splice"), "{why}");
+        let why = refused(&["-t", "unix", "--recv", "zerocopy"]);
+        assert!(why.contains("TCP_ZEROCOPY_RECEIVE is TCP's alone"), "{why}");
+        let why = refused(&["-t", "tcp", "-e", "epoll", "--send", "sendfile"]);
+        assert!(why.contains("use --engine blocking"), "{why}");
+        let why = refused(&[
+            "-t",
+            "unix-dgram",
+            "-s",
+            "100K",
+            "--send",
+            "splice",
+            "--sndbuf",
+            "1M",
+        ]);
+        assert!(why.contains("several datagrams"), "{why}");
+        // The largest datagram one sendmsg of 16 pages carries is fine.
+        assert!(plan(&[
+            "-t",
+            "unix-dgram",
+            "-s",
+            "64K",
+            "--send",
+            "splice",
+            "--sndbuf",
+            "1M"
+        ])
+        .is_ok());
+        for ok in [
+            &["-t", "pipe,fifo,unix,tcp", "--send", "sendfile"][..],
+            &["-t", "pipe,fifo,socketpair,udp", "--send", "splice"],
+            &["-t", "tcp,tcp6,udp,udp6", "--send", "zerocopy"],
+        ] {
+            assert!(plan(ok).is_ok(), "{ok:?}");
+        }
+    }
+
+    #[test]
+    fn under_all_a_refused_combination_is_a_skip_with_the_reason() {
+        let p = plan(&["-t", "all", "--send", "zerocopy"]).unwrap();
+        let ran: Vec<_> = p.scenarios.iter().map(|s| s.transport).collect();
+        assert_eq!(
+            ran,
+            [
+                TransportKind::Tcp,
+                TransportKind::Tcp6,
+                TransportKind::Udp,
+                TransportKind::Udp6
+            ]
+        );
+        assert!(p
+            .skipped
+            .iter()
+            .any(|s| s.transport == TransportKind::Shm && s.reason.contains("shared-memory ring")));
+        let p = plan(&["-t", "tcp", "-e", "all", "--send", "sendfile"]).unwrap();
+        assert!(p.scenarios.iter().all(|s| s.engine == EngineKind::Blocking));
+        assert_eq!(p.skipped.len(), EngineKind::ALL.len() - 1);
+    }
+
+    #[test]
+    fn a_zero_copy_receiver_on_this_host_is_refused_where_los_mtu_cannot_give_pages() {
+        let sc = crate::plan::first_scenario(&["stream", "-t", "tcp"]);
+        let mut zc = sc.clone();
+        zc.extras.recv = RecvMethod::Zerocopy;
+        assert_eq!(loopback_recv_refusal(&sc), None, "read needs no pages");
+        let mtu: u64 = std::fs::read_to_string("/sys/class/net/lo/mtu")
+            .map_or(65536, |m| m.trim().parse().unwrap());
+        let why = loopback_recv_refusal(&zc);
+        if mtu == 65536 {
+            let why = why.expect("65483-byte segments");
+            assert!(why.contains("65483-byte segments"), "{why}");
+            assert!(why.contains("ip link set lo mtu 61492"), "{why}");
+            // Named: a usage error; the server's own check does not know lo's MTU.
+            assert!(matches!(
+                plan(&["-t", "tcp", "--recv", "zerocopy"]),
+                Err(PlanError::Unsupported(_))
+            ));
+        }
+        let limits = crate::control::messages::Limits::default();
+        use crate::control::session::{check_scenario, Peer};
+        assert!(check_scenario(zc, &limits, Peer::Local).is_ok());
+        let mut shm = sc;
+        shm.transport = TransportKind::Shm;
+        shm.extras.send = SendMethod::Sendfile;
+        let why = check_scenario(shm, &limits, Peer::Local).unwrap_err();
+        assert!(why.contains("shm has none"), "{why}");
+    }
+
+    #[test]
+    fn counts_add_up_over_streams_and_runs() {
+        let z = |sends, copied| SendCounts {
+            method: SendMethod::Zerocopy,
+            calls: Some(sends + 1),
+            zerocopy: Some(ZerocopyCounts {
+                sends,
+                completed: sends,
+                copied,
+                enobufs: 1,
+                notifications: 2,
+            }),
+        };
+        let t = SendCounts::total(&[Some(z(10, 10)), None, Some(z(5, 0))]).unwrap();
+        assert_eq!(t.calls, Some(17));
+        let zc = t.zerocopy.unwrap();
+        assert_eq!(
+            (zc.sends, zc.completed, zc.copied, zc.enobufs),
+            (15, 15, 10, 2)
+        );
+        assert_eq!(SendCounts::total(&[None, None]), None);
+        let r = RecvCounts {
+            method: RecvMethod::Zerocopy,
+            bytes_mapped: 8192,
+            bytes_copied: 10,
+            map_calls: Some(3),
+        };
+        let t = RecvCounts::total(&[Some(r), Some(r)]).unwrap();
+        assert_eq!(
+            (t.bytes_mapped, t.bytes_copied, t.map_calls),
+            (16384, 20, Some(6))
+        );
+    }
 }
