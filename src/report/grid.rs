@@ -519,8 +519,8 @@ fn throughput_list(report: &Report, view: &View) -> Grid {
     // stream --send/--recv: the methods, and what zero-copy really was.
     let method = |r: &ScenarioResult| -> Option<(String, String)> {
         let name = |v: Option<String>| v.unwrap_or_else(dash);
-        let send = r.options.send.map(|m| value_name(m));
-        let recv = r.options.recv.map(|m| value_name(m));
+        let send = r.options.send.map(value_name);
+        let recv = r.options.recv.map(value_name);
         (r.options
             .send
             .is_some_and(|m| m != crate::cli::SendMethod::Write)

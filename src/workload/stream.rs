@@ -884,7 +884,7 @@ pub fn loopback_recv_refusal(sc: &Scenario) -> Option<String> {
     }
     let read = |p: &str| std::fs::read_to_string(p).ok()?.trim().parse::<u64>().ok();
     let mtu = read("/sys/class/net/lo/mtu")?;
-    let timestamps = read("/proc/sys/net/ipv4/tcp_timestamps").map_or(true, |v| v != 0);
+    let timestamps = read("/proc/sys/net/ipv4/tcp_timestamps") != Some(0);
     let v6 = sc.transport.is_ipv6();
     // IPv4's total-length field caps a packet at 65535 bytes.
     let path = if v6 { mtu } else { mtu.min(65_535) };
