@@ -295,6 +295,34 @@ fn keeps_its_promise(line: &str, v: &Value, stdout: &[u8], dir: &std::path::Path
             }
             assert_eq!(v["keepalive"], true);
         }
+        "sockbench stream -t tcp,unix,pipe -s 64K -d 0.3 -w 0.05 --send splice" => {
+            assert_eq!(transports(v), ["tcp", "unix", "pipe"]);
+            for r in rs {
+                assert_eq!(r["options"]["send"], "splice");
+                assert_eq!(u(r, "/bytes_sent"), u(r, "/bytes_received"));
+                assert!(
+                    u(r, "/send/calls") >= 2 * u(r, "/messages_sent"),
+                    "{}",
+                    r["send"]
+                );
+            }
+        }
+        "sockbench stream -t tcp -s 64K -d 0.5 -w 0.05 --send zerocopy" => {
+            let z = &rs[0]["send"]["zerocopy"];
+            assert!(
+                u(z, "/sends") > 0 && u(z, "/sends") == u(z, "/completed"),
+                "{z}"
+            );
+            // On loopback the kernel copies every one, and the report says so.
+            assert_eq!(u(z, "/copied"), u(z, "/completed"), "{z}");
+            let table = String::from_utf8_lossy(stdout);
+            assert!(table.contains("zero-copy sends"), "{table}");
+            assert!(rs[0]["warnings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|w| w["kind"] == "zerocopy-copied"));
+        }
         other => panic!("README example `{other}` has no promise in tests/readme.rs: add one"),
     }
 }

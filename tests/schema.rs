@@ -35,6 +35,7 @@ const RELEASED: &[(u32, u64)] = &[
     (1, 0x444f_6492_3329_e7e6),
     (2, 0xf007_1dd7_c726_55b0),
     (3, 0xf13e_4288_ea3a_a64b),
+    (4, 0xa884_ffd6_bd9b_37fb),
 ];
 
 fn fnv1a(text: &str) -> u64 {

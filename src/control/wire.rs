@@ -9,6 +9,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::measure::cpu::ThreadCpu;
+use crate::workload::stream::{RecvCounts, SendCounts, ZerocopyCounts};
 use crate::workload::{latency_histogram, SequenceCounts, SideReport};
 
 /// The largest counter a peer may report: far above any real run (2^50 bytes is a PiB),
@@ -73,6 +74,12 @@ pub struct WireSide {
     pub close_ns: Option<u64>,
     /// The CPU at the interval's start and end.
     pub on_cpu: (Option<u32>, Option<u32>),
+    /// A stream sender's `--send` counts (absent from a peer that sends none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send: Option<SendCounts>,
+    /// A stream receiver's `--recv` counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recv: Option<RecvCounts>,
 }
 
 fn nanos(d: Duration) -> u64 {
@@ -111,6 +118,8 @@ impl From<&SideReport> for WireSide {
             sequence: r.sequence.map(|s| (s.reordered, s.duplicated)),
             close_ns: r.close.map(nanos),
             on_cpu: r.on_cpu,
+            send: r.send,
+            recv: r.recv,
         }
     }
 }
@@ -214,8 +223,40 @@ impl WireSide {
                 .map(|n| duration("close time", n))
                 .transpose()?,
             on_cpu: self.on_cpu,
+            send: self.send.map(checked_send).transpose()?,
+            recv: self
+                .recv
+                .map(|r| -> Result<_, WireError> {
+                    Ok(RecvCounts {
+                        method: r.method,
+                        bytes_mapped: count("bytes mapped", r.bytes_mapped)?,
+                        bytes_copied: count("bytes copied", r.bytes_copied)?,
+                        map_calls: r.map_calls.map(|n| count("map calls", n)).transpose()?,
+                    })
+                })
+                .transpose()?,
         })
     }
+}
+
+/// A peer's `--send` counts, every counter in range.
+fn checked_send(s: SendCounts) -> Result<SendCounts, WireError> {
+    Ok(SendCounts {
+        method: s.method,
+        calls: s.calls.map(|n| count("send calls", n)).transpose()?,
+        zerocopy: s
+            .zerocopy
+            .map(|z| -> Result<_, WireError> {
+                Ok(ZerocopyCounts {
+                    sends: count("zerocopy sends", z.sends)?,
+                    completed: count("zerocopy completions", z.completed)?,
+                    copied: count("zerocopy copies", z.copied)?,
+                    enobufs: count("zerocopy ENOBUFS", z.enobufs)?,
+                    notifications: count("zerocopy notifications", z.notifications)?,
+                })
+            })
+            .transpose()?,
+    })
 }
 
 /// Text from a peer made safe to print: control characters (escape sequences, carriage
@@ -264,6 +305,23 @@ mod tests {
             }),
             close: Some(Duration::from_micros(40)),
             on_cpu: (Some(0), Some(1)),
+            send: Some(SendCounts {
+                method: crate::cli::SendMethod::Zerocopy,
+                calls: Some(40),
+                zerocopy: Some(ZerocopyCounts {
+                    sends: 38,
+                    completed: 37,
+                    copied: 30,
+                    enobufs: 2,
+                    notifications: 5,
+                }),
+            }),
+            recv: Some(RecvCounts {
+                method: crate::cli::RecvMethod::Zerocopy,
+                bytes_mapped: 1 << 20,
+                bytes_copied: 100,
+                map_calls: Some(9),
+            }),
         }
     }
 
@@ -319,6 +377,29 @@ mod tests {
                 "latency samples",
                 WireSide {
                     latencies: vec![("round_trip".into(), vec![(1000, MAX_COUNT + 1)])],
+                    ..good.clone()
+                },
+            ),
+            (
+                "zerocopy copies",
+                WireSide {
+                    send: good.send.map(|s| SendCounts {
+                        zerocopy: s.zerocopy.map(|z| ZerocopyCounts {
+                            copied: u64::MAX,
+                            ..z
+                        }),
+                        ..s
+                    }),
+                    ..good.clone()
+                },
+            ),
+            (
+                "bytes mapped",
+                WireSide {
+                    recv: good.recv.map(|r| RecvCounts {
+                        bytes_mapped: MAX_COUNT + 1,
+                        ..r
+                    }),
                     ..good.clone()
                 },
             ),

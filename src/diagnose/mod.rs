@@ -34,6 +34,8 @@ pub enum Diagnosis {
     /// Runs whose median round trip differs by a factor (one CPU or two), and a single
     /// short run said to be one.
     LatencyRunsDisagree,
+    /// MSG_ZEROCOPY sends the kernel copied anyway, or whose completion never came.
+    ZerocopyCopied,
 }
 
 fn warning(kind: &str, message: String) -> Warning {
@@ -53,10 +55,70 @@ pub fn warnings(sc: &Scenario, r: &ScenarioResult) -> Vec<Warning> {
             Diagnosis::CpuSaturated => out.extend(cpu_saturated(sc, r)),
             Diagnosis::DelayedAck => out.extend(delayed_ack(sc, r)),
             Diagnosis::LatencyRunsDisagree => out.extend(latency_runs_disagree(r)),
+            Diagnosis::ZerocopyCopied => out.extend(zerocopy_copied(r)),
         }
     }
     out.extend(datagram_loss(r));
     out
+}
+
+/// MSG_ZEROCOPY sends that were not zero-copy after all: those the kernel reported it
+/// copied (always all of them when the data is delivered to a socket on this host), and
+/// those whose completion did not come within the wait after the last send.
+pub fn zerocopy_copied(r: &ScenarioResult) -> Vec<Warning> {
+    let Some(z) = r.send.and_then(|s| s.zerocopy) else {
+        return zerocopy_unmapped(r).into_iter().collect();
+    };
+    let mut out = Vec::new();
+    if z.copied > 0 {
+        let route = r
+            .median_run()
+            .and_then(|f| f.route.clone())
+            .map(|dev| format!(" (the data went through {dev})"))
+            .unwrap_or_default();
+        out.push(warning(
+            "zerocopy-copied",
+            format!(
+                "the kernel copied {} of {} MSG_ZEROCOPY sends anyway{route}: as the kernel's \
+                 Documentation/networking/msg_zerocopy.rst says, data looped to a local socket is always copied \
+                 (a deferred copy: the receiving socket could hold the pages indefinitely), on loopback and over a \
+                 veth to another namespace alike; only packets that leave through a device can avoid the copy. \
+                 This run measures MSG_ZEROCOPY's bookkeeping on top of a copy, not its saving",
+                z.copied, z.completed
+            ),
+        ));
+    }
+    out.extend(zerocopy_unmapped(r));
+    let outstanding = z.sends.saturating_sub(z.completed);
+    if outstanding > 0 {
+        out.push(warning(
+            "zerocopy-outstanding",
+            format!(
+                "{outstanding} of {} MSG_ZEROCOPY sends had no completion on the error queue within {} s of the last \
+                 send: they are counted neither as copied nor as zero-copy",
+                z.sends,
+                crate::workload::stream::COMPLETION_WAIT.as_secs()
+            ),
+        ));
+    }
+    out
+}
+
+/// A zero-copy receiver that mapped nothing: every byte was copied after all.
+pub fn zerocopy_unmapped(r: &ScenarioResult) -> Option<Warning> {
+    let v = r.recv.filter(|v| v.map_calls.is_some())?;
+    (v.bytes_mapped == 0 && v.bytes_copied > 0).then(|| {
+        warning(
+            "zerocopy-unmapped",
+            format!(
+                "--recv zerocopy mapped no page: all {} were copied. TCP_ZEROCOPY_RECEIVE maps only data that lies in \
+                 whole pages it may hand over: a deferred MSG_ZEROCOPY copy makes such pages (try --send zerocopy), \
+                 but what a sender on this host wrote, sendfile'd or spliced lies in \
+                 shared or larger pages",
+                format_bytes(v.bytes_copied)
+            ),
+        )
+    })
 }
 
 /// Throughput that varies across runs.

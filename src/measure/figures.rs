@@ -111,6 +111,8 @@ pub fn run_figures(sc: &Scenario, roles: &Roles) -> RunFigures {
         mtu_bytes: roles.link.mtu_bytes,
         endpoint: roles.link.endpoint.clone(),
         phases: tally.phases,
+        send: crate::report::SendCounts::total(roles.senders.iter().map(|s| &s.send)),
+        recv: crate::report::RecvCounts::total(roles.receivers.iter().map(|s| &s.recv)),
         latencies,
         directions: roles
             .directions
@@ -215,6 +217,8 @@ pub fn figures(sc: &Scenario, raws: &[Roles]) -> ScenarioResult {
             nodelay: sc.nodelay,
             cpus: sc.cpus.map(|(a, b)| [a, b]),
             runtime: (sc.engine == crate::engine::EngineKind::Async).then_some(sc.extras.runtime),
+            send: (sc.workload == crate::workload::WorkloadKind::Stream).then_some(sc.extras.send),
+            recv: (sc.workload == crate::workload::WorkloadKind::Stream).then_some(sc.extras.recv),
         },
         bits_per_second: median(&bits),
         bytes_per_second: median(&col(|r| r.bytes_per_second)),
@@ -239,6 +243,8 @@ pub fn figures(sc: &Scenario, raws: &[Roles]) -> ScenarioResult {
         receiver_cpu_seconds_per_gb: opt_median(|r| r.receiver.cpu_seconds_per_gb),
         latencies,
         cpu_seconds_per_round_trip,
+        send: crate::report::SendCounts::total(runs.iter().map(|r| &r.send)),
+        recv: crate::report::RecvCounts::total(runs.iter().map(|r| &r.recv)),
         statistics,
         runs,
         warnings: Vec::new(),

@@ -57,6 +57,13 @@ pub struct WorkloadOptions {
     pub open: u32,
     /// The async engine's runtime.
     pub runtime: crate::engine::RuntimeKind,
+    /// stream: how the sender sends (`--send`). Absent in a scenario from an older
+    /// client: write.
+    #[serde(default)]
+    pub send: crate::cli::SendMethod,
+    /// stream: how the receiver receives (`--recv`). Absent: read.
+    #[serde(default)]
+    pub recv: crate::cli::RecvMethod,
 }
 
 impl Default for WorkloadOptions {
@@ -68,6 +75,8 @@ impl Default for WorkloadOptions {
             linger0: false,
             open: 1,
             runtime: crate::engine::RuntimeKind::Current,
+            send: crate::cli::SendMethod::Write,
+            recv: crate::cli::RecvMethod::Read,
         }
     }
 }
@@ -524,6 +533,8 @@ impl Plan {
                 let bytes = parse_opt_size("bytes", &s.bytes)?;
                 let extras = WorkloadOptions {
                     bytes,
+                    send: s.send,
+                    recv: s.recv,
                     ..WorkloadOptions::default()
                 };
                 Plan::workload(host, WorkloadKind::Stream, &s.common, extras, output)
@@ -895,6 +906,31 @@ impl Plan {
                 });
             }
             scenarios.retain(|s| !anonymous(s.transport));
+        }
+        if !matches!(placement, Where::Server { .. }) {
+            // Both roles on this host: the data goes through lo, whose MTU decides
+            // whether a zero-copy receiver can map anything.
+            let explicit = !(all || all_engines);
+            let mut refused = Vec::new();
+            scenarios.retain(
+                |sc| match crate::workload::stream::loopback_recv_refusal(sc) {
+                    Some(why) => {
+                        refused.push((sc.clone(), why));
+                        false
+                    }
+                    None => true,
+                },
+            );
+            if let Some((_, why)) = refused.first().filter(|_| explicit) {
+                return Err(PlanError::Unsupported(why.clone()));
+            }
+            skipped.extend(refused.into_iter().map(|(sc, reason)| Skipped {
+                workload: sc.workload,
+                transport: sc.transport,
+                engine: sc.engine,
+                size_bytes: sc.size,
+                reason,
+            }));
         }
         for sc in &mut scenarios {
             sc.bind = sc.bind.filter(|_| sc.transport.is_ip());

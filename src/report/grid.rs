@@ -240,6 +240,13 @@ fn select(g: &Grid, keep: &[bool]) -> Grid {
     }
 }
 
+/// A value's command-line name.
+fn value_name(v: impl clap::ValueEnum) -> String {
+    v.to_possible_value()
+        .map(|p| p.get_name().to_string())
+        .unwrap_or_default()
+}
+
 /// Whether the results span more than one engine (then an engine column is shown).
 fn several_engines(rs: &[ScenarioResult]) -> bool {
     rs.iter()
@@ -507,6 +514,48 @@ fn throughput_list(report: &Report, view: &View) -> Grid {
                 (Some(a), Some(b)) => format!("{a}/{b}"),
                 _ => dash(),
             }
+        }));
+    }
+    // stream --send/--recv: the methods, and what zero-copy really was.
+    let method = |r: &ScenarioResult| -> Option<(String, String)> {
+        let name = |v: Option<String>| v.unwrap_or_else(dash);
+        let send = r.options.send.map(value_name);
+        let recv = r.options.recv.map(value_name);
+        (r.options
+            .send
+            .is_some_and(|m| m != crate::cli::SendMethod::Write)
+            || r.options
+                .recv
+                .is_some_and(|m| m != crate::cli::RecvMethod::Read))
+        .then(|| (name(send), name(recv)))
+    };
+    if rs.iter().any(|r| method(r).is_some()) {
+        cols.push(column("send/recv", Align::Left, ALWAYS, move |r| {
+            let (s, v) = method(r).unwrap_or_else(|| ("write".into(), "read".into()));
+            format!("{s}/{v}")
+        }));
+    }
+    if any_finished(rs, |r| r.send.is_some_and(|s| s.zerocopy.is_some())) {
+        // Sends the kernel reported it did not copy, of all it took with MSG_ZEROCOPY.
+        cols.push(column("zero-copy sends", Align::Right, 85, |r| {
+            r.send.and_then(|s| s.zerocopy).map_or_else(dash, |z| {
+                format!("{} of {}", z.completed.saturating_sub(z.copied), z.sends)
+            })
+        }));
+    }
+    if any_finished(rs, |r| r.recv.is_some_and(|v| v.map_calls.is_some())) {
+        // The share of received bytes mapped as whole pages, not copied.
+        cols.push(column("mapped", Align::Right, 85, |r| {
+            r.recv
+                .filter(|v| v.map_calls.is_some())
+                .map_or_else(dash, |v| {
+                    let all = v.bytes_mapped + v.bytes_copied;
+                    if all == 0 {
+                        dash()
+                    } else {
+                        pct(v.bytes_mapped as f64 / all as f64)
+                    }
+                })
         }));
     }
     // A fixed amount of data (--count/--bytes) also shows the phases of the run, as the

@@ -15,7 +15,7 @@ pub mod progress;
 pub mod sample;
 pub mod table;
 
-pub use crate::workload::stream::Phases;
+pub use crate::workload::stream::{Phases, RecvCounts, SendCounts, ZerocopyCounts};
 pub use export::ExportManager;
 
 use hdrhistogram::Histogram;
@@ -33,7 +33,7 @@ use crate::transport::TransportKind;
 use crate::workload::WorkloadKind;
 
 /// Version of the JSON report's shape; bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// The whole report.
 #[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
@@ -115,6 +115,14 @@ pub struct ScenarioOptions {
     pub cpus: Option<[usize; 2]>,
     /// The async engine's runtime (null for other engines).
     pub runtime: Option<crate::engine::RuntimeKind>,
+    /// stream: how the sender sent (`--send`: write, sendfile, splice, zerocopy); null
+    /// for other workloads.
+    #[serde(default)]
+    pub send: Option<crate::cli::SendMethod>,
+    /// stream: how the receiver received (`--recv`: read, zerocopy); null for other
+    /// workloads.
+    #[serde(default)]
+    pub recv: Option<crate::cli::RecvMethod>,
 }
 
 /// CPU and timing of one side (all its threads, with `--parallel`).
@@ -222,6 +230,14 @@ pub struct RunFigures {
     pub endpoint: Option<String>,
     /// stream: how long each phase of the run took.
     pub phases: Option<Phases>,
+    /// stream: what the senders' `--send` method did (all streams); null for other
+    /// workloads.
+    #[serde(default)]
+    pub send: Option<SendCounts>,
+    /// stream: what the receivers' `--recv` method did (all streams): bytes mapped and
+    /// bytes copied; null for other workloads.
+    #[serde(default)]
+    pub recv: Option<RecvCounts>,
     /// With `--bidir`: each direction's own figures (the run's figures are their sum);
     /// empty otherwise.
     pub directions: Vec<Direction>,
@@ -312,6 +328,13 @@ pub struct ScenarioResult {
     pub latencies: BTreeMap<String, Latency>,
     /// pingpong: median over runs of both sides' CPU seconds per round trip.
     pub cpu_seconds_per_round_trip: Option<f64>,
+    /// stream: what the senders' `--send` method did, over all measured runs (see
+    /// `runs[].send`); null for other workloads.
+    #[serde(default)]
+    pub send: Option<SendCounts>,
+    /// stream: what the receivers' `--recv` method did, over all measured runs.
+    #[serde(default)]
+    pub recv: Option<RecvCounts>,
     /// Statistics across runs; null if no run finished.
     pub statistics: Option<Statistics>,
     /// Every measured run.
@@ -329,7 +352,8 @@ pub struct ScenarioResult {
 /// A warning attached to a scenario.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Warning {
-    /// A stable identifier: `unstable`, `buffer-clamped`, `cpu-saturated`, `datagram-loss`.
+    /// A stable identifier: `unstable`, `buffer-clamped`, `cpu-saturated`, `datagram-loss`,
+    /// `zerocopy-copied`, `zerocopy-outstanding`, ...
     pub kind: String,
     /// The explanation, with what to try.
     pub message: String,
@@ -354,6 +378,20 @@ impl ScenarioResult {
         if self.engine != EngineKind::Blocking {
             s.push_str(&format!(" ({})", self.engine));
         }
+        if let Some(m) = self
+            .options
+            .send
+            .filter(|&m| m != crate::cli::SendMethod::Write)
+        {
+            s.push_str(&format!(" send {}", method_name(m)));
+        }
+        if let Some(m) = self
+            .options
+            .recv
+            .filter(|&m| m != crate::cli::RecvMethod::Read)
+        {
+            s.push_str(&format!(" recv {}", method_name(m)));
+        }
         for (name, asked) in [
             ("sndbuf", self.options.sndbuf_bytes),
             ("rcvbuf", self.options.rcvbuf_bytes),
@@ -367,6 +405,13 @@ impl ScenarioResult {
         }
         s
     }
+}
+
+/// A `--send`/`--recv` method's command-line name.
+fn method_name(m: impl clap::ValueEnum) -> String {
+    m.to_possible_value()
+        .map(|p| p.get_name().to_string())
+        .unwrap_or_default()
 }
 
 /// Turns a report into bytes of one format.

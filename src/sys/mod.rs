@@ -3,7 +3,9 @@
 //! Everything that needs raw memory access or a system call without a safe wrapper lives
 //! here, behind a safe interface. Today that is the shared-memory ring used by the `shm`
 //! transport: mapping a POSIX shared-memory object and copying bytes through it without
-//! the kernel in the data path. Safe wrappers (`nix`, `socket2`) are used everywhere else.
+//! the kernel in the data path; and the zero-copy and file sends and the zero-copy receive
+//! of `stream --send`/`--recv` ([`zerocopy`]). Safe wrappers (`nix`, `socket2`) are used
+//! everywhere else.
 
 pub mod shm;
 #[cfg(feature = "io-uring")]
@@ -11,6 +13,7 @@ pub mod uring;
 #[cfg(feature = "io-uring")]
 pub mod uring_server;
 pub mod wait;
+pub mod zerocopy;
 
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 

@@ -97,6 +97,10 @@ pub struct SideReport {
     pub close: Option<Duration>,
     /// The CPU this role's thread ran on when its interval started and when it ended.
     pub on_cpu: (Option<u32>, Option<u32>),
+    /// stream's sender: what its `--send` method did.
+    pub send: Option<stream::SendCounts>,
+    /// stream's receiver: what its `--recv` method did.
+    pub recv: Option<stream::RecvCounts>,
 }
 
 /// What a receiver learned from sequence numbers.

@@ -9,19 +9,34 @@
 //! Unreliable transports (UDP) can lose the end marker itself: the sender repeats it until
 //! the receiver confirms over the peer link, and a receiver that hears nothing for
 //! [`QUIET`] after the sender said it was done stops on its own.
+//!
+//! How the sender hands the kernel its bytes is `--send`: `write` (the engine's sends),
+//! `sendfile` (from a file of `size` bytes on tmpfs, made and unlinked at once),
+//! `splice` (the buffer's pages `vmsplice`d into a pipe, then `splice`d to the
+//! descriptor) or `zerocopy` (`send` with `MSG_ZEROCOPY`, completions read from the
+//! socket's error queue). How the receiver takes them is `--recv`: `read`, or
+//! `zerocopy` (`TCP_ZEROCOPY_RECEIVE` maps whole received pages; what cannot be mapped
+//! is read). Each side counts what its method did ([`SendCounts`], [`RecvCounts`]);
+//! the system calls are in `crate::sys::zerocopy`.
 
 use std::io::{self, ErrorKind};
 use std::time::{Duration, Instant};
 
+use std::os::fd::RawFd;
 use std::sync::Arc;
 
 use super::{
     buffer, one_way_tally, repeat_end_marker, send_all, Meter, PeerSignal, Role, Roles, Side,
-    SideReport, Spec, Stop, TableKind, Tally, Wiring, Workload,
+    SideReport, Spec, Stop, TableKind, Tally, Wiring, Workload, SEND_PIECE,
 };
+use crate::cli::{RecvMethod, SendMethod};
 use crate::diagnose::Diagnosis;
+use crate::engine::EngineKind;
 use crate::interrupt;
+use crate::measure::units::format_bytes;
 use crate::plan::Scenario;
+use crate::sys::zerocopy as sys;
+use crate::transport::Conn;
 use crate::transport::Framing;
 use crate::transport::TransportKind;
 
@@ -39,6 +54,155 @@ pub struct Stream {
     pub framing: Framing,
     /// Whether the transport delivers everything.
     pub reliable: bool,
+    /// How the sender sends.
+    pub send: SendMethod,
+    /// How the receiver receives.
+    pub recv: RecvMethod,
+}
+
+/// How long a zero-copy sender waits, after its last send, for the kernel to report the
+/// sends still outstanding (outside the measured interval).
+pub const COMPLETION_WAIT: Duration = Duration::from_secs(1);
+/// A zero-copy sender reads its error queue after this many sends (and whenever the
+/// kernel refuses a send with ENOBUFS): the kernel merges consecutive notifications, so
+/// reading now and then costs few system calls.
+const REAP_EVERY: u64 = 16;
+/// How long a zero-copy sender retries sends the kernel refuses with ENOBUFS without a
+/// single completion coming in before it gives up.
+const ENOBUFS_PATIENCE: Duration = Duration::from_secs(1);
+/// sendfile and splice hand a socket at most this many pipe buffers (pages) per
+/// `sendmsg`: a larger message reaches a datagram socket as several datagrams.
+const SPLICE_PAGES_PER_SEND: usize = 16;
+
+/// What a stream sender's `--send` method did, counted as it went.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+pub struct SendCounts {
+    /// The method: write, sendfile, splice or zerocopy.
+    pub method: SendMethod,
+    /// System calls made to hand over payload, failed ones included: sendfile(2) calls
+    /// (sendfile), vmsplice(2) and splice(2) calls (splice), send(2) calls with
+    /// MSG_ZEROCOPY (zerocopy); null for write, whose calls are the engine's.
+    pub calls: Option<u64>,
+    /// zerocopy only: what the kernel reported of the sends (null for the other methods).
+    pub zerocopy: Option<ZerocopyCounts>,
+}
+
+/// What the kernel reported of MSG_ZEROCOPY sends on the socket's error queue.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+pub struct ZerocopyCounts {
+    /// Sends the kernel took with MSG_ZEROCOPY (each is numbered and gets a completion).
+    pub sends: u64,
+    /// Sends whose completion was read from the error queue (by the end of the wait of
+    /// up to 1 s after the last send).
+    pub completed: u64,
+    /// Of the completed sends, those the kernel reported it copied after all
+    /// (SO_EE_CODE_ZEROCOPY_COPIED): always all of them when the data is delivered to a
+    /// socket on this host (loopback, a veth to another namespace), whose receive path
+    /// copies it. The kernel reports a range of consecutive sends with one flag.
+    pub copied: u64,
+    /// Sends the kernel refused with ENOBUFS (its notifications filled the socket's
+    /// option memory, net.core.optmem_max) and that were made again after reading them.
+    pub enobufs: u64,
+    /// recvmsg(MSG_ERRQUEUE) calls that read a notification.
+    pub notifications: u64,
+}
+
+impl ZerocopyCounts {
+    /// The sum of two counts.
+    pub fn plus(self, o: ZerocopyCounts) -> ZerocopyCounts {
+        ZerocopyCounts {
+            sends: self.sends + o.sends,
+            completed: self.completed + o.completed,
+            copied: self.copied + o.copied,
+            enobufs: self.enobufs + o.enobufs,
+            notifications: self.notifications + o.notifications,
+        }
+    }
+}
+
+fn plus_opt<T>(a: Option<T>, b: Option<T>, f: fn(T, T) -> T) -> Option<T> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(f(a, b)),
+        (a, b) => a.or(b),
+    }
+}
+
+impl SendCounts {
+    /// The sum of two counts of the same method.
+    pub fn plus(self, o: SendCounts) -> SendCounts {
+        SendCounts {
+            method: self.method,
+            calls: plus_opt(self.calls, o.calls, |a, b| a + b),
+            zerocopy: plus_opt(self.zerocopy, o.zerocopy, ZerocopyCounts::plus),
+        }
+    }
+
+    /// The total over reports (`None` if none has counts).
+    pub fn total<'a>(of: impl IntoIterator<Item = &'a Option<SendCounts>>) -> Option<SendCounts> {
+        of.into_iter().flatten().copied().reduce(SendCounts::plus)
+    }
+}
+
+/// What a stream receiver's `--recv` method did.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+pub struct RecvCounts {
+    /// The method: read or zerocopy.
+    pub method: RecvMethod,
+    /// Bytes the kernel mapped into the receiver as whole pages (TCP_ZEROCOPY_RECEIVE),
+    /// not copied; 0 for read.
+    pub bytes_mapped: u64,
+    /// Bytes copied into the receiver's buffer by recv(2)/read(2): all of them for read;
+    /// for zerocopy, what could not be mapped (partial pages).
+    pub bytes_copied: u64,
+    /// zerocopy: getsockopt(TCP_ZEROCOPY_RECEIVE) calls; null for read.
+    pub map_calls: Option<u64>,
+}
+
+impl RecvCounts {
+    /// The sum of two counts of the same method.
+    pub fn plus(self, o: RecvCounts) -> RecvCounts {
+        RecvCounts {
+            method: self.method,
+            bytes_mapped: self.bytes_mapped + o.bytes_mapped,
+            bytes_copied: self.bytes_copied + o.bytes_copied,
+            map_calls: plus_opt(self.map_calls, o.map_calls, |a, b| a + b),
+        }
+    }
+
+    /// The total over reports (`None` if none has counts).
+    pub fn total<'a>(of: impl IntoIterator<Item = &'a Option<RecvCounts>>) -> Option<RecvCounts> {
+        of.into_iter().flatten().copied().reduce(RecvCounts::plus)
+    }
 }
 
 impl Stream {
@@ -52,6 +216,7 @@ impl Stream {
 impl Workload for Stream {
     fn sender(&self, mut side: Side) -> io::Result<SideReport> {
         let buf = buffer(self.size, 0xA5)?;
+        let mut how = Sending::new(self.send, side.conn.as_ref(), &buf)?;
         let (limit_msgs, limit_bytes) = match self.stop {
             Stop::Count(n) => (n, u64::MAX),
             Stop::Bytes(b) => (b.div_ceil(self.size as u64), b),
@@ -65,7 +230,7 @@ impl Workload for Stream {
         let mut until_check = check_every;
         while messages < limit_msgs {
             let len = (limit_bytes - bytes).min(self.size as u64) as usize;
-            send_all(side.conn.as_mut(), &buf[..len], self.framing)?;
+            how.send(side.conn.as_mut(), &buf[..len], self.framing)?;
             bytes += len as u64;
             messages += 1;
             until_check -= 1;
@@ -81,6 +246,8 @@ impl Workload for Stream {
             }
         }
         let measured = meter.stop(None, side.conn.as_ref());
+        // Outside the interval: the completions of zero-copy sends still outstanding.
+        let send = how.finish()?;
         side.link.signal(PeerSignal::SenderDone);
         // Closing: the end of data (shutdown, close, end marker) and releasing the socket.
         let closing = Instant::now();
@@ -98,12 +265,16 @@ impl Workload for Stream {
             messages,
             interrupted,
             close: Some(close),
+            send: Some(send),
             ..measured
         })
     }
 
     fn receiver(&self, mut side: Side) -> io::Result<SideReport> {
         let mut buf = buffer(self.size, 0)?;
+        if self.recv == RecvMethod::Zerocopy {
+            return self.receive_mapped(side, &mut buf);
+        }
         if !self.reliable {
             side.conn.set_recv_timeout(Some(QUIET))?;
         }
@@ -142,10 +313,407 @@ impl Workload for Stream {
         Ok(SideReport {
             bytes,
             messages,
+            recv: Some(RecvCounts {
+                method: RecvMethod::Read,
+                bytes_mapped: 0,
+                bytes_copied: bytes,
+                map_calls: None,
+            }),
             ..measured
         })
     }
 }
+
+impl Stream {
+    /// `--recv zerocopy`: TCP_ZEROCOPY_RECEIVE maps whole received pages into a region
+    /// mapped on the socket (each call replaces what the last one mapped); the bytes it
+    /// cannot map (the hint it returns) are read with recv(2) into `buf`. The receiver
+    /// no more looks at the mapped bytes than the read receiver looks at what it read.
+    fn receive_mapped(&self, mut side: Side, buf: &mut [u8]) -> io::Result<SideReport> {
+        let fd = side.conn.recv_fd().ok_or_else(|| {
+            io::Error::new(ErrorKind::Unsupported, "--recv zerocopy needs a TCP socket")
+        })?;
+        // Before the start line: a refusal ends this side before anything is measured.
+        page_sized_segments(fd)?;
+        let mut region = sys::ZerocopyReceiver::new(fd, mapped_region(self.size))?;
+        // Wake for a region's worth (or the end, or a closing window), not for every
+        // segment: a receive of less than a page maps nothing.
+        sys::set_receive_low_water(fd, region.size().min(LOW_WATER))?;
+        let meter = Meter::start(&side.start);
+        let (mut mapped, mut copied, mut calls) = (0u64, 0u64, 0u64);
+        let mut readable = false;
+        loop {
+            calls += 1;
+            let m = match region.receive() {
+                Ok(m) => m,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                // EIO: nothing queued and the peer has ended the data.
+                Err(e) if e.raw_os_error() == Some(nix::libc::EIO) => {
+                    readable = true;
+                    sys::Mapped::default()
+                }
+                Err(e) => return Err(e),
+            };
+            mapped += m.mapped as u64;
+            if m.skip > 0 {
+                let want = m.skip.min(buf.len());
+                match side.conn.recv(&mut buf[..want]) {
+                    Ok(0) => break,
+                    Ok(n) => copied += n as u64,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+                readable = false;
+                continue;
+            }
+            if m.mapped > 0 {
+                readable = false;
+                continue;
+            }
+            if readable {
+                // Readable, yet nothing to map or to read past: the end of the data (or
+                // bytes only recv takes).
+                match side.conn.recv(buf) {
+                    Ok(0) => break,
+                    Ok(n) => copied += n as u64,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+                readable = false;
+                continue;
+            }
+            readable = sys::wait_readable(fd, Duration::from_millis(50))?;
+        }
+        let measured = meter.stop(None, side.conn.as_ref());
+        side.link.signal(PeerSignal::ReceiverDone);
+        drop(region);
+        let bytes = mapped + copied;
+        Ok(SideReport {
+            bytes,
+            messages: bytes.div_ceil(self.size as u64),
+            recv: Some(RecvCounts {
+                method: RecvMethod::Zerocopy,
+                bytes_mapped: mapped,
+                bytes_copied: copied,
+                map_calls: Some(calls),
+            }),
+            ..measured
+        })
+    }
+}
+
+/// The most a zero-copy receiver waits to have queued before it wakes (SO_RCVLOWAT).
+const LOW_WATER: usize = 512 << 10;
+
+/// The region a zero-copy receiver maps: a message rounded up to whole pages, at least
+/// 512 KiB (so one call can map many segments), at most 64 MiB.
+fn mapped_region(size: usize) -> usize {
+    let page = sys::page_size();
+    (size.div_ceil(page) * page).clamp(512 << 10, 64 << 20)
+}
+
+/// TCP_ZEROCOPY_RECEIVE maps only whole pages: segments whose payload is not a multiple
+/// of the page size never line up with pages, so the receive would map nothing. Refuse
+/// such a connection with what to change.
+fn page_sized_segments(fd: RawFd) -> io::Result<()> {
+    let p = sys::segment_payload(fd)?;
+    let page = sys::page_size() as u32;
+    if p.advmss > 0 && p.advmss % page == 0 {
+        return Ok(());
+    }
+    // The headers every segment carries: IP, TCP and the timestamp option.
+    let overhead = p.pmtu.saturating_sub(p.advmss);
+    Err(io::Error::new(
+        ErrorKind::Unsupported,
+        format!(
+            "--recv zerocopy maps whole pages (TCP_ZEROCOPY_RECEIVE), but segments to this receiver carry {} bytes \
+             (the MSS it advertised{}, path MTU {}), not a multiple of the {page}-byte page, so nothing could be \
+             mapped: use a link whose MTU gives page-sized segments, MTU = {page}*k + {overhead} (e.g. `ip link set \
+             DEV mtu {}`), or --recv read",
+            p.advmss,
+            if p.timestamps {
+                " less 12 bytes of TCP timestamps"
+            } else {
+                ""
+            },
+            p.pmtu,
+            page + overhead
+        ),
+    ))
+}
+
+/// How the sender hands over its bytes, and what it counted doing so.
+enum Sending {
+    /// The engine's send.
+    Write,
+    /// sendfile(2) from a tmpfs file that holds one message.
+    Sendfile {
+        fd: RawFd,
+        file: std::fs::File,
+        calls: u64,
+    },
+    /// vmsplice(2) into a pipe, splice(2) out of it.
+    Splice {
+        fd: RawFd,
+        pipe: sys::SplicePipe,
+        calls: u64,
+    },
+    /// send(2) with MSG_ZEROCOPY.
+    Zerocopy {
+        fd: RawFd,
+        counts: ZerocopyCounts,
+        calls: u64,
+    },
+}
+
+fn truncated(n: usize, len: usize) -> io::Error {
+    io::Error::other(format!("message truncated: sent {n} of {len} bytes"))
+}
+
+fn interrupted_in_message() -> io::Error {
+    io::Error::new(
+        ErrorKind::Interrupted,
+        "interrupted in the middle of a message",
+    )
+}
+
+/// The file sendfile sends from: `buf`'s bytes in a file on tmpfs (/dev/shm) with no
+/// name (O_TMPFILE, or made and unlinked at once), so nothing is left behind even if the
+/// process is killed.
+fn tmpfs_file(buf: &[u8]) -> io::Result<std::fs::File> {
+    use std::io::Write;
+    let dir = std::path::Path::new("/dev/shm");
+    let mut file = tempfile::tempfile_in(dir).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "--send sendfile: cannot make its {} source file on tmpfs in {}: {e}",
+                format_bytes(buf.len() as u64),
+                dir.display()
+            ),
+        )
+    })?;
+    file.write_all(buf).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "--send sendfile: cannot fill its {} source file in {} (is /dev/shm full?): {e}",
+                format_bytes(buf.len() as u64),
+                dir.display()
+            ),
+        )
+    })?;
+    Ok(file)
+}
+
+impl Sending {
+    /// Set `method` up for a sender of `buf` on `conn`.
+    fn new(method: SendMethod, conn: &dyn Conn, buf: &[u8]) -> io::Result<Sending> {
+        if method == SendMethod::Write {
+            return Ok(Sending::Write);
+        }
+        let fd = conn.send_fd().ok_or_else(|| {
+            io::Error::new(
+                ErrorKind::Unsupported,
+                "this transport has no descriptor to send to",
+            )
+        })?;
+        Ok(match method {
+            SendMethod::Write => Sending::Write,
+            SendMethod::Sendfile => Sending::Sendfile {
+                fd,
+                file: tmpfs_file(buf)?,
+                calls: 0,
+            },
+            SendMethod::Splice => Sending::Splice {
+                fd,
+                // The whole message in one fill where the kernel allows a pipe that large.
+                pipe: sys::SplicePipe::new(buf.len().clamp(1, SEND_PIECE))?,
+                calls: 0,
+            },
+            SendMethod::Zerocopy => {
+                sys::enable_zerocopy(fd).map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!(
+                            "--send zerocopy: the kernel refuses SO_ZEROCOPY on this socket: {e}"
+                        ),
+                    )
+                })?;
+                Sending::Zerocopy {
+                    fd,
+                    counts: ZerocopyCounts::default(),
+                    calls: 0,
+                }
+            }
+        })
+    }
+
+    /// Send one whole message (byte streams: in pieces of at most [`SEND_PIECE`], with a
+    /// check for Ctrl-C between them; message transports: in one call).
+    fn send(&mut self, conn: &mut dyn Conn, msg: &[u8], framing: Framing) -> io::Result<()> {
+        let len = msg.len();
+        let piece = |off: usize| match framing {
+            Framing::Stream => (len - off).min(SEND_PIECE),
+            Framing::Message => len,
+        };
+        let check = |off: usize| {
+            if off > 0 && interrupt::requested() {
+                Err(interrupted_in_message())
+            } else {
+                Ok(())
+            }
+        };
+        match self {
+            Sending::Write => send_all(conn, msg, framing),
+            Sending::Sendfile { fd, file, calls } => {
+                let mut off = 0i64;
+                while (off as usize) < len {
+                    check(off as usize)?;
+                    *calls += 1;
+                    let count = piece(off as usize);
+                    match sys::sendfile(*fd, file, &mut off, count) {
+                        Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                        Ok(n) if framing == Framing::Message && n != len => {
+                            return Err(truncated(n, len))
+                        }
+                        Ok(_) => {}
+                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok(())
+            }
+            Sending::Splice { fd, pipe, calls } => {
+                let mut off = 0;
+                while off < len {
+                    check(off)?;
+                    let chunk = piece(off).min(pipe.capacity());
+                    *calls += 1;
+                    let filled = match pipe.fill(&msg[off..off + chunk]) {
+                        Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                        Ok(n) => n,
+                        Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                        Err(e) => return Err(e),
+                    };
+                    let mut left = filled;
+                    while left > 0 {
+                        *calls += 1;
+                        match pipe.drain_to(*fd, left) {
+                            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                            Ok(n) if framing == Framing::Message && n != len => {
+                                return Err(truncated(n, len))
+                            }
+                            Ok(n) => left -= n,
+                            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    off += filled;
+                }
+                Ok(())
+            }
+            Sending::Zerocopy { fd, counts, calls } => {
+                let fd = *fd;
+                let mut off = 0;
+                let mut refused_since: Option<Instant> = None;
+                while off < len {
+                    check(off)?;
+                    *calls += 1;
+                    match sys::send_zerocopy(fd, &msg[off..off + piece(off)]) {
+                        Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                        Ok(n) if framing == Framing::Message && n != len => {
+                            return Err(truncated(n, len))
+                        }
+                        Ok(n) => {
+                            off += n;
+                            counts.sends += 1;
+                            refused_since = None;
+                            if counts.sends % REAP_EVERY == 0 {
+                                reap(fd, counts)?;
+                            }
+                        }
+                        Err(e) if e.raw_os_error() == Some(nix::libc::ENOBUFS) => {
+                            // The notifications not yet read fill the socket's option
+                            // memory: read them, and if none has come, wait for one.
+                            counts.enobufs += 1;
+                            let since = *refused_since.get_or_insert_with(Instant::now);
+                            if reap(fd, counts)? > 0 {
+                                refused_since = None;
+                            } else if since.elapsed() > ENOBUFS_PATIENCE {
+                                return Err(io::Error::other(format!(
+                                    "the kernel refused MSG_ZEROCOPY sends (ENOBUFS) for {} s and reported no \
+                                     completion: its notifications fill the socket's option memory; raise \
+                                     net.core.optmem_max",
+                                    ENOBUFS_PATIENCE.as_secs()
+                                )));
+                            } else {
+                                sys::wait_error_queue(fd, Duration::from_millis(10))?;
+                            }
+                        }
+                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// What the method did. A zero-copy sender first waits up to [`COMPLETION_WAIT`] for
+    /// the completions still outstanding.
+    fn finish(&mut self) -> io::Result<SendCounts> {
+        Ok(match self {
+            Sending::Write => SendCounts {
+                method: SendMethod::Write,
+                calls: None,
+                zerocopy: None,
+            },
+            Sending::Sendfile { calls, .. } => SendCounts {
+                method: SendMethod::Sendfile,
+                calls: Some(*calls),
+                zerocopy: None,
+            },
+            Sending::Splice { calls, .. } => SendCounts {
+                method: SendMethod::Splice,
+                calls: Some(*calls),
+                zerocopy: None,
+            },
+            Sending::Zerocopy { fd, counts, calls } => {
+                let until = Instant::now() + COMPLETION_WAIT;
+                loop {
+                    reap(*fd, counts)?;
+                    let now = Instant::now();
+                    if counts.completed >= counts.sends || now >= until {
+                        break;
+                    }
+                    sys::wait_error_queue(*fd, (until - now).min(Duration::from_millis(50)))?;
+                }
+                SendCounts {
+                    method: SendMethod::Zerocopy,
+                    calls: Some(*calls),
+                    zerocopy: Some(*counts),
+                }
+            }
+        })
+    }
+}
+
+/// Read every notification waiting on the error queue into `counts`: how many sends
+/// they completed.
+fn reap(fd: RawFd, counts: &mut ZerocopyCounts) -> io::Result<u64> {
+    let mut done = 0;
+    while let Some(c) = sys::reap_completion(fd)? {
+        counts.notifications += 1;
+        counts.completed += c.sends();
+        if c.copied {
+            counts.copied += c.sends();
+        }
+        done += c.sends();
+    }
+    Ok(done)
+}
+
 /// The phases of a stream run, as the classic client/server benchmark reports them.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Phases {
@@ -175,8 +743,8 @@ impl Spec for StreamSpec {
         transport.default_stream_size()
     }
 
-    fn refuses(&self, _sc: &Scenario) -> Option<String> {
-        None
+    fn refuses(&self, sc: &Scenario) -> Option<String> {
+        send_refusal(sc).or_else(|| recv_refusal(sc))
     }
 
     fn roles(&self, sc: &Scenario, stop: Stop) -> Arc<dyn Workload> {
@@ -185,6 +753,8 @@ impl Spec for StreamSpec {
             stop,
             framing: sc.transport.framing(),
             reliable: sc.transport.reliable(),
+            send: sc.extras.send,
+            recv: sc.extras.recv,
         })
     }
 
@@ -206,6 +776,306 @@ impl Spec for StreamSpec {
     }
 
     fn diagnoses(&self) -> &'static [Diagnosis] {
-        &[Diagnosis::CpuSaturated]
+        &[Diagnosis::CpuSaturated, Diagnosis::ZerocopyCopied]
+    }
+}
+
+/// The name of a method as on the command line.
+fn name(v: impl clap::ValueEnum) -> String {
+    v.to_possible_value()
+        .map(|p| p.get_name().to_string())
+        .unwrap_or_default()
+}
+
+/// Why `--send` cannot be what `sc` asks, if it cannot. Each reason reads "what: why"
+/// (tables print the part after the first ": " beside the combinations it rules out).
+fn send_refusal(sc: &Scenario) -> Option<String> {
+    let (method, t) = (sc.extras.send, sc.transport);
+    let m = name(method);
+    if method == SendMethod::Write {
+        return None;
+    }
+    if sc.engine != EngineKind::Blocking {
+        return Some(format!(
+            "--send {m} with the {e} engine: --send {m} makes its own blocking system calls on the descriptor, \
+             so the {e} engine would not be what is measured; use --engine blocking",
+            e = sc.engine
+        ));
+    }
+    if matches!(t, TransportKind::Mq | TransportKind::Shm) {
+        return Some(format!(
+            "--send {m} over {t}: {} needs a descriptor to send to, a socket or a pipe, and {t} has none (its \
+             sender uses {})",
+            if method == SendMethod::Zerocopy {
+                "send(MSG_ZEROCOPY)"
+            } else {
+                "sendfile or splice"
+            },
+            if t == TransportKind::Mq {
+                "mq_send"
+            } else {
+                "a shared-memory ring"
+            }
+        ));
+    }
+    match method {
+        SendMethod::Write => None,
+        SendMethod::Sendfile | SendMethod::Splice => {
+            let most = (SPLICE_PAGES_PER_SEND * sys::page_size()) as u64;
+            (t.framing() == Framing::Message && sc.size > most).then(|| {
+                format!(
+                    "--send {m} over {t} at {}: sendfile and splice hand a socket at most \
+                     {SPLICE_PAGES_PER_SEND} pages ({}) per sendmsg, so a larger message would arrive as several \
+                     datagrams; use --size {most} or less, or --send write",
+                    format_bytes(sc.size),
+                    format_bytes(most),
+                )
+            })
+        }
+        SendMethod::Zerocopy => match t {
+            TransportKind::Tcp | TransportKind::Tcp6 | TransportKind::Udp | TransportKind::Udp6 => {
+                None
+            }
+            TransportKind::Pipe | TransportKind::Fifo => Some(format!(
+                "--send zerocopy over {t}: MSG_ZEROCOPY is a socket flag and a pipe has none; --send splice \
+                 (vmsplice) is how a pipe takes pages without a copy"
+            )),
+            _ => Some(format!(
+                "--send zerocopy over {t}: the kernel refuses SO_ZEROCOPY on Unix sockets (EOPNOTSUPP); \
+                 MSG_ZEROCOPY exists for tcp, tcp6, udp and udp6 (and data to a socket on this host is copied \
+                 anyway), so use one of those, or --send splice"
+            )),
+        },
+    }
+}
+
+/// Why `--recv` cannot be what `sc` asks, if it cannot (the segments' size is checked
+/// where it is known: [`loopback_recv_refusal`] for a receiver on this host, and the
+/// receiver itself when its connection is made).
+fn recv_refusal(sc: &Scenario) -> Option<String> {
+    if sc.extras.recv == RecvMethod::Read {
+        return None;
+    }
+    if !matches!(sc.transport, TransportKind::Tcp | TransportKind::Tcp6) {
+        return Some(format!(
+            "--recv zerocopy over {}: TCP_ZEROCOPY_RECEIVE is TCP's alone; use -t tcp or tcp6, or --recv read",
+            sc.transport
+        ));
+    }
+    (sc.engine != EngineKind::Blocking).then(|| {
+        format!(
+            "--recv zerocopy with the {e} engine: it makes its own system calls on the socket (getsockopt \
+             TCP_ZEROCOPY_RECEIVE, poll, recv), so the {e} engine would not be what is measured; use --engine \
+             blocking",
+            e = sc.engine
+        )
+    })
+}
+
+/// With both roles on this host the data goes through `lo`: why `--recv zerocopy`
+/// cannot map pages there, if it cannot (lo's MTU gives segments that are no multiple of
+/// the page: 65483 bytes on IPv4 with the default MTU of 65536).
+pub fn loopback_recv_refusal(sc: &Scenario) -> Option<String> {
+    if sc.workload != crate::workload::WorkloadKind::Stream
+        || sc.extras.recv != RecvMethod::Zerocopy
+        || !matches!(sc.transport, TransportKind::Tcp | TransportKind::Tcp6)
+    {
+        return None;
+    }
+    let read = |p: &str| std::fs::read_to_string(p).ok()?.trim().parse::<u64>().ok();
+    let mtu = read("/sys/class/net/lo/mtu")?;
+    let timestamps = read("/proc/sys/net/ipv4/tcp_timestamps") != Some(0);
+    let v6 = sc.transport.is_ipv6();
+    // IPv4's total-length field caps a packet at 65535 bytes.
+    let path = if v6 { mtu } else { mtu.min(65_535) };
+    let overhead = if v6 { 40 } else { 20 } + 20 + if timestamps { 12 } else { 0 };
+    let payload = path.checked_sub(overhead)?;
+    let page = sys::page_size() as u64;
+    if payload % page == 0 {
+        return None;
+    }
+    Some(format!(
+        "--recv zerocopy over {t} on this host: TCP_ZEROCOPY_RECEIVE maps whole pages, so a segment's payload must \
+         be a multiple of the {page}-byte page, and with both roles on this host the data goes through lo, whose \
+         MTU {mtu} gives {payload}-byte segments ({path} - {} IP - 20 TCP{}); run the receiver in another network \
+         namespace or on another host (--server) over a link whose MTU is {page}*k + {overhead} (e.g. {}), or set \
+         lo's MTU so (`ip link set lo mtu {}`), or use --recv read",
+        if v6 { 40 } else { 20 },
+        if timestamps { " - 12 timestamps" } else { "" },
+        page + overhead,
+        (payload / page) * page + overhead,
+        t = sc.transport,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::Args;
+    use crate::error::PlanError;
+    use crate::plan::Plan;
+    use clap::Parser;
+
+    fn plan(argv: &[&str]) -> Result<Plan, PlanError> {
+        let mut v = vec!["sockbench", "stream"];
+        v.extend_from_slice(argv);
+        Plan::from_args(&Args::try_parse_from(v).unwrap())
+    }
+
+    fn refused(argv: &[&str]) -> String {
+        match plan(argv) {
+            Err(PlanError::Unsupported(why)) => why,
+            other => panic!("{argv:?}: {:?}", other.map(|p| p.scenarios.len())),
+        }
+    }
+
+    #[test]
+    fn the_methods_reach_the_scenario_and_the_defaults_are_write_and_read() {
+        let p = plan(&["-t", "tcp", "--send", "splice"]).unwrap();
+        assert_eq!(p.scenarios[0].extras.send, SendMethod::Splice);
+        assert_eq!(p.scenarios[0].extras.recv, RecvMethod::Read);
+        let p = plan(&["-t", "tcp"]).unwrap();
+        assert_eq!(p.scenarios[0].extras.send, SendMethod::Write);
+        // A scenario from a peer that knows neither field: write and read.
+        let mut json = serde_json::to_value(&p.scenarios[0]).unwrap();
+        let extras = json["extras"].as_object_mut().unwrap();
+        assert_eq!(extras.remove("send"), Some("write".into()));
+        assert_eq!(extras.remove("recv"), Some("read".into()));
+        let back: Scenario = serde_json::from_value(json).unwrap();
+        assert_eq!(back.extras, p.scenarios[0].extras);
+    }
+
+    #[test]
+    fn a_named_combination_a_method_cannot_serve_is_refused_with_the_reason() {
+        let why = refused(&["-t", "shm", "--send", "sendfile"]);
+        assert!(
+            why.contains("a socket or a pipe") && why.contains("shm has none"),
+            "{why}"
+        );
+        let why = refused(&["-t", "mq", "--send", "splice"]);
+        assert!(why.contains("mq_send"), "{why}");
+        let why = refused(&["-t", "unix", "--send", "zerocopy"]);
+        assert!(why.contains("SO_ZEROCOPY on Unix sockets"), "{why}");
+        let why = refused(&["-t", "fifo", "--send", "zerocopy"]);
+        assert!(why.contains("--send splice"), "{why}");
+        let why = refused(&["-t", "unix", "--recv", "zerocopy"]);
+        assert!(why.contains("TCP_ZEROCOPY_RECEIVE is TCP's alone"), "{why}");
+        let why = refused(&["-t", "tcp", "-e", "epoll", "--send", "sendfile"]);
+        assert!(why.contains("use --engine blocking"), "{why}");
+        let why = refused(&[
+            "-t",
+            "unix-dgram",
+            "-s",
+            "100K",
+            "--send",
+            "splice",
+            "--sndbuf",
+            "1M",
+        ]);
+        assert!(why.contains("several datagrams"), "{why}");
+        // The largest datagram one sendmsg of 16 pages carries is fine.
+        assert!(plan(&[
+            "-t",
+            "unix-dgram",
+            "-s",
+            "64K",
+            "--send",
+            "splice",
+            "--sndbuf",
+            "1M"
+        ])
+        .is_ok());
+        for ok in [
+            &["-t", "pipe,fifo,unix,tcp", "--send", "sendfile"][..],
+            &["-t", "pipe,fifo,socketpair,udp", "--send", "splice"],
+            &["-t", "tcp,tcp6,udp,udp6", "--send", "zerocopy"],
+        ] {
+            assert!(plan(ok).is_ok(), "{ok:?}");
+        }
+    }
+
+    #[test]
+    fn under_all_a_refused_combination_is_a_skip_with_the_reason() {
+        let p = plan(&["-t", "all", "--send", "zerocopy"]).unwrap();
+        let ran: Vec<_> = p.scenarios.iter().map(|s| s.transport).collect();
+        assert_eq!(
+            ran,
+            [
+                TransportKind::Tcp,
+                TransportKind::Tcp6,
+                TransportKind::Udp,
+                TransportKind::Udp6
+            ]
+        );
+        assert!(p
+            .skipped
+            .iter()
+            .any(|s| s.transport == TransportKind::Shm && s.reason.contains("shared-memory ring")));
+        let p = plan(&["-t", "tcp", "-e", "all", "--send", "sendfile"]).unwrap();
+        assert!(p.scenarios.iter().all(|s| s.engine == EngineKind::Blocking));
+        assert_eq!(p.skipped.len(), EngineKind::ALL.len() - 1);
+    }
+
+    #[test]
+    fn a_zero_copy_receiver_on_this_host_is_refused_where_los_mtu_cannot_give_pages() {
+        let sc = crate::plan::first_scenario(&["stream", "-t", "tcp"]);
+        let mut zc = sc.clone();
+        zc.extras.recv = RecvMethod::Zerocopy;
+        assert_eq!(loopback_recv_refusal(&sc), None, "read needs no pages");
+        let mtu: u64 = std::fs::read_to_string("/sys/class/net/lo/mtu")
+            .map_or(65536, |m| m.trim().parse().unwrap());
+        let why = loopback_recv_refusal(&zc);
+        if mtu == 65536 {
+            let why = why.expect("65483-byte segments");
+            assert!(why.contains("65483-byte segments"), "{why}");
+            assert!(why.contains("ip link set lo mtu 61492"), "{why}");
+            // Named: a usage error; the server's own check does not know lo's MTU.
+            assert!(matches!(
+                plan(&["-t", "tcp", "--recv", "zerocopy"]),
+                Err(PlanError::Unsupported(_))
+            ));
+        }
+        let limits = crate::control::messages::Limits::default();
+        use crate::control::session::{check_scenario, Peer};
+        assert!(check_scenario(zc, &limits, Peer::Local).is_ok());
+        let mut shm = sc;
+        shm.transport = TransportKind::Shm;
+        shm.extras.send = SendMethod::Sendfile;
+        let why = check_scenario(shm, &limits, Peer::Local).unwrap_err();
+        assert!(why.contains("shm has none"), "{why}");
+    }
+
+    #[test]
+    fn counts_add_up_over_streams_and_runs() {
+        let z = |sends, copied| SendCounts {
+            method: SendMethod::Zerocopy,
+            calls: Some(sends + 1),
+            zerocopy: Some(ZerocopyCounts {
+                sends,
+                completed: sends,
+                copied,
+                enobufs: 1,
+                notifications: 2,
+            }),
+        };
+        let t = SendCounts::total(&[Some(z(10, 10)), None, Some(z(5, 0))]).unwrap();
+        assert_eq!(t.calls, Some(17));
+        let zc = t.zerocopy.unwrap();
+        assert_eq!(
+            (zc.sends, zc.completed, zc.copied, zc.enobufs),
+            (15, 15, 10, 2)
+        );
+        assert_eq!(SendCounts::total(&[None, None]), None);
+        let r = RecvCounts {
+            method: RecvMethod::Zerocopy,
+            bytes_mapped: 8192,
+            bytes_copied: 10,
+            map_calls: Some(3),
+        };
+        let t = RecvCounts::total(&[Some(r), Some(r)]).unwrap();
+        assert_eq!(
+            (t.bytes_mapped, t.bytes_copied, t.map_calls),
+            (16384, 20, Some(6))
+        );
     }
 }
