@@ -96,6 +96,7 @@ fn command_first_tip(e: &clap::Error, argv: &[String]) -> Option<String> {
                     | "serve"
                     | "load"
                     | "models"
+                    | "relay"
             ))
             .cloned()
             .collect::<Vec<_>>()
