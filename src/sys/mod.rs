@@ -3,15 +3,22 @@
 //! Everything that needs raw memory access or a system call without a safe wrapper lives
 //! here, behind a safe interface. Today that is the shared-memory ring used by the `shm`
 //! transport: mapping a POSIX shared-memory object and copying bytes through it without
-//! the kernel in the data path; and the zero-copy and file sends and the zero-copy receive
-//! of `stream --send`/`--recv` ([`zerocopy`]). Safe wrappers (`nix`, `socket2`) are used
-//! everywhere else.
+//! the kernel in the data path; the io_uring front ends; the zero-copy and file sends
+//! and the zero-copy receive of `stream --send`/`--recv` ([`zerocopy`]); and, for the
+//! relay's copy methods (`crate::copy`), the iovec arrays of `vectored`, the ring of
+//! `io-uring` and `io-uring-splice`, and `async`'s registration of borrowed sockets with
+//! tokio. Safe wrappers (`nix`, `socket2`) are used everywhere else.
 
+#[cfg(feature = "async")]
+pub mod async_fd;
 pub mod shm;
 #[cfg(feature = "io-uring")]
 pub mod uring;
 #[cfg(feature = "io-uring")]
+pub mod uring_copy;
+#[cfg(feature = "io-uring")]
 pub mod uring_server;
+pub mod vectored;
 pub mod wait;
 pub mod zerocopy;
 
