@@ -246,6 +246,21 @@ fn refusals_are_usage_errors_that_say_what_to_do() {
             "one message at a time",
         ),
         (vec!["-n", "10"], "pingpong"),
+        (
+            vec!["--mode", "pingpong", "-m", "buffered"],
+            "never arrives",
+        ),
+        (
+            vec![
+                "-m",
+                "buffered",
+                "--listen",
+                "127.0.0.1:0",
+                "--to",
+                "127.0.0.1:1",
+            ],
+            "never arrives",
+        ),
         (vec!["--format", "csv"], "table or --format json"),
         (
             vec!["--listen", "127.0.0.1:0", "--to", "127.0.0.1:1"],
@@ -365,9 +380,16 @@ fn through(port: u16, sink: TcpListener, n: usize, back: usize) -> usize {
     got.len()
 }
 
+/// Ctrl-C to the relay (under a wrapper such as strace, which ignores SIGINT while its
+/// command runs, to the wrapper's child), then its JSON.
 fn stop(mut child: std::process::Child) -> Value {
+    let children = format!("/proc/{0}/task/{0}/children", child.id());
+    let pid = std::fs::read_to_string(children)
+        .ok()
+        .and_then(|c| c.split_whitespace().next()?.parse().ok())
+        .unwrap_or(child.id() as i32);
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::unistd::Pid::from_raw(pid),
         nix::sys::signal::Signal::SIGINT,
     )
     .unwrap();
@@ -428,7 +450,8 @@ fn the_system_calls_it_counts_are_the_ones_strace_sees() {
     let sb = Sandbox::new();
     let all = methods(&sb);
     for (method, names) in [
-        ("read-write", &["read", "write"][..]),
+        // std's TcpStream reads with recv(2) and writes with send(2).
+        ("read-write", &["recvfrom", "sendto"][..]),
         ("vectored", &["readv", "writev"][..]),
         ("splice", &["splice"][..]),
         ("io-uring", &["io_uring_enter"][..]),

@@ -197,6 +197,11 @@ pub struct RelayReport {
     pub interrupted: bool,
 }
 
+/// Why `buffered` cannot carry request/response traffic.
+const HOLDS_BACK: &str = "a buffered writer holds a short message until its buffer fills or \
+the source ends, so a message that waits for an answer never arrives (as with Go's bufio \
+without a Flush); it measures bulk copies (--mode stream)";
+
 /// The checked command line.
 struct Plan {
     methods: Vec<Method>,
@@ -311,6 +316,11 @@ fn plan(args: &RelayArgs, format: Format) -> Result<Plan, String> {
         if let Some(why) = methods[0].unavailable() {
             return Err(format!("{}: {why}", methods[0]));
         }
+        if methods[0] == Method::Buffered {
+            return Err(format!(
+                "the relay-only form cannot use buffered: {HOLDS_BACK}"
+            ));
+        }
         let listen = Target::parse(listen).map_err(|e| format!("--listen: {e}"))?;
         let to = Target::parse(to).map_err(|e| format!("--to: {e}"))?;
         return Ok(Plan {
@@ -363,7 +373,11 @@ fn plan(args: &RelayArgs, format: Format) -> Result<Plan, String> {
     };
     let mut runnable = Vec::new();
     for &m in &methods {
-        match m.unavailable() {
+        let why_not = m.unavailable().or_else(|| {
+            (pingpong && m == Method::Buffered)
+                .then(|| format!("--mode pingpong cannot use buffered: {HOLDS_BACK}"))
+        });
+        match why_not {
             None => runnable.push(m),
             Some(why) if everything => {
                 for t in &transports {
