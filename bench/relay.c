@@ -15,8 +15,9 @@
  *   buffered         a reader and a writer buffer of BUFFER bytes each, as Go's bufio:
  *                    read into the reader buffer, copy into the writer buffer, write it
  *                    when full or when the reader buffer is drained (nothing more now)
- *   splice           splice(2) socket -> pipe -> socket, SPLICE_F_MOVE|SPLICE_F_MORE,
- *                    the pipe sized to PIPE_SIZE with F_SETPIPE_SZ
+ *   splice           splice(2) socket -> pipe -> socket, SPLICE_F_MOVE (as sockbench:
+ *                    SPLICE_F_MORE would hold a short last segment back for
+ *                    TCP's 200 ms), the pipe sized to PIPE_SIZE with F_SETPIPE_SZ
  *   io-uring         the read-write calls as IORING_OP_READ/WRITE, one
  *                    io_uring_submit_and_wait per operation
  *   io-uring-splice  the splice calls as IORING_OP_SPLICE, likewise
@@ -208,7 +209,7 @@ static int copy_splice(int from, int to) {
     int p[2];
     size_t cap = make_pipe(p);
     if (!cap) return -1;
-    const unsigned flags = SPLICE_F_MOVE | SPLICE_F_MORE;
+    const unsigned flags = SPLICE_F_MOVE;
     int rc = 0;
     for (;;) {
         ssize_t n = splice(from, NULL, p[1], NULL, cap, flags);
@@ -284,7 +285,7 @@ static int copy_io_uring_splice(int from, int to) {
     int p[2];
     size_t cap = make_pipe(p);
     if (!cap) { io_uring_queue_exit(&ring); return -1; }
-    const unsigned flags = SPLICE_F_MOVE | SPLICE_F_MORE;
+    const unsigned flags = SPLICE_F_MOVE;
     int rc = 0;
     for (;;) {
         io_uring_prep_splice(io_uring_get_sqe(&ring), from, -1, p[1], -1, cap, flags);
