@@ -577,3 +577,74 @@ fn the_committed_schema_is_up_to_date_and_real_output_validates() {
         assert!(errors.is_empty(), "{errors:?}\n{doc}");
     }
 }
+
+/// A test build's sink that fails at its second connection: every other role stops at
+/// once (no copy waits on a peer that is gone), the run fails and names the sink.
+#[cfg_attr(
+    not(feature = "test-hooks"),
+    ignore = "needs a test build: cargo test --features test-hooks"
+)]
+#[test]
+fn a_failing_role_stops_the_others_at_once() {
+    let sb = Sandbox::new();
+    for method in ["read-write", "splice", "io-uring", "async"] {
+        let t = Instant::now();
+        let out = sb
+            .cmd()
+            .env("SOCKBENCH_TEST_FAULT", "relay-sink-fails")
+            .args([
+                "relay",
+                "-m",
+                method,
+                "-s",
+                "4M",
+                "--connections",
+                "200",
+                "-P",
+                "4",
+                "-q",
+            ])
+            .timeout(Duration::from_secs(20))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{method}: {text}");
+        assert!(text.contains("sink: test fault"), "{method}: {text}");
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "{method}: {:?}",
+            t.elapsed()
+        );
+    }
+    assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
+}
+
+/// A test build's source that sends one wrong byte: the sink catches it.
+#[cfg_attr(
+    not(feature = "test-hooks"),
+    ignore = "needs a test build: cargo test --features test-hooks"
+)]
+#[test]
+fn one_wrong_byte_fails_the_run() {
+    let sb = Sandbox::new();
+    let out = sb
+        .cmd()
+        .env("SOCKBENCH_TEST_FAULT", "relay-source-corrupts")
+        .args([
+            "relay",
+            "-m",
+            "splice",
+            "-s",
+            "10000",
+            "--connections",
+            "3",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let e = v["results"][0]["error"].as_str().unwrap();
+    assert!(e.contains("at offset 5000 of a connection"), "{e}");
+}

@@ -103,7 +103,9 @@ impl Method {
             Method::IoUring | Method::IoUringSplice => {
                 #[cfg(feature = "io-uring")]
                 {
-                    crate::sys::uring::probe()
+                    // The ring the methods use: it also needs to wait with a timeout
+                    // (Linux 5.11), which a bare probe would not check.
+                    crate::sys::uring_copy::CopyRing::new(1)
                         .err()
                         .map(|e| format!("io_uring is not available here: {e}"))
                 }
@@ -340,6 +342,22 @@ pub fn copier(method: Method, opts: &Options) -> io::Result<Box<dyn Copier>> {
     if let Some(why) = method.unavailable() {
         return Err(io::Error::new(io::ErrorKind::Unsupported, why));
     }
+    copier_of(method, opts).map_err(|e| {
+        if e.kind() == io::ErrorKind::OutOfMemory {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "{method}: cannot allocate its {}-byte --buffer: give a smaller --buffer or fewer -P",
+                    opts.buffer
+                ),
+            )
+        } else {
+            e
+        }
+    })
+}
+
+fn copier_of(method: Method, opts: &Options) -> io::Result<Box<dyn Copier>> {
     Ok(match method {
         Method::ReadWrite => Box::new(read_write::ReadWrite::new(opts)?),
         Method::Vectored => Box::new(vectored::Vectored::new(opts)?),

@@ -961,6 +961,11 @@ fn direction(
     *s = s.plus(counts);
     drop(s);
     *tallies.last_end.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+    if r.is_err() {
+        // This direction is over: end the other too, so it does not wait on a peer that
+        // is still waiting for the rest of this one.
+        relay::end_both(ends);
+    }
     match r {
         Ok(()) => {}
         // The other side went away, or we were stopped: the end of that direction.
@@ -1046,11 +1051,11 @@ fn relay_only(
             let _ = client.set_timeouts(Some(relay::TICK));
             let _ = upstream.set_timeouts(Some(relay::TICK));
             let ends = Arc::new((client, upstream));
-            tallies
-                .open
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(Arc::downgrade(&ends));
+            {
+                let mut open = tallies.open.lock().unwrap_or_else(|p| p.into_inner());
+                open.retain(|w| w.strong_count() > 0);
+                open.push(Arc::downgrade(&ends));
+            }
             live.fetch_add(2, Ordering::Relaxed);
             for forward in [true, false] {
                 let (ends, tallies, live) = (Arc::clone(&ends), Arc::clone(&tallies), &live);
@@ -1070,10 +1075,7 @@ fn relay_only(
             .iter()
         {
             if let Some(ends) = w.upgrade() {
-                for e in [&ends.0, &ends.1] {
-                    let _ =
-                        nix::sys::socket::shutdown(e.raw_fd(), nix::sys::socket::Shutdown::Both);
-                }
+                relay::end_both(&ends);
             }
         }
     });

@@ -35,6 +35,8 @@ use crate::transport::TransportKind;
 pub const PERIOD: usize = 65521;
 /// How long a blocked call waits before it looks at the stop flags again.
 pub const TICK: Duration = Duration::from_millis(100);
+/// How long a TCP connect may take before it is a failure (a peer that drops SYNs).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// The sink's read buffer.
 const SINK_READ: usize = 256 << 10;
 
@@ -112,14 +114,14 @@ impl Target {
         Ok(Target::Unix(path))
     }
 
-    /// Connect (blocking).
+    /// Connect (blocking; TCP gives up after [`CONNECT_TIMEOUT`]).
     ///
     /// # Errors
     /// As connect(2).
     pub fn connect(&self) -> io::Result<End> {
         match self {
             Target::Tcp(a) => {
-                let s = TcpStream::connect(a)?;
+                let s = TcpStream::connect_timeout(a, CONNECT_TIMEOUT)?;
                 s.set_nodelay(true)?;
                 Ok(End::Tcp(s))
             }
@@ -194,8 +196,8 @@ impl Listener {
         }
     }
 
-    /// Accept one connection (blocking, Nagle off for TCP), looking at `give_up` every
-    /// [`TICK`] while none comes; `None` once it says so.
+    /// Accept one connection (blocking, Nagle off for TCP), looking at `give_up` before
+    /// each try and every [`TICK`] while none comes; `None` once it says so.
     ///
     /// # Errors
     /// As accept(2).
@@ -205,6 +207,9 @@ impl Listener {
             Listener::Unix(u, _) => u.as_raw_fd(),
         };
         loop {
+            if give_up() {
+                return Ok(None);
+            }
             let got = match self {
                 Listener::Tcp(t) => t.accept().map(|(s, _)| End::Tcp(s)),
                 Listener::Unix(u, _) => u.accept().map(|(s, _)| End::Unix(s)),
@@ -227,9 +232,6 @@ impl Listener {
                             | io::ErrorKind::ConnectionAborted
                     ) => {}
                 Err(e) => return Err(e),
-            }
-            if give_up() {
-                return Ok(None);
             }
             crate::sys::wait::poll_one(fd, true, Some(TICK))?;
         }
@@ -348,6 +350,9 @@ struct Coord {
     error: Mutex<Option<String>>,
     /// The source stopped for Ctrl-C.
     interrupted: AtomicBool,
+    /// The relay's open connections, ended at once when the run fails so that no copy
+    /// waits on a peer that is gone.
+    open: Mutex<Vec<std::sync::Weak<(End, End)>>>,
 }
 
 impl Coord {
@@ -357,6 +362,23 @@ impl Coord {
             *slot = Some(format!("{role}: {e}"));
         }
         self.abort.store(true, Ordering::SeqCst);
+        drop(slot);
+        for ends in self.open.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            if let Some(ends) = ends.upgrade() {
+                end_both(&ends);
+            }
+        }
+    }
+
+    /// Keep `ends` to be ended if the run fails (and end them now if it has).
+    fn track(&self, ends: &Arc<(End, End)>) {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        open.retain(|w| w.strong_count() > 0);
+        open.push(Arc::downgrade(ends));
+        drop(open);
+        if self.aborted() {
+            end_both(ends);
+        }
     }
 
     fn aborted(&self) -> bool {
@@ -377,6 +399,13 @@ impl Coord {
         self.aborted()
             || (self.relay_live.load(Ordering::SeqCst) == 0
                 && self.sunk.load(Ordering::SeqCst) >= self.forwarded.load(Ordering::SeqCst))
+    }
+}
+
+/// Shut both connections of a relayed pair down, so every blocked call on them returns.
+pub fn end_both(ends: &(End, End)) {
+    for e in [&ends.0, &ends.1] {
+        let _ = nix::sys::socket::shutdown(e.raw_fd(), nix::sys::socket::Shutdown::Both);
     }
 }
 
@@ -444,7 +473,12 @@ impl Source {
             conn.set_timeouts(Some(TICK))?;
             let more = match self.shape {
                 Shape::Connections(_) => {
-                    let done = send_all(&conn, &self.pattern[..self.size], coord)?;
+                    let mut payload = std::borrow::Cow::Borrowed(&self.pattern[..self.size]);
+                    if crate::testhooks::fault("relay-source-corrupts") && c.connections == 1 {
+                        // A test build's source that sends one wrong byte: the sink must see it.
+                        payload.to_mut()[self.size / 2] ^= 1;
+                    }
+                    let done = send_all(&conn, &payload, coord)?;
                     if done {
                         c.bytes += self.size as u64;
                         c.messages += 1;
@@ -591,7 +625,17 @@ fn relay_worker(
             coord.forwarded.fetch_add(1, Ordering::SeqCst);
             client.set_timeouts(Some(TICK))?;
             upstream.set_timeouts(Some(TICK))?;
-            copier.copy(&client, &upstream, &mut r.copied)?;
+            let ends = Arc::new((client, upstream));
+            coord.track(&ends);
+            match copier.copy(&ends.0, &ends.1, &mut r.copied) {
+                Ok(()) => {}
+                // Ctrl-C: the source stops and the relay with it; what it copied counts.
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                    coord.interrupted.store(true, Ordering::SeqCst);
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
         }
         Ok(())
     })();
@@ -648,6 +692,10 @@ impl Sink {
         coord: &Coord,
         s: &mut SinkCounts,
     ) -> io::Result<bool> {
+        if crate::testhooks::fault("relay-sink-fails") && s.role.connections >= 2 {
+            // A test build's sink that fails at its second connection: the others must stop.
+            return Err(io::Error::other("test fault: the sink fails"));
+        }
         let mut offset = 0u64;
         // Pingpong: bytes of the current message still to come.
         let mut due = self.size as u64;

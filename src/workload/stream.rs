@@ -248,6 +248,12 @@ impl Workload for Stream {
         let measured = meter.stop(None, side.conn.as_ref());
         // Outside the interval: the completions of zero-copy sends still outstanding.
         let send = how.finish()?;
+        drop(how);
+        if send.zerocopy.is_some_and(|z| z.completed < z.sends) {
+            // Sends the kernel has not completed may still read the buffer: keep it (one
+            // message buffer, once) rather than free memory the kernel may send from.
+            std::mem::forget(buf);
+        }
         side.link.signal(PeerSignal::SenderDone);
         // Closing: the end of data (shutdown, close, end marker) and releasing the socket.
         let closing = Instant::now();
