@@ -346,8 +346,11 @@ struct Coord {
     sunk: AtomicU64,
     /// Something failed: everyone stops.
     abort: AtomicBool,
-    /// The first failure, by role.
-    error: Mutex<Option<String>>,
+    /// The first failure, by role, and whether it was only a peer going away (a reset, a
+    /// broken pipe), which a failure that caused it replaces.
+    error: Mutex<Option<(String, bool)>>,
+    /// When the first source thread started.
+    start: Mutex<Option<Instant>>,
     /// The source stopped for Ctrl-C.
     interrupted: AtomicBool,
     /// The relay's open connections, ended at once when the run fails so that no copy
@@ -357,9 +360,16 @@ struct Coord {
 
 impl Coord {
     fn fail(&self, role: &str, e: &io::Error) {
+        let consequence = matches!(
+            e.kind(),
+            io::ErrorKind::ConnectionReset
+                | io::ErrorKind::BrokenPipe
+                | io::ErrorKind::ConnectionAborted
+                | io::ErrorKind::UnexpectedEof
+        );
         let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
-        if slot.is_none() {
-            *slot = Some(format!("{role}: {e}"));
+        if slot.as_ref().is_none_or(|(_, was)| *was && !consequence) {
+            *slot = Some((format!("{role}: {e}"), consequence));
         }
         self.abort.store(true, Ordering::SeqCst);
         drop(slot);
@@ -449,6 +459,12 @@ impl Source {
         line.wait();
         let t0 = Instant::now();
         let cpu0 = ThreadCpu::now();
+        {
+            // The run starts when the first source does (no byte can reach the sink
+            // before that), whenever the other threads get a CPU.
+            let mut start = coord.start.lock().unwrap_or_else(|p| p.into_inner());
+            *start = Some(start.map_or(t0, |s| s.min(t0)));
+        }
         let mut c = RoleCounts::default();
         let result = self.connections(coord, t0, &mut c);
         c.cpu = ThreadCpu::now().since(&cpu0).exact;
@@ -916,12 +932,17 @@ pub fn run(setup: &Setup) -> io::Result<Outcome> {
         let proc_cpu = process_cpu().saturating_sub(proc0);
         accounted += out.relay_cpu + ThreadCpu::now().since(&main0).exact;
         out.unaccounted_cpu = proc_cpu.saturating_sub(accounted);
-        out.interval = last.map_or(Duration::ZERO, |l| l.saturating_duration_since(t0));
+        let start = coord
+            .start
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or(t0);
+        out.interval = last.map_or(Duration::ZERO, |l| l.saturating_duration_since(start));
         out
     });
     out.relayed = coord.accepted.load(Ordering::SeqCst);
     out.interrupted = coord.interrupted.load(Ordering::SeqCst) || interrupt::requested();
-    if let Some(e) = coord.error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+    if let Some((e, _)) = coord.error.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(io::Error::other(e));
     }
     if out.source.bytes != out.copied.bytes || out.copied.bytes != out.sink.bytes {
