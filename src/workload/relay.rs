@@ -368,7 +368,7 @@ impl Coord {
                 | io::ErrorKind::UnexpectedEof
         );
         let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
-        if slot.as_ref().is_none_or(|(_, was)| *was && !consequence) {
+        if !slot.as_ref().is_some_and(|(_, was)| !*was || consequence) {
             *slot = Some((format!("{role}: {e}"), consequence));
         }
         self.abort.store(true, Ordering::SeqCst);
