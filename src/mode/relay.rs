@@ -203,6 +203,7 @@ the source ends, so a message that waits for an answer never arrives (as with Go
 without a Flush); it measures bulk copies (--mode stream)";
 
 /// The checked command line.
+#[derive(Debug)]
 struct Plan {
     methods: Vec<Method>,
     transports: Vec<TransportKind>,
@@ -1216,6 +1217,178 @@ mod tests {
         let r = result(TransportKind::Tcp, Method::IoUring, 100_000, &runs, None);
         assert!((r.relay_cpu_seconds - 0.057).abs() < 1e-9);
         assert_eq!(r.relay_kernel_worker_cpu_seconds, Some(0.007));
+    }
+
+    /// The plan of `sockbench relay ARGS`, or its usage error.
+    fn plan_of(args: &[&str]) -> Result<Plan, String> {
+        use clap::Parser;
+        let all: Vec<&str> = ["sockbench", "relay"].iter().chain(args).copied().collect();
+        let parsed = crate::cli::Args::try_parse_from(all).map_err(|e| e.to_string())?;
+        match parsed.command {
+            Some(crate::cli::Command::Relay(r)) => plan(&r, parsed.output.format),
+            _ => unreachable!(),
+        }
+    }
+
+    fn refused(args: &[&str], says: &str) {
+        let e = plan_of(args)
+            .err()
+            .unwrap_or_else(|| panic!("{args:?} was accepted"));
+        assert!(e.contains(says), "{args:?}: {e}");
+    }
+
+    #[test]
+    fn every_bound_is_checked_at_its_edge() {
+        for (flag, ok, bad) in [
+            ("--buffer", "1G", "2G"),
+            ("--pipe-size", "1", "0"),
+            ("--iovecs", "1024", "1025"),
+            ("--parallel", "1024", "1025"),
+            ("--runs", "100", "101"),
+            ("--duration", "10ms", "9ms"),
+            ("--bytes", "1", "0"),
+            ("-s", "1G", "2G"),
+        ] {
+            assert!(plan_of(&[flag, ok]).is_ok(), "{flag} {ok}");
+            refused(
+                &[flag, bad],
+                flag.trim_start_matches('-')
+                    .split('-')
+                    .next()
+                    .unwrap_or(flag),
+            );
+        }
+        for zero in ["--iovecs", "--parallel", "--runs", "--connections"] {
+            assert!(plan_of(&[zero, "0"]).is_err(), "{zero} 0");
+        }
+        assert!(plan_of(&["-s", "0"]).is_err());
+        assert!(plan_of(&["--connections", "10000000"]).is_ok());
+        refused(&["--connections", "10000001"], "--connections");
+        refused(&["--iovecs", "5", "--buffer", "4"], "--iovecs");
+        assert!(plan_of(&["--iovecs", "4", "--buffer", "4"]).is_ok());
+        refused(&["--mode", "pingpong", "-n", "0"], "at least 1");
+    }
+
+    #[test]
+    fn defaults_and_stops_follow_the_shape() {
+        let p = plan_of(&[]).unwrap();
+        assert_eq!(p.sizes, [64 << 10]);
+        assert_eq!(p.stop, Stop::Duration(Duration::from_secs(2)));
+        assert!(matches!((p.shape_of)(&p), Shape::Streams(_)));
+        assert_eq!(p.methods.len(), Method::ALL.len() - p.skipped.len().min(2));
+        let p = plan_of(&["--connections", "7"]).unwrap();
+        assert_eq!(p.sizes, [10 << 10]);
+        assert_eq!((p.shape_of)(&p), Shape::Connections(7));
+        let p = plan_of(&["--mode", "pingpong", "-n", "5"]).unwrap();
+        assert_eq!(p.sizes, [64]);
+        assert_eq!((p.shape_of)(&p), Shape::Pingpong(Stop::Count(5)));
+        let p = plan_of(&["--bytes", "3K", "-d", "1"]);
+        assert!(p.is_err(), "--bytes and -d conflict");
+        let p = plan_of(&["--bytes", "3K"]).unwrap();
+        assert_eq!(p.stop, Stop::Bytes(3072));
+        let p = plan_of(&["-d", "250ms", "-m", "splice,read-write,splice"]).unwrap();
+        assert_eq!(p.stop, Stop::Duration(Duration::from_millis(250)));
+        assert_eq!(p.methods, [Method::Splice, Method::ReadWrite]);
+        assert!(!p.json);
+        assert!(plan_of(&["--format", "json"]).unwrap().json);
+    }
+
+    #[test]
+    fn pingpong_and_the_relay_only_form_refuse_what_they_cannot_do() {
+        refused(&["--mode", "pingpong", "-P", "2"], "one message at a time");
+        refused(
+            &["--mode", "pingpong", "--connections", "2"],
+            "one message at a time",
+        );
+        refused(
+            &["--mode", "pingpong", "--bytes", "1M"],
+            "one message at a time",
+        );
+        refused(&["-n", "3"], "pingpong");
+        // buffered: an error when named, a skip under all.
+        refused(&["--mode", "pingpong", "-m", "buffered"], "never arrives");
+        let p = plan_of(&["--mode", "pingpong"]).unwrap();
+        assert!(!p.methods.contains(&Method::Buffered));
+        assert!(p.skipped.iter().any(|s| s.method == "buffered"));
+        assert!(plan_of(&[]).unwrap().methods.contains(&Method::Buffered));
+        let only = |extra: &[&str]| {
+            let mut a = vec!["--listen", "127.0.0.1:0", "--to", "127.0.0.1:9"];
+            a.extend(extra);
+            plan_of(&a)
+        };
+        let p = only(&["-m", "splice", "-d", "3"]).unwrap();
+        let (l, t, d) = p.standalone.unwrap();
+        assert_eq!(l, Target::Tcp("127.0.0.1:0".parse().unwrap()));
+        assert_eq!(t, Target::Tcp("127.0.0.1:9".parse().unwrap()));
+        assert_eq!(d, Some(Duration::from_secs(3)));
+        assert!(only(&["-m", "all"]).unwrap_err().contains("one method"));
+        assert!(only(&["-m", "splice,vectored"])
+            .unwrap_err()
+            .contains("one method"));
+        for extra in [
+            &["-m", "splice", "--connections", "3"][..],
+            &["-m", "splice", "--mode", "pingpong"][..],
+            &["-m", "splice", "-n", "3"][..],
+        ] {
+            assert!(only(extra).unwrap_err().contains("relay-only"), "{extra:?}");
+        }
+        assert!(only(&["-m", "buffered"])
+            .unwrap_err()
+            .contains("never arrives"));
+        assert!(
+            plan_of(&["--listen", "127.0.0.1:0"]).is_err(),
+            "--listen needs --to"
+        );
+    }
+
+    #[test]
+    fn the_relay_only_summary_adds_both_directions() {
+        let r = RelayReport {
+            document: "sockbench-relay".into(),
+            schema_version: RELAY_SCHEMA_VERSION,
+            command: ["sockbench", "relay", "-m", "splice"]
+                .map(String::from)
+                .to_vec(),
+            kernel: String::new(),
+            mode: RelayMode::Stream,
+            connections: None,
+            parallel: 1,
+            duration_seconds: None,
+            bytes_per_connection: None,
+            count: None,
+            buffer_bytes: 1,
+            pipe_size_requested_bytes: 1,
+            iovecs: 1,
+            runs: 1,
+            results: Vec::new(),
+            skipped: Vec::new(),
+            crossovers: Vec::new(),
+            relay_only: None,
+            warnings: Vec::new(),
+            interrupted: false,
+        };
+        let o = RelayOnly {
+            connections: 2,
+            bytes_forward: 3_000_000,
+            bytes_backward: 1_000_000,
+            duration_seconds: 2.0,
+            failed: 1,
+            first_error: Some("boom".into()),
+            ..RelayOnly::default()
+        };
+        let mut out = Vec::new();
+        print_relay_only(&r, &o, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        // 4 MB both ways in 2 s: 16 Mbit/s.
+        assert!(text.contains("(16.0 Mbit/s)"), "{text}");
+        assert!(
+            text.contains("2 connections") && text.contains("with splice"),
+            "{text}"
+        );
+        assert!(
+            text.contains("1 connection failed; the first: boom"),
+            "{text}"
+        );
     }
 
     #[test]
