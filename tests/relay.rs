@@ -160,6 +160,7 @@ fn pingpong_times_each_message_from_source_to_sink() {
     );
     for r in results(&v) {
         assert_eq!(u(r, "/messages"), 2000, "{r}");
+        assert_eq!(v["count"], 2000);
         assert_eq!(u(r, "/bytes_received"), 200_000, "{r}");
         let l = &r["latency_ns"];
         let (min, p50, p99, max) = (u(l, "/min"), u(l, "/p50"), u(l, "/p99"), u(l, "/max"));

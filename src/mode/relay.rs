@@ -1207,6 +1207,8 @@ mod tests {
             r.bits_per_second
         );
         assert!((r.relay_cpu_seconds - 0.05).abs() < 1e-9);
+        // 50 ms of relay CPU over 10 messages.
+        assert!((r.relay_cpu_ns_per_message.unwrap() - 5e6).abs() < 1e-3);
         assert_eq!(r.relay_kernel_worker_cpu_seconds, None);
         assert!((r.relay_cpu_seconds_per_gb.unwrap() - 50.0).abs() < 1e-6);
         assert!((r.syscalls_per_mb.unwrap() - 20.0).abs() < 1e-9);
@@ -1217,6 +1219,25 @@ mod tests {
         let r = result(TransportKind::Tcp, Method::IoUring, 100_000, &runs, None);
         assert!((r.relay_cpu_seconds - 0.057).abs() < 1e-9);
         assert_eq!(r.relay_kernel_worker_cpu_seconds, Some(0.007));
+    }
+
+    #[test]
+    fn each_transport_has_its_own_crossover() {
+        let k = 1024;
+        let mut v = Vec::new();
+        for (t, factor) in [("unix", 0.5), ("tcp", 2.0)] {
+            for size in [64 * k, 1024 * k] {
+                v.push(res(t, Method::ReadWrite, size, 100.0));
+                v.push(res(t, Method::Splice, size, 100.0 * factor));
+            }
+        }
+        let c = crossovers(&v);
+        assert_eq!(c.len(), 2);
+        assert_eq!((c[0].transport.as_str(), c[0].size_bytes), ("unix", None));
+        assert_eq!(
+            (c[1].transport.as_str(), c[1].size_bytes),
+            ("tcp", Some(64 * k))
+        );
     }
 
     /// The plan of `sockbench relay ARGS`, or its usage error.

@@ -1070,6 +1070,43 @@ mod tests {
     }
 
     #[test]
+    fn timed_runs_last_their_time_and_no_longer() {
+        let dir = tempfile::tempdir().unwrap();
+        for shape in [
+            Shape::Streams(Stop::Duration(Duration::from_millis(300))),
+            Shape::Pingpong(Stop::Duration(Duration::from_millis(300))),
+        ] {
+            let mut s = setup(Method::ReadWrite, TransportKind::Unix, 1000, shape);
+            s.dir = dir.path().to_path_buf();
+            let o = run(&s).unwrap();
+            assert!(
+                o.interval >= Duration::from_millis(300) && o.interval < Duration::from_secs(3),
+                "{shape:?}: {:?}",
+                o.interval
+            );
+            assert!(o.sink.messages > 20, "{shape:?}: {}", o.sink.messages);
+            assert_eq!(o.sink.messages, o.source.messages);
+        }
+    }
+
+    #[test]
+    fn a_failure_stops_every_role_and_the_first_cause_is_kept() {
+        let c = Coord {
+            made: AtomicU64::new(5),
+            relay_live: AtomicU64::new(1),
+            forwarded: AtomicU64::new(5),
+            ..Coord::default()
+        };
+        assert!(!c.relay_may_stop() && !c.sink_may_stop());
+        c.fail("relay", &io::ErrorKind::ConnectionReset.into());
+        c.fail("sink", &io::Error::other("first"));
+        c.fail("source", &io::Error::other("second"));
+        assert!(c.aborted() && c.relay_may_stop() && c.sink_may_stop());
+        let e = c.error.lock().unwrap().clone().unwrap();
+        assert_eq!(e.0, "sink: first");
+    }
+
+    #[test]
     fn pingpong_times_every_message_once() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = setup(
