@@ -6,6 +6,14 @@ use std::time::Duration;
 use nix::sys::resource::{getrusage, UsageWho};
 use serde::{Deserialize, Serialize};
 
+/// The whole process's CPU time so far: every thread, living or gone, the kernel's
+/// io_uring workers included (`CLOCK_PROCESS_CPUTIME_ID`, exact to the nanosecond).
+pub fn process_cpu() -> Duration {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID)
+        .map(|t| Duration::new(t.tv_sec().max(0) as u64, t.tv_nsec().max(0) as u32))
+        .unwrap_or_default()
+}
+
 /// CPU time and context switches of the calling thread since it started.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ThreadCpu {

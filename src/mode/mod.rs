@@ -72,3 +72,18 @@ pub fn print_error_document(argv: &[String], error: &str) {
 pub fn broken_pipe(e: &anyhow::Error) -> bool {
     e.downcast_ref::<std::io::Error>().map(|e| e.kind()) == Some(std::io::ErrorKind::BrokenPipe)
 }
+
+/// Write a command's own JSON document (models, relay) to `path`, pretty-printed
+/// with a final newline; `-` is stdout.
+///
+/// # Errors
+/// If the file cannot be written.
+pub fn write_document(doc: &impl serde::Serialize, path: &std::path::Path) -> std::io::Result<()> {
+    let mut b = serde_json::to_vec_pretty(doc).map_err(std::io::Error::other)?;
+    b.push(b'\n');
+    if path.as_os_str() == "-" {
+        std::io::stdout().lock().write_all(&b)
+    } else {
+        std::fs::write(path, b)
+    }
+}

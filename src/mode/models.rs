@@ -290,7 +290,7 @@ pub fn run(args: &ModelsArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCod
     }
     let report = run_all(&setup, argv, output.quiet);
     if let Some(path) = &output.export_json {
-        if let Err(e) = write_json(&report, path) {
+        if let Err(e) = super::write_document(&report, path) {
             eprintln!("sockbench: error: cannot write {}: {e}", path.display());
         }
     }
@@ -314,16 +314,6 @@ pub fn run(args: &ModelsArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCod
         ExitCode::from(FAILED)
     } else {
         ExitCode::SUCCESS
-    }
-}
-
-fn write_json(r: &ModelsReport, path: &std::path::Path) -> std::io::Result<()> {
-    let mut b = serde_json::to_vec_pretty(r).map_err(std::io::Error::other)?;
-    b.push(b'\n');
-    if path.as_os_str() == "-" {
-        std::io::stdout().lock().write_all(&b)
-    } else {
-        std::fs::write(path, b)
     }
 }
 

@@ -483,7 +483,7 @@ pub fn run(args: &RelayArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode
     report.interrupted = crate::interrupt::requested();
     for (f, path) in output.report_exports() {
         if f == Format::Json {
-            if let Err(e) = write_json(&report, &path) {
+            if let Err(e) = super::write_document(&report, &path) {
                 eprintln!("sockbench: error: cannot write {}: {e}", path.display());
             }
         } else {
@@ -515,16 +515,6 @@ pub fn run(args: &RelayArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode
         ExitCode::from(FAILED)
     } else {
         ExitCode::SUCCESS
-    }
-}
-
-fn write_json(r: &RelayReport, path: &std::path::Path) -> io::Result<()> {
-    let mut b = serde_json::to_vec_pretty(r).map_err(io::Error::other)?;
-    b.push(b'\n');
-    if path.as_os_str() == "-" {
-        io::stdout().lock().write_all(&b)
-    } else {
-        std::fs::write(path, b)
     }
 }
 
@@ -1007,11 +997,6 @@ fn relay_only(
     );
     let tallies = Arc::new(Tallies::default());
     let started = Mutex::new(None::<(Instant, Duration)>);
-    let proc_cpu = || {
-        nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID)
-            .map(|t| Duration::new(t.tv_sec().max(0) as u64, t.tv_nsec().max(0) as u32))
-            .unwrap_or_default()
-    };
     let t_start = Instant::now();
     let deadline = duration.map(|d| t_start + d);
     let stop = AtomicBool::new(false);
@@ -1034,7 +1019,7 @@ fn relay_only(
             {
                 let mut s = started.lock().unwrap_or_else(|p| p.into_inner());
                 if s.is_none() {
-                    *s = Some((Instant::now(), proc_cpu()));
+                    *s = Some((Instant::now(), crate::measure::cpu::process_cpu()));
                 }
             }
             tallies.connections.fetch_add(1, Ordering::Relaxed);
@@ -1083,7 +1068,7 @@ fn relay_only(
     let (t0, cpu0) = started
         .into_inner()
         .unwrap_or_else(|p| p.into_inner())
-        .unwrap_or((Instant::now(), proc_cpu()));
+        .unwrap_or((Instant::now(), crate::measure::cpu::process_cpu()));
     // Until the last connection ended (or now, if one was cut off at the stop).
     let end = tallies
         .last_end
@@ -1091,7 +1076,9 @@ fn relay_only(
         .unwrap_or_else(|p| p.into_inner())
         .unwrap_or_else(Instant::now);
     let secs = end.saturating_duration_since(t0).as_secs_f64();
-    let cpu = proc_cpu().saturating_sub(cpu0).as_secs_f64();
+    let cpu = crate::measure::cpu::process_cpu()
+        .saturating_sub(cpu0)
+        .as_secs_f64();
     let fw = *tallies.forward.lock().unwrap_or_else(|p| p.into_inner());
     let bw = *tallies.backward.lock().unwrap_or_else(|p| p.into_inner());
     let all = fw.plus(bw);

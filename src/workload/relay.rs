@@ -28,7 +28,7 @@ use hdrhistogram::Histogram;
 use super::{latency_histogram, record, Stop};
 use crate::copy::{self, Copied, End, Method};
 use crate::interrupt;
-use crate::measure::cpu::ThreadCpu;
+use crate::measure::cpu::{process_cpu, ThreadCpu};
 use crate::transport::TransportKind;
 
 /// The pattern's period in bytes.
@@ -105,7 +105,7 @@ impl Target {
         }
         let path = PathBuf::from(text);
         let len = path.as_os_str().len();
-        if len > 107 {
+        if len > crate::plan::UNIX_PATH_MAX {
             return Err(format!(
                 "the Unix socket path `{text}` is {len} bytes; a socket address holds at most 107: \
                  use a shorter path"
@@ -717,16 +717,11 @@ impl Sink {
         let mut due = self.size as u64;
         // Read at most to the end of the message in pingpong, so each one is timed when
         // its own last byte comes.
-        let cap = if self.pingpong.is_some() {
-            self.size
-        } else {
-            buf.len()
-        };
         loop {
             let want = if self.pingpong.is_some() {
                 due as usize
             } else {
-                cap
+                buf.len()
             };
             let n = match conn.read(&mut buf[..want.max(1)]) {
                 Ok(0) => break,
@@ -774,14 +769,6 @@ impl Sink {
         }
         Ok(true)
     }
-}
-
-/// The process's CPU so far (every thread, living or gone, the kernel's io_uring
-/// workers included).
-fn process_cpu() -> Duration {
-    nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID)
-        .map(|t| Duration::new(t.tv_sec().max(0) as u64, t.tv_nsec().max(0) as u32))
-        .unwrap_or_default()
 }
 
 /// The address the relay or the sink listens on.
