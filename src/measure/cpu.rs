@@ -287,6 +287,24 @@ mod current_cpu_tests {
     use super::*;
 
     #[test]
+    fn process_cpu_counts_every_thread_including_one_that_has_ended() {
+        let before = process_cpu();
+        let spun = std::thread::spawn(|| {
+            let t0 = ThreadCpu::now();
+            let mut x = 0u64;
+            while ThreadCpu::now().since(&t0).exact < Duration::from_millis(30) {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+            ThreadCpu::now().since(&t0).exact
+        })
+        .join()
+        .unwrap();
+        let used = process_cpu().saturating_sub(before);
+        assert!(used >= spun, "{used:?} < {spun:?}");
+        assert!(used < Duration::from_secs(5), "{used:?}");
+    }
+
+    #[test]
     fn the_processor_field_is_read_after_the_command() {
         // Field 39 of a real line, with a command name holding ") (" to mislead a split.
         let mut line = String::from("4242 (a) (b) S");

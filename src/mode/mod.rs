@@ -87,3 +87,19 @@ pub fn write_document(doc: &impl serde::Serialize, path: &std::path::Path) -> st
         std::fs::write(path, b)
     }
 }
+
+#[cfg(test)]
+mod document_tests {
+    #[test]
+    fn a_document_is_written_whole_with_a_final_newline() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("doc.json");
+        super::write_document(&serde_json::json!({"document": "x", "n": 1}), &path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.ends_with("}\n"), "{text:?}");
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["n"], 1);
+        let e = super::write_document(&1, &dir.path().join("no/such/dir.json")).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+    }
+}
