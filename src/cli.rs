@@ -91,15 +91,31 @@ counts are not reported for them (null); loss is still exact (sent - received)."
     /// The default suite (what plain `sockbench` runs): every local transport at 64 B,
     /// 4 KiB, 64 KiB and 1 MiB, one table with the fastest transport at each size.
     Suite(SuiteArgs),
-    /// Print a saved JSON report again: as a table (default), Markdown, CSV or JSON, with
-    /// --wide and --units as for a run.
+    /// Print a saved JSON report again: as a table (default), Markdown, CSV, JSON, an HTML
+    /// page of charts or OpenMetrics, with --wide and --units as for a run.
     #[command(after_help = "Examples:
   sockbench stream -t tcp,unix --format json > run.json
   sockbench report run.json
   sockbench report run.json --units bytes --format markdown > run.md
+  sockbench report run.json --format html > run.html
 
 The file must be a report of this sockbench's schema version (its `schema_version`).")]
     Report(ReportArgs),
+    /// Compare saved runs: match their scenarios, print each headline figure's ratio with
+    /// a confidence interval and a verdict (faster, slower, no significant difference)
+    /// from a test on the runs.
+    #[command(after_help = "Examples:
+  sockbench stream -t tcp,unix -s 4K,1M --runs 5 --export-json base.json
+  sockbench stream -t tcp,unix -s 4K,1M --runs 5 --export-json new.json
+  sockbench compare base.json new.json
+  sockbench compare base.json new.json --fail-if-slower 5      (exit 1 on a significant loss over 5%)
+  sockbench compare base.json new.json --format html > compare.html
+
+The headline figure is throughput for stream, rate and connect and the median round trip
+for pingpong. Give --runs 3 or more to both runs: with fewer, no test can tell noise from a
+change. Exit status: 0, 1 with --fail-if-slower when a scenario is significantly slower by
+more than PCT, 2 bad usage.")]
+    Compare(CompareArgs),
     /// Wait for clients on another host (or this one) and play the other role of the
     /// tests they run: `sockbench stream --server HOST` on the client. Logs one line per
     /// test on stderr; runs until Ctrl-C.
@@ -615,6 +631,22 @@ pub struct ReportArgs {
     pub file: PathBuf,
 }
 
+/// Flags of `compare`.
+#[derive(Debug, ClapArgs)]
+pub struct CompareArgs {
+    /// The baseline report, then one or more reports to compare with it ("-" for stdin,
+    /// once).
+    #[arg(value_name = "BASE.json NEW.json", num_args = 2.., required = true)]
+    pub files: Vec<PathBuf>,
+    /// Exit 1 if any matched scenario is significantly slower than the baseline by more
+    /// than PCT percent (for CI gates).
+    #[arg(long, value_name = "PCT")]
+    pub fail_if_slower: Option<f64>,
+    /// Significance level of the test (default 0.05: a 95% confidence interval).
+    #[arg(long, value_name = "P", default_value_t = 0.05)]
+    pub alpha: f64,
+}
+
 /// `connect --help`: only the transports connect can use.
 fn connect_transports_help() -> String {
     let names: Vec<&str> = crate::workload::connect::TRANSPORTS
@@ -642,6 +674,13 @@ pub struct OutputArgs {
     /// Also write a Markdown table to PATH after every scenario.
     #[arg(long, value_name = "PATH", global = true, help_heading = HEAD_OUTPUT)]
     pub export_markdown: Option<PathBuf>,
+    /// Also write a self-contained HTML report with charts to PATH after every scenario.
+    #[arg(long, value_name = "PATH", global = true, help_heading = HEAD_OUTPUT)]
+    pub export_html: Option<PathBuf>,
+    /// Also write the results in the OpenMetrics text format to PATH after every
+    /// scenario (for a node exporter's textfile collector: name it *.prom).
+    #[arg(long, value_name = "PATH", global = true, help_heading = HEAD_OUTPUT)]
+    pub export_openmetrics: Option<PathBuf>,
     /// No progress bar on stderr.
     #[arg(short, long, global = true, help_heading = HEAD_OUTPUT)]
     pub quiet: bool,
@@ -662,6 +701,8 @@ impl OutputArgs {
             (Format::Json, &self.export_json),
             (Format::Csv, &self.export_csv),
             (Format::Markdown, &self.export_markdown),
+            (Format::Html, &self.export_html),
+            (Format::Openmetrics, &self.export_openmetrics),
         ]
         .into_iter()
         .filter_map(|(f, p)| Some((f, p.clone()?)))
@@ -688,6 +729,12 @@ pub enum Format {
     Csv,
     /// A Markdown table.
     Markdown,
+    /// One self-contained HTML page: SVG charts (throughput against size, latency
+    /// percentiles, histograms, bars per engine) and every table; opens offline.
+    Html,
+    /// The OpenMetrics text format (Prometheus naming, base units), for a node
+    /// exporter's textfile collector or a push gateway.
+    Openmetrics,
 }
 
 /// Flags every workload takes.
@@ -732,6 +779,10 @@ pub struct CommonArgs {
     /// interval and the coefficient of variation are reported.
     #[arg(help_heading = HEAD_TIME, short, long, value_name = "N", default_value_t = 1)]
     pub runs: u32,
+    /// Print one line per TIME of each measured run while it goes (throughput, messages,
+    /// loss, TCP retransmits), as iperf3's -i; kept in the JSON as `runs[].intervals`.
+    #[arg(help_heading = HEAD_TIME, short, long, value_name = "TIME", allow_hyphen_values = true)]
+    pub interval: Option<String>,
     /// Requested send buffer: SO_SNDBUF for sockets, the pipe size for pipe and fifo, the
     /// ring size for shm, the queue depth (in messages of SIZE) for mq. A list or range
     /// as for --size (e.g. 4K,64K or 4K..4M): each value is a scenario, and the table

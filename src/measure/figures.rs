@@ -114,6 +114,7 @@ pub fn run_figures(sc: &Scenario, roles: &Roles) -> RunFigures {
         send: crate::report::SendCounts::total(roles.senders.iter().map(|s| &s.send)),
         recv: crate::report::RecvCounts::total(roles.receivers.iter().map(|s| &s.recv)),
         latencies,
+        intervals: Vec::new(),
         directions: roles
             .directions
             .iter()

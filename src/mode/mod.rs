@@ -11,6 +11,7 @@
 //! - [`relay`]: `sockbench relay`, the ways to copy between sockets.
 
 pub mod bench;
+pub mod compare;
 pub mod listen;
 pub mod load;
 pub mod models;

@@ -582,6 +582,7 @@ impl Plan {
             Some(Command::Suite(s)) => Plan::suite(host, s, output),
             Some(
                 Command::Report(_)
+                | Command::Compare(_)
                 | Command::Server(_)
                 | Command::Listen(_)
                 | Command::Swarm(_)

@@ -50,6 +50,8 @@ impl ExportKind {
             ExportKind::Report(Format::Json) => "--export-json",
             ExportKind::Report(Format::Csv) => "--export-csv",
             ExportKind::Report(Format::Markdown) => "--export-markdown",
+            ExportKind::Report(Format::Html) => "--export-html",
+            ExportKind::Report(Format::Openmetrics) => "--export-openmetrics",
             ExportKind::Report(Format::Table) => "--format",
             ExportKind::Histogram => "--histogram",
         }

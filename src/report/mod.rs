@@ -4,12 +4,15 @@
 //! units live in key names, counters are unsigned, an unknown figure is `null`.
 //! Exporters never measure and workloads never format.
 
+pub mod chart;
 pub mod csv;
 pub mod export;
 pub mod grid;
 pub mod histogram;
+pub mod html;
 pub mod json;
 pub mod markdown;
+pub mod openmetrics;
 pub mod progress;
 #[cfg(test)]
 pub mod sample;
@@ -244,6 +247,37 @@ pub struct RunFigures {
     /// Latency distributions of this run by name (`round_trip` for pingpong; `connect`,
     /// `accept`, `first_response`, `close` for connect).
     pub latencies: BTreeMap<String, Latency>,
+    /// With `--interval`: what each interval of the run carried, in order (empty
+    /// otherwise). The intervals tile the run from its start; the last may be short.
+    #[serde(default)]
+    pub intervals: Vec<Interval>,
+}
+
+/// One `--interval` of a measured run, as the side whose counts it reads saw it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Interval {
+    /// Start of the interval, seconds after the run's start.
+    pub start_seconds: f64,
+    /// End of the interval, seconds after the run's start.
+    pub end_seconds: f64,
+    /// `receiver` or `sender` (or `client` for pingpong and connect): whose counts these
+    /// are (the receiver's when it runs in this process).
+    pub side: String,
+    /// Payload bytes that side moved in the interval, all streams.
+    pub bytes: u64,
+    /// Messages (round trips, connections) that side completed in the interval.
+    pub messages: u64,
+    /// Payload bits per second over the interval.
+    pub bits_per_second: f64,
+    /// Messages per second over the interval.
+    pub messages_per_second: f64,
+    /// Messages the sender sent in the interval that the receiver did not receive in it
+    /// (datagram transports with both sides in this process; null elsewhere). Messages in
+    /// flight at an interval's edge count in the next one, so only the run's total is exact.
+    pub messages_lost: Option<u64>,
+    /// TCP: segments the sending side's sockets retransmitted in the interval (TCP_INFO
+    /// `tcpi_total_retrans`, all streams); null for other transports or when unreadable.
+    pub retransmits: Option<u64>,
 }
 
 /// One direction of a `--bidir` run.
@@ -452,5 +486,7 @@ pub fn exporter(format: Format, view: View) -> Box<dyn Exporter> {
         Format::Json => Box::new(json::Json),
         Format::Csv => Box::new(csv::Csv),
         Format::Markdown => Box::new(markdown::Markdown { view }),
+        Format::Html => Box::new(html::Html { view }),
+        Format::Openmetrics => Box::new(openmetrics::OpenMetrics),
     }
 }

@@ -118,6 +118,7 @@ pub fn scenario(
         send: None,
         recv: None,
         latencies: BTreeMap::new(),
+        intervals: Vec::new(),
         directions: Vec::new(),
     };
     ScenarioResult {

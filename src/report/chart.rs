@@ -1,0 +1,1 @@
+//! Charts as SVG text (plotters' SVG backend), for the HTML report.
