@@ -53,6 +53,10 @@ pub fn run(r: &ReportArgs, args: &Args) -> ExitCode {
     ExitCode::from(status)
 }
 
+/// The oldest schema version `load` reads: version 5 only added `runs[].intervals`, so a
+/// version 4 report reads as a version 5 one without intervals.
+pub const OLDEST_READABLE: u32 = 4;
+
 /// Read a report from `path` ("-": stdin) and check it is one this sockbench can read.
 ///
 /// # Errors
@@ -72,10 +76,10 @@ pub fn load(path: &Path) -> anyhow::Result<Report> {
         format!("{name} is not JSON: give a report written by --format json or --export-json")
     })?;
     match value.get("schema_version").and_then(serde_json::Value::as_u64) {
-        Some(v) if v == u64::from(SCHEMA_VERSION) => {}
+        Some(v) if (u64::from(OLDEST_READABLE)..=u64::from(SCHEMA_VERSION)).contains(&v) => {}
         Some(v) => anyhow::bail!(
-            "{name} is a report of schema version {v}; this sockbench {} reads version {SCHEMA_VERSION}: \
-             print it with the sockbench that wrote it, or run the measurement again",
+            "{name} is a report of schema version {v}; this sockbench {} reads versions {OLDEST_READABLE} to \
+             {SCHEMA_VERSION}: print it with the sockbench that wrote it, or run the measurement again",
             env!("CARGO_PKG_VERSION")
         ),
         None => anyhow::bail!(
@@ -86,6 +90,8 @@ pub fn load(path: &Path) -> anyhow::Result<Report> {
     let mut report: Report = serde_json::from_value(value)
         .with_context(|| format!("{name} is not a complete sockbench report"))?;
     report.layout = layout_of(&report);
+    // Read as this version (an older one lacks only what defaults to empty).
+    report.schema_version = SCHEMA_VERSION;
     Ok(report)
 }
 
