@@ -243,6 +243,11 @@ pub fn figures(sc: &Scenario, raws: &[Roles]) -> ScenarioResult {
         sender_cpu_seconds_per_gb: opt_median(|r| r.sender.cpu_seconds_per_gb),
         receiver_cpu_seconds_per_gb: opt_median(|r| r.receiver.cpu_seconds_per_gb),
         latencies,
+        latency_buckets: histograms
+            .iter()
+            .map(|(name, h)| (name.clone(), crate::measure::histogram::buckets(h)))
+            .filter(|(_, b)| !b.is_empty())
+            .collect(),
         cpu_seconds_per_round_trip,
         send: crate::report::SendCounts::total(runs.iter().map(|r| &r.send)),
         recv: crate::report::RecvCounts::total(runs.iter().map(|r| &r.recv)),

@@ -50,6 +50,62 @@ impl Latency {
     }
 }
 
+/// One bucket of a latency distribution as reports carry it: the samples above the
+/// previous bucket's bound and at most `le_ns` (HDR's resolution: 3 significant digits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Bucket {
+    /// Upper bound, inclusive, in nanoseconds.
+    pub le_ns: u64,
+    /// Samples in this bucket (not cumulative).
+    pub count: u64,
+}
+
+/// Mantissas of the bucket bounds within a decade: the R10 preferred numbers (ISO 3),
+/// about 26% apart, so a distribution reads as a smooth histogram on a log axis and the
+/// bounds are round in any unit.
+const R10: [u64; 10] = [100, 125, 160, 200, 250, 315, 400, 500, 630, 800];
+
+/// The bucket bounds in nanoseconds, increasing: 10 ns, 12.5 ns, 16 ns, ... (R10 in
+/// every decade; the ones under 100 ns are rounded down to whole nanoseconds).
+pub fn bucket_bounds() -> impl Iterator<Item = u64> {
+    (0..12u32).flat_map(|decade| R10.iter().map(move |m| m * 10u64.pow(decade) / 10))
+}
+
+/// A histogram in the fixed R10 buckets, from the bucket that holds its smallest sample
+/// to the one that holds its largest (empty buckets between included); the counts sum to
+/// the histogram's. Empty for an empty histogram.
+pub fn buckets(h: &Histogram<u64>) -> Vec<Bucket> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut below = 0u64;
+    for le in bucket_bounds() {
+        // Samples in HDR buckets that reach down to values <= le, cumulatively (a sample's
+        // HDR bucket may straddle a bound: it counts in the bucket its low end is in).
+        let upto = h.count_between(0, le);
+        if upto == 0 {
+            continue;
+        }
+        out.push(Bucket {
+            le_ns: le,
+            count: upto - below,
+        });
+        below = upto;
+        if below == h.len() {
+            break;
+        }
+    }
+    if below < h.len() {
+        // Beyond the last bound (over 8000 s): one bucket at the largest sample.
+        out.push(Bucket {
+            le_ns: h.max(),
+            count: h.len() - below,
+        });
+    }
+    out
+}
+
 /// Fraction of samples at or above `ns`.
 pub fn fraction_at_least(h: &Histogram<u64>, ns: u64) -> f64 {
     if h.is_empty() {
@@ -149,6 +205,40 @@ mod tests {
             let direct = hist(&all);
             proptest::prop_assert_eq!(merged.len(), all.len() as u64);
             proptest::prop_assert_eq!(Latency::of(&merged), Latency::of(&direct));
+        }
+    }
+
+    #[test]
+    fn buckets_are_r10_bounds_from_the_smallest_sample_to_the_largest() {
+        let bounds: Vec<u64> = bucket_bounds().take(12).collect();
+        assert_eq!(bounds, [10, 12, 16, 20, 25, 31, 40, 50, 63, 80, 100, 125]);
+        assert_eq!(bucket_bounds().last(), Some(8_000_000_000_000));
+        // 14 us, 15 us, 15 us, 75 us: buckets 16 us (three) to 80 us (one), zeros between.
+        let b = buckets(&hist(&[14_000, 15_000, 15_000, 75_000]));
+        let le: Vec<u64> = b.iter().map(|b| b.le_ns).collect();
+        assert_eq!(le, [16_000, 20_000, 25_000, 31_500, 40_000, 50_000, 63_000, 80_000]);
+        let counts: Vec<u64> = b.iter().map(|b| b.count).collect();
+        assert_eq!(counts, [3, 0, 0, 0, 0, 0, 0, 1]);
+        // A sample exactly on a bound is in that bucket, the next one in the next.
+        let b = buckets(&hist(&[1000, 1001]));
+        assert_eq!(b, [Bucket { le_ns: 1000, count: 1 }, Bucket { le_ns: 1250, count: 1 }]);
+        assert!(buckets(&hist(&[])).is_empty());
+        // Beyond the last bound: one bucket at the largest sample.
+        let b = buckets(&hist(&[3_000_000_000_000]));
+        assert_eq!(b.last().unwrap().count, 1);
+        assert!(b.last().unwrap().le_ns >= 3_000_000_000_000 * 999 / 1000);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn bucket_counts_add_up_to_every_sample(
+            samples in proptest::collection::vec(1u64..5_000_000_000, 1..500)
+        ) {
+            let h = hist(&samples);
+            let b = buckets(&h);
+            proptest::prop_assert_eq!(b.iter().map(|b| b.count).sum::<u64>(), samples.len() as u64);
+            proptest::prop_assert!(b.windows(2).all(|w| w[0].le_ns < w[1].le_ns));
+            proptest::prop_assert!(b.first().unwrap().count > 0 && b.last().unwrap().count > 0);
         }
     }
 

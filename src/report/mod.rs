@@ -360,6 +360,12 @@ pub struct ScenarioResult {
     pub receiver_cpu_seconds_per_gb: Option<f64>,
     /// Latency distributions merged over all measured runs, by name (see `runs[].latencies`).
     pub latencies: BTreeMap<String, Latency>,
+    /// The same distributions as histograms in fixed buckets (R10 bounds: 10, 12.5, 16,
+    /// 20, 25, 31.5, 40, 50, 63, 80 ns and their multiples of ten), from the bucket of the
+    /// smallest sample to that of the largest, by name: what the HTML report draws and
+    /// the OpenMetrics histograms hold.
+    #[serde(default)]
+    pub latency_buckets: BTreeMap<String, Vec<crate::measure::histogram::Bucket>>,
     /// pingpong: median over runs of both sides' CPU seconds per round trip.
     pub cpu_seconds_per_round_trip: Option<f64>,
     /// stream: what the senders' `--send` method did, over all measured runs (see

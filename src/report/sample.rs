@@ -159,6 +159,7 @@ pub fn scenario(
         sender_cpu_seconds_per_gb: Some(0.25),
         receiver_cpu_seconds_per_gb: Some(0.25),
         latencies: BTreeMap::new(),
+        latency_buckets: BTreeMap::new(),
         cpu_seconds_per_round_trip: None,
         send: None,
         recv: None,
