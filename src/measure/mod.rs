@@ -1,11 +1,13 @@
 //! Measurement machinery: CPU accounting, statistics over repetitions, and units.
 //!
 //! Nothing here runs in a per-message hot path: workloads read the clock and CPU counters
-//! only at the edges of the measured interval.
+//! only at the edges of the measured interval (and, with `--interval`, publish running
+//! totals at the checks they already make: `live.rs`).
 
 pub mod cpu;
 pub mod figures;
 pub mod histogram;
+pub mod live;
 pub mod netstat;
 pub mod stats;
 pub mod units;

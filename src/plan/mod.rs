@@ -121,6 +121,10 @@ pub struct Scenario {
     pub connect: Option<IpAddr>,
     /// Workload-specific options.
     pub extras: WorkloadOptions,
+    /// With `--interval`, the running totals of the measured run under way (set by the
+    /// runner for each measured run; never crosses to a peer).
+    #[serde(skip)]
+    pub live: Option<std::sync::Arc<crate::measure::live::Live>>,
 }
 
 /// A combination left out of a multi-transport plan, with the reason.
@@ -169,7 +173,13 @@ pub struct Plan {
     pub notes: Vec<String>,
     /// Where the other role runs.
     pub placement: Where,
+    /// `--interval`: print and keep what each interval of a measured run carried.
+    pub interval: Option<Duration>,
 }
+
+/// The shortest `--interval`: a line every 10 ms is more than anyone reads, and the
+/// sampler's own wake-ups would start to show in what it measures.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
 
 /// Where the other role of each stream runs.
 #[derive(Clone, Debug, Default)]
@@ -630,6 +640,7 @@ impl Plan {
             bind: None,
             connect: None,
             extras: WorkloadOptions::default(),
+            live: None,
         };
         let message: Vec<TransportKind> = transports
             .iter()
@@ -647,6 +658,7 @@ impl Plan {
             path: None,
             notes: Vec::new(),
             placement: Where::Threads,
+            interval: None,
         };
         for (workload, duration, transports, sizes) in [
             (
@@ -729,6 +741,20 @@ impl Plan {
             (None, None, None) => Stop::Duration(Duration::from_secs(2)),
         };
         let warmup = parse_duration(&a.warmup).map_err(|e| invalid(format!("--warmup: {e}")))?;
+        let interval = a
+            .interval
+            .as_deref()
+            .map(|t| {
+                let d = parse_duration(t).map_err(|e| invalid(format!("--interval: {e}")))?;
+                if d < MIN_INTERVAL {
+                    return Err(invalid(format!(
+                        "--interval {t}: the shortest interval is {} ms; give 0.1, 1 or 500ms",
+                        MIN_INTERVAL.as_millis()
+                    )));
+                }
+                Ok(d)
+            })
+            .transpose()?;
         if a.runs == 0 {
             return Err(invalid("--runs must be at least 1"));
         }
@@ -860,6 +886,7 @@ impl Plan {
                 runtime: a.runtime,
                 ..extras
             },
+            live: None,
         };
         let axes = matrix::Axes {
             transports: &transports,
@@ -969,6 +996,7 @@ impl Plan {
             path: a.path.clone(),
             notes,
             placement,
+            interval,
         })
     }
 }

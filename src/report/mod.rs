@@ -260,8 +260,9 @@ pub struct Interval {
     pub start_seconds: f64,
     /// End of the interval, seconds after the run's start.
     pub end_seconds: f64,
-    /// `receiver` or `sender` (or `client` for pingpong and connect): whose counts these
-    /// are (the receiver's when it runs in this process).
+    /// Whose counts these are: `receiver` (stream and rate, when the receivers run in
+    /// this process), `sender` (stream and rate when they do not; connect: connections
+    /// made) or `client` (pingpong: round trips completed).
     pub side: String,
     /// Payload bytes that side moved in the interval, all streams.
     pub bytes: u64,

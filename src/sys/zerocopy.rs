@@ -286,6 +286,24 @@ pub struct SegmentPayload {
 /// # Errors
 /// As getsockopt(2).
 pub fn segment_payload(fd: RawFd) -> io::Result<SegmentPayload> {
+    let info = tcp_info(fd)?;
+    Ok(SegmentPayload {
+        advmss: info.tcpi_advmss,
+        timestamps: info.tcpi_options & 1 != 0, // TCPI_OPT_TIMESTAMPS
+        pmtu: info.tcpi_pmtu,
+    })
+}
+
+/// `TCP_INFO`'s `tcpi_total_retrans`: segments this TCP socket has retransmitted since it
+/// was opened.
+///
+/// # Errors
+/// As getsockopt(2) (ENOPROTOOPT for a socket that is not TCP).
+pub fn total_retransmits(fd: RawFd) -> io::Result<u32> {
+    Ok(tcp_info(fd)?.tcpi_total_retrans)
+}
+
+fn tcp_info(fd: RawFd) -> io::Result<libc::tcp_info> {
     // SAFETY: tcp_info is plain data; all-zero is a valid value.
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
@@ -302,11 +320,7 @@ pub fn segment_payload(fd: RawFd) -> io::Result<SegmentPayload> {
     if r != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(SegmentPayload {
-        advmss: info.tcpi_advmss,
-        timestamps: info.tcpi_options & 1 != 0, // TCPI_OPT_TIMESTAMPS
-        pmtu: info.tcpi_pmtu,
-    })
+    Ok(info)
 }
 
 /// `struct tcp_zerocopy_receive` (linux/tcp.h).

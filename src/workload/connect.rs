@@ -24,6 +24,7 @@ use super::{
 };
 use crate::engine::EngineKind;
 use crate::interrupt;
+use crate::measure::live::Publisher;
 use crate::plan::Scenario;
 use crate::transport::{Framing, TransportKind};
 
@@ -61,6 +62,7 @@ impl Workload for Connect {
         let meter = Meter::start(&side.start);
         let t0 = meter.t0();
         let deadline = self.stop.deadline(t0);
+        let mut live = Publisher::new(side.start.live(), Role::Sender, None);
         let (mut made, mut interrupted) = (0u64, false);
         let close_oldest = |open: &mut VecDeque<Box<dyn crate::transport::Conn>>, h: &mut _| {
             if let Some(conn) = open.pop_front() {
@@ -88,6 +90,7 @@ impl Workload for Connect {
             record(&mut h_first, c - b);
             open.push_back(conn);
             made += 1;
+            live.publish(made * self.size as u64, made);
             if deadline.is_some_and(|d| c >= d) {
                 break;
             }
@@ -122,6 +125,7 @@ impl Workload for Connect {
         let mut h_accept = latency_histogram();
         let mut held = VecDeque::new();
         let meter = Meter::start(&side.start);
+        let mut live = Publisher::new(side.start.live(), Role::Receiver, None);
         let (mut accepted, mut bytes) = (0u64, 0u64);
         loop {
             if !listener.ready(Duration::from_millis(20))? {
@@ -150,6 +154,7 @@ impl Workload for Connect {
             };
             record(&mut h_accept, accept_time);
             accepted += 1;
+            live.publish(bytes, accepted);
             if n > 0 {
                 bytes += n as u64;
                 send_all(conn.as_mut(), &buf[..n], self.framing)?;

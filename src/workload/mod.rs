@@ -24,6 +24,7 @@ use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 
 use crate::measure::cpu::ThreadCpu;
+use crate::measure::live::Live;
 use hdrhistogram::Histogram;
 
 use crate::transport::{Conn, Framing};
@@ -363,20 +364,34 @@ struct Gate {
     /// When it opened.
     opened_at: Mutex<Option<Instant>>,
     opened: Condvar,
+    /// With `--interval`: where the sides publish their running totals.
+    live: Option<Arc<Live>>,
 }
 
 impl StartLine {
     /// A start line for `parties` waiters.
     pub fn new(parties: usize) -> StartLine {
+        StartLine::with_live(parties, None)
+    }
+
+    /// A start line whose sides publish their running totals to `live` (told when the
+    /// line opens).
+    pub fn with_live(parties: usize, live: Option<Arc<Live>>) -> StartLine {
         StartLine {
             gate: Arc::new(Gate {
                 parties,
                 state: Mutex::new((0, false)),
                 opened_at: Mutex::new(None),
                 opened: Condvar::new(),
+                live,
             }),
             passed: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Where this run's sides publish their running totals (`--interval`), if anywhere.
+    pub fn live(&self) -> Option<Arc<Live>> {
+        self.gate.live.clone()
     }
 
     /// This side's own line: the same gate, its own record of having waited.
@@ -402,11 +417,15 @@ impl StartLine {
     fn open_locked(&self, st: &mut (usize, bool)) {
         if !st.1 {
             st.1 = true;
+            let now = Instant::now();
             *self
                 .gate
                 .opened_at
                 .lock()
-                .unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+                .unwrap_or_else(|e| e.into_inner()) = Some(now);
+            if let Some(live) = &self.gate.live {
+                live.start(now);
+            }
         }
         self.gate.opened.notify_all();
     }

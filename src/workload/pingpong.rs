@@ -23,6 +23,7 @@ use super::{
 };
 use crate::diagnose::Diagnosis;
 use crate::interrupt;
+use crate::measure::live::Publisher;
 use crate::plan::Scenario;
 use crate::transport::Framing;
 
@@ -109,6 +110,7 @@ impl Workload for PingPong {
         let meter = Meter::start(&side.start);
         let t0 = meter.t0();
         let deadline = self.stop.deadline(t0);
+        let mut live = Publisher::new(side.start.live(), Role::Sender, side.conn.send_fd());
         let (mut done, mut timeouts, mut late, mut interrupted) = (0u64, 0u64, 0u64, false);
         let mut now = t0;
         let mut seq = 0u64;
@@ -135,6 +137,7 @@ impl Workload for PingPong {
             if answered {
                 record(&mut hist, now - start);
                 done += 1;
+                live.publish(done * self.size as u64, done);
             } else {
                 // In open loop a lost exchange still held up the schedule: it counts at
                 // least its timeout, so the corrected percentiles do not read low.
@@ -152,6 +155,7 @@ impl Workload for PingPong {
             }
         }
         let measured = meter.stop(Some(now), side.conn.as_ref());
+        live.last(done * self.size as u64, done);
         end_of_data(&mut side, self.reliable)?;
         Ok(SideReport {
             bytes: seq * self.size as u64,
@@ -170,6 +174,7 @@ impl Workload for PingPong {
             side.conn.set_recv_timeout(Some(QUIET))?;
         }
         let meter = Meter::start(&side.start);
+        let mut live = Publisher::new(side.start.live(), Role::Receiver, None);
         let (mut bytes, mut messages) = (0u64, 0u64);
         loop {
             match recv_message(side.conn.as_mut(), &mut buf, self.framing) {
@@ -177,6 +182,7 @@ impl Workload for PingPong {
                 Ok(n) => {
                     bytes += n as u64;
                     messages += 1;
+                    live.publish(bytes, messages);
                     match send_all(side.conn.as_mut(), &buf[..n], self.framing) {
                         Ok(()) => {}
                         // The client may finish and close while a reply is on its way.

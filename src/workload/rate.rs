@@ -13,12 +13,14 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
+use super::Role;
 use super::{
     buffer, end_of_data, one_way_tally, recv_message, send_all, wait_until, Meter, PeerSignal,
     Roles, SequenceCounts, Side, SideReport, Spec, Stop, TableKind, Tally, Wiring, Workload,
 };
 use crate::diagnose::Diagnosis;
 use crate::interrupt;
+use crate::measure::live::Publisher;
 use crate::plan::Scenario;
 use crate::transport::Framing;
 
@@ -114,6 +116,7 @@ impl Workload for Rate {
         let t0 = meter.t0();
         let deadline = self.stop.deadline(t0);
         let carry = self.size.min(8);
+        let mut live = Publisher::new(side.start.live(), Role::Sender, None);
         let (mut seq, mut interrupted) = (0u64, false);
         while seq < limit {
             if let Some(ns) = period_ns {
@@ -129,6 +132,7 @@ impl Workload for Rate {
             send_all(side.conn.as_mut(), &buf, self.framing)?;
             seq += 1;
             if seq % 256 == 0 || period_ns.is_some() {
+                live.publish(seq * self.size as u64, seq);
                 if interrupt::requested() {
                     interrupted = true;
                     break;
@@ -157,6 +161,7 @@ impl Workload for Rate {
         let numbered = self.size >= 8;
         let meter = Meter::start(&side.start);
         let t0 = meter.t0();
+        let mut live = Publisher::new(side.start.live(), Role::Receiver, None);
         let (mut bytes, mut messages) = (0u64, 0u64);
         let ended;
         loop {
@@ -168,6 +173,7 @@ impl Workload for Rate {
                 Ok(n) => {
                     bytes += n as u64;
                     messages += 1;
+                    live.publish(bytes, messages);
                     if numbered {
                         tracker.observe(u64::from_le_bytes(buf[..8].try_into().expect("8 bytes")));
                     }

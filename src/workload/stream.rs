@@ -33,6 +33,7 @@ use crate::cli::{RecvMethod, SendMethod};
 use crate::diagnose::Diagnosis;
 use crate::engine::EngineKind;
 use crate::interrupt;
+use crate::measure::live::Publisher;
 use crate::measure::units::format_bytes;
 use crate::plan::Scenario;
 use crate::sys::zerocopy as sys;
@@ -206,6 +207,15 @@ impl RecvCounts {
 }
 
 impl Stream {
+    /// Messages in `bytes` received by `reads` reads: one per read of a message
+    /// transport, bytes / size (rounded up) of a byte stream.
+    fn messages_in(&self, bytes: u64, reads: u64) -> u64 {
+        match self.framing {
+            Framing::Message => reads,
+            Framing::Stream => bytes.div_ceil(self.size as u64),
+        }
+    }
+
     /// How many messages between checks of the clock and the Ctrl-C flag: about every
     /// 16 KiB of data, so the check costs nothing next to the system calls.
     fn check_every(&self) -> u64 {
@@ -226,6 +236,7 @@ impl Workload for Stream {
         let meter = Meter::start(&side.start);
         let t0 = meter.t0();
         let deadline = self.stop.deadline(t0);
+        let mut live = Publisher::new(side.start.live(), Role::Sender, side.conn.send_fd());
         let (mut bytes, mut messages, mut interrupted) = (0u64, 0u64, false);
         let mut until_check = check_every;
         while messages < limit_msgs {
@@ -236,6 +247,7 @@ impl Workload for Stream {
             until_check -= 1;
             if until_check == 0 {
                 until_check = check_every;
+                live.publish(bytes, messages);
                 if interrupt::requested() {
                     interrupted = true;
                     break;
@@ -246,6 +258,7 @@ impl Workload for Stream {
             }
         }
         let measured = meter.stop(None, side.conn.as_ref());
+        live.last(bytes, messages);
         // Outside the interval: the completions of zero-copy sends still outstanding.
         let send = how.finish()?;
         drop(how);
@@ -286,6 +299,7 @@ impl Workload for Stream {
         }
         let meter = Meter::start(&side.start);
         let t0 = meter.t0();
+        let mut live = Publisher::new(side.start.live(), Role::Receiver, None);
         let (mut bytes, mut reads) = (0u64, 0u64);
         let mut quiet = Duration::ZERO;
         loop {
@@ -294,6 +308,7 @@ impl Workload for Stream {
                 Ok(n) => {
                     bytes += n as u64;
                     reads += 1;
+                    live.publish(bytes, self.messages_in(bytes, reads));
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e)
@@ -312,10 +327,7 @@ impl Workload for Stream {
         let ended = Instant::now().checked_sub(quiet).unwrap_or(t0).max(t0);
         let measured = meter.stop(Some(ended), side.conn.as_ref());
         side.link.signal(PeerSignal::ReceiverDone);
-        let messages = match self.framing {
-            Framing::Message => reads,
-            Framing::Stream => bytes.div_ceil(self.size as u64),
-        };
+        let messages = self.messages_in(bytes, reads);
         Ok(SideReport {
             bytes,
             messages,
@@ -346,10 +358,13 @@ impl Stream {
         // segment: a receive of less than a page maps nothing.
         sys::set_receive_low_water(fd, region.size().min(LOW_WATER))?;
         let meter = Meter::start(&side.start);
+        let mut live = Publisher::new(side.start.live(), Role::Receiver, None);
         let (mut mapped, mut copied, mut calls) = (0u64, 0u64, 0u64);
         let mut readable = false;
         loop {
             calls += 1;
+            let got = mapped + copied;
+            live.publish(got, got.div_ceil(self.size as u64));
             let m = match region.receive() {
                 Ok(m) => m,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
