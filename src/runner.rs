@@ -386,3 +386,66 @@ impl Eta {
         Duration::from_secs_f64(secs.max(0.0))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::first_scenario;
+
+    fn secs(d: Duration) -> f64 {
+        (d.as_secs_f64() * 1000.0).round() / 1000.0
+    }
+
+    #[test]
+    fn the_eta_is_the_planned_time_left_scaled_by_how_long_runs_really_took() {
+        let timed = first_scenario(&["stream", "-d", "1", "-w", "0.25", "--runs", "2"]);
+        let counted = first_scenario(&["stream", "-n", "1000", "-w", "0"]);
+        let plan = [timed.clone(), timed, counted];
+        let mut eta = Eta::new(&plan);
+        // 2 x 1.25 + 2 x 1.25 + one counted run, a second until one has been seen.
+        assert_eq!(secs(eta.left()), 6.0);
+        // The first run took twice its plan: the timed runs left take twice theirs.
+        eta.run_done(0, Duration::from_millis(2500));
+        assert_eq!(secs(eta.left()), 1.25 * 2.0 + 2.0 * 1.25 * 2.0 + 1.0);
+        // The first scenario failed after one run: its other run is not coming.
+        eta.scenario_done(0);
+        assert_eq!(secs(eta.left()), 2.0 * 1.25 * 2.0 + 1.0);
+        eta.run_done(1, Duration::from_millis(1250));
+        eta.run_done(1, Duration::from_millis(1250));
+        // 5 s for 3.75 s planned so far.
+        assert_eq!(secs(eta.left()), 1.0);
+        eta.run_done(2, Duration::from_millis(300));
+        assert_eq!(eta.left(), Duration::ZERO);
+        // A later scenario's run ends the earlier ones' remaining runs too.
+        let mut eta = Eta::new(&plan);
+        eta.run_done(2, Duration::from_millis(700));
+        assert_eq!(eta.left(), Duration::ZERO);
+    }
+
+    #[test]
+    fn counted_runs_are_estimated_from_the_counted_runs_already_done() {
+        let counted = first_scenario(&["pingpong", "-n", "100", "--runs", "3"]);
+        let mut eta = Eta::new(&[counted]);
+        assert_eq!(secs(eta.left()), 3.0);
+        eta.run_done(0, Duration::from_millis(400));
+        assert_eq!(secs(eta.left()), 0.8);
+    }
+
+    #[test]
+    fn intervals_follow_the_side_that_counts_what_the_workload_reports() {
+        let totals = |watch| {
+            let mut f = crate::report::sample::stream().results[0].runs[0].clone();
+            // Sent and received differ (as with loss), so the test tells them apart.
+            (f.bytes_sent, f.messages_sent) = (f.bytes_received + 111, f.messages_received + 1);
+            (final_totals(watch, &f), f)
+        };
+        let (t, f) = totals(Watch::Client);
+        assert_eq!((t.bytes_sent, t.messages_sent), (f.bytes_received, f.messages_received));
+        let (t, f) = totals(Watch::Sender);
+        assert_eq!((t.bytes_sent, t.messages_sent), (f.bytes_sent, f.messages_sent));
+        assert_eq!((t.bytes_received, t.messages_received), (f.bytes_received, f.messages_received));
+        assert_eq!(t.retransmits, None);
+        let sc = first_scenario(&["rate", "-t", "udp", "-s", "4K"]);
+        assert_eq!(interval_label(&sc), "rate udp 4 KiB");
+    }
+}

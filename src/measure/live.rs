@@ -432,3 +432,205 @@ pub fn format_line(label: &str, run: u32, i: &Interval) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn totals(sent: (u64, u64), received: (u64, u64), retransmits: Option<u64>) -> Totals {
+        Totals {
+            bytes_sent: sent.0,
+            messages_sent: sent.1,
+            bytes_received: received.0,
+            messages_received: received.1,
+            retransmits,
+        }
+    }
+
+    #[test]
+    fn an_interval_is_the_difference_of_the_watched_sides_totals_over_its_length() {
+        let a = totals((1000, 10), (800, 8), Some(3));
+        let b = totals((6000, 60), (4800, 48), Some(7));
+        let i = between(Watch::Receiver { loss: true }, 1.0, 1.5, &a, &b);
+        assert_eq!((i.start_seconds, i.end_seconds), (1.0, 1.5));
+        assert_eq!((i.bytes, i.messages), (4000, 40));
+        assert_eq!(i.bits_per_second, 4000.0 * 8.0 / 0.5);
+        assert_eq!(i.messages_per_second, 80.0);
+        // Sent 50, received 40 of them in the interval.
+        assert_eq!(i.messages_lost, Some(10));
+        assert_eq!(i.retransmits, Some(4));
+        assert_eq!(i.side, "receiver");
+        let s = between(Watch::Sender, 1.0, 1.5, &a, &b);
+        assert_eq!((s.bytes, s.messages, s.messages_lost), (5000, 50, None));
+        assert_eq!(s.side, "sender");
+        let c = between(Watch::Client, 1.0, 1.5, &a, &b);
+        assert_eq!((c.bytes, c.messages, c.side.as_str()), (5000, 50, "client"));
+        // No loss counted where it cannot be seen.
+        let r = between(Watch::Receiver { loss: false }, 1.0, 1.5, &a, &b);
+        assert_eq!(r.messages_lost, None);
+        // Unknown retransmissions stay unknown; a zero-length interval has no rate.
+        let none = between(Watch::Sender, 2.0, 2.0, &Totals::default(), &Totals::default());
+        assert_eq!((none.retransmits, none.bits_per_second), (None, 0.0));
+    }
+
+    #[test]
+    fn closing_keeps_the_intervals_inside_the_run_and_ends_on_the_roles_own_totals() {
+        let w = Watch::Receiver { loss: false };
+        let t1 = totals((0, 0), (100, 1), Some(1));
+        let t2 = totals((0, 0), (250, 2), Some(2));
+        let t3 = totals((0, 0), (300, 3), Some(2));
+        let sampled = vec![
+            (between(w, 0.0, 1.0, &Totals::default(), &t1), t1),
+            (between(w, 1.0, 2.0, &t1, &t2), t2),
+            // Closed after the run ended (2.5 s): folded into the last interval.
+            (between(w, 2.0, 3.0, &t2, &t3), t3),
+        ];
+        let last = totals((0, 0), (400, 4), None);
+        let out = close(w, sampled, 2.5, last);
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[2].start_seconds, 2.0);
+        assert_eq!(out[2].end_seconds, 2.5);
+        assert_eq!((out[2].bytes, out[2].messages), (150, 2));
+        // The last sampled retransmissions carry over when the end brought none.
+        assert_eq!(out[2].retransmits, Some(0));
+        assert_eq!(out.iter().map(|i| i.bytes).sum::<u64>(), 400);
+        assert_eq!(out.iter().map(|i| i.messages).sum::<u64>(), 4);
+        // Nothing sampled: one interval, the whole run.
+        let one = close(w, Vec::new(), 0.4, last);
+        assert_eq!(one.len(), 1);
+        assert_eq!((one[0].start_seconds, one[0].end_seconds, one[0].bytes), (0.0, 0.4, 400));
+    }
+
+    #[test]
+    fn a_publisher_adds_only_what_is_new_and_nothing_without_live() {
+        let live = Live::new();
+        {
+            let mut p = Publisher::new(Some(Arc::clone(&live)), Role::Sender, None);
+            p.publish(100, 1);
+            p.publish(100, 1);
+            p.publish(250, 3);
+            let mut q = Publisher::new(Some(Arc::clone(&live)), Role::Receiver, None);
+            q.publish(40, 2);
+            assert_eq!(live.totals(), totals((250, 3), (40, 2), None));
+            assert_eq!(live.finished.load(Relaxed), 0);
+        }
+        // Both are gone: two roles finished.
+        assert_eq!(live.finished.load(Relaxed), 2);
+        let mut off = Publisher::new(None, Role::Sender, None);
+        off.publish(1, 1);
+        off.last(2, 2);
+    }
+
+    #[test]
+    fn a_tcp_sender_reads_its_retransmissions_when_asked_and_at_its_end() {
+        use std::net::{TcpListener, TcpStream};
+        use std::os::fd::AsRawFd;
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let live = Live::new();
+        let mut p = Publisher::new(Some(Arc::clone(&live)), Role::Sender, Some(s.as_raw_fd()));
+        assert_eq!(live.tcp_senders.load(Relaxed), 1);
+        assert_eq!(live.totals().retransmits, Some(0));
+        p.publish(10, 1);
+        assert_eq!(live.acks.load(Relaxed), 0, "not asked yet");
+        live.epoch.fetch_add(1, Relaxed);
+        p.publish(20, 2);
+        assert_eq!(live.acks.load(Relaxed), 1);
+        p.publish(30, 3);
+        assert_eq!(live.acks.load(Relaxed), 1, "once per epoch");
+        p.last(40, 4);
+        assert_eq!(live.acks.load(Relaxed), 2, "and once at the end");
+        // A socket that is not TCP has no retransmissions to report.
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let other = Live::new();
+        let _u = Publisher::new(Some(Arc::clone(&other)), Role::Sender, Some(a.as_raw_fd()));
+        assert_eq!(other.totals().retransmits, None);
+        assert_eq!(other.tcp_senders.load(Relaxed), 0);
+    }
+
+    #[test]
+    fn the_sampler_closes_an_interval_every_period_from_the_start_line() {
+        let live = Live::new();
+        let printed = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = Arc::clone(&printed);
+        let sampler = Sampler::start(
+            Arc::clone(&live),
+            Duration::from_millis(50),
+            Some(Duration::from_millis(175)),
+            Watch::Sender,
+            move |i| seen.lock().unwrap().push(i.clone()),
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        live.start(Instant::now());
+        let mut p = Publisher::new(Some(Arc::clone(&live)), Role::Sender, None);
+        let t0 = Instant::now();
+        let mut n = 0;
+        while t0.elapsed() < Duration::from_millis(190) {
+            n += 1;
+            p.publish(n, n);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let sampled = sampler.finish();
+        // Ticks at 50, 100 and 150 ms; none at 200 (past the planned 175).
+        assert_eq!(sampled.len(), 3, "{sampled:?}");
+        assert_eq!(printed.lock().unwrap().len(), 3);
+        for (k, (i, _)) in sampled.iter().enumerate() {
+            let end = 0.05 * (k + 1) as f64;
+            assert!(i.end_seconds >= end && i.end_seconds < end + 0.03, "{i:?}");
+            assert!(i.messages > 0);
+        }
+        assert!(sampled.windows(2).all(|w| w[0].0.end_seconds == w[1].0.start_seconds));
+        let covered: u64 = sampled.iter().map(|(i, _)| i.messages).sum();
+        assert_eq!(covered, sampled.last().unwrap().1.messages_sent);
+    }
+
+    #[test]
+    fn the_sampler_stops_when_a_role_finishes_or_before_the_start() {
+        let live = Live::new();
+        let sampler = Sampler::start(
+            Arc::clone(&live),
+            Duration::from_millis(20),
+            None,
+            Watch::Sender,
+            |_| {},
+        )
+        .unwrap();
+        // Never started: finish returns at once with nothing.
+        assert!(sampler.finish().is_empty());
+        let sampler =
+            Sampler::start(Arc::clone(&live), Duration::from_millis(20), None, Watch::Sender, |_| {})
+                .unwrap();
+        live.start(Instant::now());
+        drop(Publisher::new(Some(Arc::clone(&live)), Role::Receiver, None));
+        std::thread::sleep(Duration::from_millis(70));
+        assert!(sampler.finish().is_empty(), "a finished role ends the sampling");
+    }
+
+    #[test]
+    fn a_line_shows_the_interval_its_rates_loss_and_retransmissions() {
+        let i = Interval {
+            start_seconds: 1.0,
+            end_seconds: 2.0,
+            side: "receiver".into(),
+            bytes: 1 << 30,
+            messages: 16384,
+            bits_per_second: 8.0 * (1u64 << 30) as f64,
+            messages_per_second: 16384.0,
+            messages_lost: Some(16),
+            retransmits: Some(5),
+        };
+        let line = format_line("stream udp 64 KiB", 2, &i);
+        assert!(line.starts_with("stream udp 64 KiB run 2   1.00-2.00"), "{line}");
+        for part in ["1 GiB", "8.59 Gbit/s", "16.4 k msg/s", "lost 16/16400 (0.10%)", "retr 5"] {
+            assert!(line.contains(part), "{part} in {line}");
+        }
+        let quiet = Interval {
+            messages_lost: None,
+            retransmits: None,
+            ..i
+        };
+        let line = format_line("x", 1, &quiet);
+        assert!(!line.contains("lost") && !line.contains("retr"), "{line}");
+    }
+}

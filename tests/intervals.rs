@@ -1,0 +1,220 @@
+//! `--interval`: the lines printed while a run goes and `runs[].intervals` in the JSON.
+//! The intervals of a run tile it and add up exactly to its totals; loss per interval
+//! adds up to the datagrams a firewall rule dropped; TCP retransmissions per interval
+//! (TCP_INFO) against the namespace's own retransmission counter.
+
+mod common;
+
+use common::{json_in_netns, rule, snmp, u, Sandbox, RULE_COUNTS};
+use serde_json::Value;
+
+fn intervals(run: &Value) -> &Vec<Value> {
+    run["intervals"].as_array().expect("intervals")
+}
+
+/// Every interval of `run` starts where the last ended, the first at 0 and the last at
+/// the run's end; their bytes and messages add up to the run's `bytes_key` and
+/// `messages_key`; each rate is its counts over its own length.
+fn tiles(run: &Value, bytes_key: &str, messages_key: &str) {
+    let iv = intervals(run);
+    assert!(!iv.is_empty(), "{run}");
+    assert_eq!(iv[0]["start_seconds"].as_f64(), Some(0.0));
+    for w in iv.windows(2) {
+        assert_eq!(w[0]["end_seconds"], w[1]["start_seconds"], "{iv:?}");
+    }
+    let end = iv.last().unwrap()["end_seconds"].as_f64().unwrap();
+    assert_eq!(end, run["duration_seconds"].as_f64().unwrap());
+    let sum = |k: &str| iv.iter().map(|i| u(i, &format!("/{k}"))).sum::<u64>();
+    assert_eq!(sum("bytes"), u(run, &format!("/{bytes_key}")), "{iv:?}");
+    assert_eq!(sum("messages"), u(run, &format!("/{messages_key}")), "{iv:?}");
+    for i in iv {
+        let len = i["end_seconds"].as_f64().unwrap() - i["start_seconds"].as_f64().unwrap();
+        assert!(len > 0.0, "{i}");
+        let bps = u(i, "/bytes") as f64 * 8.0 / len;
+        assert!((i["bits_per_second"].as_f64().unwrap() - bps).abs() <= bps * 1e-9 + 1e-9);
+        let mps = u(i, "/messages") as f64 / len;
+        assert!((i["messages_per_second"].as_f64().unwrap() - mps).abs() <= mps * 1e-9 + 1e-9);
+    }
+}
+
+#[test]
+fn stream_intervals_tile_each_run_add_up_to_it_and_are_printed_as_they_close() {
+    let sb = Sandbox::new();
+    let json = sb.path().join("iv.json");
+    let out = sb
+        .sockbench()
+        .args(["stream", "-t", "tcp,unix", "-d", "1", "-w", "0", "--runs", "2", "-i", "0.25"])
+        .args(["-q", "--export-json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    for r in v["results"].as_array().unwrap() {
+        let t = r["transport"].as_str().unwrap();
+        let mut total = 0;
+        for (n, run) in r["runs"].as_array().unwrap().iter().enumerate() {
+            tiles(run, "bytes_received", "messages_received");
+            let iv = intervals(run);
+            // Ticks at 0.25, 0.5 and 0.75 s, then the last to the end of the 1 s run.
+            assert_eq!(iv.len(), 4, "{t} run {n}: {iv:?}");
+            for (k, i) in iv.iter().take(3).enumerate() {
+                let end = i["end_seconds"].as_f64().unwrap();
+                let due = 0.25 * (k + 1) as f64;
+                // On time, or late by what a busy 2-CPU machine takes to wake the sampler.
+                assert!(end >= due && end < due + 0.15, "{t}: {i}");
+                assert_eq!(i["side"], "receiver");
+                // TCP_INFO for tcp's sender; nothing to count on a Unix socket.
+                assert_eq!(i["retransmits"].is_u64(), t == "tcp", "{i}");
+                assert!(i["messages_lost"].is_null());
+            }
+            let printed = err
+                .lines()
+                .filter(|l| l.starts_with(&format!("stream {t} 64 KiB run {} ", n + 1)))
+                .count();
+            assert_eq!(printed, iv.len(), "{err}");
+            total += iv.len();
+        }
+        assert_eq!(total, 8);
+    }
+    // Lines come in run order: run 1's last before run 2's first.
+    let runs: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("stream tcp"))
+        .map(|l| &l[..l.find(" run ").unwrap() + 6])
+        .collect();
+    assert!(runs.windows(2).all(|w| w[0] <= w[1]), "{runs:?}");
+}
+
+#[test]
+fn pingpong_and_connect_intervals_count_round_trips_and_connections() {
+    let sb = Sandbox::new();
+    for (args, side) in [
+        (&["pingpong", "-t", "tcp", "-d", "0.6"][..], "client"),
+        (&["connect", "-t", "tcp", "-d", "0.6"][..], "sender"),
+        (&["stream", "-t", "tcp", "-n", "20000", "-s", "4K"][..], "receiver"),
+    ] {
+        let mut all = args.to_vec();
+        all.extend(["-w", "0", "-i", "0.2"]);
+        let v = common::json(&sb, &all);
+        let run = &v["results"][0]["runs"][0];
+        match side {
+            "sender" => tiles(run, "bytes_sent", "messages_sent"),
+            _ => tiles(run, "bytes_received", "messages_received"),
+        }
+        assert!(intervals(run).iter().all(|i| i["side"] == side), "{run}");
+        if side == "client" {
+            assert!(intervals(run).len() >= 3, "{run}");
+        }
+    }
+}
+
+/// A rule in a private namespace dropping every 10th datagram that carries data.
+fn drop_every_tenth() -> String {
+    format!(
+        "{}; {}",
+        rule(
+            "INPUT",
+            "-p udp -m length --length 29:65535 -m statistic --mode nth --every 10 --packet 0 -j DROP",
+            "dropped"
+        ),
+        rule("INPUT", "-p udp -m length --length 28 -j ACCEPT", "markers"),
+    )
+}
+
+#[test]
+fn rate_intervals_lose_what_the_firewall_dropped_interval_by_interval() {
+    let sb = Sandbox::new();
+    let Some((v, k)) = json_in_netns(
+        &sb,
+        &drop_every_tenth(),
+        &["rate", "-t", "udp", "-n", "4000", "--rate", "8k", "-w", "0", "-i", "0.1"],
+        &format!("{RULE_COUNTS}; {}", snmp("Udp", "RcvbufErrors", "overflow")),
+    ) else {
+        return;
+    };
+    let run = &v["results"][0]["runs"][0];
+    tiles(run, "bytes_received", "messages_received");
+    let iv = intervals(run);
+    assert!(iv.len() >= 4, "{iv:?}");
+    let lost: Vec<u64> = iv.iter().map(|i| u(i, "/messages_lost")).collect();
+    // Paced at 8000/s, nothing overflows: the loss is the rule's, 400 of 4000.
+    assert_eq!(k["overflow"], 0, "{k:?}");
+    assert_eq!(k["dropped"], 400);
+    assert_eq!(lost.iter().sum::<u64>(), 400, "{lost:?}");
+    assert_eq!(u(run, "/messages_lost"), 400);
+    // Each full interval (800 sent) lost about a tenth; a datagram in flight at an edge
+    // counts in the next interval.
+    for (i, l) in iv.iter().zip(&lost).take(iv.len() - 1) {
+        let sent = u(i, "/messages") + l;
+        assert!((sent / 10).abs_diff(*l) <= 2, "{i}");
+    }
+}
+
+#[test]
+fn tcp_retransmissions_per_interval_are_the_ones_the_kernel_counted() {
+    let sb = Sandbox::new();
+    // Drop 1 in 50 data segments (never a bare ACK, SYN or FIN: they are short).
+    let setup = rule(
+        "INPUT",
+        "-p tcp -m length --length 1000:65535 -m statistic --mode nth --every 50 --packet 0 -j DROP",
+        "dropped",
+    );
+    let Some((v, k)) = json_in_netns(
+        &sb,
+        &setup,
+        &["stream", "-t", "tcp", "-d", "1", "-w", "0", "-i", "0.25"],
+        &format!("{RULE_COUNTS}; {}", snmp("Tcp", "RetransSegs", "retrans")),
+    ) else {
+        return;
+    };
+    let run = &v["results"][0]["runs"][0];
+    tiles(run, "bytes_received", "messages_received");
+    let ours: u64 = intervals(run).iter().map(|i| u(i, "/retransmits")).sum();
+    let kernel = k["retrans"];
+    assert!(k["dropped"] >= 10 && kernel >= 10, "{k:?}");
+    // The sender reads its socket's count at every interval's end and at its last
+    // write; a segment resent after that (the tail, while the receiver drains) is the
+    // kernel's only.
+    assert!(ours <= kernel, "{ours} > {kernel}");
+    assert!(ours * 10 >= kernel * 8, "{ours} of {kernel}");
+    assert!(
+        intervals(run).iter().filter(|i| u(i, "/retransmits") > 0).count() >= 2,
+        "{run}"
+    );
+}
+
+#[test]
+fn a_bad_interval_is_a_usage_error_that_says_what_works() {
+    let sb = Sandbox::new();
+    for (arg, says) in [
+        ("abc", "--interval"),
+        ("0", "shortest interval"),
+        ("1ms", "shortest interval"),
+        ("-1", "--interval"),
+    ] {
+        let out = sb
+            .sockbench()
+            .args(["stream", "-d", "0.1", "-i", arg])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "-i {arg}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "-i {arg}: {err}");
+    }
+}
+
+#[test]
+fn without_interval_there_are_no_lines_and_no_intervals() {
+    let sb = Sandbox::new();
+    let out = sb
+        .sockbench()
+        .args(["stream", "-t", "tcp", "-d", "0.2", "-w", "0", "--format", "json", "-q"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["results"][0]["runs"][0]["intervals"], serde_json::json!([]));
+}
