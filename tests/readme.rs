@@ -115,6 +115,14 @@ fn keeps_its_promise(line: &str, v: &Value, stdout: &[u8], dir: &std::path::Path
                 assert_eq!(u(r, "/bytes_sent"), u(r, "/bytes_received"));
             }
         }
+        "sockbench stream -t tcp -s 128K -d 2 -i 0.5" => {
+            let run = &rs[0]["runs"][0];
+            let iv = run["intervals"].as_array().unwrap();
+            assert_eq!(iv.len(), 4, "{iv:?}");
+            let bytes: u64 = iv.iter().map(|i| u(i, "/bytes")).sum();
+            assert_eq!(bytes, u(run, "/bytes_received"));
+            assert!(iv.iter().all(|i| i["retransmits"].is_u64()));
+        }
         "sockbench stream -t tcp -s 128K -d 1" => {
             assert_eq!(cells(v), [("tcp".into(), "blocking".into(), 131072)]);
             assert!(near(ran_for(&rs[0]), 1.0, 0.3), "{}", ran_for(&rs[0]));

@@ -149,6 +149,13 @@ impl Publisher {
         }
     }
 
+    /// Whether anything is listening (`--interval`): check before computing costly
+    /// arguments for [`Publisher::publish`].
+    #[inline]
+    pub fn is_on(&self) -> bool {
+        self.live.is_some()
+    }
+
     /// This role's final totals, at the end of its run (its socket still open): also
     /// reads its retransmissions one last time, whatever the sampler asked.
     pub fn last(&mut self, bytes: u64, messages: u64) {

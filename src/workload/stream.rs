@@ -308,7 +308,9 @@ impl Workload for Stream {
                 Ok(n) => {
                     bytes += n as u64;
                     reads += 1;
-                    live.publish(bytes, self.messages_in(bytes, reads));
+                    if live.is_on() {
+                        live.publish(bytes, self.messages_in(bytes, reads));
+                    }
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e)
@@ -363,8 +365,10 @@ impl Stream {
         let mut readable = false;
         loop {
             calls += 1;
-            let got = mapped + copied;
-            live.publish(got, got.div_ceil(self.size as u64));
+            if live.is_on() {
+                let got = mapped + copied;
+                live.publish(got, got.div_ceil(self.size as u64));
+            }
             let m = match region.receive() {
                 Ok(m) => m,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
