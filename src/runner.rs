@@ -228,7 +228,13 @@ impl<'a> Runner<'a> {
         let roles = self.placement.run(&with_live, sc.stop);
         let sampled = sampler.finish();
         let retransmits = with_live.live.as_ref().and_then(|l| l.totals().retransmits);
-        Ok((roles?, Sampled { sampled, retransmits }))
+        Ok((
+            roles?,
+            Sampled {
+                sampled,
+                retransmits,
+            },
+        ))
     }
 
     /// Whose counts `--interval` follows in `sc`: the receivers when they run here, else
@@ -440,10 +446,19 @@ mod tests {
             (final_totals(watch, &f), f)
         };
         let (t, f) = totals(Watch::Client);
-        assert_eq!((t.bytes_sent, t.messages_sent), (f.bytes_received, f.messages_received));
+        assert_eq!(
+            (t.bytes_sent, t.messages_sent),
+            (f.bytes_received, f.messages_received)
+        );
         let (t, f) = totals(Watch::Sender);
-        assert_eq!((t.bytes_sent, t.messages_sent), (f.bytes_sent, f.messages_sent));
-        assert_eq!((t.bytes_received, t.messages_received), (f.bytes_received, f.messages_received));
+        assert_eq!(
+            (t.bytes_sent, t.messages_sent),
+            (f.bytes_sent, f.messages_sent)
+        );
+        assert_eq!(
+            (t.bytes_received, t.messages_received),
+            (f.bytes_received, f.messages_received)
+        );
         assert_eq!(t.retransmits, None);
         let sc = first_scenario(&["rate", "-t", "udp", "-s", "4K"]);
         assert_eq!(interval_label(&sc), "rate udp 4 KiB");

@@ -26,7 +26,11 @@ fn tiles(run: &Value, bytes_key: &str, messages_key: &str) {
     assert_eq!(end, run["duration_seconds"].as_f64().unwrap());
     let sum = |k: &str| iv.iter().map(|i| u(i, &format!("/{k}"))).sum::<u64>();
     assert_eq!(sum("bytes"), u(run, &format!("/{bytes_key}")), "{iv:?}");
-    assert_eq!(sum("messages"), u(run, &format!("/{messages_key}")), "{iv:?}");
+    assert_eq!(
+        sum("messages"),
+        u(run, &format!("/{messages_key}")),
+        "{iv:?}"
+    );
     for i in iv {
         let len = i["end_seconds"].as_f64().unwrap() - i["start_seconds"].as_f64().unwrap();
         assert!(len > 0.0, "{i}");
@@ -43,12 +47,18 @@ fn stream_intervals_tile_each_run_add_up_to_it_and_are_printed_as_they_close() {
     let json = sb.path().join("iv.json");
     let out = sb
         .sockbench()
-        .args(["stream", "-t", "tcp,unix", "-d", "1", "-w", "0", "--runs", "2", "-i", "0.25"])
+        .args([
+            "stream", "-t", "tcp,unix", "-d", "1", "-w", "0", "--runs", "2", "-i", "0.25",
+        ])
         .args(["-q", "--export-json"])
         .arg(&json)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     for r in v["results"].as_array().unwrap() {
@@ -93,7 +103,10 @@ fn pingpong_and_connect_intervals_count_round_trips_and_connections() {
     for (args, side) in [
         (&["pingpong", "-t", "tcp", "-d", "0.6"][..], "client"),
         (&["connect", "-t", "tcp", "-d", "0.6"][..], "sender"),
-        (&["stream", "-t", "tcp", "-n", "20000", "-s", "4K"][..], "receiver"),
+        (
+            &["stream", "-t", "tcp", "-n", "20000", "-s", "4K"][..],
+            "receiver",
+        ),
     ] {
         let mut all = args.to_vec();
         all.extend(["-w", "0", "-i", "0.2"]);
@@ -129,7 +142,9 @@ fn rate_intervals_lose_what_the_firewall_dropped_interval_by_interval() {
     let Some((v, k)) = json_in_netns(
         &sb,
         &drop_every_tenth(),
-        &["rate", "-t", "udp", "-n", "4000", "--rate", "8k", "-w", "0", "-i", "0.1"],
+        &[
+            "rate", "-t", "udp", "-n", "4000", "--rate", "8k", "-w", "0", "-i", "0.1",
+        ],
         &format!("{RULE_COUNTS}; {}", snmp("Udp", "RcvbufErrors", "overflow")),
     ) else {
         return;
@@ -180,7 +195,11 @@ fn tcp_retransmissions_per_interval_are_the_ones_the_kernel_counted() {
     assert!(ours <= kernel, "{ours} > {kernel}");
     assert!(ours * 10 >= kernel * 8, "{ours} of {kernel}");
     assert!(
-        intervals(run).iter().filter(|i| u(i, "/retransmits") > 0).count() >= 2,
+        intervals(run)
+            .iter()
+            .filter(|i| u(i, "/retransmits") > 0)
+            .count()
+            >= 2,
         "{run}"
     );
 }
@@ -210,11 +229,20 @@ fn without_interval_there_are_no_lines_and_no_intervals() {
     let sb = Sandbox::new();
     let out = sb
         .sockbench()
-        .args(["stream", "-t", "tcp", "-d", "0.2", "-w", "0", "--format", "json", "-q"])
+        .args([
+            "stream", "-t", "tcp", "-d", "0.2", "-w", "0", "--format", "json", "-q",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success());
-    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["results"][0]["runs"][0]["intervals"], serde_json::json!([]));
+    assert_eq!(
+        v["results"][0]["runs"][0]["intervals"],
+        serde_json::json!([])
+    );
 }

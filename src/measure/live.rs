@@ -476,7 +476,13 @@ mod tests {
         let r = between(Watch::Receiver { loss: false }, 1.0, 1.5, &a, &b);
         assert_eq!(r.messages_lost, None);
         // Unknown retransmissions stay unknown; a zero-length interval has no rate.
-        let none = between(Watch::Sender, 2.0, 2.0, &Totals::default(), &Totals::default());
+        let none = between(
+            Watch::Sender,
+            2.0,
+            2.0,
+            &Totals::default(),
+            &Totals::default(),
+        );
         assert_eq!((none.retransmits, none.bits_per_second), (None, 0.0));
     }
 
@@ -505,7 +511,10 @@ mod tests {
         // Nothing sampled: one interval, the whole run.
         let one = close(w, Vec::new(), 0.4, last);
         assert_eq!(one.len(), 1);
-        assert_eq!((one[0].start_seconds, one[0].end_seconds, one[0].bytes), (0.0, 0.4, 400));
+        assert_eq!(
+            (one[0].start_seconds, one[0].end_seconds, one[0].bytes),
+            (0.0, 0.4, 400)
+        );
     }
 
     #[test]
@@ -587,7 +596,9 @@ mod tests {
             assert!(i.end_seconds >= end && i.end_seconds < end + 0.03, "{i:?}");
             assert!(i.messages > 0);
         }
-        assert!(sampled.windows(2).all(|w| w[0].0.end_seconds == w[1].0.start_seconds));
+        assert!(sampled
+            .windows(2)
+            .all(|w| w[0].0.end_seconds == w[1].0.start_seconds));
         let covered: u64 = sampled.iter().map(|(i, _)| i.messages).sum();
         assert_eq!(covered, sampled.last().unwrap().1.messages_sent);
     }
@@ -605,13 +616,25 @@ mod tests {
         .unwrap();
         // Never started: finish returns at once with nothing.
         assert!(sampler.finish().is_empty());
-        let sampler =
-            Sampler::start(Arc::clone(&live), Duration::from_millis(20), None, Watch::Sender, |_| {})
-                .unwrap();
+        let sampler = Sampler::start(
+            Arc::clone(&live),
+            Duration::from_millis(20),
+            None,
+            Watch::Sender,
+            |_| {},
+        )
+        .unwrap();
         live.start(Instant::now());
-        drop(Publisher::new(Some(Arc::clone(&live)), Role::Receiver, None));
+        drop(Publisher::new(
+            Some(Arc::clone(&live)),
+            Role::Receiver,
+            None,
+        ));
         std::thread::sleep(Duration::from_millis(70));
-        assert!(sampler.finish().is_empty(), "a finished role ends the sampling");
+        assert!(
+            sampler.finish().is_empty(),
+            "a finished role ends the sampling"
+        );
     }
 
     #[test]
@@ -628,8 +651,17 @@ mod tests {
             retransmits: Some(5),
         };
         let line = format_line("stream udp 64 KiB", 2, &i);
-        assert!(line.starts_with("stream udp 64 KiB run 2   1.00-2.00"), "{line}");
-        for part in ["1 GiB", "8.59 Gbit/s", "16.4 k msg/s", "lost 16/16400 (0.10%)", "retr 5"] {
+        assert!(
+            line.starts_with("stream udp 64 KiB run 2   1.00-2.00"),
+            "{line}"
+        );
+        for part in [
+            "1 GiB",
+            "8.59 Gbit/s",
+            "16.4 k msg/s",
+            "lost 16/16400 (0.10%)",
+            "retr 5",
+        ] {
             assert!(line.contains(part), "{part} in {line}");
         }
         let quiet = Interval {
