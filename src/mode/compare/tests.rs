@@ -1,0 +1,1 @@
+//! Unit tests of compare: matching, verdicts and rendering, on hand-made reports.
