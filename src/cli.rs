@@ -643,10 +643,15 @@ pub struct CompareArgs {
     pub files: Vec<PathBuf>,
     /// Exit 1 if any matched scenario is significantly slower than the baseline by more
     /// than PCT percent (for CI gates).
-    #[arg(long, value_name = "PCT")]
+    #[arg(long, value_name = "PCT", allow_hyphen_values = true)]
     pub fail_if_slower: Option<f64>,
     /// Significance level of the test (default 0.05: a 95% confidence interval).
-    #[arg(long, value_name = "P", default_value_t = 0.05)]
+    #[arg(
+        long,
+        value_name = "P",
+        default_value_t = 0.05,
+        allow_hyphen_values = true
+    )]
     pub alpha: f64,
     /// Options to leave out of a scenario's identity, comma-separated, to compare across a
     /// change of them (e.g. `--ignore-option sndbuf`). By default scenarios match by
