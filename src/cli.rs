@@ -639,10 +639,11 @@ pub struct ReportArgs {
 pub struct CompareArgs {
     /// The baseline report, then one or more reports to compare with it ("-" for stdin,
     /// once).
-    #[arg(value_name = "BASE.json NEW.json", num_args = 2.., required = true)]
+    #[arg(value_names = ["BASE.json", "NEW.json"], num_args = 2.., required = true)]
     pub files: Vec<PathBuf>,
-    /// Exit 1 if any matched scenario is significantly slower than the baseline by more
-    /// than PCT percent (for CI gates).
+    /// Exit 1 if any matched scenario is significantly slower than the baseline (p below
+    /// --alpha) by more than PCT percent: throughput down by more than PCT%, or for
+    /// pingpong the latency up by more than PCT% (for CI gates).
     #[arg(long, value_name = "PCT", allow_hyphen_values = true)]
     pub fail_if_slower: Option<f64>,
     /// Significance level of the test (default 0.05: a 95% confidence interval).

@@ -12,6 +12,35 @@ use std::process::Output;
 use common::{assert_success, Sandbox};
 use serde_json::Value;
 
+const SCHEMA_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/schema/compare.schema.json");
+
+#[test]
+fn the_committed_schema_is_the_generated_one() {
+    let schema = schemars::schema_for!(sockbench::mode::compare::Document);
+    let now = serde_json::to_string_pretty(&schema).unwrap() + "\n";
+    if std::env::var_os("UPDATE_SCHEMA").is_some() {
+        std::fs::write(SCHEMA_PATH, &now).unwrap();
+    }
+    let committed = std::fs::read_to_string(SCHEMA_PATH).unwrap_or_default();
+    assert!(
+        committed == now,
+        "schema/compare.schema.json is stale: run `UPDATE_SCHEMA=1 cargo test --test compare` \
+         and bump compare::SCHEMA_VERSION if the change is incompatible"
+    );
+}
+
+/// A compare document matches schema/compare.schema.json.
+fn validate(doc: &Value) {
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(SCHEMA_PATH).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect();
+    assert!(errors.is_empty(), "not the schema's: {errors:#?}\n{doc}");
+}
+
 /// Run a measurement and save its JSON report as `name.json` in the sandbox.
 fn save(sb: &Sandbox, name: &str, args: &[&str]) -> PathBuf {
     let path = sb.path().join(format!("{name}.json"));
@@ -36,14 +65,17 @@ fn compare(sb: &Sandbox, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// stdout as JSON, checked against the schema.
 fn stdout_json(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "{e}: {}\n{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         )
-    })
+    });
+    validate(&v);
+    v
 }
 
 fn stderr(out: &Output) -> String {

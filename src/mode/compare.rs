@@ -43,7 +43,8 @@
 //! `--format table` (default), `markdown`, `html` (one self-contained page with a chart of
 //! the ratios and their intervals), `csv` (one row per comparison) and `json`, a versioned
 //! document (`"document": "sockbench-compare"`, `schema_version` [`SCHEMA_VERSION`]); the
-//! same go to `--export-json/--export-csv/--export-markdown/--export-html PATH`.
+//! same go to `--export-json/--export-csv/--export-markdown/--export-html PATH`. The JSON
+//! document's schema is schema/compare.schema.json.
 
 mod render;
 
@@ -97,7 +98,7 @@ impl IdentityOption {
 }
 
 /// The outcome for one matched scenario.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub enum Verdict {
     /// Significantly better than the baseline.
     #[serde(rename = "faster")]
@@ -130,7 +131,7 @@ impl Verdict {
 }
 
 /// The test a comparison used.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub enum TestKind {
     /// Welch's unequal-variances t-test.
     #[serde(rename = "welch")]
@@ -144,7 +145,7 @@ pub enum TestKind {
 }
 
 /// One side of a comparison: the scenario as one file has it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Side {
     /// The scenario's label in this file.
     pub scenario: String,
@@ -161,7 +162,7 @@ pub struct Side {
 }
 
 /// One matched scenario.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Comparison {
     /// The NEW file this row compares with BASE.
     pub new_file: String,
@@ -210,7 +211,7 @@ pub struct Comparison {
 }
 
 /// A scenario only one file of a pair has.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Unmatched {
     /// The NEW file of the pair.
     pub new_file: String,
@@ -227,7 +228,7 @@ pub struct Unmatched {
 }
 
 /// The compare document: what every format shows.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Document {
     /// Always `sockbench-compare`.
     pub document: &'static str,

@@ -151,10 +151,14 @@ fn row(c: &Comparison, view: View) -> Vec<String> {
 fn footer(doc: &Document) -> Vec<String> {
     let mut notes = doc.notes.clone();
     if !doc.comparisons.is_empty() {
+        notes.push(
+            "ratio: new/base of the run medians (pingpong: round-trip p50, lower is better), \
+             with its confidence interval (CI)"
+                .into(),
+        );
         notes.push(format!(
-            "ratio: new/base of the run medians (pingpong: round-trip p50, lower is better); \
-             CI: the ratio's interval; p: two-sided, from Welch's t-test when both sides have \
-             3+ runs without outliers, else Mann-Whitney U; significant below alpha {}",
+            "p: two-sided, from Welch's t-test when both sides have 3+ runs without outliers, \
+             else Mann-Whitney U; significant below alpha {}",
             doc.alpha
         ));
     }
