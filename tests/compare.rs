@@ -534,6 +534,12 @@ fn bad_usage_exits_2_and_unreadable_files_exit_1() {
         assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
         assert!(out.stdout.is_empty(), "{args:?}");
     }
+    // Under --format json, a usage error is a compare document with the error.
+    let out = compare(&sb, &[r, r, "--alpha", "2", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let v = stdout_json(&out);
+    assert!(v["error"].as_str().unwrap().contains("--alpha 2"), "{v}");
+    assert_eq!(v["comparisons"], serde_json::json!([]));
     std::fs::write(sb.path().join("other.json"), "{\"hello\": 1}").unwrap();
     std::fs::write(sb.path().join("text.json"), "not json").unwrap();
     for (file, says) in [

@@ -266,6 +266,7 @@ const FORMATS: &str = "table, json, csv, markdown or html";
 /// Compare saved reports.
 pub fn run(c: &CompareArgs, output: &OutputArgs) -> ExitCode {
     if let Err(e) = check_usage(c, output) {
+        print_error(c, output, &e);
         eprintln!("sockbench: error: {e}");
         return ExitCode::from(USAGE);
     }
@@ -275,11 +276,7 @@ pub fn run(c: &CompareArgs, output: &OutputArgs) -> ExitCode {
             Ok(r) => reports.push(r),
             Err(e) => {
                 let message = format!("{e:#}");
-                if output.format == Format::Json {
-                    let mut doc = empty_document(c);
-                    doc.error = Some(message.clone());
-                    let _ = super::write_document(&doc, Path::new("-"));
-                }
+                print_error(c, output, &message);
                 eprintln!("sockbench: error: {message}");
                 return ExitCode::from(FAILED);
             }
@@ -317,6 +314,16 @@ pub fn run(c: &CompareArgs, output: &OutputArgs) -> ExitCode {
         status = FAILED;
     }
     ExitCode::from(status)
+}
+
+/// Under `--format json`, a failure before comparing is a compare document too, with the
+/// error in it.
+fn print_error(c: &CompareArgs, output: &OutputArgs, message: &str) {
+    if output.format == Format::Json {
+        let mut doc = empty_document(c);
+        doc.error = Some(message.to_string());
+        let _ = super::write_document(&doc, Path::new("-"));
+    }
 }
 
 /// Refuse what compare cannot do before reading anything.

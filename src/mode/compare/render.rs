@@ -312,7 +312,7 @@ body { font: 14px/1.45 system-ui, sans-serif; color: var(--fg); background: var(
 table { border-collapse: collapse; margin: 0.5em 0; }
 th, td { border: 1px solid var(--line); padding: 0.25em 0.6em; }
 th { background: var(--head); }
-td.r { text-align: right; font-variant-numeric: tabular-nums; }
+td.r { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 .faster { color: var(--faster); } .slower { color: var(--slower); }
 .note { color: var(--muted); }
 svg text { fill: var(--fg); font: 12px system-ui, sans-serif; }
@@ -395,7 +395,10 @@ fn chart(rows: &[&Comparison]) -> String {
     });
     let (lo, hi) = values.fold((1.0f64, 1.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
     let (lo, hi) = (lo / 1.1, hi * 1.1);
-    let (left, width, row_h, top) = (300.0, 420.0, 24.0, 10.0);
+    // Room for the longest label at about 7 px a character (12 px sans-serif).
+    let longest = rows.iter().map(|c| c.scenario.chars().count()).max();
+    let left = (longest.unwrap_or(0) as f64 * 7.0 + 16.0).max(120.0);
+    let (width, row_h, top) = (420.0, 24.0, 10.0);
     let x = |v: f64| left + (v.max(lo).min(hi) / lo).ln() / (hi / lo).ln() * width;
     let height = top + row_h * rows.len() as f64 + 36.0;
     let mut s = format!(
@@ -408,7 +411,9 @@ fn chart(rows: &[&Comparison]) -> String {
         "<line class=\"axis\" x1=\"{0:.1}\" y1=\"{top}\" x2=\"{0:.1}\" y2=\"{bottom}\"/>\n",
         x(1.0)
     ));
-    for v in [lo * 1.1, 1.0, hi / 1.1] {
+    let mut ticks = vec![lo * 1.1, 1.0, hi / 1.1];
+    ticks.dedup_by(|a, b| (*a - *b).abs() < 1e-12);
+    for v in ticks {
         s.push_str(&format!(
             "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{v:.3}</text>\n",
             x(v),
