@@ -69,8 +69,19 @@ fn format_value(figure: &str, v: Option<f64>, view: View) -> String {
     }
 }
 
+/// A ratio with three decimals, or three significant digits below 0.1: `1.161`,
+/// `0.500`, `0.00129`.
 fn format_ratio(r: Option<f64>) -> String {
-    r.map_or_else(|| "-".into(), |r| format!("{r:.3}"))
+    r.map_or_else(|| "-".into(), ratio_text)
+}
+
+fn ratio_text(r: f64) -> String {
+    let digits = if r > 0.0 && r.is_finite() {
+        (2 - r.log10().floor() as i32).clamp(3, 12) as usize
+    } else {
+        3
+    };
+    format!("{r:.digits$}")
 }
 
 /// The interval column's header: the nominal confidence.
@@ -128,7 +139,7 @@ fn row(c: &Comparison, view: View) -> Vec<String> {
         None => format_value(c.figure, s.median, view),
     };
     let ci = match (c.ratio_ci_low, c.ratio_ci_high) {
-        (Some(lo), Some(hi)) => format!("{lo:.3}–{hi:.3}"),
+        (Some(lo), Some(hi)) => format!("{}–{}", ratio_text(lo), ratio_text(hi)),
         _ => "-".into(),
     };
     let mut verdict = c.verdict.text().to_string();
@@ -523,4 +534,21 @@ pub fn csv(doc: &Document) -> anyhow::Result<Vec<u8>> {
         ])?;
     }
     Ok(w.into_inner()?)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ratios_keep_three_significant_digits_when_small() {
+        assert_eq!(super::ratio_text(1.16123), "1.161");
+        assert_eq!(super::ratio_text(0.5), "0.500");
+        assert_eq!(super::ratio_text(0.099), "0.0990");
+        assert_eq!(super::ratio_text(0.001_294), "0.00129");
+        assert_eq!(super::ratio_text(12.5), "12.500");
+        assert_eq!(super::ratio_text(0.0), "0.000");
+        assert_eq!(super::format_p(0.000_9), "<0.001");
+        assert_eq!(super::format_p(0.0079), "0.008");
+        assert_eq!(super::format_percent(5.0), "5%");
+        assert_eq!(super::format_percent(2.5), "2.5%");
+    }
 }
