@@ -117,7 +117,8 @@ for pingpong (lower is better). Give --runs 3 or more to both runs (5 or more is
 with fewer, no test can tell noise from a change. The test is Welch's t when both sides
 have 3+ runs without outliers, else Mann-Whitney U; each row says which. Exit status: 0;
 1 with --fail-if-slower when a scenario is significantly slower by more than PCT, or when
-a file cannot be read; 2 bad usage.")]
+a file cannot be read; 2 bad usage. --format json (and --export-json) write the comparison
+(schema/compare.schema.json); csv, markdown and html work too, openmetrics does not.")]
     Compare(CompareArgs),
     /// Wait for clients on another host (or this one) and play the other role of the
     /// tests they run: `sockbench stream --server HOST` on the client. Logs one line per
