@@ -110,11 +110,15 @@ The file must be a report of this sockbench's schema version (its `schema_versio
   sockbench compare base.json new.json
   sockbench compare base.json new.json --fail-if-slower 5      (exit 1 on a significant loss over 5%)
   sockbench compare base.json new.json --format html > compare.html
+  sockbench compare base.json small-sndbuf.json --ignore-option sndbuf
 
 The headline figure is throughput for stream, rate and connect and the median round trip
-for pingpong. Give --runs 3 or more to both runs: with fewer, no test can tell noise from a
-change. Exit status: 0, 1 with --fail-if-slower when a scenario is significantly slower by
-more than PCT, 2 bad usage.")]
+for pingpong (lower is better). Give --runs 3 or more to both runs (5 or more is better):
+with fewer, no test can tell noise from a change. The test is Welch's t when both sides
+have 3+ runs without outliers, else Mann-Whitney U; each row says which. Exit status: 0;
+1 with --fail-if-slower when a scenario is significantly slower by more than PCT, or when
+a file cannot be read; 2 bad usage. --format json (and --export-json) write the comparison
+(schema/compare.schema.json); csv, markdown and html work too, openmetrics does not.")]
     Compare(CompareArgs),
     /// Wait for clients on another host (or this one) and play the other role of the
     /// tests they run: `sockbench stream --server HOST` on the client. Logs one line per
@@ -636,15 +640,27 @@ pub struct ReportArgs {
 pub struct CompareArgs {
     /// The baseline report, then one or more reports to compare with it ("-" for stdin,
     /// once).
-    #[arg(value_name = "BASE.json NEW.json", num_args = 2.., required = true)]
+    #[arg(value_names = ["BASE.json", "NEW.json"], num_args = 2.., required = true)]
     pub files: Vec<PathBuf>,
-    /// Exit 1 if any matched scenario is significantly slower than the baseline by more
-    /// than PCT percent (for CI gates).
-    #[arg(long, value_name = "PCT")]
+    /// Exit 1 if any matched scenario is significantly slower than the baseline (p below
+    /// --alpha) by more than PCT percent: throughput down by more than PCT%, or for
+    /// pingpong the latency up by more than PCT% (for CI gates).
+    #[arg(long, value_name = "PCT", allow_hyphen_values = true)]
     pub fail_if_slower: Option<f64>,
     /// Significance level of the test (default 0.05: a 95% confidence interval).
-    #[arg(long, value_name = "P", default_value_t = 0.05)]
+    #[arg(
+        long,
+        value_name = "P",
+        default_value_t = 0.05,
+        allow_hyphen_values = true
+    )]
     pub alpha: f64,
+    /// Options to leave out of a scenario's identity, comma-separated, to compare across a
+    /// change of them (e.g. `--ignore-option sndbuf`). By default scenarios match by
+    /// workload, transport, engine, size, sndbuf, rcvbuf, parallel, nodelay, cpus, runtime,
+    /// send, recv and placement; runs, warmup, duration, count and bytes never count.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub ignore_option: Vec<crate::mode::compare::IdentityOption>,
 }
 
 /// `connect --help`: only the transports connect can use.

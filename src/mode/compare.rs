@@ -1,12 +1,783 @@
 //! `sockbench compare BASE.json NEW.json [...]`: match scenarios across saved reports and
 //! say, per scenario, whether the new run is faster, slower, or not significantly different.
+//!
+//! # Matching
+//! A scenario's identity is what it measured: its workload, transport, engine and message
+//! size, the options that shape the traffic (requested `sndbuf`/`rcvbuf`, `parallel`,
+//! `nodelay`, `cpus`, the async `runtime`, `send`/`recv` methods) and the report's placement
+//! (threads, processes or server; `--bidir`). How long or how often it was measured is not
+//! identity: `--runs`, `--warmup`, `--duration`, `--count` and `--bytes` change the
+//! precision of a rate, not what it is, so a short CI run matches a long baseline.
+//! `--ignore-option sndbuf,...` drops options from the identity, to compare across a change
+//! of them. A scenario that occurs several times in one file matches the same occurrence
+//! in the other (first with first). Each NEW file is compared with BASE on its own; a
+//! scenario only in one of them is listed as `only in BASE` / `only in NEW`.
+//!
+//! # The figure, the ratio and the test
+//! The headline figure per run: `runs[].bits_per_second` for stream, `messages_per_second`
+//! for rate and connect (connections per second), and for pingpong the round trip's p50
+//! (`runs[].latencies.round_trip.p50_ns`), where lower is better. Base and new are the
+//! medians over runs and the ratio is new / base. The test, on the per-run values:
+//! - Welch's t-test when both sides have 3 runs or more and neither has an outlier (a
+//!   modified z-score over 3.5: the runs look like one normal lump). Its interval for the
+//!   ratio is Fieller's for the ratio of means, which excludes 1 exactly when the test
+//!   rejects.
+//! - Otherwise the Mann-Whitney U test (exact for small samples without values in
+//!   common), which assumes no shape; its interval is the Hodges-Lehmann one for the
+//!   ratio (on the logs of the values). When even the most extreme ordering of the runs
+//!   cannot reach `--alpha` (3 runs a side at 0.05), the verdict is `too few runs`.
+//! - With fewer than 2 runs on a side there is no test: `too few runs`.
+//!
+//! The verdict is `faster` or `slower` when p < alpha (the direction from the test; for
+//! pingpong a higher latency is slower), else `no significant difference`; a scenario that
+//! failed (an error, or no run) on either side is `failed`.
+//!
+//! # Exit status
+//! 0; 1 when `--fail-if-slower PCT` finds a scenario significantly slower by more than PCT
+//! percent (slower percent: 100 (1 - ratio) for rates, 100 (ratio - 1) for latency), or
+//! when a file cannot be read or is not a report (as `report`), or an export cannot be
+//! written; 2 for bad usage: PCT negative or not a number, alpha outside (0, 1), `-`
+//! (stdin) given twice, or a format compare does not write (openmetrics).
+//!
+//! # Output
+//! `--format table` (default), `markdown`, `html` (one self-contained page with a chart of
+//! the ratios and their intervals), `csv` (one row per comparison) and `json`, a versioned
+//! document (`"document": "sockbench-compare"`, `schema_version` [`SCHEMA_VERSION`]); the
+//! same go to `--export-json/--export-csv/--export-markdown/--export-html PATH`. The JSON
+//! document's schema is schema/compare.schema.json.
 
+mod render;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::cli::{CompareArgs, OutputArgs};
+use serde::Serialize;
+
+use super::{broken_pipe, FAILED, USAGE};
+use crate::cli::{CompareArgs, Format, OutputArgs};
+use crate::measure::stats;
+use crate::measure::units::format_bytes;
+use crate::report::{PlacementInfo, Report, ScenarioResult, Tool};
+use crate::workload::WorkloadKind;
+
+/// Version of the compare document's shape.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Options `--ignore-option` can leave out of a scenario's identity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum IdentityOption {
+    /// The engine (blocking, epoll, ...).
+    Engine,
+    /// The requested send buffer (`--sndbuf`).
+    Sndbuf,
+    /// The requested receive buffer (`--rcvbuf`).
+    Rcvbuf,
+    /// Parallel streams (`--parallel`).
+    Parallel,
+    /// TCP_NODELAY (`--nodelay`).
+    Nodelay,
+    /// CPU pinning (`--cpus`).
+    Cpus,
+    /// The async engine's runtime.
+    Runtime,
+    /// stream's `--send` method.
+    Send,
+    /// stream's `--recv` method.
+    Recv,
+    /// Where the roles ran (threads, processes, server) and `--bidir`.
+    Placement,
+}
+
+impl IdentityOption {
+    fn name(self) -> String {
+        clap::ValueEnum::to_possible_value(&self)
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default()
+    }
+}
+
+/// The outcome for one matched scenario.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub enum Verdict {
+    /// Significantly better than the baseline.
+    #[serde(rename = "faster")]
+    Faster,
+    /// Significantly worse than the baseline.
+    #[serde(rename = "slower")]
+    Slower,
+    /// The test cannot tell the runs apart at `--alpha`.
+    #[serde(rename = "no significant difference")]
+    NoSignificantDifference,
+    /// Too few runs on a side for a test to decide anything.
+    #[serde(rename = "too few runs")]
+    TooFewRuns,
+    /// The scenario failed on a side.
+    #[serde(rename = "failed")]
+    Failed,
+}
+
+impl Verdict {
+    /// The words the tables print (and JSON holds).
+    pub fn text(self) -> &'static str {
+        match self {
+            Verdict::Faster => "faster",
+            Verdict::Slower => "slower",
+            Verdict::NoSignificantDifference => "no significant difference",
+            Verdict::TooFewRuns => "too few runs",
+            Verdict::Failed => "failed",
+        }
+    }
+}
+
+/// The test a comparison used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub enum TestKind {
+    /// Welch's unequal-variances t-test.
+    #[serde(rename = "welch")]
+    Welch,
+    /// Mann-Whitney U with its exact distribution.
+    #[serde(rename = "mann-whitney-exact")]
+    MannWhitneyExact,
+    /// Mann-Whitney U with the normal approximation.
+    #[serde(rename = "mann-whitney-normal")]
+    MannWhitneyNormal,
+}
+
+/// One side of a comparison: the scenario as one file has it.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct Side {
+    /// The scenario's label in this file.
+    pub scenario: String,
+    /// Runs with the figure.
+    pub runs: usize,
+    /// The figure of each run, in run order (the comparison's `figure` unit).
+    pub values: Vec<f64>,
+    /// Median over runs; null if none.
+    pub median: Option<f64>,
+    /// Mean over runs; null if none.
+    pub mean: Option<f64>,
+    /// Why the scenario failed in this file, if it did.
+    pub error: Option<String>,
+}
+
+/// One matched scenario.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct Comparison {
+    /// The NEW file this row compares with BASE.
+    pub new_file: String,
+    /// The scenario, as BASE labels it; then, in brackets, how the options
+    /// `--ignore-option` left out differ in NEW (`[sndbuf default → 4 KiB]`).
+    pub scenario: String,
+    /// The workload.
+    pub workload: WorkloadKind,
+    /// The transport.
+    pub transport: crate::transport::TransportKind,
+    /// The engine (BASE's).
+    pub engine: crate::engine::EngineKind,
+    /// Message size.
+    pub size_bytes: u64,
+    /// The headline figure and its unit: `bits_per_second`, `messages_per_second` or
+    /// `round_trip_p50_ns`.
+    pub figure: &'static str,
+    /// Whether a higher figure is better (false for latency).
+    pub higher_is_better: bool,
+    /// BASE.
+    pub base: Side,
+    /// NEW.
+    pub new: Side,
+    /// new median / base median; null if either is unknown or the base is 0.
+    pub ratio: Option<f64>,
+    /// Lower end of the ratio's confidence interval (null: no interval).
+    pub ratio_ci_low: Option<f64>,
+    /// Upper end of the ratio's confidence interval.
+    pub ratio_ci_high: Option<f64>,
+    /// The interval's confidence: 1 - alpha, or the exact level a Mann-Whitney interval
+    /// reaches (at least 1 - alpha).
+    pub ci_confidence: Option<f64>,
+    /// The test made: `welch`, `mann-whitney-exact`, `mann-whitney-normal`; null if none.
+    pub test: Option<TestKind>,
+    /// Its two-sided p-value.
+    pub p_value: Option<f64>,
+    /// `faster`, `slower`, `no significant difference`, `too few runs` or `failed`.
+    pub verdict: Verdict,
+    /// How much slower NEW is, in percent: 100 (1 - ratio) for rates, 100 (ratio - 1) for
+    /// latency; negative when faster; null without a ratio.
+    pub slower_percent: Option<f64>,
+    /// True if this row fails `--fail-if-slower`.
+    pub gate_failed: bool,
+    /// Why the verdict is what it is, when that needs saying (too few runs, failures).
+    pub note: Option<String>,
+}
+
+/// A scenario only one file of a pair has.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct Unmatched {
+    /// The NEW file of the pair.
+    pub new_file: String,
+    /// The scenario's label.
+    pub scenario: String,
+    /// The workload.
+    pub workload: WorkloadKind,
+    /// The transport.
+    pub transport: crate::transport::TransportKind,
+    /// The engine.
+    pub engine: crate::engine::EngineKind,
+    /// Message size.
+    pub size_bytes: u64,
+}
+
+/// The compare document: what every format shows.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct Document {
+    /// Always `sockbench-compare`.
+    pub document: &'static str,
+    /// Version of this shape ([`SCHEMA_VERSION`]).
+    pub schema_version: u32,
+    /// The tool that wrote it.
+    pub tool: Tool,
+    /// The BASE file as given.
+    pub base: String,
+    /// The NEW files as given.
+    pub new: Vec<String>,
+    /// Significance level of the tests.
+    pub alpha: f64,
+    /// Options left out of the identity (`--ignore-option`).
+    pub ignored_options: Vec<String>,
+    /// One per matched scenario and NEW file, in BASE's order, NEW file by NEW file.
+    pub comparisons: Vec<Comparison>,
+    /// Scenarios BASE has and a NEW file lacks.
+    pub only_in_base: Vec<Unmatched>,
+    /// Scenarios a NEW file has and BASE lacks.
+    pub only_in_new: Vec<Unmatched>,
+    /// `--fail-if-slower`, in percent; null without it.
+    pub fail_if_slower_percent: Option<f64>,
+    /// True if a comparison failed that gate (the exit status is then 1).
+    pub failed_gate: bool,
+    /// What else to know: failed or interrupted runs, how to read the table.
+    pub notes: Vec<String>,
+    /// Why compare failed before comparing (a file it could not read); null otherwise.
+    pub error: Option<String>,
+}
+
+/// The formats compare writes.
+const FORMATS: &str = "table, json, csv, markdown or html";
 
 /// Compare saved reports.
-pub fn run(_c: &CompareArgs, _output: &OutputArgs) -> ExitCode {
-    eprintln!("sockbench: error: compare is not built yet");
-    ExitCode::from(super::FAILED)
+pub fn run(c: &CompareArgs, output: &OutputArgs) -> ExitCode {
+    if let Err(e) = check_usage(c, output) {
+        print_error(c, output, &e);
+        eprintln!("sockbench: error: {e}");
+        return ExitCode::from(USAGE);
+    }
+    let mut reports = Vec::with_capacity(c.files.len());
+    for path in &c.files {
+        match super::report::load(path) {
+            Ok(r) => reports.push(r),
+            Err(e) => {
+                let message = format!("{e:#}");
+                print_error(c, output, &message);
+                eprintln!("sockbench: error: {message}");
+                return ExitCode::from(FAILED);
+            }
+        }
+    }
+    let doc = compare(c, &reports);
+    let mut status = 0;
+    let view = output.view();
+    for (format, path) in output.report_exports() {
+        if let Err(e) = write_to(&doc, format, view, &path) {
+            if !broken_pipe(&e) {
+                eprintln!("sockbench: error: not written: {}: {e:#}", path.display());
+                status = FAILED;
+            }
+        }
+    }
+    if let Err(e) = write_to(&doc, output.format, view, Path::new("-")) {
+        if !broken_pipe(&e) {
+            eprintln!("sockbench: error: cannot print the comparison: {e:#}");
+            status = FAILED;
+        }
+    }
+    for row in doc.comparisons.iter().filter(|r| r.gate_failed) {
+        eprintln!(
+            "sockbench: {} is {:.1}% slower in {} (p = {}, {}), more than --fail-if-slower {}",
+            row.scenario,
+            row.slower_percent.unwrap_or(f64::NAN),
+            row.new_file,
+            row.p_value.map_or_else(|| "-".into(), render::format_p),
+            render::test_name(row.test),
+            render::format_percent(doc.fail_if_slower_percent.unwrap_or(0.0)),
+        );
+    }
+    if doc.failed_gate {
+        status = FAILED;
+    }
+    ExitCode::from(status)
 }
+
+/// Under `--format json`, a failure before comparing is a compare document too, with the
+/// error in it.
+fn print_error(c: &CompareArgs, output: &OutputArgs, message: &str) {
+    if output.format == Format::Json {
+        let mut doc = empty_document(c);
+        doc.error = Some(message.to_string());
+        let _ = super::write_document(&doc, Path::new("-"));
+    }
+}
+
+/// Refuse what compare cannot do before reading anything.
+fn check_usage(c: &CompareArgs, output: &OutputArgs) -> Result<(), String> {
+    if let Some(p) = c.fail_if_slower {
+        if !p.is_finite() || p < 0.0 {
+            return Err(format!(
+                "--fail-if-slower {p}: give a percentage of 0 or more, e.g. --fail-if-slower 5"
+            ));
+        }
+    }
+    if !(c.alpha > 0.0 && c.alpha < 1.0) {
+        return Err(format!(
+            "--alpha {}: give a significance level between 0 and 1, e.g. --alpha 0.05",
+            c.alpha
+        ));
+    }
+    if c.files.iter().filter(|f| f.as_os_str() == "-").count() > 1 {
+        return Err("stdin (-) can be given once: save the other reports to files".into());
+    }
+    if output.format == Format::Openmetrics {
+        return Err(format!(
+            "compare does not write openmetrics (it holds a run's figures, not a comparison): \
+             use --format {FORMATS}"
+        ));
+    }
+    if output.export_openmetrics.is_some() {
+        return Err(format!(
+            "compare does not write openmetrics: use --export-json, --export-csv, \
+             --export-markdown or --export-html (formats {FORMATS})"
+        ));
+    }
+    Ok(())
+}
+
+/// Serialize `doc` as `format` to `path` (`-`: stdout).
+fn write_to(
+    doc: &Document,
+    format: Format,
+    view: crate::report::View,
+    path: &Path,
+) -> anyhow::Result<()> {
+    let bytes = match format {
+        Format::Json => {
+            let mut b = serde_json::to_vec_pretty(doc)?;
+            b.push(b'\n');
+            b
+        }
+        Format::Table => render::table(doc, view).into_bytes(),
+        Format::Markdown => render::markdown(doc, view).into_bytes(),
+        Format::Html => render::html(doc, view).into_bytes(),
+        Format::Csv => render::csv(doc)?,
+        Format::Openmetrics => anyhow::bail!("compare does not write openmetrics"),
+    };
+    if path.as_os_str() == "-" {
+        let mut out = std::io::stdout().lock();
+        out.write_all(&bytes)?;
+        out.flush()?;
+    } else {
+        std::fs::write(path, bytes)?;
+    }
+    Ok(())
+}
+
+/// A document with nothing compared yet.
+fn empty_document(c: &CompareArgs) -> Document {
+    let name = |p: &PathBuf| p.display().to_string();
+    Document {
+        document: "sockbench-compare",
+        schema_version: SCHEMA_VERSION,
+        tool: Tool {
+            name: "sockbench".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        },
+        base: c.files.first().map(name).unwrap_or_default(),
+        new: c.files.iter().skip(1).map(name).collect(),
+        alpha: c.alpha,
+        ignored_options: c.ignore_option.iter().map(|o| o.name()).collect(),
+        comparisons: Vec::new(),
+        only_in_base: Vec::new(),
+        only_in_new: Vec::new(),
+        fail_if_slower_percent: c.fail_if_slower,
+        failed_gate: false,
+        notes: Vec::new(),
+        error: None,
+    }
+}
+
+/// Compare `reports[0]` (BASE) with each of the others, named as in `c.files`.
+pub fn compare(c: &CompareArgs, reports: &[Report]) -> Document {
+    let mut doc = empty_document(c);
+    let Some((base, news)) = reports.split_first() else {
+        return doc;
+    };
+    let base_name = doc.base.clone();
+    doc.notes.extend(run_notes(&base_name, base));
+    for (new, new_name) in news.iter().zip(doc.new.clone()) {
+        doc.notes.extend(run_notes(&new_name, new));
+        let pairs = match_scenarios(base, new, &c.ignore_option);
+        for (b, n) in pairs.matched {
+            let (b, n) = (&base.results[b], &new.results[n]);
+            let mut row = compare_one(b, n, &new_name, c.alpha, c.fail_if_slower);
+            let changed =
+                changed_options((b, &base.placement), (n, &new.placement), &c.ignore_option);
+            if !changed.is_empty() {
+                row.scenario = format!("{} [{}]", row.scenario, changed.join(", "));
+            }
+            doc.comparisons.push(row);
+        }
+        let unmatched = |r: &ScenarioResult| Unmatched {
+            new_file: new_name.clone(),
+            scenario: label(r),
+            workload: r.workload,
+            transport: r.transport,
+            engine: r.engine,
+            size_bytes: r.size_bytes,
+        };
+        doc.only_in_base
+            .extend(pairs.only_base.iter().map(|&i| unmatched(&base.results[i])));
+        doc.only_in_new
+            .extend(pairs.only_new.iter().map(|&i| unmatched(&new.results[i])));
+    }
+    doc.failed_gate = doc.comparisons.iter().any(|r| r.gate_failed);
+    doc
+}
+
+/// What to say about a whole run: it failed, or was interrupted.
+fn run_notes(name: &str, r: &Report) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(e) = &r.error {
+        notes.push(format!("{name}: the run failed: {e}"));
+    }
+    if r.interrupted {
+        notes.push(format!(
+            "{name}: the run was interrupted: it holds only the scenarios that finished"
+        ));
+    }
+    notes
+}
+
+/// Indices of matched and unmatched scenarios of a BASE/NEW pair.
+struct Pairs {
+    matched: Vec<(usize, usize)>,
+    only_base: Vec<usize>,
+    only_new: Vec<usize>,
+}
+
+/// Pair scenarios by identity, in BASE's order; the k-th occurrence of an identity in
+/// BASE pairs with its k-th occurrence in NEW.
+fn match_scenarios(base: &Report, new: &Report, ignore: &[IdentityOption]) -> Pairs {
+    let key_b: Vec<String> = (base.results.iter())
+        .map(|r| identity(r, &base.placement, ignore))
+        .collect();
+    let key_n: Vec<String> = (new.results.iter())
+        .map(|r| identity(r, &new.placement, ignore))
+        .collect();
+    let mut used = vec![false; key_n.len()];
+    let mut pairs = Pairs {
+        matched: Vec::new(),
+        only_base: Vec::new(),
+        only_new: Vec::new(),
+    };
+    for (i, k) in key_b.iter().enumerate() {
+        match (0..key_n.len()).find(|&j| !used[j] && &key_n[j] == k) {
+            Some(j) => {
+                used[j] = true;
+                pairs.matched.push((i, j));
+            }
+            None => pairs.only_base.push(i),
+        }
+    }
+    pairs.only_new = (0..key_n.len()).filter(|&j| !used[j]).collect();
+    pairs
+}
+
+/// A scenario's identity as a string (JSON of the fields that make it), without the
+/// ignored options.
+fn identity(r: &ScenarioResult, placement: &PlacementInfo, ignore: &[IdentityOption]) -> String {
+    use IdentityOption as O;
+    let o = &r.options;
+    let mut v = serde_json::json!({
+        "workload": r.workload,
+        "transport": r.transport,
+        "size_bytes": r.size_bytes,
+    });
+    let fields = [
+        (O::Engine, serde_json::json!(r.engine)),
+        (O::Sndbuf, serde_json::json!(o.sndbuf_bytes)),
+        (O::Rcvbuf, serde_json::json!(o.rcvbuf_bytes)),
+        (O::Parallel, serde_json::json!(o.parallel)),
+        (O::Nodelay, serde_json::json!(o.nodelay)),
+        (O::Cpus, serde_json::json!(o.cpus)),
+        (O::Runtime, serde_json::json!(o.runtime)),
+        (O::Send, serde_json::json!(o.send)),
+        (O::Recv, serde_json::json!(o.recv)),
+        (
+            O::Placement,
+            serde_json::json!([placement.name, placement.bidir]),
+        ),
+    ];
+    for (opt, value) in fields {
+        if !ignore.contains(&opt) {
+            v[opt.name()] = value;
+        }
+    }
+    v.to_string()
+}
+
+/// How the ignored options differ between a matched pair: `sndbuf default → 4 KiB`.
+fn changed_options(
+    (b, bp): (&ScenarioResult, &PlacementInfo),
+    (n, np): (&ScenarioResult, &PlacementInfo),
+    ignore: &[IdentityOption],
+) -> Vec<String> {
+    ignore
+        .iter()
+        .filter_map(|&o| {
+            let (x, y) = (option_text(o, b, bp), option_text(o, n, np));
+            (x != y).then(|| format!("{} {x} → {y}", o.name()))
+        })
+        .collect()
+}
+
+/// An identity option's value for people.
+fn option_text(o: IdentityOption, r: &ScenarioResult, p: &PlacementInfo) -> String {
+    use IdentityOption as O;
+    let opts = &r.options;
+    let name = |v: Option<clap::builder::PossibleValue>| {
+        v.map_or_else(|| "default".to_string(), |v| v.get_name().to_string())
+    };
+    let bytes = |b: Option<u64>| b.map_or_else(|| "default".into(), format_bytes);
+    match o {
+        O::Engine => r.engine.to_string(),
+        O::Sndbuf => bytes(opts.sndbuf_bytes),
+        O::Rcvbuf => bytes(opts.rcvbuf_bytes),
+        O::Parallel => opts.parallel.to_string(),
+        O::Nodelay => if opts.nodelay { "on" } else { "off" }.into(),
+        O::Cpus => opts
+            .cpus
+            .map_or_else(|| "any".into(), |[a, b]| format!("{a},{b}")),
+        O::Runtime => name(
+            opts.runtime
+                .and_then(|v| clap::ValueEnum::to_possible_value(&v)),
+        ),
+        O::Send => name(
+            opts.send
+                .and_then(|v| clap::ValueEnum::to_possible_value(&v)),
+        ),
+        O::Recv => name(
+            opts.recv
+                .and_then(|v| clap::ValueEnum::to_possible_value(&v)),
+        ),
+        O::Placement => match p.bidir {
+            true => format!("{} bidir", p.name),
+            false => p.name.clone(),
+        },
+    }
+}
+
+/// The scenario's label with its workload and the identity options the report's label
+/// leaves out: `stream tcp 64 KiB`, `stream tcp 64 KiB sndbuf 4 KiB x4 nodelay`.
+fn label(r: &ScenarioResult) -> String {
+    let mut s = format!("{} {}", r.workload, r.label());
+    if r.options.parallel > 1 {
+        s.push_str(&format!(" x{}", r.options.parallel));
+    }
+    if r.options.nodelay {
+        s.push_str(" nodelay");
+    }
+    if let Some([a, b]) = r.options.cpus {
+        s.push_str(&format!(" cpus {a},{b}"));
+    }
+    if let Some(rt) = r.options.runtime {
+        if let Some(v) = clap::ValueEnum::to_possible_value(&rt) {
+            s.push_str(&format!(" {}", v.get_name()));
+        }
+    }
+    s
+}
+
+/// The headline figure of a workload: its name (with unit) and whether higher is better.
+pub fn figure(workload: WorkloadKind) -> (&'static str, bool) {
+    match workload {
+        WorkloadKind::Stream => ("bits_per_second", true),
+        WorkloadKind::Rate | WorkloadKind::Connect => ("messages_per_second", true),
+        WorkloadKind::Pingpong => ("round_trip_p50_ns", false),
+    }
+}
+
+/// The headline figure of each run that has it.
+fn run_values(r: &ScenarioResult) -> Vec<f64> {
+    (r.runs.iter())
+        .filter_map(|run| match r.workload {
+            WorkloadKind::Stream => Some(run.bits_per_second),
+            WorkloadKind::Rate | WorkloadKind::Connect => Some(run.messages_per_second),
+            WorkloadKind::Pingpong => run.latencies.get("round_trip").map(|l| l.p50_ns as f64),
+        })
+        .filter(|v| v.is_finite())
+        .collect()
+}
+
+/// One side of a comparison.
+fn side(r: &ScenarioResult) -> Side {
+    let values = run_values(r);
+    let error = match (&r.error, values.is_empty()) {
+        (Some(e), _) => Some(e.clone()),
+        (None, true) => Some("no run finished".to_string()),
+        (None, false) => None,
+    };
+    Side {
+        scenario: label(r),
+        runs: values.len(),
+        median: stats::median(&values),
+        mean: (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64),
+        values,
+        error,
+    }
+}
+
+/// The smallest run count per side with which the exact Mann-Whitney test can reach
+/// `alpha`.
+fn runs_needed(alpha: f64) -> usize {
+    (2..=50)
+        .find(|&k| stats::mann_whitney_min_p(k, k) <= alpha)
+        .unwrap_or(50)
+}
+
+/// Compare one matched pair.
+pub fn compare_one(
+    b: &ScenarioResult,
+    n: &ScenarioResult,
+    new_file: &str,
+    alpha: f64,
+    fail_if_slower: Option<f64>,
+) -> Comparison {
+    let (figure, higher_is_better) = figure(b.workload);
+    let (base, new) = (side(b), side(n));
+    let scenario = base.scenario.clone();
+    let ratio = match (base.median, new.median) {
+        (Some(b), Some(n)) if b != 0.0 => Some(n / b),
+        _ => None,
+    };
+    let mut row = Comparison {
+        new_file: new_file.to_string(),
+        scenario,
+        workload: b.workload,
+        transport: b.transport,
+        engine: b.engine,
+        size_bytes: b.size_bytes,
+        figure,
+        higher_is_better,
+        ratio,
+        ratio_ci_low: None,
+        ratio_ci_high: None,
+        ci_confidence: None,
+        test: None,
+        p_value: None,
+        verdict: Verdict::Failed,
+        slower_percent: ratio.map(|r| match higher_is_better {
+            true => 100.0 * (1.0 - r),
+            false => 100.0 * (r - 1.0),
+        }),
+        gate_failed: false,
+        note: None,
+        base,
+        new,
+    };
+    decide(&mut row, alpha);
+    row.gate_failed = row.verdict == Verdict::Slower
+        && matches!((fail_if_slower, row.slower_percent), (Some(pct), Some(s)) if s > pct);
+    row
+}
+
+/// The test, the interval and the verdict of a row.
+fn decide(row: &mut Comparison, alpha: f64) {
+    let failures: Vec<String> = [("BASE", &row.base), ("NEW", &row.new)]
+        .iter()
+        .filter_map(|(name, s)| s.error.as_ref().map(|e| format!("{name}: {e}")))
+        .collect();
+    if !failures.is_empty() {
+        row.verdict = Verdict::Failed;
+        row.note = Some(failures.join("; "));
+        return;
+    }
+    let (b, n) = (&row.base.values, &row.new.values);
+    if b.len() < 2 || n.len() < 2 {
+        row.verdict = Verdict::TooFewRuns;
+        row.note = Some(format!(
+            "{} run(s) in BASE and {} in NEW: no test can tell a change from noise; \
+             measure both with --runs 3 or more",
+            b.len(),
+            n.len()
+        ));
+        return;
+    }
+    let welch_fits =
+        b.len() >= 3 && n.len() >= 3 && !stats::has_outlier(b) && !stats::has_outlier(n);
+    let new_higher;
+    if welch_fits {
+        let Some(w) = stats::welch(b, n) else {
+            return;
+        };
+        row.test = Some(TestKind::Welch);
+        row.p_value = Some(w.p_value);
+        if let Some((lo, hi)) = w.ratio_interval(alpha) {
+            row.ratio_ci_low = Some(lo);
+            row.ratio_ci_high = Some(hi);
+            row.ci_confidence = Some(1.0 - alpha);
+        }
+        new_higher = w.t > 0.0;
+    } else {
+        let Some(mw) = stats::mann_whitney(b, n) else {
+            return;
+        };
+        row.test = Some(match mw.exact {
+            true => TestKind::MannWhitneyExact,
+            false => TestKind::MannWhitneyNormal,
+        });
+        row.p_value = Some(mw.p_value);
+        new_higher = mw.u > (b.len() * n.len()) as f64 / 2.0;
+        if b.iter().chain(n).all(|&v| v > 0.0) {
+            let (lb, ln): (Vec<f64>, Vec<f64>) = (
+                b.iter().map(|v| v.ln()).collect(),
+                n.iter().map(|v| v.ln()).collect(),
+            );
+            if let Some(s) = stats::hodges_lehmann(&lb, &ln, alpha) {
+                row.ratio_ci_low = Some(s.low.exp());
+                row.ratio_ci_high = Some(s.high.exp());
+                row.ci_confidence = Some(s.confidence);
+            }
+        }
+        let why = match b.len() < 3 || n.len() < 3 {
+            true => "fewer than 3 runs on a side",
+            false => "the runs have an outlier",
+        };
+        if mw.exact && stats::mann_whitney_min_p(b.len(), n.len()) > alpha {
+            row.verdict = Verdict::TooFewRuns;
+            row.note = Some(format!(
+                "{} and {} runs: the Mann-Whitney test ({why}) cannot reach p < {alpha} \
+                 with so few: measure both with --runs {} or more",
+                b.len(),
+                n.len(),
+                runs_needed(alpha)
+            ));
+            return;
+        }
+    }
+    let significant = row.p_value.is_some_and(|p| p < alpha);
+    row.verdict = match (significant, new_higher == row.higher_is_better) {
+        (false, _) => Verdict::NoSignificantDifference,
+        (true, true) => Verdict::Faster,
+        (true, false) => Verdict::Slower,
+    };
+}
+
+#[cfg(test)]
+mod tests;

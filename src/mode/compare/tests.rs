@@ -1,0 +1,420 @@
+//! Unit tests of compare: matching, verdicts and rendering, on hand-made reports.
+
+use super::*;
+use crate::plan::Layout;
+use crate::report::sample;
+use crate::report::View;
+use crate::transport::TransportKind;
+
+/// A scenario whose runs have these headline figures (bits/s, messages/s or p50 ns).
+fn with_runs(workload: WorkloadKind, transport: TransportKind, values: &[f64]) -> ScenarioResult {
+    let mut r = sample::scenario(workload, transport, 64 << 10, 1e9);
+    let run = r.runs[0].clone();
+    r.runs = values
+        .iter()
+        .map(|&v| {
+            let mut run = run.clone();
+            run.bits_per_second = v;
+            run.messages_per_second = v;
+            if workload == WorkloadKind::Pingpong {
+                run.latencies
+                    .insert("round_trip".into(), sample::latency(v as u64));
+            }
+            run
+        })
+        .collect();
+    r.options.runs = values.len() as u32;
+    r
+}
+
+fn stream(values: &[f64]) -> ScenarioResult {
+    with_runs(WorkloadKind::Stream, TransportKind::Tcp, values)
+}
+
+fn args(files: usize, fail_if_slower: Option<f64>, ignore: &[IdentityOption]) -> CompareArgs {
+    CompareArgs {
+        files: (0..files)
+            .map(|i| PathBuf::from(format!("r{i}.json")))
+            .collect(),
+        fail_if_slower,
+        alpha: 0.05,
+        ignore_option: ignore.to_vec(),
+    }
+}
+
+fn doc(results: Vec<Vec<ScenarioResult>>, c: &CompareArgs) -> Document {
+    let reports: Vec<Report> = results
+        .into_iter()
+        .map(|r| sample::report(r, Layout::List))
+        .collect();
+    compare(c, &reports)
+}
+
+const STEADY: [f64; 5] = [10.0e9, 10.2e9, 9.9e9, 10.1e9, 9.8e9];
+
+fn scaled(values: &[f64], by: f64) -> Vec<f64> {
+    values.iter().map(|v| v * by).collect()
+}
+
+#[test]
+fn scenarios_match_by_identity_but_not_by_how_long_they_were_measured() {
+    let base = stream(&STEADY);
+    let mut new = stream(&STEADY[..3]);
+    new.options.duration_seconds = Some(0.2);
+    new.options.warmup_seconds = 0.0;
+    let mut udp = stream(&STEADY);
+    udp.transport = TransportKind::Udp;
+    let d = doc(
+        vec![vec![base.clone(), udp], vec![new]],
+        &args(2, None, &[]),
+    );
+    assert_eq!(d.comparisons.len(), 1);
+    assert_eq!(d.comparisons[0].scenario, "stream tcp 64 KiB");
+    assert_eq!(d.only_in_base.len(), 1);
+    assert_eq!(d.only_in_base[0].scenario, "stream udp 64 KiB");
+    assert!(d.only_in_new.is_empty());
+
+    // A requested buffer is identity, unless --ignore-option says otherwise.
+    let mut small = stream(&STEADY);
+    small.options.sndbuf_bytes = Some(4096);
+    let d = doc(
+        vec![vec![base.clone()], vec![small.clone()]],
+        &args(2, None, &[]),
+    );
+    assert!(d.comparisons.is_empty());
+    assert_eq!(d.only_in_base[0].scenario, "stream tcp 64 KiB");
+    assert_eq!(d.only_in_new[0].scenario, "stream tcp 64 KiB sndbuf 4 KiB");
+    let d = doc(
+        vec![vec![base.clone()], vec![small]],
+        &args(2, None, &[IdentityOption::Sndbuf]),
+    );
+    assert_eq!(d.comparisons.len(), 1);
+    assert_eq!(
+        d.comparisons[0].scenario,
+        "stream tcp 64 KiB [sndbuf default → 4 KiB]"
+    );
+    assert_eq!(d.ignored_options, ["sndbuf"]);
+
+    // The engine, parallel streams and placement are identity too.
+    let mut epoll = stream(&STEADY);
+    epoll.engine = crate::engine::EngineKind::Epoll;
+    let mut four = stream(&STEADY);
+    four.options.parallel = 4;
+    let d = doc(
+        vec![vec![base.clone()], vec![epoll, four]],
+        &args(2, None, &[]),
+    );
+    assert_eq!((d.comparisons.len(), d.only_in_new.len()), (0, 2));
+    let mut processes = sample::report(vec![stream(&STEADY)], Layout::List);
+    processes.placement.name = "processes".into();
+    let reports = [sample::report(vec![base], Layout::List), processes];
+    assert!(compare(&args(2, None, &[]), &reports)
+        .comparisons
+        .is_empty());
+    let d = compare(&args(2, None, &[IdentityOption::Placement]), &reports);
+    assert_eq!(
+        d.comparisons[0].scenario,
+        "stream tcp 64 KiB [placement threads → processes]"
+    );
+}
+
+#[test]
+fn a_scenario_repeated_in_a_file_pairs_first_with_first() {
+    let a = [stream(&STEADY), stream(&scaled(&STEADY, 2.0))];
+    let b = [
+        stream(&STEADY),
+        stream(&scaled(&STEADY, 2.0)),
+        stream(&STEADY),
+    ];
+    let d = doc(vec![a.to_vec(), b.to_vec()], &args(2, None, &[]));
+    assert_eq!(d.comparisons.len(), 2);
+    assert!(d.comparisons.iter().all(|c| c.ratio == Some(1.0)));
+    assert_eq!(d.only_in_new.len(), 1);
+}
+
+#[test]
+fn half_the_throughput_is_slower_by_50_percent_with_an_interval_around_one_half() {
+    let d = doc(
+        vec![vec![stream(&STEADY)], vec![stream(&scaled(&STEADY, 0.5))]],
+        &args(2, Some(10.0), &[]),
+    );
+    let c = &d.comparisons[0];
+    assert_eq!(c.figure, "bits_per_second");
+    assert!(c.higher_is_better);
+    assert_eq!(c.base.median, Some(10.0e9));
+    assert_eq!(c.new.median, Some(5.0e9));
+    assert_eq!(c.ratio, Some(0.5));
+    assert_eq!(c.test, Some(TestKind::Welch));
+    let (lo, hi) = (c.ratio_ci_low.unwrap(), c.ratio_ci_high.unwrap());
+    assert!(lo < 0.5 && 0.5 < hi && hi < 0.6, "{lo} {hi}");
+    // The same interval as Fieller's from the stats module, at 95%.
+    let w = stats::welch(&STEADY, &scaled(&STEADY, 0.5)).unwrap();
+    assert_eq!(w.ratio_interval(0.05), Some((lo, hi)));
+    assert_eq!(c.ci_confidence, Some(0.95));
+    assert!(c.p_value.unwrap() < 1e-6);
+    assert_eq!(c.verdict, Verdict::Slower);
+    assert_eq!(c.slower_percent, Some(50.0));
+    assert!(c.gate_failed && d.failed_gate);
+    // A looser gate lets it through; so does no gate.
+    let d = doc(
+        vec![vec![stream(&STEADY)], vec![stream(&scaled(&STEADY, 0.5))]],
+        &args(2, Some(60.0), &[]),
+    );
+    assert!(!d.failed_gate && !d.comparisons[0].gate_failed);
+    // Twice the throughput is faster and never fails a gate.
+    let d = doc(
+        vec![vec![stream(&STEADY)], vec![stream(&scaled(&STEADY, 2.0))]],
+        &args(2, Some(0.0), &[]),
+    );
+    assert_eq!(d.comparisons[0].verdict, Verdict::Faster);
+    assert_eq!(d.comparisons[0].slower_percent, Some(-100.0));
+    assert!(!d.failed_gate);
+}
+
+#[test]
+fn for_pingpong_a_higher_latency_is_slower() {
+    let ping = |v: &[f64]| with_runs(WorkloadKind::Pingpong, TransportKind::Udp, v);
+    let base = [20_000.0, 20_400.0, 19_800.0, 20_200.0, 19_600.0];
+    let d = doc(
+        vec![vec![ping(&base)], vec![ping(&scaled(&base, 2.0))]],
+        &args(2, Some(50.0), &[]),
+    );
+    let c = &d.comparisons[0];
+    assert_eq!(c.figure, "round_trip_p50_ns");
+    assert!(!c.higher_is_better);
+    assert_eq!(c.ratio, Some(2.0));
+    assert_eq!(c.verdict, Verdict::Slower);
+    assert_eq!(c.slower_percent, Some(100.0));
+    assert!(c.gate_failed);
+    let d = doc(
+        vec![vec![ping(&base)], vec![ping(&scaled(&base, 0.5))]],
+        &args(2, Some(0.0), &[]),
+    );
+    let c = &d.comparisons[0];
+    assert_eq!(c.verdict, Verdict::Faster);
+    assert_eq!(c.slower_percent, Some(-50.0));
+    assert!(!d.failed_gate);
+    // Rate and connect compare messages (connections) per second, higher is better.
+    assert_eq!(figure(WorkloadKind::Rate), ("messages_per_second", true));
+    assert_eq!(figure(WorkloadKind::Connect), ("messages_per_second", true));
+}
+
+#[test]
+fn the_same_runs_make_no_significant_difference() {
+    let d = doc(
+        vec![vec![stream(&STEADY)], vec![stream(&STEADY)]],
+        &args(2, Some(0.0), &[]),
+    );
+    let c = &d.comparisons[0];
+    assert_eq!((c.ratio, c.p_value), (Some(1.0), Some(1.0)));
+    assert_eq!(c.verdict, Verdict::NoSignificantDifference);
+    assert!(!d.failed_gate);
+}
+
+#[test]
+fn one_run_on_a_side_is_too_few_for_a_test() {
+    let d = doc(
+        vec![vec![stream(&[10e9])], vec![stream(&scaled(&STEADY, 0.5))]],
+        &args(2, Some(0.0), &[]),
+    );
+    let c = &d.comparisons[0];
+    assert_eq!(c.verdict, Verdict::TooFewRuns);
+    assert_eq!((c.test, c.p_value), (None, None));
+    assert_eq!(c.ratio, Some(0.5));
+    assert!(
+        c.note.as_ref().unwrap().contains("--runs 3 or more"),
+        "{c:?}"
+    );
+    assert!(!d.failed_gate, "no test, no gate");
+}
+
+#[test]
+fn runs_with_an_outlier_take_mann_whitney_which_needs_enough_runs() {
+    // Three runs a side with an outlier: the exact test cannot go below p = 0.1.
+    let base = [10e9, 10.1e9, 30e9];
+    let new = [5e9, 5.1e9, 5.05e9];
+    let d = doc(
+        vec![vec![stream(&base)], vec![stream(&new)]],
+        &args(2, None, &[]),
+    );
+    let c = &d.comparisons[0];
+    assert_eq!(c.test, Some(TestKind::MannWhitneyExact));
+    assert!((c.p_value.unwrap() - 0.1).abs() < 1e-12);
+    assert_eq!(c.verdict, Verdict::TooFewRuns);
+    assert!(
+        c.note.as_ref().unwrap().contains("--runs 4 or more"),
+        "{c:?}"
+    );
+    // Five a side: every new run below every base run, p = 2/252.
+    let base = [10e9, 10.1e9, 19e9, 9.9e9, 10.2e9];
+    let new = scaled(&base, 0.5);
+    let d = doc(
+        vec![vec![stream(&base)], vec![stream(&new)]],
+        &args(2, None, &[]),
+    );
+    let c = &d.comparisons[0];
+    assert_eq!(c.test, Some(TestKind::MannWhitneyExact));
+    assert!((c.p_value.unwrap() - 2.0 / 252.0).abs() < 1e-12);
+    assert_eq!(c.verdict, Verdict::Slower);
+    // The Hodges-Lehmann interval of the ratio holds the true ratio 0.5.
+    let (lo, hi) = (c.ratio_ci_low.unwrap(), c.ratio_ci_high.unwrap());
+    assert!(lo <= 0.5 && (0.5..1.0).contains(&hi), "{lo} {hi}");
+    assert!((c.ci_confidence.unwrap() - (1.0 - 8.0 / 252.0)).abs() < 1e-12);
+}
+
+#[test]
+fn a_failed_scenario_is_shown_as_failed() {
+    let failed = sample::failed(WorkloadKind::Stream, TransportKind::Tcp, 64 << 10);
+    let d = doc(
+        vec![vec![stream(&STEADY)], vec![failed]],
+        &args(2, Some(0.0), &[]),
+    );
+    let c = &d.comparisons[0];
+    assert_eq!(c.verdict, Verdict::Failed);
+    assert!(c
+        .note
+        .as_ref()
+        .unwrap()
+        .starts_with("NEW: tcp sender failed"));
+    assert_eq!(c.ratio, None);
+    assert!(!d.failed_gate);
+    let text = render::table(&d, View::default());
+    assert!(text.contains("failed"), "{text}");
+    assert!(text.contains("NEW: tcp sender failed"), "{text}");
+}
+
+#[test]
+fn a_failed_or_interrupted_run_is_noted() {
+    let mut bad = sample::report(Vec::new(), Layout::List);
+    bad.error = Some("cannot bind".into());
+    bad.interrupted = true;
+    let reports = [sample::report(vec![stream(&STEADY)], Layout::List), bad];
+    let d = compare(&args(2, None, &[]), &reports);
+    assert_eq!(d.only_in_base.len(), 1);
+    assert!(d
+        .notes
+        .iter()
+        .any(|n| n == "r1.json: the run failed: cannot bind"));
+    assert!(d.notes.iter().any(|n| n.contains("interrupted")));
+}
+
+#[test]
+fn each_new_file_gets_its_own_block() {
+    let d = doc(
+        vec![
+            vec![stream(&STEADY)],
+            vec![stream(&STEADY)],
+            vec![stream(&scaled(&STEADY, 0.5))],
+        ],
+        &args(3, Some(10.0), &[]),
+    );
+    assert_eq!(d.new, ["r1.json", "r2.json"]);
+    let files: Vec<&str> = d.comparisons.iter().map(|c| c.new_file.as_str()).collect();
+    assert_eq!(files, ["r1.json", "r2.json"]);
+    let text = render::table(&d, View::default());
+    let first = text.find("r0.json → r1.json").unwrap();
+    let second = text.find("r0.json → r2.json").unwrap();
+    assert!(first < second);
+    assert!(text[first..second].contains("no significant difference"));
+    assert!(text[second..].contains("slower (fails the gate)"));
+    assert!(
+        text.contains("--fail-if-slower 10%: FAILED: stream tcp 64 KiB in r2.json (50.0% slower)")
+    );
+}
+
+#[test]
+fn the_table_reads_in_units_and_names_the_test() {
+    let d = doc(
+        vec![vec![stream(&STEADY)], vec![stream(&scaled(&STEADY, 0.5))]],
+        &args(2, None, &[]),
+    );
+    let text = render::table(&d, View::default());
+    for want in [
+        "scenario",
+        "95% CI",
+        "10.0 Gbit/s",
+        "5.00 Gbit/s",
+        "0.500",
+        "<0.001",
+        "Welch",
+        "slower",
+    ] {
+        assert!(text.contains(want), "{want} in\n{text}");
+    }
+    let bytes = render::table(
+        &d,
+        View {
+            units: crate::report::Units::Bytes,
+            ..View::default()
+        },
+    );
+    assert!(bytes.contains("1.16 GiB/s"), "{bytes}");
+    let ping = |v: &[f64]| with_runs(WorkloadKind::Pingpong, TransportKind::Udp, v);
+    let d = doc(
+        vec![
+            vec![ping(&[14_200.0, 14_300.0, 14_100.0])],
+            vec![ping(&[14_200.0, 14_300.0, 14_100.0])],
+        ],
+        &args(2, None, &[]),
+    );
+    assert!(render::table(&d, View::default()).contains("14.2 µs"));
+}
+
+#[test]
+fn markdown_html_and_csv_carry_the_same_rows_escaped() {
+    let mut c = args(2, Some(10.0), &[]);
+    c.files[1] = PathBuf::from("new<b>|&.json");
+    let reports = [
+        sample::report(vec![stream(&STEADY)], Layout::List),
+        sample::report(vec![stream(&scaled(&STEADY, 0.5))], Layout::List),
+    ];
+    let d = compare(&c, &reports);
+    let md = render::markdown(&d, View::default());
+    assert!(md.contains("### r0.json → new<b>\\|&.json"), "{md}");
+    assert!(
+        md.contains("| stream tcp 64 KiB | 10.0 Gbit/s | 5.00 Gbit/s | 0.500 |"),
+        "{md}"
+    );
+    let html = render::html(&d, View::default());
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.contains("new&lt;b&gt;|&amp;.json") && !html.contains("new<b>"));
+    assert!(html.contains("prefers-color-scheme: dark"));
+    assert!(html.contains("<svg") && html.contains("<circle class=\"slower\""));
+    assert!(
+        !html.contains("http://") || html.matches("http://").count() == 1,
+        "only the SVG namespace"
+    );
+    let csv = String::from_utf8(render::csv(&d).unwrap()).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 2);
+    assert!(lines[0].starts_with("base_file,new_file,scenario,"));
+    assert!(
+        lines[1].contains(",0.5,") && lines[1].contains(",slower,50,true,"),
+        "{}",
+        lines[1]
+    );
+}
+
+#[test]
+fn the_json_document_is_versioned_with_units_in_its_keys() {
+    let d = doc(
+        vec![vec![stream(&STEADY)], vec![stream(&[5e9])]],
+        &args(2, Some(10.0), &[]),
+    );
+    let v = serde_json::to_value(&d).unwrap();
+    assert_eq!(v["document"], "sockbench-compare");
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["base"], "r0.json");
+    assert_eq!(v["new"], serde_json::json!(["r1.json"]));
+    assert_eq!(v["alpha"], 0.05);
+    assert_eq!(v["fail_if_slower_percent"], 10.0);
+    assert_eq!(v["failed_gate"], false);
+    let c = &v["comparisons"][0];
+    assert_eq!(c["figure"], "bits_per_second");
+    assert_eq!(c["verdict"], "too few runs");
+    assert!(c["test"].is_null() && c["p_value"].is_null() && c["ratio_ci_low"].is_null());
+    assert_eq!(c["base"]["values"], serde_json::json!(STEADY));
+    assert_eq!(c["new"]["runs"], 1);
+    assert_eq!(c["size_bytes"], 65536);
+    assert!(v["error"].is_null());
+}
