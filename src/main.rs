@@ -90,6 +90,7 @@ fn command_first_tip(e: &clap::Error, argv: &[String]) -> Option<String> {
                 c.as_str(),
                 "help"
                     | "report"
+                    | "compare"
                     | "server"
                     | "listen"
                     | "swarm"
