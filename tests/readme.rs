@@ -8,36 +8,76 @@ use serde_json::Value;
 const README: &str = include_str!("../README.md");
 const CI: &str = include_str!("../.ci/run");
 
+/// The README's examples in groups: each `$ ` line of a code block is a group of its own,
+/// except in a block opened with ```` ```console session ````, whose lines run one after
+/// another in one directory (a later line reads what an earlier one wrote).
+fn example_groups(readme: &str) -> Vec<Vec<&str>> {
+    let mut groups: Vec<Vec<&str>> = Vec::new();
+    let mut session: Option<Vec<&str>> = None;
+    for l in readme.lines() {
+        if l.starts_with("```console session") {
+            session = Some(Vec::new());
+        } else if l.starts_with("```") {
+            groups.extend(session.take().filter(|s| !s.is_empty()));
+        } else if let Some(line) = l.strip_prefix("$ ") {
+            match &mut session {
+                Some(s) => s.push(line),
+                None => groups.push(vec![line]),
+            }
+        }
+    }
+    groups
+}
+
+#[test]
+fn examples_group_by_session_block() {
+    let text = "```console\n$ sockbench a\n$ sockbench b\n```\n```console session\n$ sockbench c\n$ sockbench d\n```\n$ sockbench e\n";
+    assert_eq!(
+        example_groups(text),
+        [
+            vec!["sockbench a"],
+            vec!["sockbench b"],
+            vec!["sockbench c", "sockbench d"],
+            vec!["sockbench e"]
+        ]
+    );
+}
+
 #[test]
 fn every_readme_example_runs_as_written() {
-    let examples: Vec<&str> = README
-        .lines()
-        .filter_map(|l| l.strip_prefix("$ "))
-        .collect();
-    assert!(examples.len() >= 5, "the README has examples");
-    // Run them side by side: each checks its own output and leftovers.
+    let groups = example_groups(README);
+    assert!(groups.len() >= 5, "the README has examples");
+    // Run the groups side by side: each checks its own output and leftovers.
     std::thread::scope(|scope| {
-        for line in examples {
-            scope.spawn(move || run_example(line));
+        for group in groups {
+            scope.spawn(move || {
+                let sb = Sandbox::new();
+                for line in group {
+                    run_example(&sb, line);
+                }
+            });
         }
     });
 }
 
-fn run_example(line: &str) {
+fn run_example(sb: &Sandbox, line: &str) {
     let words: Vec<&str> = line.split_whitespace().collect();
     assert_eq!(words[0], "sockbench", "{line}");
-    let sb = Sandbox::new();
-    // As written, plus a JSON copy of the report to check what the example promises.
-    let report = sb.path().join("promise.json");
-    let out = sb
-        .cmd()
-        .args(&words[1..])
-        .arg("-q")
-        .arg("--export-json")
-        .arg(&report)
-        .current_dir(sb.path())
-        .output()
-        .unwrap();
+    // As written, plus a JSON copy of the report to check what the example promises (the
+    // example's own when it writes one).
+    let own = words
+        .iter()
+        .position(|w| *w == "--export-json")
+        .map(|i| sb.path().join(words[i + 1]));
+    let report = own
+        .clone()
+        .unwrap_or_else(|| sb.path().join("promise.json"));
+    let mut cmd = sb.cmd();
+    cmd.args(&words[1..]).arg("-q");
+    if own.is_none() {
+        cmd.arg("--export-json").arg(&report);
+    }
+    let out = cmd.current_dir(sb.path()).output().unwrap();
     assert!(
         out.status.success(),
         "README example `{line}` failed: {}",
@@ -57,6 +97,8 @@ fn run_example(line: &str) {
         for r in v["rows"].as_array().unwrap() {
             assert!(r["error"].is_null(), "`{line}`: {r}");
         }
+    } else if v["document"] == "sockbench-compare" {
+        assert!(v["error"].is_null(), "`{line}`: {}", v["error"]);
     } else {
         for r in results(&v) {
             assert!(r["error"].is_null(), "`{line}`: {}", r["error"]);
@@ -69,7 +111,9 @@ fn run_example(line: &str) {
 /// figures).
 fn results(v: &Value) -> &Vec<Value> {
     static NONE: Vec<Value> = Vec::new();
-    if v["document"] == "sockbench-swarm" || v["document"] == "sockbench-models" {
+    if ["sockbench-swarm", "sockbench-models", "sockbench-compare"]
+        .contains(&v["document"].as_str().unwrap_or(""))
+    {
         return &NONE;
     }
     v["results"].as_array().unwrap()
@@ -114,6 +158,35 @@ fn keeps_its_promise(line: &str, v: &Value, stdout: &[u8], dir: &std::path::Path
             for r in rs {
                 assert_eq!(u(r, "/bytes_sent"), u(r, "/bytes_received"));
             }
+        }
+        "sockbench stream -t tcp,unix -s 64K -d 0.3 --runs 5 --export-json base.json"
+        | "sockbench stream -t tcp,unix -s 64K -d 0.3 --runs 5 --export-json new.json" => {
+            assert_eq!(transports(v), ["tcp", "unix"]);
+            assert!(rs.iter().all(|r| r["runs"].as_array().unwrap().len() == 5));
+        }
+        "sockbench stream -t tcp -s 64K -d 0.3 --runs 5 --sndbuf 4K --export-json small.json" => {
+            assert_eq!(every(v, "/options/sndbuf_bytes"), [4096]);
+        }
+        "sockbench compare base.json new.json" => {
+            assert_eq!(v["document"], "sockbench-compare");
+            let c = v["comparisons"].as_array().unwrap();
+            assert_eq!(c.len(), 2, "{v}");
+            assert!(c
+                .iter()
+                .all(|c| c["test"] == "welch" || c["test"] == "mann-whitney"));
+            let table = String::from_utf8_lossy(stdout);
+            assert!(
+                table.contains("stream unix 64 KiB") && table.contains("95% CI"),
+                "{table}"
+            );
+        }
+        "sockbench compare base.json small.json --ignore-option sndbuf --format markdown" => {
+            let c = v["comparisons"].as_array().unwrap();
+            // tcp matched across the buffer change; unix is in BASE only.
+            assert_eq!(c.len(), 1, "{v}");
+            assert_eq!(c[0]["transport"], "tcp");
+            assert_eq!(v["only_in_base"].as_array().unwrap().len(), 1, "{v}");
+            assert!(String::from_utf8_lossy(stdout).contains("| "));
         }
         "sockbench stream -t tcp -s 128K -d 2 -i 0.5" => {
             let run = &rs[0]["runs"][0];

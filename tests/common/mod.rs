@@ -57,7 +57,11 @@ impl Sandbox {
         std::fs::read_dir(self.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|n| !n.ends_with(".json") && !n.ends_with(".csv") && !n.ends_with(".md"))
+            .filter(|n| {
+                ![".json", ".csv", ".md", ".html", ".prom"]
+                    .iter()
+                    .any(|ext| n.ends_with(ext))
+            })
             .collect()
     }
 }
