@@ -638,6 +638,98 @@ mod tests {
     }
 
     #[test]
+    fn a_publisher_is_on_only_with_somewhere_to_publish() {
+        assert!(!Publisher::new(None, Role::Receiver, None).is_on());
+        assert!(Publisher::new(Some(Live::new()), Role::Receiver, None).is_on());
+    }
+
+    #[test]
+    fn no_interval_closes_within_a_twentieth_of_the_planned_end() {
+        // Ticks at 50 and 100 ms; the run is planned for 102 ms: the tick at 100 would
+        // close a 2 ms sliver, so only the first closes.
+        let live = Live::new();
+        let sampler = Sampler::start(
+            Arc::clone(&live),
+            Duration::from_millis(50),
+            Some(Duration::from_millis(102)),
+            Watch::Sender,
+            |_| {},
+        )
+        .unwrap();
+        live.start(Instant::now());
+        std::thread::sleep(Duration::from_millis(160));
+        assert_eq!(sampler.finish().len(), 1);
+    }
+
+    #[test]
+    fn the_sampler_waits_for_the_tcp_senders_answers_before_it_reads() {
+        use std::net::{TcpListener, TcpStream};
+        use std::os::fd::AsRawFd;
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let live = Live::new();
+        let mut p = Publisher::new(Some(Arc::clone(&live)), Role::Sender, Some(s.as_raw_fd()));
+        let sampler = Sampler::start(
+            Arc::clone(&live),
+            Duration::from_millis(40),
+            Some(Duration::from_millis(70)),
+            Watch::Sender,
+            |_| {},
+        )
+        .unwrap();
+        live.start(Instant::now());
+        // A sender that sees the question 1 ms late and answers with 100 more bytes: the
+        // sampler must have waited for them.
+        while live.epoch.load(Relaxed) == 0 {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+        p.publish(100, 1);
+        let sampled = sampler.finish();
+        assert_eq!(sampled.len(), 1);
+        assert_eq!(sampled[0].0.bytes, 100, "{sampled:?}");
+        assert_eq!(sampled[0].0.retransmits, Some(0));
+    }
+
+    #[test]
+    fn a_dropped_sampler_stops_sampling() {
+        let live = Live::new();
+        let count = Arc::new(AtomicU64::new(0));
+        let seen = Arc::clone(&count);
+        let sampler = Sampler::start(
+            Arc::clone(&live),
+            Duration::from_millis(10),
+            None,
+            Watch::Sender,
+            move |_| {
+                seen.fetch_add(1, Relaxed);
+            },
+        )
+        .unwrap();
+        live.start(Instant::now());
+        std::thread::sleep(Duration::from_millis(35));
+        drop(sampler);
+        std::thread::sleep(Duration::from_millis(30));
+        let after = count.load(Relaxed);
+        assert!(after >= 2, "{after}");
+        std::thread::sleep(Duration::from_millis(60));
+        assert_eq!(count.load(Relaxed), after, "still sampling after the drop");
+    }
+
+    #[test]
+    fn a_line_with_nothing_sent_shows_no_loss_rate() {
+        let i = between(
+            Watch::Receiver { loss: true },
+            0.0,
+            1.0,
+            &Totals::default(),
+            &Totals::default(),
+        );
+        let line = format_line("rate udp 64 B", 1, &i);
+        assert!(line.contains("lost 0/0 (0.00%)"), "{line}");
+    }
+
+    #[test]
     fn a_line_shows_the_interval_its_rates_loss_and_retransmissions() {
         let i = Interval {
             start_seconds: 1.0,
