@@ -44,6 +44,8 @@ const WIDTH: u32 = 820;
 const HEIGHT: u32 = 420;
 /// The most sizes labelled on a size axis before some labels are left out.
 const MAX_SIZE_TICKS: usize = 12;
+/// Latency curves whose largest value is this many times their smallest get a log y axis.
+const LOG_Y_RATIO: f64 = 30.0;
 /// The most bar charts a throughput comparison gets (one per size).
 const MAX_BAR_CHARTS: usize = 8;
 
@@ -237,6 +239,26 @@ pub fn decade_ticks(lo: f64, hi: f64, unit: f64) -> Vec<Tick> {
     (a..=b)
         .map(|d| (f64::from(d), number(10f64.powi(d) / unit)))
         .collect()
+}
+
+/// The ticks of a log10 axis from `lo` to `hi` (log10 of values): each decade, and 2
+/// and 5 times it when the axis spans three decades or fewer; labelled with the value.
+pub fn log_ticks(lo: f64, hi: f64) -> Vec<Tick> {
+    let fine = hi - lo <= 3.0;
+    let mut out = Vec::new();
+    for d in lo.floor() as i32..=hi.ceil() as i32 {
+        let base = 10f64.powi(d);
+        for m in [1.0, 2.0, 5.0] {
+            if m != 1.0 && !fine {
+                continue;
+            }
+            let v = (m * base).log10();
+            if v >= lo.floor() && v <= hi.ceil() {
+                out.push((v, number(m * base)));
+            }
+        }
+    }
+    out
 }
 
 /// Throughput against message size: one series per scenario variant (transport, engine,
@@ -446,6 +468,7 @@ fn throughput_charts(results: &[&ScenarioResult]) -> Vec<Chart> {
             x_ticks: size_ticks(&sizes),
             series,
             y_from_zero: true,
+            y_ticks: None,
             markers: true,
         }));
     }
@@ -673,6 +696,13 @@ fn latency_charts(w: WorkloadKind, results: &[&ScenarioResult]) -> Vec<Chart> {
             .iter()
             .flat_map(|(_, c)| c.iter().map(|p| p.0))
             .fold(1.0, f64::max);
+        let min_ns = raw
+            .iter()
+            .flat_map(|(_, c)| c.iter().map(|p| p.1))
+            .filter(|&v| v > 0.0)
+            .fold(f64::INFINITY, f64::min);
+        // A tail far above the body squashes the body to a line on a linear axis.
+        let log_y = min_ns.is_finite() && max_ns / min_ns > LOG_Y_RATIO;
         let source = if hdr {
             "from the full HDR histograms (3 significant digits)"
         } else {
@@ -689,16 +719,30 @@ fn latency_charts(w: WorkloadKind, results: &[&ScenarioResult]) -> Vec<Chart> {
                 left_out(results)
             ),
             x_desc: "percentile (log scale of 1/(1-p))".into(),
-            y_desc: format!("latency ({sym})"),
+            y_desc: if log_y {
+                format!("latency ({sym}, log scale)")
+            } else {
+                format!("latency ({sym})")
+            },
             x_ticks: percentile_ticks(max_x),
             series: raw
                 .into_iter()
                 .map(|(label, c)| Series {
                     label,
-                    points: c.into_iter().map(|(x, y)| (x, y / unit)).collect(),
+                    points: c
+                        .into_iter()
+                        .map(|(x, y)| {
+                            if log_y {
+                                (x, (y.max(min_ns) / unit).log10())
+                            } else {
+                                (x, y / unit)
+                            }
+                        })
+                        .collect(),
                 })
                 .collect(),
-            y_from_zero: true,
+            y_from_zero: !log_y,
+            y_ticks: log_y.then(|| log_ticks((min_ns / unit).log10(), (max_ns / unit).log10())),
             markers: false,
         }));
         // Histogram, over the buckets' bounds.
@@ -744,6 +788,7 @@ fn latency_charts(w: WorkloadKind, results: &[&ScenarioResult]) -> Vec<Chart> {
                 })
                 .collect(),
             y_from_zero: true,
+            y_ticks: None,
             markers: false,
         }));
     }
@@ -760,6 +805,8 @@ struct LineSpec {
     x_ticks: Vec<Tick>,
     series: Vec<Series>,
     y_from_zero: bool,
+    /// Explicit y ticks (a log axis); `None`: nice linear ticks.
+    y_ticks: Option<Vec<Tick>>,
     markers: bool,
 }
 
@@ -923,9 +970,16 @@ fn draw_lines(svg: &mut String, spec: &LineSpec) -> DrawResult {
     if y_hi <= y_lo {
         y_hi = y_lo + 1.0;
     }
-    let y_ticks = linear_ticks(y_lo, y_hi * 1.05);
-    let y_lo = y_ticks.first().copied().unwrap_or(y_lo);
-    let y_hi = y_ticks.last().copied().unwrap_or(y_hi);
+    let y_labels: Vec<Tick> = match &spec.y_ticks {
+        Some(t) => t.clone(),
+        None => linear_ticks(y_lo, y_hi * 1.05)
+            .into_iter()
+            .map(|v| (v, number(v)))
+            .collect(),
+    };
+    let y_ticks: Vec<f64> = y_labels.iter().map(|t| t.0).collect();
+    let y_lo = y_ticks.first().copied().unwrap_or(y_lo).min(y_lo);
+    let y_hi = y_ticks.last().copied().unwrap_or(y_hi).max(y_hi);
     let labels: Vec<(f64, String)> = spec.x_ticks.clone();
     let x_fmt = move |v: &f64| {
         labels
@@ -943,7 +997,13 @@ fn draw_lines(svg: &mut String, spec: &LineSpec) -> DrawResult {
             Ticked::new(x_lo, x_hi, spec.x_ticks.iter().map(|t| t.0).collect()),
             Ticked::new(y_lo, y_hi, y_ticks),
         )?;
-    let y_fmt = |v: &f64| number(*v);
+    let y_fmt = move |v: &f64| {
+        y_labels
+            .iter()
+            .find(|(y, _)| (y - v).abs() < 1e-9)
+            .map(|(_, l)| l.clone())
+            .unwrap_or_default()
+    };
     chart
         .configure_mesh()
         .x_desc(spec.x_desc.as_str())
@@ -1119,6 +1179,40 @@ mod tests {
         let t = decade_ticks(-0.5, 1.5, 1.0);
         let labels: Vec<&str> = t.iter().map(|t| t.1.as_str()).collect();
         assert_eq!(labels, ["0.1", "1", "10", "100"]);
+    }
+
+    #[test]
+    fn log_ticks_add_2_and_5_on_short_axes_only() {
+        let labels = |t: Vec<Tick>| t.into_iter().map(|t| t.1).collect::<Vec<_>>();
+        assert_eq!(
+            labels(log_ticks(1.2, 2.5)),
+            ["10", "20", "50", "100", "200", "500", "1000"]
+        );
+        assert_eq!(
+            labels(log_ticks(-1.0, 3.5)),
+            ["0.1", "1", "10", "100", "1000", "10000"]
+        );
+        assert!((log_ticks(0.0, 1.0)[1].0 - 2f64.log10()).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_long_tail_puts_the_percentiles_on_a_log_latency_axis() {
+        let mut report = sample::pingpong();
+        let percentiles = |r: &Report| {
+            charts(r)
+                .into_iter()
+                .find(|c| c.id.ends_with("percentiles"))
+                .unwrap()
+                .svg
+        };
+        // The sample's max is 20 times its min: linear.
+        assert!(percentiles(&report).contains("latency (µs)\n"));
+        report.results[0]
+            .latencies
+            .get_mut("round_trip")
+            .unwrap()
+            .max_ns = 15_000_000;
+        assert!(percentiles(&report).contains("latency (ms, log scale)\n"));
     }
 
     #[test]

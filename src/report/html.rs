@@ -54,7 +54,7 @@ pre { background: var(--panel); padding: .6rem .8rem; border-radius: 6px; overfl
 .bar { display: flex; justify-content: space-between; align-items: baseline; gap: 1rem; flex-wrap: wrap; }
 button.theme { background: var(--panel); color: var(--fg); border: 1px solid var(--line); border-radius: 6px; padding: .3rem .7rem; cursor: pointer; font: inherit; }
 figure { margin: 1rem 0 2rem; padding: .75rem; background: var(--panel); border-radius: 8px; }
-figure svg { display: block; max-width: 100%; height: auto; color: var(--fg); }
+figure svg { display: block; width: 100%; max-width: 980px; height: auto; color: var(--fg); }
 figcaption { color: var(--muted); font-size: .9rem; margin-top: .4rem; }
 ul.legend { list-style: none; padding: 0; margin: .4rem 0 0; display: flex; flex-wrap: wrap; gap: .3rem 1.2rem; font-size: .9rem; }
 ul.legend span.swatch { display: inline-block; width: 1.6em; height: .35em; border-radius: 2px; vertical-align: middle; margin-right: .4em; }
