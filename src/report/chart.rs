@@ -26,10 +26,12 @@ use crate::measure::histogram::{bucket_bounds, Bucket, Latency};
 use crate::measure::units::format_bytes;
 use crate::workload::WorkloadKind;
 
-/// Series colours (Tableau 10): mid-tones that read on white and on near-black.
-pub const PALETTE: [&str; 10] = [
+/// Series colours (Tableau 20, the strong tones first, then the light ones): mid-tones
+/// that read on white and on near-black.
+pub const PALETTE: [&str; 20] = [
     "#4E79A7", "#F28E2B", "#E15759", "#76B7B2", "#59A14F", "#EDC948", "#B07AA1", "#FF9DA7",
-    "#9C755F", "#BAB0AC",
+    "#9C755F", "#BAB0AC", "#A0CBE8", "#FFBE7D", "#8CD17D", "#B6992D", "#499894", "#86BCB6",
+    "#F1CE63", "#D37295", "#FABFD2", "#D4A6C8",
 ];
 
 /// The colour text, axes and grid are drawn in before [`finish_svg`] makes it
@@ -187,7 +189,8 @@ pub fn number(v: f64) -> String {
     } else if v.abs() >= 1.0 {
         2
     } else {
-        3
+        // Three significant digits below 1: 0.125, 0.0001.
+        ((-v.abs().log10()).floor() as usize + 3).min(12)
     };
     let s = format!("{v:.digits$}");
     if s.contains('.') {
@@ -509,8 +512,8 @@ fn throughput_charts(results: &[&ScenarioResult]) -> Vec<Chart> {
                 id,
                 title,
                 caption: format!(
-                    "Received payload per second (SI: 1 Gbit/s = 10^9 bit/s), {} byte messages. {}{}",
-                    size,
+                    "Received payload per second (SI: 1 Gbit/s = 10^9 bit/s), {} messages. {}{}",
+                    format_bytes(size),
                     whisker_note(&at),
                     left_out(if many { &at } else { results })
                 ),
@@ -1226,6 +1229,8 @@ mod tests {
         assert_eq!(number(2.5), "2.5");
         assert_eq!(number(40.0), "40");
         assert_eq!(number(0.125), "0.125");
+        assert_eq!(number(0.0001), "0.0001");
+        assert_eq!(number(0.00025), "0.00025");
         assert_eq!(
             linear_ticks(0.0, 42.0),
             vec![0.0, 10.0, 20.0, 30.0, 40.0, 50.0]

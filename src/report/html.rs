@@ -51,6 +51,7 @@ h3 { font-size: 1.05rem; margin: 1.5rem 0 .5rem; }
 code, pre { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; font-size: .9em; }
 pre { background: var(--panel); padding: .6rem .8rem; border-radius: 6px; overflow-x: auto; white-space: pre-wrap; word-break: break-all; }
 .muted { color: var(--muted); }
+a { color: inherit; }
 .bar { display: flex; justify-content: space-between; align-items: baseline; gap: 1rem; flex-wrap: wrap; }
 button.theme { background: var(--panel); color: var(--fg); border: 1px solid var(--line); border-radius: 6px; padding: .3rem .7rem; cursor: pointer; font: inherit; }
 figure { margin: 1rem 0 2rem; padding: .75rem; background: var(--panel); border-radius: 8px; }
@@ -112,9 +113,9 @@ fn page(report: &Report, view: &View) -> String {
         escape(&report.tool.version),
         escape(&title)
     );
-    let _ = write!(
+    let _ = writeln!(
         out,
-        "<header class=\"bar\"><h1>{}</h1><button id=\"theme\" class=\"theme\" type=\"button\">Theme: auto</button></header>\n",
+        "<header class=\"bar\"><h1>{}</h1><button id=\"theme\" class=\"theme\" type=\"button\">Theme: auto</button></header>",
         escape(&title)
     );
     let _ = writeln!(
@@ -132,7 +133,16 @@ fn page(report: &Report, view: &View) -> String {
         escape(&shell_words(&report.command))
     );
     status(&mut out, report);
-    warnings(&mut out, report);
+    let notes = warning_items(report);
+    if !notes.is_empty() {
+        let _ = writeln!(
+            out,
+            "<p class=\"warn\">{} warning{} or failure{}: see <a href=\"#warnings\">below</a>.</p>",
+            notes.len(),
+            if notes.len() == 1 { "" } else { "s" },
+            if notes.len() == 1 { "" } else { "s" },
+        );
+    }
     if report.results.is_empty() {
         out.push_str(
             "<p id=\"empty\" class=\"warn\">No results: this report holds no finished \
@@ -144,6 +154,7 @@ fn page(report: &Report, view: &View) -> String {
             figure(&mut out, &c);
         }
     }
+    warnings(&mut out, &notes);
     tables(&mut out, report, view);
     environment(&mut out, report);
     let _ = write!(out, "<script>{SCRIPT}</script>\n</body>\n</html>\n");
@@ -180,8 +191,8 @@ fn status(out: &mut String, report: &Report) {
     }
 }
 
-/// The report's warnings and every scenario's, with failures.
-fn warnings(out: &mut String, report: &Report) {
+/// The report's warnings and every scenario's, with failures, as list items.
+fn warning_items(report: &Report) -> Vec<String> {
     let mut items: Vec<String> = report
         .warnings
         .iter()
@@ -211,12 +222,17 @@ fn warnings(out: &mut String, report: &Report) {
             ));
         }
     }
+    items
+}
+
+/// The warnings section, when there is anything to say.
+fn warnings(out: &mut String, items: &[String]) {
     if items.is_empty() {
         return;
     }
     out.push_str("<h2 id=\"warnings\">Warnings and failures</h2>\n<ul>\n");
     for i in items {
-        out.push_str(&i);
+        out.push_str(i);
         out.push('\n');
     }
     out.push_str("</ul>\n");
