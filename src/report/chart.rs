@@ -9,7 +9,7 @@
 //! ticks: message size over log2(bytes), latency buckets over log10(ns), and the
 //! percentile axis over log10(1 / (1 - p)), so 0%, 90%, 99%, 99.9%... are evenly spaced.
 //!
-//! Text and axes are drawn in a sentinel colour that [`finish_svg`] replaces with
+//! Text and axes are drawn in a sentinel colour that `finish_svg` replaces with
 //! `currentColor`, so the page's CSS decides their colour (light or dark theme); the
 //! series colours ([`PALETTE`]) are mid-tones that read on both backgrounds. A scenario
 //! that failed or has no finished run is never plotted: the caption names it instead.
@@ -224,7 +224,7 @@ pub fn percentile_x(p: f64) -> f64 {
 }
 
 /// The size axis' ticks (log2 of bytes) for these sizes: each size, thinned to at most
-/// [`MAX_SIZE_TICKS`] evenly picked ones.
+/// `MAX_SIZE_TICKS` evenly picked ones.
 pub fn size_ticks(sizes: &BTreeSet<u64>) -> Vec<Tick> {
     let all: Vec<u64> = sizes.iter().copied().filter(|&s| s > 0).collect();
     let step = all.len().div_ceil(MAX_SIZE_TICKS).max(1);
