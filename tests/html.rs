@@ -531,3 +531,47 @@ fn a_report_without_results_still_makes_a_page_that_says_so() {
     std::fs::write(&path, &page).unwrap();
     check_in_browser(&sb, &path, &[], &["No results"]);
 }
+
+#[test]
+fn models_export_html_draws_requests_per_second_and_latency_per_model() {
+    let sb = Sandbox::new();
+    let page = run_page(
+        &sb,
+        "models.html",
+        &["models", "--model", "thread,epoll", "-n", "200", "-c", "2"],
+    );
+    assert_self_contained(&page);
+    assert_eq!(chart_ids(&page), ["models-rate", "models-latency"]);
+    let rate = svg(&page, "models-rate");
+    assert!(rate.contains("requests per second ("));
+    for model in ["thread", "epoll"] {
+        assert!(rate.contains(&format!("\n{model}\n")), "{model} missing");
+    }
+    let latency = svg(&page, "models-latency");
+    assert!(latency.contains("latency ("));
+    assert!(latency.contains("\nepoll p99\n"));
+    assert!(page.contains("<td>thread</td>"));
+    check_in_browser(
+        &sb,
+        &sb.path().join("models.html"),
+        &chart_ids(&page),
+        &["requests per second ("],
+    );
+}
+
+#[test]
+fn models_refuses_the_table_exports_it_has_no_rows_for() {
+    let sb = Sandbox::new();
+    for flag in ["--export-csv", "--export-markdown", "--export-openmetrics"] {
+        let out = sb
+            .sockbench()
+            .args(["models", "--model", "thread", "-n", "10", "-c", "1", flag])
+            .arg(sb.path().join("x"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flag}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--export-html PATH"), "{flag}: {err}");
+        assert!(!sb.path().join("x").exists());
+    }
+}

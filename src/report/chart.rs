@@ -85,6 +85,8 @@ pub struct Bar {
     pub value: f64,
     /// The whisker, low and high end, if there is one.
     pub whisker: Option<(f64, f64)>,
+    /// Its colour, an index into [`PALETTE`] (bars of one series share one).
+    pub colour: usize,
 }
 
 /// An axis tick: where, and its label.
@@ -377,9 +379,11 @@ fn bars(
     results
         .iter()
         .filter(|r| plottable(r))
-        .filter_map(|r| {
+        .enumerate()
+        .filter_map(|(i, r)| {
             let v = value(r)?;
             Some(Bar {
+                colour: i,
                 label: scenario_label(r, vary),
                 value: v / unit,
                 whisker: spread(r)
@@ -532,6 +536,100 @@ fn throughput_charts(results: &[&ScenarioResult]) -> Vec<Chart> {
     out
 }
 
+/// The charts of a `sockbench models` document: requests per second per server model,
+/// then its median and 99th-percentile latency side by side. A model that was skipped
+/// or failed is named in the captions, never drawn as zero.
+pub fn models_charts(rows: &[crate::mode::models::Row]) -> Vec<Chart> {
+    let ran: Vec<&crate::mode::models::Row> = rows
+        .iter()
+        .filter(|r| r.skipped.is_none() && r.error.is_none())
+        .collect();
+    let left: Vec<String> = rows
+        .iter()
+        .filter_map(|r| {
+            let why = match (&r.skipped, &r.error) {
+                (Some(_), _) => "skipped",
+                (None, Some(_)) => "failed",
+                (None, None) => return None,
+            };
+            Some(format!("{} ({why})", r.model))
+        })
+        .collect();
+    let left = if left.is_empty() {
+        String::new()
+    } else {
+        format!(" Not plotted: {}.", left.join(", "))
+    };
+    let max = ran
+        .iter()
+        .filter_map(|r| r.requests_per_second)
+        .fold(0.0, f64::max);
+    let (unit, prefix) = si_scale(max);
+    let rate: Vec<Bar> = ran
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| {
+            Some(Bar {
+                label: r.model.clone(),
+                value: r.requests_per_second? / unit,
+                whisker: None,
+                colour: i,
+            })
+        })
+        .collect();
+    let mut out = vec![bar_chart(BarSpec {
+        id: "models-rate".into(),
+        title: "Requests per second by server model".into(),
+        caption: format!(
+            "Requests the driver completed per second, one run per model (SI: 1 k/s =              1000/s).{left}"
+        ),
+        x_desc: format!(
+            "requests per second ({}requests/s)",
+            if prefix.is_empty() {
+                String::new()
+            } else {
+                format!("{prefix} ")
+            }
+        ),
+        bars: rate,
+    })];
+    let max_ns = ran
+        .iter()
+        .filter_map(|r| r.p99_ns.or(r.p50_ns))
+        .fold(0, u64::max) as f64;
+    let (tunit, sym) = time_unit(max_ns);
+    let mut latency = Vec::new();
+    for r in &ran {
+        for (k, (name, v)) in [("p50", r.p50_ns), ("p99", r.p99_ns)]
+            .into_iter()
+            .enumerate()
+        {
+            if let Some(ns) = v {
+                latency.push(Bar {
+                    label: format!("{} {name}", r.model),
+                    value: ns as f64 / tunit,
+                    whisker: None,
+                    colour: k,
+                });
+            }
+        }
+    }
+    let mut chart = bar_chart(BarSpec {
+        id: "models-latency".into(),
+        title: "Latency by server model".into(),
+        caption: format!(
+            "Median (p50) and 99th-percentile (p99) request latency as the driver measured it              (a driver that does not report them, as h2load, leaves them out).{left}"
+        ),
+        x_desc: format!("latency ({sym})"),
+        bars: latency,
+    });
+    if !chart.svg.is_empty() {
+        chart.legend = legend(["p50".to_string(), "p99".to_string()].into_iter());
+    }
+    out.push(chart);
+    out
+}
+
 /// What one operation of a workload is called, per second.
 fn operation(w: WorkloadKind) -> &'static str {
     match w {
@@ -591,8 +689,10 @@ fn rate_charts(w: WorkloadKind, results: &[&ScenarioResult]) -> Vec<Chart> {
         let loss: Vec<Bar> = results
             .iter()
             .filter(|r| plottable(r))
-            .filter_map(|r| {
+            .enumerate()
+            .filter_map(|(i, r)| {
                 Some(Bar {
+                    colour: i,
                     label: scenario_label(r, vary),
                     value: (1.0 - r.delivered_fraction?).max(0.0) * 100.0,
                     whisker: None,
@@ -1110,7 +1210,7 @@ fn draw_bars(svg: &mut String, spec: &BarSpec) -> DrawResult {
         .axis_desc_style(("sans-serif", 17).into_font().color(&INK))
         .draw()?;
     for (i, b) in spec.bars.iter().enumerate() {
-        let c = colour(i);
+        let c = colour(b.colour);
         let row = (n - 1 - i) as f64;
         chart.draw_series(std::iter::once(Rectangle::new(
             [(0.0, row + 0.2), (b.value, row + 0.8)],
@@ -1448,6 +1548,42 @@ mod tests {
         assert_eq!(steps[3], (3.0, 75.0));
         assert_eq!(steps.last().unwrap().1, 0.0);
         assert!(histogram_steps(&[]).is_empty());
+    }
+
+    #[test]
+    fn models_get_requests_per_second_and_latency_bars_without_the_skipped() {
+        use crate::mode::models::Row;
+        let row = |model: &str, rps: f64, p50: u64| Row {
+            model: model.into(),
+            requests_per_second: Some(rps),
+            p50_ns: Some(p50),
+            p99_ns: Some(p50 * 4),
+            ..Row::default()
+        };
+        let mut rows = vec![
+            row("thread", 20_000.0, 50_000),
+            row("epoll", 40_000.0, 25_000),
+        ];
+        rows.push(Row {
+            model: "io-uring".into(),
+            skipped: Some("no io_uring here".into()),
+            ..Row::default()
+        });
+        let charts = models_charts(&rows);
+        let ids: Vec<&str> = charts.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["models-rate", "models-latency"]);
+        let rate = &charts[0].svg;
+        assert!(rate.contains("requests per second (k requests/s)"));
+        assert!(rate.contains("\nepoll\n"));
+        assert!(!rate.contains("io-uring"), "a skipped model is not drawn");
+        assert!(charts[0]
+            .caption
+            .contains("Not plotted: io-uring (skipped)."));
+        let latency = &charts[1];
+        assert!(latency.svg.contains("latency (µs)"));
+        assert!(latency.svg.contains("\nthread p99\n"));
+        assert_eq!(latency.svg.matches("<rect").count(), 4);
+        assert_eq!(latency.legend.len(), 2);
     }
 
     #[test]

@@ -97,6 +97,28 @@ impl Exporter for Html {
     }
 }
 
+/// The page's head and title line, up to the open body.
+fn head(out: &mut String, title: &str) {
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <meta name=\"generator\" content=\"sockbench {}\">\n<title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n",
+        escape(env!("CARGO_PKG_VERSION")),
+        escape(title)
+    );
+    let _ = writeln!(
+        out,
+        "<header class=\"bar\"><h1>{}</h1><button id=\"theme\" class=\"theme\" type=\"button\">Theme: auto</button></header>",
+        escape(title)
+    );
+}
+
+/// The theme switch's script and the end of the page.
+fn tail(out: &mut String) {
+    let _ = write!(out, "<script>{SCRIPT}</script>\n</body>\n</html>\n");
+}
+
 /// The whole page.
 fn page(report: &Report, view: &View) -> String {
     let mut out = String::new();
@@ -104,20 +126,7 @@ fn page(report: &Report, view: &View) -> String {
         Some(mode) if !mode.starts_with('-') => format!("sockbench {mode} report"),
         _ => "sockbench report".to_string(),
     };
-    let _ = write!(
-        out,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <meta name=\"generator\" content=\"{} {}\">\n<title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n",
-        escape(&report.tool.name),
-        escape(&report.tool.version),
-        escape(&title)
-    );
-    let _ = writeln!(
-        out,
-        "<header class=\"bar\"><h1>{}</h1><button id=\"theme\" class=\"theme\" type=\"button\">Theme: auto</button></header>",
-        escape(&title)
-    );
+    head(&mut out, &title);
     let _ = writeln!(
         out,
         "<p class=\"muted\">{} {} &middot; {} scenario{} &middot; schema version {}</p>",
@@ -157,8 +166,144 @@ fn page(report: &Report, view: &View) -> String {
     warnings(&mut out, &notes);
     tables(&mut out, report, view);
     environment(&mut out, report);
-    let _ = write!(out, "<script>{SCRIPT}</script>\n</body>\n</html>\n");
+    tail(&mut out);
     out
+}
+
+/// The page of a `sockbench models` document: how the servers were driven, the charts
+/// of [`chart::models_charts`], the warnings and one table row per model.
+pub fn models_page(report: &crate::mode::models::ModelsReport) -> String {
+    let mut out = String::new();
+    head(&mut out, "sockbench models report");
+    let _ = writeln!(
+        out,
+        "<pre id=\"command\">{}</pre>",
+        escape(&shell_words(&report.command))
+    );
+    let load = match (report.requests, report.duration_seconds) {
+        (Some(n), _) => format!("{n} requests per model"),
+        (None, Some(d)) => format!("{d} s per model"),
+        (None, None) => String::new(),
+    };
+    let _ = writeln!(
+        out,
+        "<p class=\"muted\">{load} over {} connection{}{}{}, {} B response bodies, backlog {}; driven by {}{}.</p>",
+        report.connections,
+        if report.connections == 1 { "" } else { "s" },
+        if report.keepalive { ", keep-alive" } else { ", a connection per request" },
+        if report.pipeline > 1 { format!(", {} pipelined", report.pipeline) } else { String::new() },
+        report.body_bytes,
+        report.backlog,
+        escape(
+            &serde_json::to_value(report.driver)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default()
+        ),
+        report.cpus.map_or(String::new(), |[s, l]| format!("; server on CPU {s}, load on CPU {l}")),
+    );
+    if report.interrupted {
+        out.push_str(
+            "<p class=\"warn\">Interrupted: the page holds the models that finished.</p>\n",
+        );
+    }
+    if report.rows.is_empty() {
+        out.push_str("<p id=\"empty\" class=\"warn\">No results: no model ran.</p>\n");
+    } else {
+        out.push_str("<h2 id=\"charts\">Charts</h2>\n");
+        for c in chart::models_charts(&report.rows) {
+            figure(&mut out, &c);
+        }
+    }
+    let mut notes: Vec<String> = report
+        .warnings
+        .iter()
+        .map(|w| format!("<li class=\"warn\">{}</li>", escape(w)))
+        .collect();
+    for r in &report.rows {
+        if let Some(e) = &r.error {
+            notes.push(format!(
+                "<li class=\"bad\"><strong>{}</strong> failed: {}</li>",
+                escape(&r.model),
+                escape(e)
+            ));
+        }
+        if let Some(s) = &r.skipped {
+            notes.push(format!(
+                "<li class=\"muted\"><strong>{}</strong> skipped: {}</li>",
+                escape(&r.model),
+                escape(s)
+            ));
+        }
+    }
+    warnings(&mut out, &notes);
+    if !report.rows.is_empty() {
+        models_table(&mut out, &report.rows);
+    }
+    tail(&mut out);
+    out
+}
+
+/// One row per model, the figures as the terminal table shows them.
+fn models_table(out: &mut String, rows: &[crate::mode::models::Row]) {
+    use crate::measure::units::{format_ns, format_per_second, format_seconds};
+    let headers = [
+        "model",
+        "requests/s",
+        "p50",
+        "p99",
+        "mean",
+        "server CPU/request",
+        "complete",
+        "failed",
+        "non-2xx",
+    ];
+    out.push_str("<h2 id=\"tables\">Table</h2>\n<div class=\"table-wrap\"><table>\n<thead><tr>");
+    for (i, h) in headers.iter().enumerate() {
+        let _ = write!(
+            out,
+            "<th{}>{}</th>",
+            class(if i == 0 { Align::Left } else { Align::Right }),
+            escape(h)
+        );
+    }
+    out.push_str("</tr></thead>\n<tbody>\n");
+    let dash = || "-".to_string();
+    for r in rows {
+        let status = if r.skipped.is_some() {
+            Some("skipped")
+        } else if r.error.is_some() {
+            Some("failed")
+        } else {
+            None
+        };
+        let cells = [
+            r.model.clone(),
+            status.map_or_else(
+                || r.requests_per_second.map_or_else(dash, format_per_second),
+                str::to_string,
+            ),
+            r.p50_ns.map_or_else(dash, format_ns),
+            r.p99_ns.map_or_else(dash, format_ns),
+            r.mean_ns.map_or_else(dash, format_ns),
+            r.server_cpu_seconds_per_request
+                .map_or_else(dash, format_seconds),
+            r.requests_complete.map_or_else(dash, |n| n.to_string()),
+            r.requests_failed.map_or_else(dash, |n| n.to_string()),
+            r.non_2xx.map_or_else(dash, |n| n.to_string()),
+        ];
+        out.push_str("<tr>");
+        for (i, c) in cells.iter().enumerate() {
+            let _ = write!(
+                out,
+                "<td{}>{}</td>",
+                class(if i == 0 { Align::Left } else { Align::Right }),
+                escape(c)
+            );
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</tbody>\n</table></div>\n");
 }
 
 /// The command line as a shell would take it back: words with special characters quoted.
