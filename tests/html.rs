@@ -374,7 +374,6 @@ fn pingpong_draws_percentiles_and_a_histogram_live_and_from_a_saved_report() {
     }
     let path = sb.path().join("pingpong.html");
     check_in_browser(&sb, &path, &chart_ids(&page), &["share of samples (%)"]);
-    check_screenshots(&sb, &path);
 
     // The saved report has no full histograms: the same charts, from its summary.
     let again = report_page(&sb, &json);
@@ -388,6 +387,55 @@ fn pingpong_draws_percentiles_and_a_histogram_live_and_from_a_saved_report() {
         &saved,
         &chart_ids(&again),
         &["percentile (log scale of 1/(1-p))"],
+    );
+}
+
+#[test]
+fn a_saved_suite_renders_every_workload_chart_and_table() {
+    let sb = Sandbox::new();
+    let json = sb.path().join("suite.json");
+    let out = sb
+        .sockbench()
+        .args([
+            "suite",
+            "-t",
+            "unix,udp",
+            "-d",
+            "0.1",
+            "-w",
+            "0",
+            "-q",
+            "--export-json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let page = report_page(&sb, &json);
+    assert_self_contained(&page);
+    assert_eq!(
+        chart_ids(&page),
+        [
+            "throughput-size",
+            "pingpong-rate",
+            "pingpong-round_trip-percentiles",
+            "pingpong-round_trip-histogram",
+            "rate-rate",
+            "rate-loss"
+        ]
+    );
+    // The suite's three tables, as the Markdown exporter titles them.
+    assert!(page.contains("<h3>Throughput: one-way stream</h3>"));
+    assert_eq!(page.matches("<table>").count(), 3);
+    // udp cannot carry 64 KiB: left out, said so.
+    assert!(page.contains("<h3>Left out</h3>"));
+    let path = sb.path().join("suite.html");
+    std::fs::write(&path, &page).unwrap();
+    check_in_browser(
+        &sb,
+        &path,
+        &chart_ids(&page),
+        &["throughput (", "latency ("],
     );
 }
 
