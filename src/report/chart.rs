@@ -74,6 +74,8 @@ pub struct Series {
     pub label: String,
     /// `(x, y)` pairs, in increasing x.
     pub points: Vec<(f64, f64)>,
+    /// Vertical whiskers `(x, low, high)`: the spread over runs at some points.
+    pub whiskers: Vec<(f64, f64, f64)>,
 }
 
 /// One bar of a bar chart, in the chart's unit.
@@ -270,19 +272,39 @@ pub fn log_ticks(lo: f64, hi: f64) -> Vec<Tick> {
 /// send method, buffers), points at each size, y in `unit` bit/s.
 pub fn throughput_series(results: &[&ScenarioResult], unit: f64) -> Vec<Series> {
     let vary = engines_vary(results);
-    let mut by: BTreeMap<String, (usize, Vec<(f64, f64)>)> = BTreeMap::new();
+    let mut by: BTreeMap<String, (usize, Series)> = BTreeMap::new();
     for (i, r) in results.iter().enumerate() {
         let Some(bps) = r.bits_per_second.filter(|_| plottable(r)) else {
             continue;
         };
-        let e = by.entry(variant_label(r, vary)).or_insert((i, Vec::new()));
-        e.1.push(((r.size_bytes.max(1) as f64).log2(), bps / unit));
+        let label = variant_label(r, vary);
+        let e = by.entry(label.clone()).or_insert((
+            i,
+            Series {
+                label,
+                points: Vec::new(),
+                whiskers: Vec::new(),
+            },
+        ));
+        let x = (r.size_bytes.max(1) as f64).log2();
+        e.1.points.push((x, bps / unit));
+        if let Some(s) = r
+            .statistics
+            .as_ref()
+            .filter(|s| s.bits_per_second.runs >= 2)
+        {
+            e.1.whiskers.push((
+                x,
+                s.bits_per_second.min / unit,
+                s.bits_per_second.max / unit,
+            ));
+        }
     }
     let mut out: Vec<(usize, Series)> = by
-        .into_iter()
-        .map(|(label, (first, mut points))| {
-            points.sort_by(|a, b| a.0.total_cmp(&b.0));
-            (first, Series { label, points })
+        .into_values()
+        .map(|(first, mut s)| {
+            s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            (first, s)
         })
         .collect();
     out.sort_by_key(|(first, _)| *first);
@@ -463,7 +485,12 @@ fn throughput_charts(results: &[&ScenarioResult]) -> Vec<Chart> {
         let series = throughput_series(results, unit);
         let caption = format!(
             "Received payload per second (SI: 1 Gbit/s = 10^9 bit/s), the median over runs, \
-             against the message size (log scale); one line per transport and variant.{}",
+             against the message size (log scale); one line per transport and variant.{}{}",
+            if series.iter().any(|s| !s.whiskers.is_empty()) {
+                " Whiskers: the lowest to the highest run."
+            } else {
+                ""
+            },
             left_out(results)
         );
         out.push(line_chart(LineSpec {
@@ -832,6 +859,7 @@ fn latency_charts(w: WorkloadKind, results: &[&ScenarioResult]) -> Vec<Chart> {
                 .into_iter()
                 .map(|(label, c)| Series {
                     label,
+                    whiskers: Vec::new(),
                     points: c
                         .into_iter()
                         .map(|(x, y)| {
@@ -887,6 +915,7 @@ fn latency_charts(w: WorkloadKind, results: &[&ScenarioResult]) -> Vec<Chart> {
                 .into_iter()
                 .map(|(label, s)| Series {
                     label,
+                    whiskers: Vec::new(),
                     points: s.into_iter().map(|(x, y)| (x - unit_log, y)).collect(),
                 })
                 .collect(),
@@ -1052,10 +1081,12 @@ fn draw_lines(svg: &mut String, spec: &LineSpec) -> DrawResult {
         .series
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.0));
-    let ys = spec
-        .series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.1));
+    let ys = spec.series.iter().flat_map(|s| {
+        s.points
+            .iter()
+            .map(|p| p.1)
+            .chain(s.whiskers.iter().map(|w| w.2))
+    });
     let tick_xs = spec.x_ticks.iter().map(|t| t.0);
     let (x_lo, x_hi) = xs
         .chain(tick_xs)
@@ -1122,6 +1153,16 @@ fn draw_lines(svg: &mut String, spec: &LineSpec) -> DrawResult {
     for (i, s) in spec.series.iter().enumerate() {
         let c = colour(i);
         chart.draw_series(LineSeries::new(s.points.iter().copied(), c.stroke_width(2)))?;
+        for &(x, lo, hi) in &s.whiskers {
+            let cap = (x_hi - x_lo) * 0.008;
+            for line in [
+                vec![(x, lo), (x, hi)],
+                vec![(x - cap, lo), (x + cap, lo)],
+                vec![(x - cap, hi), (x + cap, hi)],
+            ] {
+                chart.draw_series(std::iter::once(PathElement::new(line, c.stroke_width(1))))?;
+            }
+        }
         if spec.markers {
             chart.draw_series(
                 s.points
@@ -1345,8 +1386,26 @@ mod tests {
         assert_eq!(series.len(), 2);
         assert_eq!(series[0].label, "tcp");
         assert_eq!(series[0].points, vec![(10.0, 5.0), (16.0, 30.0)]);
+        assert!(series[0].whiskers.is_empty(), "one run: no whiskers");
         assert_eq!(series[1].label, "unix");
         assert_eq!(ids(&report), ["throughput-size"]);
+    }
+
+    #[test]
+    fn a_sweep_over_several_runs_gets_whiskers_at_each_point() {
+        let mut report = sample::stream_sweep();
+        let spread = crate::measure::stats::Summary::of(&[4e9, 5e9, 7e9]).unwrap();
+        report.results[0].statistics = Some(crate::report::Statistics {
+            bits_per_second: spread.clone(),
+            messages_per_second: spread,
+        });
+        let results: Vec<&ScenarioResult> = report.results.iter().collect();
+        let series = throughput_series(&results, 1e9);
+        assert_eq!(series[0].whiskers, vec![(10.0, 4.0, 7.0)]);
+        let chart = &charts(&report)[0];
+        assert!(chart
+            .caption
+            .contains("Whiskers: the lowest to the highest run."));
     }
 
     #[test]
