@@ -124,6 +124,7 @@ fn page(report: &Report, view: &View) -> String {
     let mut out = String::new();
     let title = match report.command.get(1) {
         Some(mode) if !mode.starts_with('-') => format!("sockbench {mode} report"),
+        _ if report.layout == crate::plan::Layout::Suite => "sockbench suite report".into(),
         _ => "sockbench report".to_string(),
     };
     head(&mut out, &title);
@@ -618,6 +619,7 @@ mod tests {
         assert_eq!(page.matches("</svg>").count(), drawn);
         assert!(page.contains("data-chart=\"throughput-size\""));
         assert!(page.contains("prefers-color-scheme: dark"));
+        assert!(page.contains("<title>sockbench suite report</title>"));
     }
 
     #[test]
