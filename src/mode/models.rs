@@ -276,6 +276,15 @@ pub fn run(args: &ModelsArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCod
         Ok(s) => s,
         Err(e) => return usage(e),
     };
+    if output.export_csv.is_some()
+        || output.export_markdown.is_some()
+        || output.export_openmetrics.is_some()
+    {
+        return usage(
+            "models writes its own document: use --export-json PATH or --export-html PATH \
+             (not --export-csv, --export-markdown or --export-openmetrics)",
+        );
+    }
     if setup.driver != Driver::Builtin && !installed(setup.driver.program()) {
         eprintln!(
             "sockbench: error: {} is not installed: install it (Debian: apt install {}) or use --driver builtin",
@@ -291,6 +300,17 @@ pub fn run(args: &ModelsArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCod
     let report = run_all(&setup, argv, output.quiet);
     if let Some(path) = &output.export_json {
         if let Err(e) = super::write_document(&report, path) {
+            eprintln!("sockbench: error: cannot write {}: {e}", path.display());
+        }
+    }
+    if let Some(path) = &output.export_html {
+        let page = crate::report::html::models_page(&report);
+        let written = if path.as_os_str() == "-" {
+            std::io::stdout().lock().write_all(page.as_bytes())
+        } else {
+            std::fs::write(path, page)
+        };
+        if let Err(e) = written {
             eprintln!("sockbench: error: cannot write {}: {e}", path.display());
         }
     }
