@@ -171,9 +171,12 @@ fn keeps_its_promise(line: &str, v: &Value, stdout: &[u8], dir: &std::path::Path
             assert_eq!(v["document"], "sockbench-compare");
             let c = v["comparisons"].as_array().unwrap();
             assert_eq!(c.len(), 2, "{v}");
-            assert!(c
-                .iter()
-                .all(|c| c["test"] == "welch" || c["test"] == "mann-whitney"));
+            let tests = ["welch", "mann-whitney-exact", "mann-whitney-normal"];
+            assert!(
+                c.iter()
+                    .all(|c| tests.contains(&c["test"].as_str().unwrap_or(""))),
+                "{v}"
+            );
             let table = String::from_utf8_lossy(stdout);
             assert!(
                 table.contains("stream unix 64 KiB") && table.contains("95% CI"),
@@ -187,6 +190,30 @@ fn keeps_its_promise(line: &str, v: &Value, stdout: &[u8], dir: &std::path::Path
             assert_eq!(c[0]["transport"], "tcp");
             assert_eq!(v["only_in_base"].as_array().unwrap().len(), 1, "{v}");
             assert!(String::from_utf8_lossy(stdout).contains("| "));
+        }
+        "sockbench stream -t tcp,unix -s 64,4K,64K,1M -d 0.5 --export-html stream.html" => {
+            assert_eq!(rs.len(), 8);
+            let page = std::fs::read_to_string(dir.join("stream.html")).unwrap();
+            assert!(
+                page.contains("data-chart=\"throughput-size\""),
+                "no throughput chart"
+            );
+            assert!(!page.contains("<script src"), "self-contained");
+        }
+        "sockbench pingpong -t tcp,udp,unix -d 0.5 --export-json pingpong.json" => {
+            assert_eq!(transports(v), ["tcp", "udp", "unix"]);
+            assert!(rs
+                .iter()
+                .all(|r| r["latency_buckets"]["round_trip"].is_array()));
+        }
+        "sockbench report pingpong.json --export-html pingpong.html" => {
+            let page = std::fs::read_to_string(dir.join("pingpong.html")).unwrap();
+            for chart in ["round_trip-percentiles", "round_trip-histogram"] {
+                assert!(
+                    page.contains(&format!("data-chart=\"pingpong-{chart}\"")),
+                    "{chart}"
+                );
+            }
         }
         "sockbench stream -t tcp -s 128K -d 2 -i 0.5" => {
             let run = &rs[0]["runs"][0];
