@@ -570,3 +570,342 @@ fn canonical(x: f64) -> Option<String> {
         fixed + ".0"
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::sample;
+
+    fn text(report: &Report) -> String {
+        String::from_utf8(OpenMetrics.serialize(report).unwrap()).unwrap()
+    }
+
+    /// The sample lines whose metric name is `name` exactly.
+    fn lines<'a>(out: &'a str, name: &str) -> Vec<&'a str> {
+        out.lines()
+            .filter(|l| {
+                l.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+            })
+            .collect()
+    }
+
+    /// The value of the one sample of `name` whose labels contain `has`.
+    fn value(out: &str, name: &str, has: &str) -> String {
+        let found: Vec<&str> = lines(out, name)
+            .into_iter()
+            .filter(|l| l.contains(has))
+            .collect();
+        assert_eq!(found.len(), 1, "{name} {has}: {found:?}\n{out}");
+        found[0].rsplit(' ').next().unwrap().to_string()
+    }
+
+    #[test]
+    fn label_values_and_help_escape_backslash_quote_and_newline() {
+        assert_eq!(escape("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+        assert_eq!(escape("plain 64 KiB"), "plain 64 KiB");
+        let mut report = sample::stream();
+        report.tool.version = "1.0 \"dev\"\\\nx".into();
+        assert!(
+            text(&report).contains("sockbench_build_info{version=\"1.0 \\\"dev\\\"\\\\\\nx\"} 1\n"),
+            "{}",
+            text(&report)
+        );
+    }
+
+    #[test]
+    fn floats_are_canonical_and_integers_exact() {
+        for (x, want) in [
+            (0.0, "0.0"),
+            (1.0, "1.0"),
+            (0.5, "0.5"),
+            (0.0001, "0.0001"),
+            (0.000125, "0.000125"),
+            (0.00009, "9e-05"),
+            (1e-8, "1e-08"),
+            (1.25e-8, "1.25e-08"),
+            (100_000.0, "100000.0"),
+            (1e6, "1e+06"),
+            (1_234_567_890.5, "1.2345678905e+09"),
+            (2.5e-10, "2.5e-10"),
+            (1e300, "1e+300"),
+            (-3.5, "-3.5"),
+        ] {
+            assert_eq!(canonical(x).as_deref(), Some(want), "{x}");
+            let back: f64 = want.parse().unwrap();
+            assert_eq!(back, x, "{want} reads back as {x}");
+        }
+        assert_eq!(canonical(f64::NAN), None);
+        assert_eq!(canonical(f64::INFINITY), None);
+        assert_eq!(
+            Value::Int(u64::MAX).render().as_deref(),
+            Some("18446744073709551615")
+        );
+        assert_eq!(seconds_label(12), "1.2e-08");
+        assert_eq!(seconds_label(1_000_000_000), "1.0");
+        assert_eq!(seconds_label(31_500), "3.15e-05");
+    }
+
+    #[test]
+    fn every_family_has_type_help_and_unit_and_is_never_interleaved() {
+        for report in [
+            sample::stream(),
+            sample::stream_failed(),
+            sample::pingpong(),
+            sample::rate(),
+            sample::connect(),
+            sample::suite(),
+            sample::stream_buffers(),
+        ] {
+            let out = text(&report);
+            assert!(out.ends_with("\n# EOF\n"), "{out}");
+            assert_eq!(out.matches("# EOF").count(), 1);
+            let mut done: Vec<String> = Vec::new();
+            let mut current: Option<(String, String)> = None; // (family, type)
+            let mut meta: Vec<&str> = Vec::new();
+            for line in out.lines().filter(|l| *l != "# EOF") {
+                if let Some(rest) = line.strip_prefix("# TYPE ") {
+                    let (name, kind) = rest.split_once(' ').unwrap();
+                    assert!(!done.iter().any(|d| d == name), "{name} twice");
+                    if let Some((f, _)) = current.take() {
+                        done.push(f);
+                    }
+                    current = Some((name.to_string(), kind.to_string()));
+                    meta.clear();
+                    continue;
+                }
+                if let Some(rest) = line.strip_prefix("# ") {
+                    let (what, rest) = rest.split_once(' ').unwrap();
+                    let (fam, _) = rest.split_once(' ').unwrap();
+                    assert_eq!(Some(fam), current.as_ref().map(|c| c.0.as_str()), "{line}");
+                    meta.push(what);
+                    continue;
+                }
+                let (fam, kind) = current.clone().expect("a sample before any # TYPE");
+                assert!(meta.contains(&"HELP"), "{fam} has no HELP");
+                let unit = [
+                    "bytes",
+                    "seconds",
+                    "bytes_per_second",
+                    "seconds_per_byte",
+                    "ratio",
+                ]
+                .into_iter()
+                .find(|u| fam.ends_with(&format!("_{u}")));
+                assert_eq!(meta.contains(&"UNIT"), unit.is_some(), "{fam}: UNIT");
+                let name = line.split(['{', ' ']).next().unwrap();
+                let suffixes: &[&str] = match kind.as_str() {
+                    "counter" => &["_total"],
+                    "gauge" => &[""],
+                    "histogram" => &["_bucket", "_count", "_sum"],
+                    k => panic!("type {k}"),
+                };
+                assert!(
+                    suffixes.iter().any(|s| name == format!("{fam}{s}")),
+                    "{name} in {fam} ({kind})"
+                );
+                assert!(fam.starts_with("sockbench_"), "{fam}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_failed_scenario_has_only_its_failed_gauge() {
+        let out = text(&sample::stream_failed());
+        let tcp = "transport=\"tcp\"";
+        assert_eq!(value(&out, "sockbench_scenario_failed", tcp), "1");
+        assert_eq!(
+            value(&out, "sockbench_scenario_failed", "transport=\"udp\""),
+            "0"
+        );
+        let tcp_lines: Vec<&str> = out.lines().filter(|l| l.contains(tcp)).collect();
+        assert_eq!(tcp_lines.len(), 1, "{tcp_lines:?}");
+        assert!(!out.contains("Connection reset"), "no error text in labels");
+        // The udp scenario's figures are all there, in base units.
+        let udp = "transport=\"udp\"";
+        assert_eq!(value(&out, "sockbench_lost_messages_total", udp), "12");
+        assert_eq!(
+            value(&out, "sockbench_received_bytes_total", udp),
+            "250000000"
+        );
+        assert_eq!(
+            value(&out, "sockbench_received_bytes_per_second", udp),
+            "2.5e+08"
+        );
+        assert_eq!(
+            value(&out, "sockbench_sender_cpu_seconds_per_byte", udp),
+            "2.5e-10"
+        );
+    }
+
+    #[test]
+    fn an_unknown_figure_has_no_line() {
+        // stream over tcp and unix: nothing can be lost, reordered or late.
+        let out = text(&sample::stream());
+        for name in [
+            "sockbench_lost_messages_total",
+            "sockbench_reordered_messages_total",
+            "sockbench_late_replies_total",
+            "sockbench_delivered_ratio",
+            "sockbench_round_trip_cpu_seconds",
+        ] {
+            assert!(!out.contains(name), "{name} in\n{out}");
+        }
+        assert!(!out.contains("NaN") && !out.contains("_seconds_bucket"));
+        // rate over udp lost some; over unix-dgram it counts reordering but no loss.
+        let out = text(&sample::rate());
+        assert_eq!(lines(&out, "sockbench_lost_messages_total").len(), 1);
+        assert_eq!(
+            value(&out, "sockbench_lost_messages_total", "transport=\"udp\""),
+            "100"
+        );
+        assert_eq!(
+            value(&out, "sockbench_reordered_messages_total", "unix-dgram"),
+            "0"
+        );
+    }
+
+    #[test]
+    fn every_scenario_family_carries_the_same_labels() {
+        let out = text(&sample::stream_buffers());
+        let labels = |l: &str| {
+            let inner = &l[l.find('{').unwrap() + 1..l.find('}').unwrap()];
+            inner
+                .split(',')
+                .filter(|p| !p.starts_with("le="))
+                .map(String::from)
+                .collect::<Vec<_>>()
+        };
+        let failed = lines(&out, "sockbench_scenario_failed");
+        assert_eq!(failed.len(), 4);
+        assert_eq!(
+            labels(failed[0]),
+            [
+                "workload=\"stream\"",
+                "transport=\"tcp\"",
+                "engine=\"blocking\"",
+                "size_bytes=\"65536\"",
+                "parallel=\"1\"",
+                "rcvbuf_bytes=\"1\""
+            ]
+        );
+        let sets: HashSet<Vec<String>> = failed.iter().map(|l| labels(l)).collect();
+        assert_eq!(sets.len(), 4, "the requested rcvbuf tells them apart");
+        for line in out
+            .lines()
+            .filter(|l| !l.starts_with('#') && l.contains('{'))
+        {
+            if !line.starts_with("sockbench_build_info") {
+                assert!(sets.contains(&labels(line)), "{line}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_repeated_label_set_gets_the_scenarios_position() {
+        let mut report = sample::stream();
+        let again = report.results[0].clone();
+        report.results.push(again);
+        let out = text(&report);
+        let got = lines(&out, "sockbench_received_bytes_total");
+        assert_eq!(got.len(), 3);
+        assert!(!got[0].contains("scenario="), "{}", got[0]);
+        assert!(got[2].contains(",scenario=\"3\"}"), "{}", got[2]);
+    }
+
+    #[test]
+    fn a_latency_is_a_histogram_in_seconds_with_its_real_count_and_sum() {
+        let mut report = sample::pingpong();
+        report.results[0].latency_buckets.insert(
+            "round_trip".into(),
+            vec![
+                Bucket {
+                    le_ns: 12_500,
+                    count: 0,
+                },
+                Bucket {
+                    le_ns: 16_000,
+                    count: 600,
+                },
+                Bucket {
+                    le_ns: 20_000,
+                    count: 0,
+                },
+                Bucket {
+                    le_ns: 31_500,
+                    count: 400,
+                },
+            ],
+        );
+        let out = text(&report);
+        let tcp: Vec<(String, String)> = lines(&out, "sockbench_round_trip_latency_seconds_bucket")
+            .into_iter()
+            .filter(|l| l.contains("transport=\"tcp\""))
+            .map(|l| {
+                let le = l.split("le=\"").nth(1).unwrap().split('"').next().unwrap();
+                (le.to_string(), l.rsplit(' ').next().unwrap().to_string())
+            })
+            .collect();
+        let want = [
+            ("1e-05", "0"),
+            ("1.25e-05", "0"),
+            ("1.6e-05", "600"),
+            ("2e-05", "600"),
+            ("3.15e-05", "1000"),
+            ("+Inf", "1000"),
+        ];
+        let want: Vec<(String, String)> = want
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        assert_eq!(tcp, want);
+        let tcp = "transport=\"tcp\"";
+        assert_eq!(
+            value(&out, "sockbench_round_trip_latency_seconds_count", tcp),
+            "1000"
+        );
+        // mean 15 us x 1000 samples.
+        assert_eq!(
+            value(&out, "sockbench_round_trip_latency_seconds_sum", tcp),
+            "0.015"
+        );
+        // udp has no buckets (a report of schema version 4): the +Inf bucket alone.
+        let udp = "transport=\"udp\"";
+        assert_eq!(
+            value(&out, "sockbench_round_trip_latency_seconds_bucket", udp),
+            "1000"
+        );
+        assert_eq!(
+            value(&out, "sockbench_round_trip_latency_seconds_sum", udp),
+            "0.012"
+        );
+        let fam = out.find("# TYPE sockbench_round_trip_latency_seconds histogram\n# UNIT sockbench_round_trip_latency_seconds seconds\n");
+        assert!(fam.is_some(), "{out}");
+    }
+
+    #[test]
+    fn each_named_latency_is_its_own_family() {
+        let out = text(&sample::connect());
+        for name in ["connect", "accept", "first_response", "close"] {
+            let fam = format!("sockbench_{name}_latency_seconds");
+            assert!(out.contains(&format!("# TYPE {fam} histogram\n")), "{name}");
+            assert_eq!(lines(&out, &format!("{fam}_count")).len(), 2, "{name}");
+        }
+        assert_eq!(metric_word("first-Response"), "first_response");
+    }
+
+    #[test]
+    fn a_report_with_no_results_is_still_valid() {
+        let out = text(&sample::report(Vec::new(), crate::plan::Layout::List));
+        assert_eq!(
+            out,
+            "# TYPE sockbench_build_info gauge\n\
+             # HELP sockbench_build_info The sockbench that wrote these figures.\n\
+             sockbench_build_info{version=\"0.0.0-test\"} 1\n\
+             # TYPE sockbench_interrupted gauge\n\
+             # HELP sockbench_interrupted 1 if Ctrl-C or SIGTERM stopped the run early (only finished scenarios are here).\n\
+             sockbench_interrupted 0\n\
+             # EOF\n"
+        );
+    }
+}
