@@ -766,6 +766,54 @@ mod tests {
     }
 
     #[test]
+    fn a_scenario_without_a_finished_run_or_with_an_error_has_no_figures() {
+        let mut report = sample::stream();
+        // tcp: no run finished, no error (interrupted before its first run ended).
+        report.results[0].runs.clear();
+        // unix: a run finished, then the scenario failed.
+        report.results[1].error = Some("unix receiver failed".into());
+        let out = text(&report);
+        assert_eq!(value(&out, "sockbench_scenario_failed", "tcp"), "0");
+        assert_eq!(value(&out, "sockbench_scenario_failed", "unix"), "1");
+        let figures: Vec<&str> = out
+            .lines()
+            .filter(|l| l.contains("workload=") && !l.starts_with("sockbench_scenario_failed"))
+            .collect();
+        assert!(figures.is_empty(), "{figures:?}");
+    }
+
+    #[test]
+    fn only_scenarios_that_have_a_latency_get_its_histogram() {
+        // The suite: stream and rate scenarios, and one pingpong over udp.
+        let out = text(&sample::suite());
+        let series: HashSet<&str> = lines(&out, "sockbench_round_trip_latency_seconds_count")
+            .into_iter()
+            .collect();
+        assert_eq!(series.len(), 1, "{series:?}");
+        assert!(out
+            .lines()
+            .filter(|l| l.starts_with("sockbench_round_trip_latency_seconds"))
+            .all(|l| l.contains("workload=\"pingpong\"")));
+    }
+
+    #[test]
+    fn stream_methods_and_the_runtime_are_labels_by_their_command_line_names() {
+        let mut report = sample::stream();
+        let o = &mut report.results[0].options;
+        o.send = Some(crate::cli::SendMethod::Sendfile);
+        o.recv = Some(crate::cli::RecvMethod::Read);
+        o.runtime = Some(crate::engine::RuntimeKind::Multi);
+        o.sndbuf_bytes = Some(4096);
+        let out = text(&report);
+        assert_eq!(
+            lines(&out, "sockbench_scenario_failed")[0],
+            "sockbench_scenario_failed{workload=\"stream\",transport=\"tcp\",engine=\"blocking\",\
+             size_bytes=\"65536\",parallel=\"1\",sndbuf_bytes=\"4096\",send=\"sendfile\",\
+             recv=\"read\",runtime=\"multi\"} 0"
+        );
+    }
+
+    #[test]
     fn every_scenario_family_carries_the_same_labels() {
         let out = text(&sample::stream_buffers());
         let labels = |l: &str| {
