@@ -15,7 +15,6 @@
 //! | family | type | from the JSON |
 //! |---|---|---|
 //! | `sockbench_build_info{version}` | gauge, always 1 | `tool.version` |
-//! | `sockbench_interrupted` | gauge, 0 or 1 | `interrupted` |
 //! | `sockbench_scenario_failed` | gauge, 0 or 1 | `error` is set |
 //! | `sockbench_runs_total` | counter | the number of `runs` |
 //! | `sockbench_sent_bytes_total`, `sockbench_received_bytes_total` | counter | `bytes_sent`, `bytes_received` |
@@ -78,12 +77,17 @@
 //! # Consumers that read the older Prometheus text format
 //!
 //! The node exporter's textfile collector and the push gateway parse the Prometheus text
-//! format 0.0.4, not OpenMetrics. They accept this output as it is: `# UNIT` and `# EOF`
-//! read as comments, gauges and histograms keep their type and help. Counters lose
-//! theirs: that format names a counter's family with its `_total`, so the
+//! format 0.0.4, not OpenMetrics (checked with node exporter 1.5 and push gateway 1.5).
+//! They take this output as it is, and no second format is needed: `# UNIT` and `# EOF`
+//! read as comments, gauges and histograms keep their type and help, and there are no
+//! timestamps (which the textfile collector refuses). Counters lose their type and help:
+//! that format names a counter's family with its `_total`, so the
 //! `sockbench_..._total` samples arrive untyped, with the same names, labels and values,
-//! which PromQL treats alike. There are no timestamps, which the textfile collector
-//! refuses.
+//! which PromQL treats alike. The export file is replaced by a rename after every
+//! scenario, from a temporary file that does not end in `.prom`, so the collector never
+//! reads half of one. Several sockbench files in one textfile directory are fine as long
+//! as they hold different scenarios; `sockbench_build_info` is in each, and the node
+//! exporter keeps one copy and logs that it saw it twice.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt::Write as _;
@@ -308,19 +312,6 @@ fn render(report: &Report) -> String {
         "sockbench_build_info",
         &[("version", report.tool.version.clone())],
         Value::Int(1),
-    );
-    family(
-        &mut out,
-        "sockbench_interrupted",
-        Type::Gauge,
-        None,
-        "1 if Ctrl-C or SIGTERM stopped the run early (only finished scenarios are here).",
-    );
-    sample(
-        &mut out,
-        "sockbench_interrupted",
-        &[],
-        Value::Int(u64::from(report.interrupted)),
     );
 
     let labels = scenario_labels(&report.results);
@@ -950,9 +941,6 @@ mod tests {
             "# TYPE sockbench_build_info gauge\n\
              # HELP sockbench_build_info The sockbench that wrote these figures.\n\
              sockbench_build_info{version=\"0.0.0-test\"} 1\n\
-             # TYPE sockbench_interrupted gauge\n\
-             # HELP sockbench_interrupted 1 if Ctrl-C or SIGTERM stopped the run early (only finished scenarios are here).\n\
-             sockbench_interrupted 0\n\
              # EOF\n"
         );
     }
