@@ -40,9 +40,11 @@
 //! throughput is a measurement over its own interval that no scrape interval can
 //! reproduce, so it is a gauge whose unit says it is a rate: `_bytes_per_second`. For
 //! the same reason CPU cost is a gauge in seconds per byte (the JSON's seconds per 10^9
-//! bytes, divided). Sender and receiver, and each latency (`round_trip`, `connect`,
-//! `accept`, `first_response`, `close`), are separate families rather than a label,
-//! because summing or averaging them across that label means nothing.
+//! bytes, divided). Each latency (`round_trip`, `connect`, `accept`, `first_response`,
+//! `close`) is its own family rather than a label value, as the guide asks when
+//! averaging across the label would mean nothing (a connect time with a close time);
+//! sender and receiver CPU are two families too, so that every family of a scenario
+//! has the same labels.
 //!
 //! # Latency histograms
 //!
@@ -52,8 +54,8 @@
 //! below the smallest sample (so `histogram_quantile()` interpolates the first bucket
 //! from its true lower bound) to the one that holds the largest, then `+Inf`. `_count`
 //! is the number of samples and `_sum` is the mean times the count (`mean_ns` x `count`
-//! / 10^9: the report keeps the mean, not the sum, so the sum is exact to within a
-//! nanosecond per sample). Series of different scenarios have different bucket ranges:
+//! / 10^9: the report keeps the mean, rounded to the nanosecond, not the sum, so the sum
+//! is within half a nanosecond per sample of the measured one). Series of different scenarios have different bucket ranges:
 //! below a series' first bucket its count is 0, above its last it is the total. The
 //! exact percentiles (p50 to p99.99, from HDR histograms) are in the JSON report. A report
 //! without `latency_buckets` (schema version 4) gives the `+Inf` bucket alone.
