@@ -216,27 +216,12 @@ mod tests {
         // 14 us, 15 us, 15 us, 75 us: buckets 16 us (three) to 80 us (one), zeros between.
         let b = buckets(&hist(&[14_000, 15_000, 15_000, 75_000]));
         let le: Vec<u64> = b.iter().map(|b| b.le_ns).collect();
-        assert_eq!(
-            le,
-            [16_000, 20_000, 25_000, 31_500, 40_000, 50_000, 63_000, 80_000]
-        );
+        assert_eq!(le, [16_000, 20_000, 25_000, 31_500, 40_000, 50_000, 63_000, 80_000]);
         let counts: Vec<u64> = b.iter().map(|b| b.count).collect();
         assert_eq!(counts, [3, 0, 0, 0, 0, 0, 0, 1]);
         // A sample exactly on a bound is in that bucket, the next one in the next.
         let b = buckets(&hist(&[1000, 1001]));
-        assert_eq!(
-            b,
-            [
-                Bucket {
-                    le_ns: 1000,
-                    count: 1
-                },
-                Bucket {
-                    le_ns: 1250,
-                    count: 1
-                }
-            ]
-        );
+        assert_eq!(b, [Bucket { le_ns: 1000, count: 1 }, Bucket { le_ns: 1250, count: 1 }]);
         assert!(buckets(&hist(&[])).is_empty());
         // Beyond the last bound: one bucket at the largest sample.
         let b = buckets(&hist(&[3_000_000_000_000]));
