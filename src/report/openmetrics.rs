@@ -552,8 +552,8 @@ fn canonical(x: f64) -> Option<String> {
     let (mantissa, exp) = e.split_once('e')?;
     let exp: i32 = exp.parse().ok()?;
     if !(-4..6).contains(&exp) {
-        let sign = if exp < 0 { '-' } else { '+' };
-        return Some(format!("{mantissa}e{sign}{:02}", exp.unsigned_abs()));
+        // Signed, at least two digits: e-08, e+06, e+300.
+        return Some(format!("{mantissa}e{exp:+03}"));
     }
     // Rust's `{}` is the shortest round-trip digits without an exponent.
     let fixed = format!("{x}");
