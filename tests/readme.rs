@@ -215,6 +215,20 @@ fn keeps_its_promise(line: &str, v: &Value, stdout: &[u8], dir: &std::path::Path
                 );
             }
         }
+        "sockbench pingpong -t tcp,udp -d 0.5 --format openmetrics" => {
+            assert_eq!(transports(v), ["tcp", "udp"]);
+            let text = String::from_utf8_lossy(stdout);
+            assert!(text.ends_with("\n# EOF\n"), "{text}");
+            for r in rs {
+                let line = format!(
+                    "sockbench_round_trip_latency_seconds_count{{workload=\"pingpong\",transport=\"{}\",\
+                     engine=\"blocking\",size_bytes=\"64\",parallel=\"1\"}} {}\n",
+                    r["transport"].as_str().unwrap(),
+                    u(r, "/latencies/round_trip/count")
+                );
+                assert!(text.contains(&line), "{text}");
+            }
+        }
         "sockbench stream -t tcp -s 128K -d 2 -i 0.5" => {
             let run = &rs[0]["runs"][0];
             let iv = run["intervals"].as_array().unwrap();
