@@ -220,6 +220,8 @@ pub fn figures(sc: &Scenario, raws: &[Roles]) -> ScenarioResult {
             runtime: (sc.engine == crate::engine::EngineKind::Async).then_some(sc.extras.runtime),
             send: (sc.workload == crate::workload::WorkloadKind::Stream).then_some(sc.extras.send),
             recv: (sc.workload == crate::workload::WorkloadKind::Stream).then_some(sc.extras.recv),
+            rate_per_second: sc.extras.rate,
+            open: (sc.workload == crate::workload::WorkloadKind::Connect).then_some(sc.extras.open),
         },
         bits_per_second: median(&bits),
         bytes_per_second: median(&col(|r| r.bytes_per_second)),

@@ -126,6 +126,13 @@ pub struct ScenarioOptions {
     /// workloads.
     #[serde(default)]
     pub recv: Option<crate::cli::RecvMethod>,
+    /// pingpong, rate: the target rate in messages per second (`--rate`); null when
+    /// unpaced (as fast as it goes) and for other workloads.
+    #[serde(default)]
+    pub rate_per_second: Option<f64>,
+    /// connect: connections kept open at once (`--open`); null for other workloads.
+    #[serde(default)]
+    pub open: Option<u32>,
 }
 
 /// CPU and timing of one side (all its threads, with `--parallel`).

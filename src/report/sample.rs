@@ -140,6 +140,8 @@ pub fn scenario(
             runtime: None,
             send: None,
             recv: None,
+            rate_per_second: None,
+            open: None,
         },
         bits_per_second: Some(bits_per_second),
         bytes_per_second: Some(bits_per_second / 8.0),
