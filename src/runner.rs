@@ -12,7 +12,7 @@ use crate::measure::units::format_bytes;
 use crate::placement::{Placement, Remote, RunError, Threads};
 use crate::plan::{Plan, Scenario, Where};
 use crate::report::progress::Progress;
-use crate::report::{ExportManager, Interval, Report, RunFigures, ScenarioResult, Warning};
+use crate::report::{ExportManager, Interval, Report, ScenarioResult, Warning};
 use crate::transport::TransportKind;
 use crate::workload::Role;
 use crate::workload::{Stop, WorkloadKind};
@@ -168,9 +168,8 @@ impl<'a> Runner<'a> {
                     if let Some(watch) = self.watch(sc) {
                         // Close this run's intervals now, so its last line comes before
                         // the next run's first.
-                        let figures = crate::measure::figures::run_figures(sc, &raw);
-                        intervals
-                            .push(close_intervals(sc, watch, run, sampled, &figures, progress));
+                        let here = self.here(&raw);
+                        intervals.push(close_intervals(sc, watch, run, sampled, here, progress));
                     }
                     raws.push(raw);
                 }
@@ -210,7 +209,10 @@ impl<'a> Runner<'a> {
         let (Some(every), Some(watch)) = (self.plan.interval, self.watch(sc)) else {
             return Ok((self.placement.run(sc, sc.stop)?, Sampled::default()));
         };
-        let live = Live::new();
+        let live = match self.local() {
+            Local::Bidir => Live::without_retransmits(),
+            Local::Both | Local::Only(_) => Live::new(),
+        };
         let mut with_live = sc.clone();
         with_live.live = Some(Arc::clone(&live));
         let until = match sc.stop {
@@ -237,23 +239,61 @@ impl<'a> Runner<'a> {
         ))
     }
 
-    /// Whose counts `--interval` follows in `sc`: the receivers when they run here, else
-    /// the senders; pingpong's clients; connect's dialers. None without `--interval`.
+    /// Which roles run in this process: only theirs publish to the sampler.
+    fn local(&self) -> Local {
+        match &self.remote {
+            None => Local::Both,
+            Some(r) if r.bidir() => Local::Bidir,
+            Some(r) => Local::Only(match r.other_role() {
+                Role::Sender => Role::Receiver,
+                Role::Receiver => Role::Sender,
+            }),
+        }
+    }
+
+    /// Whose counts `--interval` follows in `sc` (always roles of this process): stream's
+    /// and rate's receivers, else their senders; pingpong's client, else its echoing
+    /// side; connect's dialer, else its listener. None without `--interval`.
     fn watch(&self, sc: &Scenario) -> Option<Watch> {
         self.plan.interval?;
-        let receiver_here = self
-            .remote
-            .as_ref()
-            .map_or(true, |r| r.bidir() || r.other_role() == Role::Sender);
+        let here = |role| match self.local() {
+            Local::Both => true,
+            // The local streams' receivers (those of the server-to-client direction).
+            Local::Bidir => role == Role::Receiver,
+            Local::Only(r) => r == role,
+        };
         Some(match sc.workload {
-            WorkloadKind::Pingpong => Watch::Client,
-            WorkloadKind::Connect => Watch::Sender,
-            WorkloadKind::Stream | WorkloadKind::Rate if receiver_here => Watch::Receiver {
-                loss: !sc.transport.reliable() && self.remote.is_none(),
-            },
+            WorkloadKind::Stream | WorkloadKind::Rate if here(Role::Receiver) => Watch::Receiver,
             WorkloadKind::Stream | WorkloadKind::Rate => Watch::Sender,
+            WorkloadKind::Pingpong if here(Role::Sender) => Watch::Client,
+            WorkloadKind::Connect if here(Role::Sender) => Watch::Sender,
+            WorkloadKind::Pingpong | WorkloadKind::Connect => Watch::Receiver,
         })
     }
+
+    /// The roles of a run that ran in this process and may be watched: all of them, one
+    /// kind, or with `--bidir` the server-to-client direction (whose receivers are here).
+    fn here<'r>(&self, raw: &'r crate::workload::Roles) -> &'r crate::workload::Roles {
+        match self.local() {
+            Local::Bidir => raw
+                .directions
+                .iter()
+                .find(|(name, _)| name == "server to client")
+                .map_or(raw, |(_, r)| r),
+            Local::Both | Local::Only(_) => raw,
+        }
+    }
+}
+
+/// Which roles of a run are in this process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Local {
+    /// Both (threads).
+    Both,
+    /// Only this one (the other ran in a child process or on a server).
+    Only(Role),
+    /// `--bidir`: the senders of one direction and the receivers of the other.
+    Bidir,
 }
 
 /// A run's intervals: the sampled ones and a last one closed with the run's own counts,
@@ -263,13 +303,12 @@ fn close_intervals(
     watch: Watch,
     run: u32,
     sampled: Sampled,
-    figures: &RunFigures,
+    roles: &crate::workload::Roles,
     progress: &Progress,
 ) -> Vec<Interval> {
     let shown = sampled.sampled.len();
-    let mut last = final_totals(watch, figures);
+    let (mut last, end) = final_totals(sc, watch, roles);
     last.retransmits = sampled.retransmits;
-    let end = figures.duration_seconds;
     let intervals = live::close(watch, sampled.sampled, end, last);
     let label = interval_label(sc);
     for i in intervals.iter().skip(shown.min(intervals.len() - 1)) {
@@ -292,20 +331,49 @@ fn interval_label(sc: &Scenario) -> String {
     format!("{} {} {}", sc.workload, sc.transport, format_bytes(sc.size))
 }
 
-/// A run's final counts as the intervals read them.
-fn final_totals(watch: Watch, f: &RunFigures) -> Totals {
-    let (bytes_sent, messages_sent) = match watch {
-        // pingpong's client counts completed round trips, which the figures call received.
-        Watch::Client => (f.bytes_received, f.messages_received),
-        _ => (f.bytes_sent, f.messages_sent),
+/// A run's final counts as the intervals read them, from the watched roles' own reports
+/// (`roles`: those of this process), and the end of their interval in seconds from the
+/// run's start.
+fn final_totals(sc: &Scenario, watch: Watch, roles: &crate::workload::Roles) -> (Totals, f64) {
+    use crate::workload::Roles;
+    let sum = |of: &[crate::workload::SideReport]| {
+        (Roles::sum(of, |s| s.bytes), Roles::sum(of, |s| s.messages))
     };
-    Totals {
+    let (bytes_sent, messages_sent) = match watch {
+        // pingpong's client publishes round trips completed: requests less timeouts.
+        Watch::Client => {
+            let trips = Roles::sum(&roles.senders, |s| s.messages.saturating_sub(s.timeouts));
+            (trips * sc.size, trips)
+        }
+        _ => sum(&roles.senders),
+    };
+    let (bytes_received, messages_received) = sum(&roles.receivers);
+    // rate's loss where messages can be lost: what the receivers' sequence numbers say
+    // was never received (duplicates make up for nothing), as the run's figures count it.
+    let counted = sc.workload == WorkloadKind::Rate && sc.size >= 8 && !sc.transport.reliable();
+    let lost = (watch == Watch::Receiver && counted).then(|| {
+        let sent = Roles::sum(&roles.senders, |s| s.messages);
+        let distinct: u64 = (roles.receivers.iter())
+            .map(|r| {
+                let dup = r.sequence.map_or(0, |q| q.duplicated);
+                r.messages.saturating_sub(dup)
+            })
+            .sum();
+        sent.saturating_sub(distinct)
+    });
+    let totals = Totals {
         bytes_sent,
         messages_sent,
-        bytes_received: f.bytes_received,
-        messages_received: f.messages_received,
+        bytes_received,
+        messages_received,
+        lost,
         retransmits: None,
-    }
+    };
+    let role = match watch {
+        Watch::Receiver => Role::Receiver,
+        Watch::Sender | Watch::Client => Role::Sender,
+    };
+    (totals, roles.interval(role))
 }
 
 /// The time the rest of a plan should take: each run's planned time (warm-up plus the
@@ -438,29 +506,50 @@ mod tests {
     }
 
     #[test]
-    fn intervals_follow_the_side_that_counts_what_the_workload_reports() {
-        let totals = |watch| {
-            let mut f = crate::report::sample::stream().results[0].runs[0].clone();
-            // Sent and received differ (as with loss), so the test tells them apart.
-            (f.bytes_sent, f.messages_sent) = (f.bytes_received + 111, f.messages_received + 1);
-            (final_totals(watch, &f), f)
+    fn intervals_end_on_the_watched_roles_own_counts() {
+        use crate::workload::{Roles, SequenceCounts, SideReport};
+        let side = |bytes, messages, secs| SideReport {
+            bytes,
+            messages,
+            elapsed: Some(Duration::from_secs_f64(secs)),
+            ..SideReport::default()
         };
-        let (t, f) = totals(Watch::Client);
-        assert_eq!(
-            (t.bytes_sent, t.messages_sent),
-            (f.bytes_received, f.messages_received)
-        );
-        let (t, f) = totals(Watch::Sender);
-        assert_eq!(
-            (t.bytes_sent, t.messages_sent),
-            (f.bytes_sent, f.messages_sent)
-        );
-        assert_eq!(
-            (t.bytes_received, t.messages_received),
-            (f.bytes_received, f.messages_received)
-        );
-        assert_eq!(t.retransmits, None);
-        let sc = first_scenario(&["rate", "-t", "udp", "-s", "4K"]);
-        assert_eq!(interval_label(&sc), "rate udp 4 KiB");
+        let roles = Roles {
+            senders: vec![SideReport {
+                timeouts: 2,
+                ..side(640, 10, 1.0)
+            }],
+            receivers: vec![SideReport {
+                sequence: Some(SequenceCounts {
+                    reordered: 0,
+                    duplicated: 1,
+                }),
+                ..side(512, 8, 1.5)
+            }],
+            ..Roles::default()
+        };
+        let pingpong = first_scenario(&["pingpong", "-t", "udp", "-s", "64"]);
+        let (t, end) = final_totals(&pingpong, Watch::Client, &roles);
+        // Ten requests, two timed out: eight round trips.
+        assert_eq!((t.bytes_sent, t.messages_sent, t.lost), (8 * 64, 8, None));
+        assert_eq!(end, 1.0);
+        let rate = first_scenario(&["rate", "-t", "udp", "-s", "64"]);
+        let (t, end) = final_totals(&rate, Watch::Receiver, &roles);
+        assert_eq!((t.bytes_received, t.messages_received), (512, 8));
+        // Ten sent, eight received of which one twice: three never arrived.
+        assert_eq!(t.lost, Some(3));
+        assert_eq!(end, 1.5);
+        let (t, _) = final_totals(&rate, Watch::Sender, &roles);
+        assert_eq!((t.bytes_sent, t.messages_sent, t.lost), (640, 10, None));
+        // Nothing is lost on a reliable transport, nor counted without sequence numbers.
+        for argv in [
+            &["rate", "-t", "unix-seqpacket"][..],
+            &["rate", "-t", "udp", "-s", "4"],
+            &["stream", "-t", "udp"],
+        ] {
+            let (t, _) = final_totals(&first_scenario(argv), Watch::Receiver, &roles);
+            assert_eq!(t.lost, None, "{argv:?}");
+        }
+        assert_eq!(interval_label(&rate), "rate udp 64 B");
     }
 }

@@ -123,6 +123,80 @@ fn pingpong_and_connect_intervals_count_round_trips_and_connections() {
     }
 }
 
+#[test]
+fn rate_loss_per_interval_adds_up_to_the_runs_loss() {
+    // Unpaced 64-byte datagrams on loopback: the receiver's buffer overflows now and
+    // then; each interval's loss is the growth of the receivers' sequence gaps.
+    let sb = Sandbox::new();
+    let v = common::json(
+        &sb,
+        &[
+            "rate", "-t", "udp", "-s", "64", "-n", "200000", "-w", "0", "-i", "0.05", "--runs", "2",
+        ],
+    );
+    for run in v["results"][0]["runs"].as_array().unwrap() {
+        tiles(run, "bytes_received", "messages_received");
+        let lost: u64 = intervals(run).iter().map(|i| u(i, "/messages_lost")).sum();
+        assert_eq!(lost, u(run, "/messages_lost"), "{run}");
+    }
+}
+
+#[test]
+fn with_a_role_in_another_process_the_intervals_follow_the_one_here() {
+    let sb = Sandbox::new();
+    let cases: [(&[&str], &str); 5] = [
+        // The receiver in the child: the sender's counts, and its retransmissions.
+        (&["stream", "-t", "tcp"], "sender"),
+        // The sender in the child: the receiver's.
+        (&["stream", "-t", "tcp", "--reverse"], "receiver"),
+        // pingpong's client in the child: the requests this side echoed.
+        (&["pingpong", "-t", "tcp", "--reverse"], "receiver"),
+        // connect's dialer in the child: the connections this side accepted.
+        (&["connect", "-t", "tcp", "--reverse"], "receiver"),
+        // Both ways: the receivers here, of the server-to-client direction.
+        (&["stream", "-t", "tcp", "--bidir"], "receiver"),
+    ];
+    for (args, side) in cases {
+        let mut all = args.to_vec();
+        all.extend([
+            "-d",
+            "0.6",
+            "-w",
+            "0",
+            "-i",
+            "0.2",
+            "--placement",
+            "processes",
+        ]);
+        let v = common::json(&sb, &all);
+        let run = &v["results"][0]["runs"][0];
+        let iv = intervals(run);
+        assert!(iv.iter().all(|i| i["side"] == side), "{args:?}: {iv:?}");
+        // Every interval but the last carries its share: none is empty.
+        assert!(iv.len() >= 3, "{args:?}: {iv:?}");
+        assert!(iv.iter().all(|i| u(i, "/messages") > 0), "{args:?}: {iv:?}");
+        let (bytes, messages) = if args.contains(&"--bidir") {
+            let back = &run["directions"][1];
+            assert_eq!(back["direction"], "server to client");
+            (u(back, "/bytes_received"), u(back, "/messages_received"))
+        } else if side == "sender" {
+            (u(run, "/bytes_sent"), u(run, "/messages_sent"))
+        } else {
+            (u(run, "/bytes_received"), u(run, "/messages_received"))
+        };
+        let sum = |k: &str| iv.iter().map(|i| u(i, &format!("/{k}"))).sum::<u64>();
+        assert_eq!(
+            (sum("bytes"), sum("messages")),
+            (bytes, messages),
+            "{args:?}"
+        );
+        // Retransmissions belong to the senders feeding what is counted: here only when
+        // this side sends.
+        let retr = iv.iter().all(|i| i["retransmits"].is_u64());
+        assert_eq!(retr, side == "sender", "{args:?}: {iv:?}");
+    }
+}
+
 /// A rule in a private namespace dropping every 10th datagram that carries data.
 fn drop_every_tenth() -> String {
     format!(

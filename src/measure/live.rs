@@ -31,11 +31,21 @@ struct Slot {
     messages: AtomicU64,
 }
 
+/// The receivers' sequence gaps (rate): the loss known so far, and whether any receiver
+/// counts it.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Gaps {
+    lost: AtomicU64,
+    known: AtomicBool,
+}
+
 /// The running totals of one measured run (all streams).
 #[derive(Debug, Default)]
 pub struct Live {
     sent: Slot,
     received: Slot,
+    gaps: Gaps,
     /// TCP retransmissions the senders have counted, and whether any sender could.
     retransmits: AtomicU64,
     retransmits_known: AtomicBool,
@@ -49,6 +59,9 @@ pub struct Live {
     started: OnceLock<Instant>,
     /// Roles that have finished their run (their publisher is gone).
     finished: AtomicU64,
+    /// Whether the senders here feed the watched receivers, so their retransmissions
+    /// belong with the counts (not with `--bidir`, where they feed the other direction).
+    no_retransmits: bool,
 }
 
 /// The totals at one moment.
@@ -62,6 +75,8 @@ pub struct Totals {
     pub bytes_received: u64,
     /// Messages received.
     pub messages_received: u64,
+    /// Messages known lost (sequence gaps at the receivers), where they are counted.
+    pub lost: Option<u64>,
     /// TCP retransmissions, when a sender could read them.
     pub retransmits: Option<u64>,
 }
@@ -70,6 +85,15 @@ impl Live {
     /// Fresh totals for one run.
     pub fn new() -> Arc<Live> {
         Arc::new(Live::default())
+    }
+
+    /// Fresh totals for a run whose senders here do not feed the receivers watched
+    /// (`--bidir`): no retransmissions are counted.
+    pub fn without_retransmits() -> Arc<Live> {
+        Arc::new(Live {
+            no_retransmits: true,
+            ..Live::default()
+        })
     }
 
     fn slot(&self, role: Role) -> &Slot {
@@ -96,6 +120,11 @@ impl Live {
             messages_sent: self.sent.messages.load(Relaxed),
             bytes_received: self.received.bytes.load(Relaxed),
             messages_received: self.received.messages.load(Relaxed),
+            lost: self
+                .gaps
+                .known
+                .load(Relaxed)
+                .then(|| self.gaps.lost.load(Relaxed)),
             retransmits: self
                 .retransmits_known
                 .load(Relaxed)
@@ -116,6 +145,8 @@ pub struct Publisher {
     tcp: Option<(std::os::fd::RawFd, u64, u64)>,
     /// The final publication ([`Publisher::last`]).
     last: bool,
+    /// The sequence gaps it last published.
+    gaps: u64,
 }
 
 impl Publisher {
@@ -127,7 +158,7 @@ impl Publisher {
         tcp_fd: Option<std::os::fd::RawFd>,
     ) -> Publisher {
         let tcp = match (&live, tcp_fd) {
-            (Some(l), Some(fd)) if role == Role::Sender => {
+            (Some(l), Some(fd)) if role == Role::Sender && !l.no_retransmits => {
                 match crate::sys::zerocopy::total_retransmits(fd) {
                     Ok(n) => {
                         l.tcp_senders.fetch_add(1, Relaxed);
@@ -146,6 +177,7 @@ impl Publisher {
             messages: 0,
             tcp,
             last: false,
+            gaps: 0,
         }
     }
 
@@ -154,6 +186,23 @@ impl Publisher {
     #[inline]
     pub fn is_on(&self) -> bool {
         self.live.is_some()
+    }
+
+    /// A receiver's sequence gaps now (numbers below the highest seen not received; it
+    /// can shrink when a late message fills one). Streams add up.
+    #[inline]
+    pub fn gaps(&mut self, gaps: u64) {
+        let Some(live) = self.live.as_deref() else {
+            return;
+        };
+        live.gaps.known.store(true, Relaxed);
+        if gaps != self.gaps {
+            // Modulo 2^64, so a shrinking count subtracts.
+            live.gaps
+                .lost
+                .fetch_add(gaps.wrapping_sub(self.gaps), Relaxed);
+            self.gaps = gaps;
+        }
     }
 
     /// This role's final totals, at the end of its run (its socket still open): also
@@ -207,14 +256,12 @@ impl Drop for Publisher {
 /// Whose counts the intervals show.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Watch {
-    /// The receiving roles (they ran in this process): bytes and messages received, and
-    /// loss against what the senders here sent when `loss` is set.
-    Receiver {
-        /// Both roles are here and messages can be lost: count the difference.
-        loss: bool,
-    },
-    /// The sending roles: the receivers ran elsewhere, or connect's dialers (connections
-    /// made).
+    /// The receiving roles: bytes and messages received (pingpong with its client
+    /// elsewhere: requests echoed; connect: connections accepted), and rate's loss from
+    /// sequence gaps.
+    Receiver,
+    /// The sending roles: stream's and rate's when the receivers ran elsewhere; connect's
+    /// dialers (connections made).
     Sender,
     /// pingpong's clients (the sending role): round trips completed.
     Client,
@@ -223,7 +270,7 @@ pub enum Watch {
 impl Watch {
     fn name(self) -> &'static str {
         match self {
-            Watch::Receiver { .. } => "receiver",
+            Watch::Receiver => "receiver",
             Watch::Sender => "sender",
             Watch::Client => "client",
         }
@@ -344,7 +391,7 @@ fn sample(
 /// The interval from `from` to `to` seconds, between the totals `a` and `b`.
 pub fn between(watch: Watch, from: f64, to: f64, a: &Totals, b: &Totals) -> Interval {
     let (bytes, messages) = match watch {
-        Watch::Receiver { .. } => (
+        Watch::Receiver => (
             b.bytes_received.saturating_sub(a.bytes_received),
             b.messages_received.saturating_sub(a.messages_received),
         ),
@@ -370,11 +417,7 @@ pub fn between(watch: Watch, from: f64, to: f64, a: &Totals, b: &Totals) -> Inte
         bits_per_second: per_second(bytes) * 8.0,
         messages_per_second: per_second(messages),
         messages_lost: match watch {
-            Watch::Receiver { loss: true } => Some(
-                b.messages_sent
-                    .saturating_sub(a.messages_sent)
-                    .saturating_sub(messages),
-            ),
+            Watch::Receiver => b.lost.map(|l| l.saturating_sub(a.lost.unwrap_or(0))),
             _ => None,
         },
         retransmits: b
@@ -409,6 +452,9 @@ pub fn close(
     let mut last = last;
     if last.retransmits.is_none() {
         last.retransmits = before.retransmits;
+    }
+    if last.lost.is_none() {
+        last.lost = before.lost;
     }
     out.push(between(watch, from, end_seconds, &before, &last));
     out
@@ -450,20 +496,27 @@ mod tests {
             messages_sent: sent.1,
             bytes_received: received.0,
             messages_received: received.1,
+            lost: None,
             retransmits,
         }
     }
 
     #[test]
     fn an_interval_is_the_difference_of_the_watched_sides_totals_over_its_length() {
-        let a = totals((1000, 10), (800, 8), Some(3));
-        let b = totals((6000, 60), (4800, 48), Some(7));
-        let i = between(Watch::Receiver { loss: true }, 1.0, 1.5, &a, &b);
+        let a = Totals {
+            lost: Some(2),
+            ..totals((1000, 10), (800, 8), Some(3))
+        };
+        let b = Totals {
+            lost: Some(12),
+            ..totals((6000, 60), (4800, 48), Some(7))
+        };
+        let i = between(Watch::Receiver, 1.0, 1.5, &a, &b);
         assert_eq!((i.start_seconds, i.end_seconds), (1.0, 1.5));
         assert_eq!((i.bytes, i.messages), (4000, 40));
         assert_eq!(i.bits_per_second, 4000.0 * 8.0 / 0.5);
         assert_eq!(i.messages_per_second, 80.0);
-        // Sent 50, received 40 of them in the interval.
+        // The receivers' known gaps grew by 10 in the interval.
         assert_eq!(i.messages_lost, Some(10));
         assert_eq!(i.retransmits, Some(4));
         assert_eq!(i.side, "receiver");
@@ -472,9 +525,27 @@ mod tests {
         assert_eq!(s.side, "sender");
         let c = between(Watch::Client, 1.0, 1.5, &a, &b);
         assert_eq!((c.bytes, c.messages, c.side.as_str()), (5000, 50, "client"));
-        // No loss counted where it cannot be seen.
-        let r = between(Watch::Receiver { loss: false }, 1.0, 1.5, &a, &b);
+        // No loss where no receiver counts gaps; a late message filling a gap takes
+        // nothing back from the interval.
+        let r = between(
+            Watch::Receiver,
+            1.0,
+            1.5,
+            &Totals { lost: None, ..a },
+            &Totals { lost: None, ..b },
+        );
         assert_eq!(r.messages_lost, None);
+        let filled = between(
+            Watch::Receiver,
+            1.5,
+            2.0,
+            &b,
+            &Totals {
+                lost: Some(11),
+                ..b
+            },
+        );
+        assert_eq!(filled.messages_lost, Some(0));
         // Unknown retransmissions stay unknown; a zero-length interval has no rate.
         let none = between(
             Watch::Sender,
@@ -488,7 +559,7 @@ mod tests {
 
     #[test]
     fn closing_keeps_the_intervals_inside_the_run_and_ends_on_the_roles_own_totals() {
-        let w = Watch::Receiver { loss: false };
+        let w = Watch::Receiver;
         let t1 = totals((0, 0), (100, 1), Some(1));
         let t2 = totals((0, 0), (250, 2), Some(2));
         let t3 = totals((0, 0), (300, 3), Some(2));
@@ -556,6 +627,10 @@ mod tests {
         assert_eq!(live.acks.load(Relaxed), 1, "once per epoch");
         p.last(40, 4);
         assert_eq!(live.acks.load(Relaxed), 2, "and once at the end");
+        // Senders that feed the other direction's receivers count none.
+        let bidir = Live::without_retransmits();
+        let _b = Publisher::new(Some(Arc::clone(&bidir)), Role::Sender, Some(s.as_raw_fd()));
+        assert_eq!(bidir.totals().retransmits, None);
         // A socket that is not TCP has no retransmissions to report.
         let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
         let other = Live::new();
@@ -635,6 +710,23 @@ mod tests {
             sampler.finish().is_empty(),
             "a finished role ends the sampling"
         );
+    }
+
+    #[test]
+    fn sequence_gaps_add_up_over_streams_and_shrink_when_filled() {
+        let live = Live::new();
+        assert_eq!(live.totals().lost, None, "unknown until a receiver counts");
+        let mut a = Publisher::new(Some(Arc::clone(&live)), Role::Receiver, None);
+        let mut b = Publisher::new(Some(Arc::clone(&live)), Role::Receiver, None);
+        a.gaps(0);
+        assert_eq!(live.totals().lost, Some(0));
+        a.gaps(5);
+        b.gaps(3);
+        assert_eq!(live.totals().lost, Some(8));
+        a.gaps(4);
+        assert_eq!(live.totals().lost, Some(7));
+        Publisher::new(None, Role::Receiver, None).gaps(9);
+        assert_eq!(live.totals().lost, Some(7));
     }
 
     #[test]
@@ -719,11 +811,17 @@ mod tests {
     #[test]
     fn a_line_with_nothing_sent_shows_no_loss_rate() {
         let i = between(
-            Watch::Receiver { loss: true },
+            Watch::Receiver,
             0.0,
             1.0,
-            &Totals::default(),
-            &Totals::default(),
+            &Totals {
+                lost: Some(0),
+                ..Totals::default()
+            },
+            &Totals {
+                lost: Some(0),
+                ..Totals::default()
+            },
         );
         let line = format_line("rate udp 64 B", 1, &i);
         assert!(line.contains("lost 0/0 (0.00%)"), "{line}");

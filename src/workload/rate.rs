@@ -105,6 +105,12 @@ impl SequenceTracker {
     pub fn counts(&self) -> SequenceCounts {
         self.counts
     }
+
+    /// Numbers below the highest seen that have not arrived (yet): the loss known so far,
+    /// less what a late arrival may still fill.
+    pub fn gaps(&self) -> u64 {
+        self.next.saturating_sub(self.distinct)
+    }
 }
 
 impl Workload for Rate {
@@ -173,10 +179,13 @@ impl Workload for Rate {
                 Ok(n) => {
                     bytes += n as u64;
                     messages += 1;
-                    live.publish(bytes, messages);
                     if numbered {
                         tracker.observe(u64::from_le_bytes(buf[..8].try_into().expect("8 bytes")));
+                        if !self.reliable {
+                            live.gaps(tracker.gaps());
+                        }
                     }
+                    live.publish(bytes, messages);
                 }
                 Err(e)
                     if !self.reliable
