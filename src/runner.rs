@@ -311,8 +311,15 @@ fn close_intervals(
     last.retransmits = sampled.retransmits;
     let intervals = live::close(watch, sampled.sampled, end, last);
     let label = interval_label(sc);
-    for i in intervals.iter().skip(shown.min(intervals.len() - 1)) {
-        progress.println(&live::format_line(&label, run, i));
+    let kept = intervals.len() - 1;
+    for i in intervals.iter().skip(shown.min(kept)) {
+        let mut line = live::format_line(&label, run, i);
+        if kept < shown {
+            // An interval printed as it closed ended after the roles did: this line,
+            // from the same start to the run's end, takes its place.
+            line.push_str("  (replaces the line before)");
+        }
+        progress.println(&line);
     }
     intervals
 }
