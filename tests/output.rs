@@ -412,6 +412,42 @@ fn the_progress_bar_stays_off_on_a_dumb_terminal() {
 }
 
 #[test]
+fn the_progress_bar_shows_the_time_the_plan_has_left_and_interval_lines_above_it() {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: script(1) from util-linux is not installed");
+        return;
+    }
+    let bin = assert_cmd::cargo::cargo_bin("sockbench");
+    // Two scenarios of 1 s and no warm-up: the bar starts from about 2 s left.
+    let out = std::process::Command::new("script")
+        .args([
+            "-qec",
+            &format!(
+                "{} stream -t pipe,unix -d 1 -w 0 -i 0.5 >/dev/null",
+                bin.display()
+            ),
+            "/dev/null",
+        ])
+        .env("TERM", "xterm")
+        .output()
+        .unwrap();
+    let tty = String::from_utf8_lossy(&out.stdout);
+    assert!(tty.contains(" ETA 2s") || tty.contains(" ETA 1s"), "{tty}");
+    assert!(tty.contains(" ETA 0s"), "it counts down: {tty}");
+    for t in ["pipe", "unix"] {
+        assert_eq!(
+            tty.matches(&format!("stream {t} 64 KiB run 1 ")).count(),
+            2,
+            "two interval lines each, printed once above the bar: {tty}"
+        );
+    }
+}
+
+#[test]
 fn several_engines_get_an_engine_column_in_every_table() {
     let sb = Sandbox::new();
     for workload in ["stream", "pingpong", "rate"] {
