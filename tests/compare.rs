@@ -486,7 +486,7 @@ fn a_paced_rate_run_matches_an_unpaced_one_only_when_told_to() {
     ];
     let mut paced = vec!["rate"];
     paced.extend(quick);
-    let mut unpaced = paced.clone();
+    let unpaced = paced.clone();
     paced.extend(["--rate", "50k"]);
     save(&sb, "unpaced", &unpaced);
     save(&sb, "paced", &paced);

@@ -488,7 +488,7 @@ pub fn compare(c: &CompareArgs, reports: &[Report]) -> Document {
     for (new, new_name) in news.iter().zip(doc.new.clone()) {
         doc.notes.extend(run_notes(&new_name, new));
         let pairs = match_scenarios(base, new, &c.ignore_option);
-        for (b, n) in pairs.matched {
+        for &(b, n) in &pairs.matched {
             let (b, n) = (&base.results[b], &new.results[n]);
             let mut row = compare_one(b, n, &new_name, c.alpha, c.fail_if_slower);
             let changed =
@@ -513,10 +513,48 @@ pub fn compare(c: &CompareArgs, reports: &[Report]) -> Document {
         }));
         doc.only_in_new
             .extend((pairs.only_new.iter()).map(|&i| unmatched(&new.results[i], false)));
+        doc.notes
+            .extend(near_misses(base, new, &pairs, &c.ignore_option, &new_name));
     }
     doc.failed_gate = doc.comparisons.iter().any(|r| r.gate_failed)
         || doc.only_in_base.iter().any(|u| u.gate_failed);
     doc
+}
+
+/// Options that alone keep unmatched scenarios apart (an old report without `open`, a
+/// `--rate` added): one note per option, with the flag that would match them.
+fn near_misses(
+    base: &Report,
+    new: &Report,
+    pairs: &Pairs,
+    ignore: &[IdentityOption],
+    new_name: &str,
+) -> Vec<String> {
+    let options = <IdentityOption as clap::ValueEnum>::value_variants();
+    let mut notes = Vec::new();
+    for &o in options.iter().filter(|o| !ignore.contains(o)) {
+        let wider: Vec<IdentityOption> = ignore.iter().copied().chain([o]).collect();
+        let keys = |r: &Report, idx: &[usize]| -> Vec<String> {
+            (idx.iter())
+                .map(|&i| identity(&r.results[i], &r.placement, &wider))
+                .collect()
+        };
+        let new_keys = keys(new, &pairs.only_new);
+        let hits: Vec<String> = (pairs.only_base.iter())
+            .zip(keys(base, &pairs.only_base))
+            .filter(|(_, k)| new_keys.contains(k))
+            .map(|(&i, _)| label(&base.results[i]))
+            .collect();
+        if !hits.is_empty() {
+            notes.push(format!(
+                "{new_name}: only {name} keeps {} from matching a scenario in it: add \
+                 --ignore-option {name} to compare across it",
+                hits.join(", "),
+                name = o.name()
+            ));
+        }
+    }
+    notes
 }
 
 /// What to say about a whole run: it failed, or was interrupted.

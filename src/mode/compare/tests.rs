@@ -428,11 +428,25 @@ fn a_target_rate_or_open_count_is_identity_unless_ignored() {
     assert!(d.comparisons.is_empty());
     assert_eq!(d.only_in_base[0].scenario, "rate udp 64 KiB");
     assert_eq!(d.only_in_new[0].scenario, "rate udp 64 KiB rate 50.0 k/s");
+    assert!(
+        d.notes.contains(
+            &"r1.json: only rate keeps rate udp 64 KiB from matching a scenario in it: add \
+              --ignore-option rate to compare across it"
+                .to_string()
+        ),
+        "{:?}",
+        d.notes
+    );
     let d = doc(
         vec![vec![rate(None)], vec![rate(Some(50e3))]],
         &args(2, None, &[IdentityOption::Rate]),
     );
     assert_eq!(d.comparisons.len(), 1);
+    assert!(
+        d.notes.iter().all(|n| !n.contains("--ignore-option")),
+        "{:?}",
+        d.notes
+    );
     assert_eq!(
         d.comparisons[0].scenario,
         "rate udp 64 KiB [rate unpaced → 50.0 k/s]"
