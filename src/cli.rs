@@ -115,9 +115,10 @@ The file must be a report of this sockbench's schema version (its `schema_versio
 The headline figure is throughput for stream, rate and connect and the median round trip
 for pingpong (lower is better). Give --runs 3 or more to both runs (5 or more is better):
 with fewer, no test can tell noise from a change. The test is Welch's t when both sides
-have 3+ runs without outliers, else Mann-Whitney U; each row says which. Exit status: 0;
-1 with --fail-if-slower when a scenario is significantly slower by more than PCT, or when
-a file cannot be read; 2 bad usage. --format json (and --export-json) write the comparison
+have 3+ runs without outliers (Dixon's Q at 95% up to 10 runs), else Mann-Whitney U; each
+row says which. Exit status: 0; 1 with --fail-if-slower when a scenario is significantly
+slower by more than PCT, or ran in BASE and failed in or is missing from NEW, or when a
+file cannot be read; 2 bad usage. --format json (and --export-json) write the comparison
 (schema/compare.schema.json); csv, markdown and html work too, openmetrics does not.")]
     Compare(CompareArgs),
     /// Wait for clients on another host (or this one) and play the other role of the
@@ -639,12 +640,13 @@ pub struct ReportArgs {
 #[derive(Debug, ClapArgs)]
 pub struct CompareArgs {
     /// The baseline report, then one or more reports to compare with it ("-" for stdin,
-    /// once).
+    /// once; each NEW file once).
     #[arg(value_names = ["BASE.json", "NEW.json"], num_args = 2.., required = true)]
     pub files: Vec<PathBuf>,
     /// Exit 1 if any matched scenario is significantly slower than the baseline (p below
     /// --alpha) by more than PCT percent: throughput down by more than PCT%, or for
-    /// pingpong the latency up by more than PCT% (for CI gates).
+    /// pingpong the latency up by more than PCT% (for CI gates). A scenario that ran in
+    /// BASE and failed in NEW, or that NEW lacks, fails it too (named on stderr).
     #[arg(long, value_name = "PCT", allow_hyphen_values = true)]
     pub fail_if_slower: Option<f64>,
     /// Significance level of the test (default 0.05: a 95% confidence interval).
@@ -658,7 +660,9 @@ pub struct CompareArgs {
     /// Options to leave out of a scenario's identity, comma-separated, to compare across a
     /// change of them (e.g. `--ignore-option sndbuf`). By default scenarios match by
     /// workload, transport, engine, size, sndbuf, rcvbuf, parallel, nodelay, cpus, runtime,
-    /// send, recv and placement; runs, warmup, duration, count and bytes never count.
+    /// send, recv, rate (--rate; unpaced is a value), open (connect --open) and placement
+    /// (with the role in the other process, which --reverse flips); runs, warmup,
+    /// duration, count and bytes never count.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub ignore_option: Vec<crate::mode::compare::IdentityOption>,
 }

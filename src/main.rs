@@ -42,6 +42,18 @@ fn wants_json(argv: &[String]) -> bool {
             .any(|w| w[0] == "--format" && w[1] == "json")
 }
 
+/// The command the raw command line names: the first argument that is a command's name
+/// (clap could not parse the line, so this is a guess; option values are not commands).
+fn command_named(argv: &[String]) -> Option<String> {
+    use clap::CommandFactory;
+    let command = Args::command();
+    let names: Vec<&str> = command.get_subcommands().map(|c| c.get_name()).collect();
+    argv.iter()
+        .skip(1)
+        .find(|a| names.contains(&a.as_str()))
+        .cloned()
+}
+
 /// Help and version go to stdout as clap prints them; anything else is a usage error (2).
 fn usage_error(e: clap::Error, argv: &[String]) -> ExitCode {
     if !e.use_stderr() {
@@ -55,7 +67,11 @@ fn usage_error(e: clap::Error, argv: &[String]) -> ExitCode {
             .next()
             .unwrap_or_default()
             .trim_start_matches("error: ");
-        print_error_document(argv, first);
+        if command_named(argv).as_deref() == Some("compare") {
+            mode::compare::print_usage_error_document(first);
+        } else {
+            print_error_document(argv, first);
+        }
     }
     let _ = e.print();
     if let Some(tip) = command_first_tip(&e, argv) {

@@ -414,7 +414,16 @@ fn scenarios_in_one_file_only_are_flagged_and_failed_ones_shown() {
         v["results"].as_array_mut().unwrap().push(pipe);
     });
     let out = compare(&sb, &["base.json", "new.json", "--fail-if-slower", "0"]);
-    assert_success(&out);
+    // tcp ran in BASE and failed in NEW: that fails the gate, named on stderr.
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "stream tcp 4 KiB failed in new.json (NEW: tcp receiver failed: Connection reset \
+             by peer): it ran in BASE, so --fail-if-slower 0% fails"
+        ),
+        "{}",
+        stderr(&out)
+    );
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(
         table.contains("only in NEW: stream unix 4 KiB, stream pipe 4 KiB"),
@@ -435,6 +444,96 @@ fn scenarios_in_one_file_only_are_flagged_and_failed_ones_shown() {
     );
     assert_eq!(v["only_in_base"], serde_json::json!([]));
     assert_eq!(v["only_in_new"].as_array().unwrap().len(), 2);
+    // Without --fail-if-slower a failure is shown, not an exit status.
+    assert_success(&compare(&sb, &["base.json", "new.json"]));
+
+    // A scenario BASE ran and NEW lacks fails the gate too; one only in NEW does not.
+    edit(&real, &sb.path().join("tcp-only.json"), |v| {
+        v["results"].as_array_mut().unwrap().truncate(1);
+    });
+    let out = compare(
+        &sb,
+        &[
+            "two.json",
+            "tcp-only.json",
+            "--fail-if-slower",
+            "5",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("stream unix 4 KiB is missing from tcp-only.json"),
+        "{}",
+        stderr(&out)
+    );
+    let v = stdout_json(&out);
+    assert_eq!(v["failed_gate"], true);
+    assert_eq!(v["only_in_base"][0]["gate_failed"], true);
+    assert_eq!(v["comparisons"][0]["gate_failed"], false);
+    let out = compare(&sb, &["tcp-only.json", "two.json", "--fail-if-slower", "5"]);
+    assert_success(&out);
+}
+
+/// Rate's target rate is part of a scenario's identity: an unpaced run and one at 50k/s
+/// do not match, unless `--ignore-option rate`.
+#[test]
+fn a_paced_rate_run_matches_an_unpaced_one_only_when_told_to() {
+    let sb = Sandbox::new();
+    let quick = [
+        "-t", "udp", "-s", "64", "-n", "200", "-w", "0", "--runs", "1",
+    ];
+    let mut paced = vec!["rate"];
+    paced.extend(quick);
+    let unpaced = paced.clone();
+    paced.extend(["--rate", "50k"]);
+    save(&sb, "unpaced", &unpaced);
+    save(&sb, "paced", &paced);
+    let v = stdout_json(&compare(
+        &sb,
+        &["unpaced.json", "paced.json", "--format", "json"],
+    ));
+    assert_eq!(v["comparisons"], serde_json::json!([]));
+    assert_eq!(v["only_in_base"][0]["scenario"], "rate udp 64 B");
+    assert_eq!(
+        v["only_in_new"][0]["scenario"],
+        "rate udp 64 B rate 50.0 k/s"
+    );
+    let v = stdout_json(&compare(
+        &sb,
+        &[
+            "unpaced.json",
+            "paced.json",
+            "--ignore-option",
+            "rate",
+            "--format",
+            "json",
+        ],
+    ));
+    assert_eq!(
+        v["comparisons"][0]["scenario"],
+        "rate udp 64 B [rate unpaced → 50.0 k/s]"
+    );
+    // A report without the key (schema version 4) counts as unpaced.
+    edit(
+        &sb.path().join("unpaced.json"),
+        &sb.path().join("old.json"),
+        |v| {
+            v["schema_version"] = 4.into();
+            for r in v["results"].as_array_mut().unwrap() {
+                let o = r["options"].as_object_mut().unwrap();
+                o.remove("rate_per_second");
+                o.remove("open");
+            }
+        },
+    );
+    let v = stdout_json(&compare(
+        &sb,
+        &["old.json", "unpaced.json", "--format", "json"],
+    ));
+    assert_eq!(v["comparisons"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["only_in_base"], serde_json::json!([]));
 }
 
 #[test]
@@ -528,6 +627,11 @@ fn bad_usage_exits_2_and_unreadable_files_exit_1() {
             vec![r, r, "--ignore-option", "colour"],
             "invalid value 'colour'",
         ),
+        (
+            vec![r, "new.json", "new.json"],
+            "new.json is given twice as NEW",
+        ),
+        (vec![r, r, r], "is given twice as NEW"),
     ] {
         let out = compare(&sb, &args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
@@ -540,6 +644,20 @@ fn bad_usage_exits_2_and_unreadable_files_exit_1() {
     let v = stdout_json(&out);
     assert!(v["error"].as_str().unwrap().contains("--alpha 2"), "{v}");
     assert_eq!(v["comparisons"], serde_json::json!([]));
+    // So is one clap finds, before compare reads its arguments.
+    for (args, says) in [
+        (vec![r, "--format", "json"], "required"),
+        (
+            vec![r, r, "--ignore-option", "bogus", "--format=json"],
+            "invalid value 'bogus'",
+        ),
+    ] {
+        let out = compare(&sb, &args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let v = stdout_json(&out);
+        assert_eq!(v["document"], "sockbench-compare", "{args:?}");
+        assert!(v["error"].as_str().unwrap().contains(says), "{args:?}: {v}");
+    }
     std::fs::write(sb.path().join("other.json"), "{\"hello\": 1}").unwrap();
     std::fs::write(sb.path().join("text.json"), "not json").unwrap();
     for (file, says) in [

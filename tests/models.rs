@@ -168,6 +168,80 @@ fn bad_flags_are_usage_errors_and_a_missing_driver_a_failure() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("wrk is not installed"));
 }
 
+#[test]
+fn an_unwritable_export_is_refused_before_the_run_and_a_failed_write_exits_1() {
+    let sb = Sandbox::new();
+    let quick = ["models", "--model", "thread", "-n", "10", "-c", "1", "-q"];
+    for flag in ["--export-html", "--export-json"] {
+        let out = sb
+            .cmd()
+            .args(quick)
+            .args([flag, "/nonexistent/x.html"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {err}");
+        assert!(
+            err.contains(&format!(
+                "{flag} /nonexistent/x.html: the directory /nonexistent does not exist"
+            )),
+            "{flag}: {err}"
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "{flag}: nothing ran, nothing printed"
+        );
+    }
+    let out = sb
+        .cmd()
+        .args(quick)
+        .args(["--export-html", "-", "--export-json", "-"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    // /dev/full passes the check (a device one may write) and fails the write.
+    let out = sb
+        .cmd()
+        .args(quick)
+        .args(["--export-html", "/dev/full"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--export-html /dev/full: not written: No space left on device"),
+        "{err}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("fastest: thread"));
+}
+
+#[test]
+fn export_html_to_stdout_is_the_page_alone() {
+    let sb = Sandbox::new();
+    let out = sb
+        .cmd()
+        .args(["models", "--model", "thread", "-n", "10", "-c", "1", "-q"])
+        .args(["--export-html", "-", "--export-json", "m.json"])
+        .current_dir(sb.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = String::from_utf8(out.stdout).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
+    assert!(
+        page.ends_with("</html>\n"),
+        "no table after the page: {page}"
+    );
+    assert!(!page.contains("fastest:"));
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(sb.path().join("m.json")).unwrap()).unwrap();
+    assert_eq!(v["rows"][0]["model"], "thread");
+}
+
 /// Servers started by a `models` run with this body size (a mark no other test uses).
 fn servers_marked(mark: &str) -> usize {
     std::fs::read_dir("/proc")

@@ -4,8 +4,11 @@
 //! # Matching
 //! A scenario's identity is what it measured: its workload, transport, engine and message
 //! size, the options that shape the traffic (requested `sndbuf`/`rcvbuf`, `parallel`,
-//! `nodelay`, `cpus`, the async `runtime`, `send`/`recv` methods) and the report's placement
-//! (threads, processes or server; `--bidir`). How long or how often it was measured is not
+//! `nodelay`, `cpus`, the async `runtime`, `send`/`recv` methods, the target `rate`
+//! (`--rate`; unpaced is a value of its own), connect's `open`) and the report's placement
+//! (threads, processes or server; which role ran in the other process, which `--reverse`
+//! flips; `--bidir`). A report written before some of these were recorded (schema
+//! version 4 lacks `rate_per_second`, `open` and `other_role`) counts them as null. How long or how often it was measured is not
 //! identity: `--runs`, `--warmup`, `--duration`, `--count` and `--bytes` change the
 //! precision of a rate, not what it is, so a short CI run matches a long baseline.
 //! `--ignore-option sndbuf,...` drops options from the identity, to compare across a change
@@ -18,8 +21,10 @@
 //! for rate and connect (connections per second), and for pingpong the round trip's p50
 //! (`runs[].latencies.round_trip.p50_ns`), where lower is better. Base and new are the
 //! medians over runs and the ratio is new / base. The test, on the per-run values:
-//! - Welch's t-test when both sides have 3 runs or more and neither has an outlier (a
-//!   modified z-score over 3.5: the runs look like one normal lump). Its interval for the
+//! - Welch's t-test when both sides have 3 runs or more and neither has an outlier (Dixon's
+//!   Q at 95% for 3 to 10 runs, a modified z-score over 3.5 beyond; never a value within
+//!   1% of the median's size of the rest: [`stats::has_outlier`]): the runs look like one
+//!   normal lump. A normal sample of 3 to 10 runs is called an outlier 5% of the time. Its interval for the
 //!   ratio is Fieller's for the ratio of means, which excludes 1 exactly when the test
 //!   rejects.
 //! - Otherwise the Mann-Whitney U test (exact for small samples without values in
@@ -28,16 +33,21 @@
 //!   cannot reach `--alpha` (3 runs a side at 0.05), the verdict is `too few runs`.
 //! - With fewer than 2 runs on a side there is no test: `too few runs`.
 //!
+//! - Figures so large that Welch's arithmetic overflows (a variance beyond the largest
+//!   float) get no test: `no test`, with a note.
+//!
 //! The verdict is `faster` or `slower` when p < alpha (the direction from the test; for
 //! pingpong a higher latency is slower), else `no significant difference`; a scenario that
 //! failed (an error, or no run) on either side is `failed`.
 //!
 //! # Exit status
 //! 0; 1 when `--fail-if-slower PCT` finds a scenario significantly slower by more than PCT
-//! percent (slower percent: 100 (1 - ratio) for rates, 100 (ratio - 1) for latency), or
-//! when a file cannot be read or is not a report (as `report`), or an export cannot be
+//! percent (slower percent: 100 (1 - ratio) for rates, 100 (ratio - 1) for latency), or a
+//! scenario that ran in BASE failed in NEW or is missing from it (each named on stderr),
+//! or when a file cannot be read or is not a report (as `report`), or an export cannot be
 //! written; 2 for bad usage: PCT negative or not a number, alpha outside (0, 1), `-`
-//! (stdin) given twice, or a format compare does not write (openmetrics).
+//! (stdin) or another NEW file given twice, or a format compare does not write
+//! (openmetrics).
 //!
 //! # Output
 //! `--format table` (default), `markdown`, `html` (one self-contained page with a chart of
@@ -57,7 +67,7 @@ use serde::Serialize;
 use super::{broken_pipe, FAILED, USAGE};
 use crate::cli::{CompareArgs, Format, OutputArgs};
 use crate::measure::stats;
-use crate::measure::units::format_bytes;
+use crate::measure::units::{format_bytes, format_per_second};
 use crate::report::{PlacementInfo, Report, ScenarioResult, Tool};
 use crate::workload::WorkloadKind;
 
@@ -85,7 +95,12 @@ pub enum IdentityOption {
     Send,
     /// stream's `--recv` method.
     Recv,
-    /// Where the roles ran (threads, processes, server) and `--bidir`.
+    /// pingpong's and rate's target rate (`--rate`; unpaced when absent).
+    Rate,
+    /// connect's connections kept open at once (`--open`).
+    Open,
+    /// Where the roles ran (threads, processes, server), which role ran in the other
+    /// process (`--reverse` flips it) and `--bidir`.
     Placement,
 }
 
@@ -112,6 +127,10 @@ pub enum Verdict {
     /// Too few runs on a side for a test to decide anything.
     #[serde(rename = "too few runs")]
     TooFewRuns,
+    /// The figures are beyond what the test can compute with (their variance overflows):
+    /// no test, no verdict either way.
+    #[serde(rename = "no test")]
+    NoTest,
     /// The scenario failed on a side.
     #[serde(rename = "failed")]
     Failed,
@@ -125,6 +144,7 @@ impl Verdict {
             Verdict::Slower => "slower",
             Verdict::NoSignificantDifference => "no significant difference",
             Verdict::TooFewRuns => "too few runs",
+            Verdict::NoTest => "no test",
             Verdict::Failed => "failed",
         }
     }
@@ -199,12 +219,14 @@ pub struct Comparison {
     pub test: Option<TestKind>,
     /// Its two-sided p-value.
     pub p_value: Option<f64>,
-    /// `faster`, `slower`, `no significant difference`, `too few runs` or `failed`.
+    /// `faster`, `slower`, `no significant difference`, `too few runs`, `no test` (the
+    /// figures overflow the test's arithmetic) or `failed`.
     pub verdict: Verdict,
     /// How much slower NEW is, in percent: 100 (1 - ratio) for rates, 100 (ratio - 1) for
     /// latency; negative when faster; null without a ratio.
     pub slower_percent: Option<f64>,
-    /// True if this row fails `--fail-if-slower`.
+    /// True if this row fails `--fail-if-slower`: significantly slower by more than it,
+    /// or failed in NEW after running in BASE.
     pub gate_failed: bool,
     /// Why the verdict is what it is, when that needs saying (too few runs, failures).
     pub note: Option<String>,
@@ -225,6 +247,9 @@ pub struct Unmatched {
     pub engine: crate::engine::EngineKind,
     /// Message size.
     pub size_bytes: u64,
+    /// True if this fails `--fail-if-slower`: a scenario BASE ran (with a figure) and the
+    /// NEW file lacks. Always false in `only_in_new`.
+    pub gate_failed: bool,
 }
 
 /// The compare document: what every format shows.
@@ -252,7 +277,8 @@ pub struct Document {
     pub only_in_new: Vec<Unmatched>,
     /// `--fail-if-slower`, in percent; null without it.
     pub fail_if_slower_percent: Option<f64>,
-    /// True if a comparison failed that gate (the exit status is then 1).
+    /// True if a comparison or a scenario only in BASE failed that gate (the exit status
+    /// is then 1).
     pub failed_gate: bool,
     /// What else to know: failed or interrupted runs, how to read the table.
     pub notes: Vec<String>,
@@ -299,15 +325,31 @@ pub fn run(c: &CompareArgs, output: &OutputArgs) -> ExitCode {
             status = FAILED;
         }
     }
+    let pct = render::format_percent(doc.fail_if_slower_percent.unwrap_or(0.0));
     for row in doc.comparisons.iter().filter(|r| r.gate_failed) {
+        if row.verdict == Verdict::Failed {
+            eprintln!(
+                "sockbench: {} failed in {} ({}): it ran in BASE, so --fail-if-slower {pct} fails",
+                row.scenario,
+                row.new_file,
+                row.note.as_deref().unwrap_or("no run finished"),
+            );
+            continue;
+        }
         eprintln!(
-            "sockbench: {} is {:.1}% slower in {} (p = {}, {}), more than --fail-if-slower {}",
+            "sockbench: {} is {:.1}% slower in {} (p = {}, {}), more than --fail-if-slower {pct}",
             row.scenario,
             row.slower_percent.unwrap_or(f64::NAN),
             row.new_file,
             row.p_value.map_or_else(|| "-".into(), render::format_p),
             render::test_name(row.test),
-            render::format_percent(doc.fail_if_slower_percent.unwrap_or(0.0)),
+        );
+    }
+    for u in doc.only_in_base.iter().filter(|u| u.gate_failed) {
+        eprintln!(
+            "sockbench: {} is missing from {}: it ran in BASE, so --fail-if-slower {pct} fails \
+             (if it was renamed or its options changed on purpose, see --ignore-option)",
+            u.scenario, u.new_file,
         );
     }
     if doc.failed_gate {
@@ -324,6 +366,20 @@ fn print_error(c: &CompareArgs, output: &OutputArgs, message: &str) {
         doc.error = Some(message.to_string());
         let _ = super::write_document(&doc, Path::new("-"));
     }
+}
+
+/// Print compare's JSON document for a usage error clap found before compare could read
+/// its arguments (`compare a.json --format json`): no files, the default alpha, the error.
+pub fn print_usage_error_document(message: &str) {
+    let c = CompareArgs {
+        files: Vec::new(),
+        fail_if_slower: None,
+        alpha: 0.05,
+        ignore_option: Vec::new(),
+    };
+    let mut doc = empty_document(&c);
+    doc.error = Some(message.to_string());
+    let _ = super::write_document(&doc, Path::new("-"));
 }
 
 /// Refuse what compare cannot do before reading anything.
@@ -343,6 +399,15 @@ fn check_usage(c: &CompareArgs, output: &OutputArgs) -> Result<(), String> {
     }
     if c.files.iter().filter(|f| f.as_os_str() == "-").count() > 1 {
         return Err("stdin (-) can be given once: save the other reports to files".into());
+    }
+    let news = c.files.get(1..).unwrap_or_default();
+    for (i, f) in news.iter().enumerate() {
+        if news[..i].contains(f) {
+            return Err(format!(
+                "{} is given twice as NEW: give each NEW file once (BASE may be one of them)",
+                f.display()
+            ));
+        }
     }
     if output.format == Format::Openmetrics {
         return Err(format!(
@@ -423,7 +488,7 @@ pub fn compare(c: &CompareArgs, reports: &[Report]) -> Document {
     for (new, new_name) in news.iter().zip(doc.new.clone()) {
         doc.notes.extend(run_notes(&new_name, new));
         let pairs = match_scenarios(base, new, &c.ignore_option);
-        for (b, n) in pairs.matched {
+        for &(b, n) in &pairs.matched {
             let (b, n) = (&base.results[b], &new.results[n]);
             let mut row = compare_one(b, n, &new_name, c.alpha, c.fail_if_slower);
             let changed =
@@ -433,21 +498,63 @@ pub fn compare(c: &CompareArgs, reports: &[Report]) -> Document {
             }
             doc.comparisons.push(row);
         }
-        let unmatched = |r: &ScenarioResult| Unmatched {
+        let unmatched = |r: &ScenarioResult, gate_failed: bool| Unmatched {
             new_file: new_name.clone(),
             scenario: label(r),
             workload: r.workload,
             transport: r.transport,
             engine: r.engine,
             size_bytes: r.size_bytes,
+            gate_failed,
         };
-        doc.only_in_base
-            .extend(pairs.only_base.iter().map(|&i| unmatched(&base.results[i])));
+        doc.only_in_base.extend(pairs.only_base.iter().map(|&i| {
+            let r = &base.results[i];
+            unmatched(r, c.fail_if_slower.is_some() && side(r).error.is_none())
+        }));
         doc.only_in_new
-            .extend(pairs.only_new.iter().map(|&i| unmatched(&new.results[i])));
+            .extend((pairs.only_new.iter()).map(|&i| unmatched(&new.results[i], false)));
+        doc.notes
+            .extend(near_misses(base, new, &pairs, &c.ignore_option, &new_name));
     }
-    doc.failed_gate = doc.comparisons.iter().any(|r| r.gate_failed);
+    doc.failed_gate = doc.comparisons.iter().any(|r| r.gate_failed)
+        || doc.only_in_base.iter().any(|u| u.gate_failed);
     doc
+}
+
+/// Options that alone keep unmatched scenarios apart (an old report without `open`, a
+/// `--rate` added): one note per option, with the flag that would match them.
+fn near_misses(
+    base: &Report,
+    new: &Report,
+    pairs: &Pairs,
+    ignore: &[IdentityOption],
+    new_name: &str,
+) -> Vec<String> {
+    let options = <IdentityOption as clap::ValueEnum>::value_variants();
+    let mut notes = Vec::new();
+    for &o in options.iter().filter(|o| !ignore.contains(o)) {
+        let wider: Vec<IdentityOption> = ignore.iter().copied().chain([o]).collect();
+        let keys = |r: &Report, idx: &[usize]| -> Vec<String> {
+            (idx.iter())
+                .map(|&i| identity(&r.results[i], &r.placement, &wider))
+                .collect()
+        };
+        let new_keys = keys(new, &pairs.only_new);
+        let hits: Vec<String> = (pairs.only_base.iter())
+            .zip(keys(base, &pairs.only_base))
+            .filter(|(_, k)| new_keys.contains(k))
+            .map(|(&i, _)| label(&base.results[i]))
+            .collect();
+        if !hits.is_empty() {
+            notes.push(format!(
+                "{new_name}: only {name} keeps {} from matching a scenario in it: add \
+                 --ignore-option {name} to compare across it",
+                hits.join(", "),
+                name = o.name()
+            ));
+        }
+    }
+    notes
 }
 
 /// What to say about a whole run: it failed, or was interrupted.
@@ -519,9 +626,11 @@ fn identity(r: &ScenarioResult, placement: &PlacementInfo, ignore: &[IdentityOpt
         (O::Runtime, serde_json::json!(o.runtime)),
         (O::Send, serde_json::json!(o.send)),
         (O::Recv, serde_json::json!(o.recv)),
+        (O::Rate, serde_json::json!(o.rate_per_second)),
+        (O::Open, serde_json::json!(o.open)),
         (
             O::Placement,
-            serde_json::json!([placement.name, placement.bidir]),
+            serde_json::json!([placement.name, placement.other_role, placement.bidir]),
         ),
     ];
     for (opt, value) in fields {
@@ -576,10 +685,20 @@ fn option_text(o: IdentityOption, r: &ScenarioResult, p: &PlacementInfo) -> Stri
             opts.recv
                 .and_then(|v| clap::ValueEnum::to_possible_value(&v)),
         ),
-        O::Placement => match p.bidir {
-            true => format!("{} bidir", p.name),
-            false => p.name.clone(),
-        },
+        O::Rate => opts
+            .rate_per_second
+            .map_or_else(|| "unpaced".into(), format_per_second),
+        O::Open => opts.open.map_or_else(|| "-".into(), |n| n.to_string()),
+        O::Placement => {
+            let mut s = p.name.clone();
+            if let Some(role) = p.other_role {
+                s.push_str(&format!(" (other: {role})"));
+            }
+            if p.bidir {
+                s.push_str(" bidir");
+            }
+            s
+        }
     }
 }
 
@@ -600,6 +719,12 @@ fn label(r: &ScenarioResult) -> String {
         if let Some(v) = clap::ValueEnum::to_possible_value(&rt) {
             s.push_str(&format!(" {}", v.get_name()));
         }
+    }
+    if let Some(rate) = r.options.rate_per_second {
+        s.push_str(&format!(" rate {}", format_per_second(rate)));
+    }
+    if let Some(open) = r.options.open {
+        s.push_str(&format!(" open {open}"));
     }
     s
 }
@@ -637,7 +762,9 @@ fn side(r: &ScenarioResult) -> Side {
         scenario: label(r),
         runs: values.len(),
         median: stats::median(&values),
-        mean: (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64),
+        mean: (!values.is_empty())
+            .then(|| values.iter().sum::<f64>() / values.len() as f64)
+            .filter(|m| m.is_finite()),
         values,
         error,
     }
@@ -663,7 +790,7 @@ pub fn compare_one(
     let (base, new) = (side(b), side(n));
     let scenario = base.scenario.clone();
     let ratio = match (base.median, new.median) {
-        (Some(b), Some(n)) if b != 0.0 => Some(n / b),
+        (Some(b), Some(n)) if b != 0.0 => Some(n / b).filter(|r| r.is_finite()),
         _ => None,
     };
     let mut row = Comparison {
@@ -692,8 +819,10 @@ pub fn compare_one(
         new,
     };
     decide(&mut row, alpha);
-    row.gate_failed = row.verdict == Verdict::Slower
+    let broke = row.verdict == Verdict::Failed && row.base.error.is_none();
+    let slower = row.verdict == Verdict::Slower
         && matches!((fail_if_slower, row.slower_percent), (Some(pct), Some(s)) if s > pct);
+    row.gate_failed = fail_if_slower.is_some() && (broke || slower);
     row
 }
 
@@ -724,6 +853,12 @@ fn decide(row: &mut Comparison, alpha: f64) {
     let new_higher;
     if welch_fits {
         let Some(w) = stats::welch(b, n) else {
+            row.verdict = Verdict::NoTest;
+            row.note = Some(
+                "the figures are too large for Welch's t-test (their variance overflows): \
+                 no test; compare the medians by eye"
+                    .into(),
+            );
             return;
         };
         row.test = Some(TestKind::Welch);
@@ -736,6 +871,8 @@ fn decide(row: &mut Comparison, alpha: f64) {
         new_higher = w.t > 0.0;
     } else {
         let Some(mw) = stats::mann_whitney(b, n) else {
+            row.verdict = Verdict::NoTest;
+            row.note = Some("the Mann-Whitney test could not be computed: no test".into());
             return;
         };
         row.test = Some(match mw.exact {

@@ -6,8 +6,13 @@
 //! output is parsed into the same figures. The server's CPU over the load's run comes
 //! from /proc/PID/stat; its own count of answered requests (its JSON summary after
 //! SIGTERM) is set beside the driver's, and a disagreement is a warning.
+//!
+//! `--export-json` and `--export-html` paths are checked before anything runs (exit 2, as
+//! for a benchmark's exports); one that cannot be written at the end makes the exit status
+//! 1; one given as `-` is what stdout holds, without the table.
 
 use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -18,6 +23,7 @@ use super::{FAILED, INTERRUPTED, USAGE};
 use crate::cli::{Format, ModelsArgs, OutputArgs};
 use crate::measure::units::{format_per_second, parse_duration, parse_size};
 use crate::model::ModelKind;
+use crate::report::export::{self, ExportKind, Target};
 
 /// Version of the models JSON document.
 pub const MODELS_SCHEMA_VERSION: u32 = 1;
@@ -285,6 +291,28 @@ pub fn run(args: &ModelsArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCod
              (not --export-csv, --export-markdown or --export-openmetrics)",
         );
     }
+    // The export paths are checked before anything runs, as for a benchmark's exports.
+    let wanted: Vec<(ExportKind, PathBuf)> = [
+        (Format::Json, &output.export_json),
+        (Format::Html, &output.export_html),
+    ]
+    .into_iter()
+    .filter_map(|(f, p)| p.clone().map(|p| (ExportKind::Report(f), p)))
+    .collect();
+    let exports = match export::prepare(&wanted) {
+        Ok(e) => e,
+        Err(e) => return usage(e),
+    };
+    if exports
+        .iter()
+        .filter(|e| e.target == Target::Stdout)
+        .count()
+        > 1
+    {
+        return usage(
+            "--export-json and --export-html cannot both go to stdout (-): give one a file name",
+        );
+    }
     if setup.driver != Driver::Builtin && !installed(setup.driver.program()) {
         eprintln!(
             "sockbench: error: {} is not installed: install it (Debian: apt install {}) or use --driver builtin",
@@ -298,24 +326,25 @@ pub fn run(args: &ModelsArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCod
         return ExitCode::from(FAILED);
     }
     let report = run_all(&setup, argv, output.quiet);
-    if let Some(path) = &output.export_json {
-        if let Err(e) = super::write_document(&report, path) {
-            eprintln!("sockbench: error: cannot write {}: {e}", path.display());
+    let mut not_written = false;
+    for e in &exports {
+        if let Err(err) = write_export(e, &report) {
+            if !super::broken_pipe(&err) {
+                eprintln!(
+                    "sockbench: error: {} {}: not written: {err:#}",
+                    e.kind.flag(),
+                    e.given.display()
+                );
+                not_written = true;
+            }
         }
     }
-    if let Some(path) = &output.export_html {
-        let page = crate::report::html::models_page(&report);
-        let written = if path.as_os_str() == "-" {
-            std::io::stdout().lock().write_all(page.as_bytes())
-        } else {
-            std::fs::write(path, page)
-        };
-        if let Err(e) = written {
-            eprintln!("sockbench: error: cannot write {}: {e}", path.display());
-        }
-    }
+    // An export to stdout (`--export-html -`) is what stdout holds: no table after it.
+    let to_stdout = exports.iter().any(|e| e.target == Target::Stdout);
     let mut out = std::io::stdout().lock();
-    let printed = if setup.json {
+    let printed = if to_stdout {
+        Ok(())
+    } else if setup.json {
         serde_json::to_writer_pretty(&mut out, &report)
             .map_err(std::io::Error::other)
             .and_then(|()| writeln!(out))
@@ -330,11 +359,38 @@ pub fn run(args: &ModelsArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCod
     }
     if report.interrupted {
         ExitCode::from(INTERRUPTED)
-    } else if report.rows.iter().any(|r| r.error.is_some()) {
+    } else if not_written || report.rows.iter().any(|r| r.error.is_some()) {
         ExitCode::from(FAILED)
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// Write one export (`--export-json` or `--export-html`) of the models document: a regular
+/// file replaced atomically, a device or FIFO written in place, or stdout.
+fn write_export(e: &export::Export, report: &ModelsReport) -> anyhow::Result<()> {
+    let bytes = match e.kind {
+        ExportKind::Report(Format::Html) => crate::report::html::models_page(report).into_bytes(),
+        _ => {
+            let mut b = serde_json::to_vec_pretty(report)?;
+            b.push(b'\n');
+            b
+        }
+    };
+    match &e.target {
+        Target::Stdout => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(&bytes)?;
+            out.flush()?;
+        }
+        Target::File(p) => export::write_replacing(p, &bytes)?,
+        Target::InPlace(p) => {
+            let mut f = std::fs::OpenOptions::new().write(true).open(p)?;
+            f.write_all(&bytes)?;
+            f.flush()?;
+        }
+    }
+    Ok(())
 }
 
 fn run_all(setup: &Setup, argv: Vec<String>, quiet: bool) -> ModelsReport {

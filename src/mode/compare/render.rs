@@ -103,9 +103,12 @@ fn blocks(doc: &Document, view: View) -> Vec<Block> {
             }
         }
         for (which, list) in [("BASE", &doc.only_in_base), ("NEW", &doc.only_in_new)] {
-            let names: Vec<&str> = (list.iter())
+            let names: Vec<String> = (list.iter())
                 .filter(|u| &u.new_file == new)
-                .map(|u| u.scenario.as_str())
+                .map(|u| match u.gate_failed {
+                    true => format!("{} (fails the gate)", u.scenario),
+                    false => u.scenario.clone(),
+                })
                 .collect();
             if !names.is_empty() {
                 notes.push(format!("only in {which}: {}", names.join(", ")));
@@ -180,20 +183,27 @@ fn footer(doc: &Document) -> Vec<String> {
         ));
     }
     if let Some(pct) = doc.fail_if_slower_percent {
-        let failed: Vec<String> = (doc.comparisons.iter())
+        let mut failed: Vec<String> = (doc.comparisons.iter())
             .filter(|c| c.gate_failed)
-            .map(|c| {
-                format!(
+            .map(|c| match c.verdict {
+                super::Verdict::Failed => format!("{} in {} (failed)", c.scenario, c.new_file),
+                _ => format!(
                     "{} in {} ({:.1}% slower)",
                     c.scenario,
                     c.new_file,
                     c.slower_percent.unwrap_or(f64::NAN)
-                )
+                ),
             })
             .collect();
+        failed.extend(
+            (doc.only_in_base.iter())
+                .filter(|u| u.gate_failed)
+                .map(|u| format!("{} (missing from {})", u.scenario, u.new_file)),
+        );
         notes.push(match failed.is_empty() {
             true => format!(
-                "--fail-if-slower {}: passed (no scenario significantly slower by more)",
+                "--fail-if-slower {}: passed (no scenario significantly slower by more, \
+                 none failed or missing in NEW)",
                 format_percent(pct)
             ),
             false => format!(

@@ -277,10 +277,222 @@ fn a_failed_scenario_is_shown_as_failed() {
         .unwrap()
         .starts_with("NEW: tcp sender failed"));
     assert_eq!(c.ratio, None);
-    assert!(!d.failed_gate);
     let text = render::table(&d, View::default());
     assert!(text.contains("failed"), "{text}");
     assert!(text.contains("NEW: tcp sender failed"), "{text}");
+}
+
+#[test]
+fn a_scenario_that_ran_in_base_and_failed_or_vanished_in_new_fails_the_gate() {
+    let failed = || sample::failed(WorkloadKind::Stream, TransportKind::Tcp, 64 << 10);
+    let mut udp = stream(&STEADY);
+    udp.transport = TransportKind::Udp;
+    let d = doc(
+        vec![vec![stream(&STEADY), udp], vec![failed()]],
+        &args(2, Some(5.0), &[]),
+    );
+    assert_eq!(d.comparisons[0].verdict, Verdict::Failed);
+    assert!(d.comparisons[0].gate_failed);
+    assert_eq!(d.only_in_base.len(), 1);
+    assert!(d.only_in_base[0].gate_failed);
+    assert!(d.failed_gate);
+    let text = render::table(&d, View::default());
+    assert!(text.contains("failed (fails the gate)"), "{text}");
+    assert!(
+        text.contains("only in BASE: stream udp 64 KiB (fails the gate)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("FAILED: stream tcp 64 KiB in r1.json (failed); stream udp 64 KiB (missing from r1.json)"),
+        "{text}"
+    );
+
+    // Without the gate, nothing fails it.
+    let d = doc(
+        vec![vec![stream(&STEADY)], vec![failed()]],
+        &args(2, None, &[]),
+    );
+    assert!(!d.comparisons[0].gate_failed && !d.failed_gate);
+
+    // What failed in BASE already is no regression: neither failing again nor missing.
+    let d = doc(
+        vec![
+            vec![failed(), {
+                let mut u = failed();
+                u.transport = TransportKind::Udp;
+                u
+            }],
+            vec![failed()],
+        ],
+        &args(2, Some(5.0), &[]),
+    );
+    assert_eq!(d.comparisons[0].verdict, Verdict::Failed);
+    assert!(!d.comparisons[0].gate_failed);
+    assert!(!d.only_in_base[0].gate_failed);
+    assert!(!d.failed_gate);
+
+    // A scenario only in NEW is no failure.
+    let d = doc(
+        vec![
+            vec![stream(&STEADY)],
+            vec![stream(&STEADY), {
+                let mut u = stream(&STEADY);
+                u.transport = TransportKind::Udp;
+                u
+            }],
+        ],
+        &args(2, Some(5.0), &[]),
+    );
+    assert_eq!(d.only_in_new.len(), 1);
+    assert!(!d.failed_gate);
+}
+
+#[test]
+fn normal_looking_three_runs_a_side_take_welch() {
+    // Exact cases: an uneven but unremarkable spread, and HDR-quantized latencies with
+    // two equal values (a MAD of zero) and one a quantum away.
+    let base = [10.0e9, 10.4e9, 9.7e9];
+    let d = doc(
+        vec![vec![stream(&base)], vec![stream(&scaled(&base, 0.8))]],
+        &args(2, None, &[]),
+    );
+    assert_eq!(d.comparisons[0].test, Some(TestKind::Welch));
+    assert_eq!(d.comparisons[0].verdict, Verdict::Slower);
+    let ping = |v: &[f64]| with_runs(WorkloadKind::Pingpong, TransportKind::Tcp, v);
+    let d = doc(
+        vec![
+            vec![ping(&[20_000.0, 20_000.0, 20_096.0])],
+            vec![ping(&[24_064.0, 24_064.0, 24_192.0])],
+        ],
+        &args(2, None, &[]),
+    );
+    assert_eq!(d.comparisons[0].test, Some(TestKind::Welch));
+    assert_eq!(d.comparisons[0].verdict, Verdict::Slower);
+
+    // Simulated: normal runs, 3 a side. Each side is called an outlier 5% of the time,
+    // so about 90% of the comparisons take Welch (before the fix: about half).
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut normal = |mean: f64, sd: f64| {
+        let mut uniform = || {
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            ((state.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+        };
+        let (u, v) = (uniform(), uniform());
+        mean + sd * (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    };
+    let trials = 2000;
+    let mut welch = 0;
+    for _ in 0..trials {
+        let b: Vec<f64> = (0..3).map(|_| normal(10e9, 0.2e9)).collect();
+        let n: Vec<f64> = (0..3).map(|_| normal(10e9, 0.2e9)).collect();
+        let row = compare_one(&stream(&b), &stream(&n), "new.json", 0.05, None);
+        welch += usize::from(row.test == Some(TestKind::Welch));
+    }
+    let share = welch as f64 / trials as f64;
+    assert!((0.87..=0.93).contains(&share), "Welch in {share}");
+}
+
+#[test]
+fn figures_too_large_for_welch_get_no_test() {
+    let base = [1.0e308, 1.5e308, 1.7e308];
+    let new = [1.1e308, 1.6e308, 1.75e308];
+    let d = doc(
+        vec![vec![stream(&base)], vec![stream(&new)]],
+        &args(2, Some(5.0), &[]),
+    );
+    let c = &d.comparisons[0];
+    assert_eq!(c.verdict, Verdict::NoTest);
+    assert_eq!((c.test, c.p_value), (None, None));
+    assert_eq!((c.ratio_ci_low, c.ratio_ci_high), (None, None));
+    assert!(c.note.as_ref().unwrap().contains("too large"), "{c:?}");
+    assert!(c.ratio.is_some_and(f64::is_finite));
+    assert!(!d.failed_gate);
+    let json = serde_json::to_value(&d).unwrap();
+    assert_eq!(json["comparisons"][0]["verdict"], "no test");
+    assert!(render::table(&d, View::default()).contains("no test"));
+}
+
+#[test]
+fn a_target_rate_or_open_count_is_identity_unless_ignored() {
+    let rate = |per_second: Option<f64>| {
+        let mut r = with_runs(WorkloadKind::Rate, TransportKind::Udp, &STEADY);
+        r.options.rate_per_second = per_second;
+        r
+    };
+    let d = doc(
+        vec![vec![rate(None)], vec![rate(Some(50e3))]],
+        &args(2, None, &[]),
+    );
+    assert!(d.comparisons.is_empty());
+    assert_eq!(d.only_in_base[0].scenario, "rate udp 64 KiB");
+    assert_eq!(d.only_in_new[0].scenario, "rate udp 64 KiB rate 50.0 k/s");
+    assert!(
+        d.notes.contains(
+            &"r1.json: only rate keeps rate udp 64 KiB from matching a scenario in it: add \
+              --ignore-option rate to compare across it"
+                .to_string()
+        ),
+        "{:?}",
+        d.notes
+    );
+    let d = doc(
+        vec![vec![rate(None)], vec![rate(Some(50e3))]],
+        &args(2, None, &[IdentityOption::Rate]),
+    );
+    assert_eq!(d.comparisons.len(), 1);
+    assert!(
+        d.notes.iter().all(|n| !n.contains("--ignore-option")),
+        "{:?}",
+        d.notes
+    );
+    assert_eq!(
+        d.comparisons[0].scenario,
+        "rate udp 64 KiB [rate unpaced → 50.0 k/s]"
+    );
+
+    let connect = |open: u32| {
+        let mut r = with_runs(WorkloadKind::Connect, TransportKind::Tcp, &STEADY);
+        r.options.open = Some(open);
+        r
+    };
+    let d = doc(
+        vec![vec![connect(1)], vec![connect(100)]],
+        &args(2, None, &[]),
+    );
+    assert!(d.comparisons.is_empty());
+    let d = doc(
+        vec![vec![connect(1)], vec![connect(100)]],
+        &args(2, None, &[IdentityOption::Open]),
+    );
+    assert_eq!(
+        d.comparisons[0].scenario,
+        "connect tcp 64 KiB open 1 [open 1 → 100]"
+    );
+}
+
+#[test]
+fn the_role_in_the_other_process_is_part_of_the_placement() {
+    use crate::workload::Role;
+    let report = |role: Option<Role>| {
+        let mut r = sample::report(vec![stream(&STEADY)], Layout::List);
+        r.placement.name = "processes".into();
+        r.placement.other_role = role;
+        r
+    };
+    let reports = [report(Some(Role::Receiver)), report(Some(Role::Sender))];
+    let d = compare(&args(2, None, &[]), &reports);
+    assert!(d.comparisons.is_empty());
+    assert_eq!((d.only_in_base.len(), d.only_in_new.len()), (1, 1));
+    let d = compare(&args(2, None, &[IdentityOption::Placement]), &reports);
+    assert_eq!(
+        d.comparisons[0].scenario,
+        "stream tcp 64 KiB [placement processes (other: receiver) → processes (other: sender)]"
+    );
+    // The same role matches.
+    let reports = [report(Some(Role::Receiver)), report(Some(Role::Receiver))];
+    assert_eq!(compare(&args(2, None, &[]), &reports).comparisons.len(), 1);
 }
 
 #[test]
