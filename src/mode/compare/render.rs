@@ -3,6 +3,7 @@
 //! terminal table, Markdown, a self-contained HTML page (with an SVG chart of the ratios
 //! and their intervals; CSS for light and dark) or CSV (one row per comparison).
 
+use crate::report::html::escape as html_escape;
 use comfy_table::{presets, CellAlignment, ContentArrangement, Table as Comfy};
 
 use super::{Comparison, Document, TestKind};
@@ -301,22 +302,6 @@ pub fn markdown(doc: &Document, view: View) -> String {
     }
     for n in footer {
         out.push_str(&format!("- {}\n", md_escape(&n)));
-    }
-    out
-}
-
-/// Text made safe inside HTML elements and attribute values.
-pub fn html_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
     }
     out
 }
