@@ -310,18 +310,28 @@ fn close_intervals(
     let (mut last, end) = final_totals(sc, watch, roles);
     last.retransmits = sampled.retransmits;
     let intervals = live::close(watch, sampled.sampled, end, last);
-    let label = interval_label(sc);
-    let kept = intervals.len() - 1;
-    for i in intervals.iter().skip(shown.min(kept)) {
-        let mut line = live::format_line(&label, run, i);
-        if kept < shown {
-            // An interval printed as it closed ended after the roles did: this line,
-            // from the same start to the run's end, takes its place.
-            line.push_str("  (replaces the line before)");
-        }
+    for line in closing_lines(&interval_label(sc), run, shown, &intervals) {
         progress.println(&line);
     }
     intervals
+}
+
+/// The lines still to print once a run's intervals are closed, `shown` of them having
+/// been printed as they closed: the last one, which says so when it replaces a printed
+/// interval that ended after the roles did.
+fn closing_lines(label: &str, run: u32, shown: usize, intervals: &[Interval]) -> Vec<String> {
+    let kept = intervals.len().saturating_sub(1);
+    intervals
+        .iter()
+        .skip(shown.min(kept))
+        .map(|i| {
+            let mut line = live::format_line(label, run, i);
+            if kept < shown {
+                line.push_str("  (replaces the line before)");
+            }
+            line
+        })
+        .collect()
 }
 
 /// What the sampler of a run saw.
@@ -510,6 +520,40 @@ mod tests {
         assert_eq!(secs(eta.left()), 3.0);
         eta.run_done(0, Duration::from_millis(400));
         assert_eq!(secs(eta.left()), 0.8);
+    }
+
+    #[test]
+    fn closing_prints_only_the_last_interval_and_says_when_it_replaces_one() {
+        let iv = |from: f64, to: f64| Interval {
+            start_seconds: from,
+            end_seconds: to,
+            side: "receiver".into(),
+            bytes: 1,
+            messages: 1,
+            bits_per_second: 8.0,
+            messages_per_second: 1.0,
+            messages_lost: None,
+            retransmits: None,
+        };
+        let three = [iv(0.0, 0.5), iv(0.5, 1.0), iv(1.0, 1.2)];
+        // Two printed as they closed: the third is new.
+        let lines = closing_lines("stream tcp 64 KiB", 1, 2, &three);
+        assert_eq!(lines.len(), 1);
+        assert!(
+            lines[0].contains("1.00-1.20") && !lines[0].contains("replaces"),
+            "{lines:?}"
+        );
+        // Three printed, the third closed after the roles ended and was folded back: the
+        // last line replaces it.
+        let two = [iv(0.0, 0.5), iv(0.5, 0.9)];
+        let lines = closing_lines("stream tcp 64 KiB", 1, 2, &two);
+        assert_eq!(lines.len(), 1);
+        assert!(lines[0].contains("0.50-0.90") && lines[0].ends_with("(replaces the line before)"));
+        // Nothing sampled: the run's one interval.
+        let lines = closing_lines("x", 3, 0, &[iv(0.0, 0.4)]);
+        assert_eq!(lines.len(), 1);
+        assert!(lines[0].starts_with("x run 3 ") && !lines[0].contains("replaces"));
+        assert!(closing_lines("x", 1, 0, &[]).is_empty());
     }
 
     #[test]
