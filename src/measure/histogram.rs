@@ -238,10 +238,22 @@ mod tests {
             ]
         );
         assert!(buckets(&hist(&[])).is_empty());
-        // Beyond the last bound: one bucket at the largest sample.
+        // An hour (the recording limit) still has a bound of its own.
         let b = buckets(&hist(&[3_000_000_000_000]));
         assert_eq!(b.last().unwrap().count, 1);
-        assert!(b.last().unwrap().le_ns >= 3_000_000_000_000 * 999 / 1000);
+        assert_eq!(b.last().unwrap().le_ns, 3_150_000_000_000);
+        // Beyond the last bound (8000 s, for a histogram that records that far): one
+        // bucket at the largest sample, after the last bound's.
+        let mut long = Histogram::new_with_bounds(1, 100_000_000_000_000, 3).unwrap();
+        for v in [1_000, 9_000_000_000_000, 9_000_000_000_000] {
+            long.record(v).unwrap();
+        }
+        let b = buckets(&long);
+        let tail = b.last().unwrap();
+        assert_eq!(tail.count, 2);
+        assert!(tail.le_ns >= 9_000_000_000_000, "{tail:?}");
+        assert_eq!(b[b.len() - 2].le_ns, 8_000_000_000_000);
+        assert_eq!(b.iter().map(|b| b.count).sum::<u64>(), 3);
     }
 
     proptest::proptest! {
