@@ -20,6 +20,8 @@ struct Listen {
     lines: Arc<Mutex<Vec<String>>>,
     /// The first line: where it listens and how to connect.
     first: String,
+    /// The thread collecting stdout; it ends at the end of the output.
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Listen {
@@ -48,7 +50,7 @@ impl Listen {
             .unwrap();
         let lines = Arc::new(Mutex::new(vec![first.clone()]));
         let sink = Arc::clone(&lines);
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             for l in out.map_while(Result::ok) {
                 sink.lock().unwrap().push(l);
             }
@@ -57,6 +59,7 @@ impl Listen {
             child,
             lines,
             first,
+            reader: Some(reader),
         }
     }
 
@@ -113,7 +116,12 @@ impl Listen {
             .unwrap()
             .read_to_string(&mut err)
             .unwrap();
-        let log = self.log_with("summary");
+        // The whole output: the summary's table may still be in the pipe when the process
+        // has exited, so wait for the reader to reach its end.
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        let log = self.log();
         (status, log, err, took)
     }
 }
