@@ -1057,15 +1057,33 @@ fn line_chart(spec: LineSpec) -> Chart {
     }
     let mut svg = String::new();
     let drawn = draw_lines(&mut svg, &spec);
-    Chart {
-        svg: match drawn {
-            Ok(()) => finish_svg(&svg, &spec.id, &spec.title),
-            Err(e) => return nothing_chart(&spec.id, &spec.title, &format!("Chart failed: {e}")),
-        },
-        id: spec.id,
-        title: spec.title,
-        caption: spec.caption,
+    drawn_chart(
+        drawn.map(|()| svg),
+        spec.id,
+        spec.title,
+        spec.caption,
         legend,
+    )
+}
+
+/// A chart from what its drawing produced: the SVG made ready for the page, or, if
+/// plotters failed, a chart without one that says why.
+fn drawn_chart<E: std::fmt::Display>(
+    drawn: Result<String, E>,
+    id: String,
+    title: String,
+    caption: String,
+    legend: Vec<(String, String)>,
+) -> Chart {
+    match drawn {
+        Ok(svg) => Chart {
+            svg: finish_svg(&svg, &id, &title),
+            id,
+            title,
+            caption,
+            legend,
+        },
+        Err(e) => nothing_chart(&id, &title, &format!("Chart failed: {e}")),
     }
 }
 
@@ -1183,19 +1201,15 @@ fn bar_chart(spec: BarSpec) -> Chart {
             &format!("Nothing to plot. {}", spec.caption),
         );
     }
-    let legend = Vec::new();
     let mut svg = String::new();
     let drawn = draw_bars(&mut svg, &spec);
-    Chart {
-        svg: match drawn {
-            Ok(()) => finish_svg(&svg, &spec.id, &spec.title),
-            Err(e) => return nothing_chart(&spec.id, &spec.title, &format!("Chart failed: {e}")),
-        },
-        id: spec.id,
-        title: spec.title,
-        caption: spec.caption,
-        legend,
-    }
+    drawn_chart(
+        drawn.map(|()| svg),
+        spec.id,
+        spec.title,
+        spec.caption,
+        Vec::new(),
+    )
 }
 
 fn draw_bars(svg: &mut String, spec: &BarSpec) -> DrawResult {
@@ -1279,6 +1293,33 @@ fn draw_bars(svg: &mut String, spec: &BarSpec) -> DrawResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_drawing_that_failed_gives_a_chart_that_says_so() {
+        let legend = vec![("tcp".to_string(), "#4e79a7".to_string())];
+        let ok = drawn_chart::<String>(
+            Ok("<svg width=\"10\"></svg>".into()),
+            "x-id".into(),
+            "X".into(),
+            "how to read it".into(),
+            legend.clone(),
+        );
+        assert!(ok.svg.starts_with("<svg data-chart=\"x-id\""), "{}", ok.svg);
+        assert_eq!(
+            (ok.caption.as_str(), ok.legend.len()),
+            ("how to read it", 1)
+        );
+        let failed = drawn_chart(
+            Err("no room"),
+            "x-id".into(),
+            "X".into(),
+            "how".into(),
+            legend,
+        );
+        assert!(failed.svg.is_empty());
+        assert_eq!(failed.caption, "Chart failed: no room");
+        assert!(failed.legend.is_empty());
+    }
     use crate::report::sample;
 
     fn ids(report: &Report) -> Vec<String> {
