@@ -712,6 +712,10 @@ pub struct OutputArgs {
     /// both.
     #[arg(long, value_enum, value_name = "UNIT", default_value_t = crate::report::Units::Bits, global = true, help_heading = HEAD_OUTPUT)]
     pub units: crate::report::Units,
+    /// Tables: one row per placement of each scenario (runs with both roles on one CPU,
+    /// runs across CPUs) instead of one row over all its runs.
+    #[arg(long, global = true, help_heading = HEAD_OUTPUT)]
+    pub by_placement: bool,
 }
 
 impl OutputArgs {
@@ -734,6 +738,7 @@ impl OutputArgs {
         crate::report::View {
             wide: self.wide,
             units: self.units,
+            by_placement: self.by_placement,
         }
     }
 }
@@ -870,6 +875,16 @@ pub struct CommonArgs {
     /// With --server: the pre-shared key the server was started with (--key-file there).
     #[arg(help_heading = HEAD_PLACEMENT, long, value_name = "FILE", requires = "server")]
     pub key_file: Option<PathBuf>,
+    /// io-uring engine: a kernel thread polls each ring's submission queue
+    /// (IORING_SETUP_SQPOLL), so sends and receives need no system call. The thread's CPU
+    /// is read from /proc and counted with the role's, not hidden.
+    #[arg(help_heading = HEAD_MEASURE, long)]
+    pub sqpoll: bool,
+    /// Count each role's CPU cycles, instructions and cache misses per message
+    /// (perf_event_open); where the kernel (perf_event_paranoid) or the hypervisor does
+    /// not allow it, the report says why and the run goes on without them.
+    #[arg(help_heading = HEAD_MEASURE, long)]
+    pub counters: bool,
 }
 
 /// Flags of `stream`.
@@ -891,6 +906,11 @@ pub struct StreamArgs {
     /// and tcp6: received pages are mapped, not copied, where the MSS allows).
     #[arg(long, value_enum, value_name = "HOW", default_value_t = RecvMethod::Read, help_heading = HEAD_MEASURE)]
     pub recv: RecvMethod,
+    /// N messages per call: one sendmmsg/recvmmsg for N datagrams (udp, udp6, unix-dgram),
+    /// or N operations in flight on the io-uring engine (any transport it drives). The
+    /// report gives messages per call.
+    #[arg(long, value_name = "N", default_value_t = 1, help_heading = HEAD_MEASURE)]
+    pub batch: u32,
 }
 
 /// Flags of `pingpong`.
@@ -913,6 +933,11 @@ pub struct PingpongArgs {
     /// Nagle's algorithm and delayed ACKs on TCP; see --nodelay).
     #[arg(long, value_name = "N", default_value_t = 1, help_heading = HEAD_MEASURE)]
     pub writes: u32,
+    /// Kernel timestamps (SO_TIMESTAMPING): split each message's one-way time into the
+    /// sender's user->kernel, kernel->kernel and the receiver's kernel->user parts, each a
+    /// distribution (tcp, tcp6, udp, udp6; both roles on this host).
+    #[arg(long, help_heading = HEAD_MEASURE)]
+    pub timestamps: bool,
 }
 
 /// Flags of `rate`.
@@ -925,6 +950,16 @@ pub struct RateArgs {
     /// and M suffixes.
     #[arg(long, value_name = "R", help_heading = HEAD_MEASURE)]
     pub rate: Option<String>,
+    /// N messages per call: one sendmmsg/recvmmsg for N datagrams (udp, udp6, unix-dgram),
+    /// or N operations in flight on the io-uring engine. The report gives messages per
+    /// call.
+    #[arg(long, value_name = "N", default_value_t = 1, help_heading = HEAD_MEASURE)]
+    pub batch: u32,
+    /// Kernel timestamps (SO_TIMESTAMPING): split each message's one-way time into the
+    /// sender's user->kernel, kernel->kernel and the receiver's kernel->user parts, each a
+    /// distribution (tcp, tcp6, udp, udp6; both roles on this host).
+    #[arg(long, help_heading = HEAD_MEASURE)]
+    pub timestamps: bool,
 }
 
 /// Flags of `connect`.

@@ -37,6 +37,7 @@ const RELEASED: &[(u32, u64)] = &[
     (3, 0xf13e_4288_ea3a_a64b),
     (4, 0xa884_ffd6_bd9b_37fb),
     (5, 0xf89b_415e_fa62_442e),
+    (6, 0xe322_52ec_fcb8_b277),
 ];
 
 fn fnv1a(text: &str) -> u64 {

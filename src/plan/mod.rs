@@ -64,7 +64,27 @@ pub struct WorkloadOptions {
     /// stream: how the receiver receives (`--recv`). Absent: read.
     #[serde(default)]
     pub recv: crate::cli::RecvMethod,
+    /// stream, rate: messages per call (`--batch`). Absent: 1.
+    #[serde(default = "one")]
+    pub batch: u32,
+    /// pingpong, rate: kernel timestamps (`--timestamps`).
+    #[serde(default)]
+    pub timestamps: bool,
+    /// io-uring: a kernel thread polls the submission queue (`--sqpoll`).
+    #[serde(default)]
+    pub sqpoll: bool,
+    /// Hardware counters per role (`--counters`).
+    #[serde(default)]
+    pub counters: bool,
 }
+
+fn one() -> u32 {
+    1
+}
+
+/// The most messages `--batch` puts in one call (the kernel's UIO_MAXIOV, which bounds
+/// sendmmsg/recvmmsg's vector).
+pub const MAX_BATCH: u32 = 1024;
 
 impl Default for WorkloadOptions {
     fn default() -> Self {
@@ -77,6 +97,10 @@ impl Default for WorkloadOptions {
             runtime: crate::engine::RuntimeKind::Current,
             send: crate::cli::SendMethod::Write,
             recv: crate::cli::RecvMethod::Read,
+            batch: 1,
+            timestamps: false,
+            sqpoll: false,
+            counters: false,
         }
     }
 }
@@ -545,6 +569,7 @@ impl Plan {
                     bytes,
                     send: s.send,
                     recv: s.recv,
+                    batch: s.batch,
                     ..WorkloadOptions::default()
                 };
                 Plan::workload(host, WorkloadKind::Stream, &s.common, extras, output)
@@ -553,6 +578,7 @@ impl Plan {
                 let extras = WorkloadOptions {
                     rate: parse_opt_rate(&p.rate)?,
                     writes: p.writes,
+                    timestamps: p.timestamps,
                     ..WorkloadOptions::default()
                 };
                 if p.writes == 0 || p.writes > 64 {
@@ -563,6 +589,8 @@ impl Plan {
             Some(Command::Rate(r)) => {
                 let extras = WorkloadOptions {
                     rate: parse_opt_rate(&r.rate)?,
+                    batch: r.batch,
+                    timestamps: r.timestamps,
                     ..WorkloadOptions::default()
                 };
                 Plan::workload(host, WorkloadKind::Rate, &r.common, extras, output)
@@ -776,6 +804,17 @@ impl Plan {
                 "--runtime applies to the async engine only: add --engine async (or drop --runtime)",
             ));
         }
+        if extras.batch == 0 || extras.batch > MAX_BATCH {
+            return Err(invalid(format!(
+                "--batch must be between 1 and {MAX_BATCH} (the kernel takes at most {MAX_BATCH} messages per \
+                 sendmmsg/recvmmsg call)"
+            )));
+        }
+        if a.sqpoll && !engines.contains(&EngineKind::IoUring) {
+            return Err(invalid(
+                "--sqpoll applies to the io-uring engine only: add --engine io-uring (or drop --sqpoll)",
+            ));
+        }
         if extras.linger0
             && !transports
                 .iter()
@@ -884,6 +923,8 @@ impl Plan {
             connect,
             extras: WorkloadOptions {
                 runtime: a.runtime,
+                sqpoll: a.sqpoll,
+                counters: a.counters,
                 ..extras
             },
             live: None,

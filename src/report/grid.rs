@@ -954,7 +954,11 @@ mod tests {
     use crate::report::sample;
 
     fn view(wide: bool, units: Units) -> View {
-        View { wide, units }
+        View {
+            wide,
+            units,
+            by_placement: false,
+        }
     }
 
     fn grids(report: &Report) -> Vec<Grid> {

@@ -36,7 +36,7 @@ use crate::transport::TransportKind;
 use crate::workload::WorkloadKind;
 
 /// Version of the JSON report's shape; bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// The whole report.
 #[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
@@ -133,6 +133,22 @@ pub struct ScenarioOptions {
     /// connect: connections kept open at once (`--open`); null for other workloads.
     #[serde(default)]
     pub open: Option<u32>,
+    /// stream, rate: messages per call asked for (`--batch`; 1 = one per call).
+    #[serde(default = "one")]
+    pub batch: u32,
+    /// pingpong, rate: kernel timestamps were taken (`--timestamps`).
+    #[serde(default)]
+    pub timestamps: bool,
+    /// io-uring: the rings were polled by a kernel thread (`--sqpoll`).
+    #[serde(default)]
+    pub sqpoll: bool,
+    /// Hardware counters were asked for (`--counters`).
+    #[serde(default)]
+    pub counters: bool,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// CPU and timing of one side (all its threads, with `--parallel`).
@@ -479,6 +495,8 @@ pub struct View {
     pub wide: bool,
     /// Throughput in bits or bytes per second, or both.
     pub units: Units,
+    /// One row per placement (same CPU, across CPUs) of each scenario.
+    pub by_placement: bool,
 }
 
 /// The unit of throughput in tables.

@@ -89,6 +89,7 @@ mod tests {
             View {
                 wide: true,
                 units: Units::Bits,
+                by_placement: false,
             },
         );
         assert!(
