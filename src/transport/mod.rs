@@ -298,6 +298,28 @@ pub trait Conn: Send {
     fn send(&mut self, buf: &[u8]) -> io::Result<usize>;
     /// Receive into `buf`. `Ok(0)` means the peer finished (end of data).
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize>;
+    /// Send each of `msgs` as one whole message, in as few calls as this end can (one
+    /// `sendmmsg` on a datagram socket, one submission on io-uring); returns how many went
+    /// out, a prefix of `msgs` (at least one unless it fails). By default: one `send`.
+    fn send_batch(&mut self, msgs: &[&[u8]]) -> io::Result<usize> {
+        match msgs.first() {
+            Some(m) => self.send(m).map(|_| 1),
+            None => Ok(0),
+        }
+    }
+    /// Receive up to `bufs.len()` messages, one per buffer, in as few calls as this end
+    /// can (one `recvmmsg`, one submission), waiting for the first as `recv` does; each
+    /// message's length goes to `lens` (0: the end marker); returns how many arrived (at
+    /// least one unless it fails). By default: one `recv`.
+    fn recv_batch(&mut self, bufs: &mut [&mut [u8]], lens: &mut [usize]) -> io::Result<usize> {
+        match (bufs.first_mut(), lens.first_mut()) {
+            (Some(b), Some(l)) => {
+                *l = self.recv(b)?;
+                Ok(1)
+            }
+            _ => Ok(0),
+        }
+    }
     /// Tell the receiver that no more data follows: shut down, close, or send the
     /// transport's end marker (an empty message on message transports).
     fn finish(&mut self) -> io::Result<()>;
