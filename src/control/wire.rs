@@ -80,6 +80,9 @@ pub struct WireSide {
     /// A stream receiver's `--recv` counts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recv: Option<RecvCounts>,
+    /// Batches handed to the kernel (`--batch`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls: Option<u64>,
 }
 
 fn nanos(d: Duration) -> u64 {
@@ -120,6 +123,7 @@ impl From<&SideReport> for WireSide {
             on_cpu: r.on_cpu,
             send: r.send,
             recv: r.recv,
+            calls: r.calls,
         }
     }
 }
@@ -235,6 +239,7 @@ impl WireSide {
                     })
                 })
                 .transpose()?,
+            calls: self.calls.map(|n| count("calls", n)).transpose()?,
         })
     }
 }
@@ -322,6 +327,7 @@ mod tests {
                 bytes_copied: 100,
                 map_calls: Some(9),
             }),
+            calls: Some(133),
         }
     }
 

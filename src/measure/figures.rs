@@ -32,6 +32,12 @@ pub fn side_figures(roles: &Roles, role: Role, bytes: u64) -> SideFigures {
         .as_secs_f64()
         .min(secs * sides.len().max(1) as f64);
     let messages: u64 = sides.iter().map(|s| s.messages).sum();
+    let calls = sides
+        .iter()
+        .map(|s| s.calls)
+        .collect::<Option<Vec<u64>>>()
+        .map(|c| c.iter().sum::<u64>())
+        .filter(|_| !sides.is_empty());
     SideFigures {
         messages_per_second: if secs > 0.0 {
             messages as f64 / secs
@@ -53,6 +59,8 @@ pub fn side_figures(roles: &Roles, role: Role, bytes: u64) -> SideFigures {
                 end: s.on_cpu.1,
             })
             .collect(),
+        calls,
+        messages_per_call: calls.filter(|&c| c > 0).map(|c| messages as f64 / c as f64),
     }
 }
 
@@ -373,6 +381,38 @@ mod tests {
         assert_eq!(r.delivered_fraction, Some(1.0));
         assert_eq!(r.messages_lost, Some(0));
         assert_eq!(r.udp_receive_buffer_errors, Some(0));
+    }
+
+    #[test]
+    fn messages_per_call_counts_every_stream_and_is_unknown_without_batches() {
+        let side = |messages, calls| SideReport {
+            messages,
+            calls,
+            elapsed: Some(Duration::from_secs(1)),
+            ..SideReport::default()
+        };
+        let roles = Roles {
+            senders: vec![side(640, Some(20)), side(320, Some(12))],
+            receivers: vec![side(960, None)],
+            ..Roles::default()
+        };
+        let f = side_figures(&roles, Role::Sender, 0);
+        assert_eq!(f.calls, Some(32));
+        assert_eq!(f.messages_per_call, Some(30.0));
+        let f = side_figures(&roles, Role::Receiver, 0);
+        assert_eq!((f.calls, f.messages_per_call), (None, None));
+        // One stream that counted and one that did not: unknown, not a partial sum.
+        let mixed = Roles {
+            senders: vec![side(640, Some(20)), side(320, None)],
+            ..Roles::default()
+        };
+        assert_eq!(side_figures(&mixed, Role::Sender, 0).calls, None);
+        // No call at all: no ratio.
+        let none = Roles {
+            senders: vec![side(0, Some(0))],
+            ..Roles::default()
+        };
+        assert_eq!(side_figures(&none, Role::Sender, 0).messages_per_call, None);
     }
 
     #[test]

@@ -177,6 +177,13 @@ pub struct SideFigures {
     /// Per stream, the CPU this role's thread was on when its interval started and when
     /// it ended (null where unknown).
     pub on_cpu: Vec<OnCpu>,
+    /// With `--batch`: batches this role handed to the kernel (system calls, or ring
+    /// submissions on io-uring); null without `--batch`.
+    #[serde(default)]
+    pub calls: Option<u64>,
+    /// With `--batch`: messages per call (messages / calls); null without `--batch`.
+    #[serde(default)]
+    pub messages_per_call: Option<f64>,
 }
 
 /// The CPU a thread ran on at the two ends of its interval.

@@ -60,6 +60,8 @@ fn side(cpu: f64) -> SideFigures {
             start: Some(0),
             end: Some(1),
         }],
+        calls: None,
+        messages_per_call: None,
     }
 }
 

@@ -102,6 +102,9 @@ pub struct SideReport {
     pub send: Option<stream::SendCounts>,
     /// stream's receiver: what its `--recv` method did.
     pub recv: Option<stream::RecvCounts>,
+    /// With `--batch`: how many batches this role handed to the kernel (system calls, or
+    /// ring submissions on io-uring), for messages per call.
+    pub calls: Option<u64>,
 }
 
 /// What a receiver learned from sequence numbers.
