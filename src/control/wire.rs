@@ -8,7 +8,9 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::measure::counters::Counts;
 use crate::measure::cpu::ThreadCpu;
+use crate::measure::placement::{Trace, MAX_SEGMENTS};
 use crate::workload::stream::{RecvCounts, SendCounts, ZerocopyCounts};
 use crate::workload::{latency_histogram, SequenceCounts, SideReport};
 
@@ -17,6 +19,8 @@ use crate::workload::{latency_histogram, SequenceCounts, SideReport};
 pub const MAX_COUNT: u64 = 1 << 50;
 /// The longest duration a peer may report (a day).
 const MAX_NANOS: u64 = 86_400 * 1_000_000_000;
+/// CPUs a peer's placement trace may name.
+const MAX_CPUS: usize = 4096;
 /// Distinct histogram buckets a peer may send per distribution.
 const MAX_BUCKETS: usize = 50_000;
 
@@ -58,6 +62,9 @@ pub struct WireSide {
     pub elapsed_ns: Option<u64>,
     /// Thread CPU: user, system, exact (ns), voluntary and involuntary switches.
     pub cpu: [u64; 5],
+    /// Perf counters (`--counters`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<Counts>,
     /// Cut short by Ctrl-C.
     pub interrupted: bool,
     /// Socket buffers at the end (send, receive).
@@ -74,6 +81,9 @@ pub struct WireSide {
     pub close_ns: Option<u64>,
     /// The CPU at the interval's start and end.
     pub on_cpu: (Option<u32>, Option<u32>),
+    /// Where the role's thread ran (sampled CPUs, migrations).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Trace>,
     /// A stream sender's `--send` counts (absent from a peer that sends none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send: Option<SendCounts>,
@@ -103,6 +113,7 @@ impl From<&SideReport> for WireSide {
                 r.cpu.voluntary_switches,
                 r.cpu.involuntary_switches,
             ],
+            counters: r.counters.clone(),
             interrupted: r.interrupted,
             socket_buffers: r.socket_buffers,
             latencies: r
@@ -121,6 +132,7 @@ impl From<&SideReport> for WireSide {
             sequence: r.sequence.map(|s| (s.reordered, s.duplicated)),
             close_ns: r.close.map(nanos),
             on_cpu: r.on_cpu,
+            placement: r.placement.clone(),
             send: r.send,
             recv: r.recv,
             calls: r.calls,
@@ -205,6 +217,7 @@ impl WireSide {
                 voluntary_switches: count("voluntary switches", self.cpu[3])?,
                 involuntary_switches: count("involuntary switches", self.cpu[4])?,
             },
+            counters: self.counters.map(checked_counts).transpose()?,
             interrupted: self.interrupted,
             socket_buffers: (
                 buffer(self.socket_buffers.0)?,
@@ -227,6 +240,7 @@ impl WireSide {
                 .map(|n| duration("close time", n))
                 .transpose()?,
             on_cpu: self.on_cpu,
+            placement: self.placement.map(checked_trace).transpose()?,
             send: self.send.map(checked_send).transpose()?,
             recv: self
                 .recv
@@ -242,6 +256,61 @@ impl WireSide {
             calls: self.calls.map(|n| count("calls", n)).transpose()?,
         })
     }
+}
+
+/// A peer's perf counts, every counter in range and its reasons cleaned.
+fn checked_counts(c: Counts) -> Result<Counts, WireError> {
+    let n = |what, v: Option<u64>| v.map(|v| count(what, v)).transpose();
+    Ok(Counts {
+        cycles: n("cycles", c.cycles)?,
+        instructions: n("instructions", c.instructions)?,
+        cache_misses: n("cache misses", c.cache_misses)?,
+        hardware_unavailable: c.hardware_unavailable.map(|t| clean(&t, 300)),
+        user_space_only: c.user_space_only,
+        task_clock_ns: n("task clock", c.task_clock_ns)?,
+        context_switches: n("context switches", c.context_switches)?,
+        cpu_migrations: n("CPU migrations", c.cpu_migrations)?,
+        page_faults: n("page faults", c.page_faults)?,
+        software_unavailable: c.software_unavailable.map(|t| clean(&t, 300)),
+    })
+}
+
+/// A peer's placement trace: bounded, its time line in order, its counts in range.
+fn checked_trace(t: Trace) -> Result<Trace, WireError> {
+    let limit = |what, len: usize, max: usize| {
+        if len > max {
+            return Err(WireError::OutOfRange {
+                what,
+                value: len as u64,
+                limit: max as u64,
+            });
+        }
+        Ok(())
+    };
+    limit("placement segments", t.segments.len(), MAX_SEGMENTS)?;
+    limit("placement CPUs", t.cpu_ns.len(), MAX_CPUS)?;
+    let ordered = t.segments.windows(2).all(|w| w[0].to_ns <= w[1].from_ns)
+        && t.segments.iter().all(|s| s.from_ns <= s.to_ns);
+    if !ordered {
+        return Err(WireError::OutOfRange {
+            what: "placement segment order",
+            value: 1,
+            limit: 0,
+        });
+    }
+    for &(_, ns) in &t.cpu_ns {
+        duration("time on a CPU", ns)?;
+    }
+    Ok(Trace {
+        changes: count("CPU changes", t.changes)?,
+        samples: count("CPU samples", t.samples)?,
+        sched_migrations: t
+            .sched_migrations
+            .map(|n| count("migrations", n))
+            .transpose()?,
+        boot_id: t.boot_id.map(|b| clean(&b, 64)),
+        ..t
+    })
 }
 
 /// A peer's `--send` counts, every counter in range.
@@ -299,6 +368,14 @@ mod tests {
                 involuntary_switches: 3,
                 exact: Duration::from_nanos(712_345_678),
             },
+            counters: Some(Counts {
+                hardware_unavailable: Some("no PMU".into()),
+                task_clock_ns: Some(712_000_000),
+                context_switches: Some(12),
+                cpu_migrations: Some(2),
+                page_faults: Some(40),
+                ..Counts::default()
+            }),
             interrupted: false,
             socket_buffers: (Some(2_626_560), Some(131_072)),
             latencies: vec![("round_trip", h)],
@@ -310,6 +387,25 @@ mod tests {
             }),
             close: Some(Duration::from_micros(40)),
             on_cpu: (Some(0), Some(1)),
+            placement: Some(Trace {
+                cpu_ns: vec![(0, 600), (1, 400)],
+                changes: 1,
+                samples: 10,
+                segments: vec![
+                    crate::measure::placement::Segment {
+                        cpu: 0,
+                        from_ns: 1000,
+                        to_ns: 1600,
+                    },
+                    crate::measure::placement::Segment {
+                        cpu: 1,
+                        from_ns: 1600,
+                        to_ns: 2000,
+                    },
+                ],
+                sched_migrations: Some(1),
+                boot_id: Some("b00t".into()),
+            }),
             send: Some(SendCounts {
                 method: crate::cli::SendMethod::Zerocopy,
                 calls: Some(40),
@@ -405,6 +501,46 @@ mod tests {
                     recv: good.recv.map(|r| RecvCounts {
                         bytes_mapped: MAX_COUNT + 1,
                         ..r
+                    }),
+                    ..good.clone()
+                },
+            ),
+            (
+                "page faults",
+                WireSide {
+                    counters: good.counters.clone().map(|c| Counts {
+                        page_faults: Some(MAX_COUNT + 1),
+                        ..c
+                    }),
+                    ..good.clone()
+                },
+            ),
+            (
+                "placement segments",
+                WireSide {
+                    placement: good.placement.clone().map(|t| Trace {
+                        segments: vec![t.segments[0]; MAX_SEGMENTS + 1],
+                        ..t
+                    }),
+                    ..good.clone()
+                },
+            ),
+            (
+                "placement segment order",
+                WireSide {
+                    placement: good.placement.clone().map(|t| Trace {
+                        segments: t.segments.into_iter().rev().collect(),
+                        ..t
+                    }),
+                    ..good.clone()
+                },
+            ),
+            (
+                "migrations",
+                WireSide {
+                    placement: good.placement.clone().map(|t| Trace {
+                        sched_migrations: Some(u64::MAX),
+                        ..t
                     }),
                     ..good.clone()
                 },

@@ -38,6 +38,13 @@ pub fn side_figures(roles: &Roles, role: Role, bytes: u64) -> SideFigures {
         .collect::<Option<Vec<u64>>>()
         .map(|c| c.iter().sum::<u64>())
         .filter(|_| !sides.is_empty());
+    let placed = crate::measure::placement::side(
+        &sides
+            .iter()
+            .map(|s| s.placement.as_ref())
+            .collect::<Vec<_>>(),
+    );
+    let per_message = |n: u64| (messages > 0).then(|| n as f64 / messages as f64);
     SideFigures {
         messages_per_second: if secs > 0.0 {
             messages as f64 / secs
@@ -52,6 +59,13 @@ pub fn side_figures(roles: &Roles, role: Role, bytes: u64) -> SideFigures {
         cpu_seconds_per_gb: (bytes > 0).then(|| total / (bytes as f64 / 1e9)),
         voluntary_context_switches: cpu.voluntary_switches,
         involuntary_context_switches: cpu.involuntary_switches,
+        counters: crate::measure::counters::side(
+            &sides
+                .iter()
+                .map(|s| s.counters.as_ref())
+                .collect::<Vec<_>>(),
+            messages,
+        ),
         on_cpu: sides
             .iter()
             .map(|s| crate::report::OnCpu {
@@ -59,6 +73,11 @@ pub fn side_figures(roles: &Roles, role: Role, bytes: u64) -> SideFigures {
                 end: s.on_cpu.1,
             })
             .collect(),
+        cpus: placed.0,
+        migrations: placed.1,
+        migrations_source: placed.2,
+        voluntary_switches_per_message: per_message(cpu.voluntary_switches),
+        involuntary_switches_per_message: per_message(cpu.involuntary_switches),
         calls,
         messages_per_call: calls.filter(|&c| c > 0).map(|c| messages as f64 / c as f64),
     }
@@ -122,6 +141,7 @@ pub fn run_figures(sc: &Scenario, roles: &Roles) -> RunFigures {
         send: crate::report::SendCounts::total(roles.senders.iter().map(|s| &s.send)),
         recv: crate::report::RecvCounts::total(roles.receivers.iter().map(|s| &s.recv)),
         latencies,
+        placement: crate::measure::placement::run(roles),
         intervals: Vec::new(),
         directions: roles
             .directions

@@ -147,6 +147,9 @@ pub struct Publisher {
     last: bool,
     /// The sequence gaps it last published.
     gaps: u64,
+    /// Every check (a publication, or asking whether anyone listens) is a tick of the
+    /// CPU sampler (`measure::placement`), with or without `--interval`.
+    ticker: crate::measure::placement::Ticker,
 }
 
 impl Publisher {
@@ -178,6 +181,7 @@ impl Publisher {
             tcp,
             last: false,
             gaps: 0,
+            ticker: crate::measure::placement::Ticker::default(),
         }
     }
 
@@ -185,6 +189,7 @@ impl Publisher {
     /// arguments for [`Publisher::publish`].
     #[inline]
     pub fn is_on(&self) -> bool {
+        self.ticker.tick();
         self.live.is_some()
     }
 
@@ -215,6 +220,7 @@ impl Publisher {
     /// This role's totals so far are `bytes` and `messages`.
     #[inline]
     pub fn publish(&mut self, bytes: u64, messages: u64) {
+        self.ticker.tick();
         let Some(live) = self.live.as_deref() else {
             return;
         };

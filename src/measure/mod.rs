@@ -4,10 +4,12 @@
 //! only at the edges of the measured interval (and, with `--interval`, publish running
 //! totals at the checks they already make: `live.rs`).
 
+pub mod counters;
 pub mod cpu;
 pub mod figures;
 pub mod histogram;
 pub mod live;
 pub mod netstat;
+pub mod placement;
 pub mod stats;
 pub mod units;

@@ -100,7 +100,7 @@ impl LocalRoles {
     ) -> anyhow::Result<LocalRoles> {
         let engine = sc.engine.engine_with(sc.extras.runtime);
         let work = spec(sc.workload).roles(sc, stop);
-        let start = StartLine::with_live(ends.len() + 1, sc.live.clone());
+        let start = StartLine::for_scenario(ends.len() + 1, sc);
         let (tx, rx) = mpsc::channel();
         let mut roles = LocalRoles {
             handles: Vec::new(),

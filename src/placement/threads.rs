@@ -153,7 +153,7 @@ impl Placement for Threads {
         let connect_time = opening.elapsed() / streams as u32;
         drop(dir); // every name in it is gone already
         let link = pairs[0].0.info.clone();
-        let start = StartLine::with_live(2 * streams + 1, sc.live.clone());
+        let start = StartLine::for_scenario(2 * streams + 1, sc);
         let (tx, rx) = mpsc::channel::<(Role, std::io::Result<SideReport>)>();
         let mut handles: Vec<JoinHandle<()>> = Vec::new();
         for (i, (pair, endpoints)) in pairs.into_iter().enumerate() {

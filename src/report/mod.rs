@@ -174,9 +174,30 @@ pub struct SideFigures {
     pub voluntary_context_switches: u64,
     /// Involuntary context switches.
     pub involuntary_context_switches: u64,
+    /// With `--counters`: perf counters per message (null without `--counters`).
+    #[serde(default)]
+    pub counters: Option<crate::measure::counters::CounterFigures>,
     /// Per stream, the CPU this role's thread was on when its interval started and when
     /// it ended (null where unknown).
     pub on_cpu: Vec<OnCpu>,
+    /// The CPUs this role's threads were seen on (sampled), each with its share of
+    /// their intervals, most used first; empty where unknown.
+    #[serde(default)]
+    pub cpus: Vec<crate::measure::placement::CpuShare>,
+    /// CPU migrations of this role's threads over their intervals (null where unknown).
+    #[serde(default)]
+    pub migrations: Option<u64>,
+    /// Where `migrations` comes from: `sched` (the scheduler's exact count,
+    /// /proc/thread-self/sched) or `sampled` (CPU changes the samples saw: a lower
+    /// bound).
+    #[serde(default)]
+    pub migrations_source: Option<crate::measure::placement::MigrationsSource>,
+    /// Voluntary context switches (waits) per message (null if no message).
+    #[serde(default)]
+    pub voluntary_switches_per_message: Option<f64>,
+    /// Involuntary context switches (preemptions) per message.
+    #[serde(default)]
+    pub involuntary_switches_per_message: Option<f64>,
     /// With `--batch`: batches this role handed to the kernel (system calls, or ring
     /// submissions on io-uring); null without `--batch`.
     #[serde(default)]
@@ -277,6 +298,11 @@ pub struct RunFigures {
     /// Latency distributions of this run by name (`round_trip` for pingpong; `connect`,
     /// `accept`, `first_response`, `close` for connect).
     pub latencies: BTreeMap<String, Latency>,
+    /// Where the two roles ran relative to each other: the share of the run they spent
+    /// on one CPU, and its class; null when a role ran on another host, a trace is
+    /// missing, or the run had several streams.
+    #[serde(default)]
+    pub placement: Option<crate::measure::placement::RunPlacement>,
     /// With `--interval`: what each interval of the run carried, in order (empty
     /// otherwise). The intervals tile the run from its start; the last may be short.
     #[serde(default)]

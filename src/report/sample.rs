@@ -62,6 +62,7 @@ fn side(cpu: f64) -> SideFigures {
         }],
         calls: None,
         messages_per_call: None,
+        ..SideFigures::default()
     }
 }
 
@@ -120,6 +121,7 @@ pub fn scenario(
         send: None,
         recv: None,
         latencies: BTreeMap::new(),
+        placement: None,
         intervals: Vec::new(),
         directions: Vec::new(),
     };

@@ -11,6 +11,7 @@
 
 #[cfg(feature = "async")]
 pub mod async_fd;
+pub mod perf;
 pub mod shm;
 #[cfg(feature = "io-uring")]
 pub mod uring;

@@ -82,6 +82,8 @@ pub struct SideReport {
     pub elapsed: Option<Duration>,
     /// This thread's CPU over the interval.
     pub cpu: ThreadCpu,
+    /// With `--counters`: its perf counters over the interval.
+    pub counters: Option<crate::measure::counters::Counts>,
     /// The run was cut short by Ctrl-C.
     pub interrupted: bool,
     /// This side's socket buffers (send, receive) at the end of its interval.
@@ -98,6 +100,8 @@ pub struct SideReport {
     pub close: Option<Duration>,
     /// The CPU this role's thread ran on when its interval started and when it ended.
     pub on_cpu: (Option<u32>, Option<u32>),
+    /// Where this role's thread ran over the interval (sampled CPUs, migrations).
+    pub placement: Option<crate::measure::placement::Trace>,
     /// stream's sender: what its `--send` method did.
     pub send: Option<stream::SendCounts>,
     /// stream's receiver: what its `--recv` method did.
@@ -369,6 +373,8 @@ struct Gate {
     opened: Condvar,
     /// With `--interval`: where the sides publish their running totals.
     live: Option<Arc<Live>>,
+    /// With `--counters`: every role opens its perf counters.
+    counters: bool,
 }
 
 impl StartLine {
@@ -387,9 +393,20 @@ impl StartLine {
                 opened_at: Mutex::new(None),
                 opened: Condvar::new(),
                 live,
+                counters: false,
             }),
             passed: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// The start line of one run of `sc` for `parties` waiters: its sides publish to
+    /// the scenario's `--interval` totals and open perf counters with `--counters`.
+    pub fn for_scenario(parties: usize, sc: &crate::plan::Scenario) -> StartLine {
+        let mut line = StartLine::with_live(parties, sc.live.clone());
+        if let Some(gate) = Arc::get_mut(&mut line.gate) {
+            gate.counters = sc.extras.counters;
+        }
+        line
     }
 
     /// Where this run's sides publish their running totals (`--interval`), if anywhere.
@@ -497,19 +514,32 @@ pub struct Meter {
     cpu0: ThreadCpu,
     start_delay: Duration,
     on_cpu: Option<u32>,
+    counters: Option<crate::measure::counters::Counters>,
 }
 
 impl Meter {
     /// Wait at the start line, then start the clock and the CPU counter. The wall-clock
     /// interval encloses the CPU interval, so CPU never exceeds it.
+    ///
+    /// Perf counters (`--counters`) are opened before the line, as opening costs; they
+    /// and the placement trace start after it, before the clock.
     pub fn start(line: &StartLine) -> Meter {
+        let mut counters = line
+            .gate
+            .counters
+            .then(crate::measure::counters::Counters::open);
         let opened = line.wait();
+        if let Some(c) = &mut counters {
+            c.start();
+        }
+        crate::measure::placement::begin();
         let t0 = Instant::now();
         Meter {
             t0,
             cpu0: ThreadCpu::now(),
             start_delay: t0.saturating_duration_since(opened),
             on_cpu: crate::measure::cpu::current_cpu(),
+            counters,
         }
     }
 
@@ -527,8 +557,10 @@ impl Meter {
             start_delay: self.start_delay,
             elapsed: Some(ended.saturating_duration_since(self.t0)),
             cpu,
+            counters: self.counters.as_ref().map(|c| c.stop()),
             socket_buffers: conn.socket_buffers(),
             on_cpu: (self.on_cpu, crate::measure::cpu::current_cpu()),
+            placement: crate::measure::placement::end(),
             ..SideReport::default()
         }
     }
