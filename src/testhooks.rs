@@ -8,6 +8,9 @@
 //! - `SOCKBENCH_TEST_FAULT=NAME[,NAME...]`: [`fault`] returns true for each NAME.
 //! - `SOCKBENCH_TEST_HOLD=POINT:MS`: [`hold`] at POINT sleeps MS milliseconds (or until
 //!   Ctrl-C), after printing `holding POINT` to stderr.
+//! - Fault `alternate-cpus`: [`alternate_cpus`] pins the roles of the 1st, 3rd, ... run of
+//!   the process to CPUs 0,0 and those of the 2nd, 4th, ... to 0,1 (threads placement;
+//!   with `--warmup 0`, as a warm-up is a run too), for a bimodal result on purpose.
 
 /// Whether the test asked for fault `name`.
 #[cfg(feature = "test-hooks")]
@@ -46,3 +49,23 @@ pub fn hold(point: &str) {
 #[cfg(not(feature = "test-hooks"))]
 #[inline(always)]
 pub fn hold(_point: &str) {}
+
+/// With fault `alternate-cpus`: the CPUs (sender, receiver) of this run, alternately
+/// 0,0 and 0,1.
+#[cfg(feature = "test-hooks")]
+pub fn alternate_cpus() -> Option<(usize, usize)> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static RUNS: AtomicU64 = AtomicU64::new(0);
+    if !fault("alternate-cpus") {
+        return None;
+    }
+    let n = RUNS.fetch_add(1, Ordering::Relaxed);
+    Some(if n % 2 == 0 { (0, 0) } else { (0, 1) })
+}
+
+/// The CPUs of this run (never pinned by a test, in this build).
+#[cfg(not(feature = "test-hooks"))]
+#[inline(always)]
+pub fn alternate_cpus() -> Option<(usize, usize)> {
+    None
+}

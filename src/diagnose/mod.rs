@@ -59,7 +59,106 @@ pub fn warnings(sc: &Scenario, r: &ScenarioResult) -> Vec<Warning> {
         }
     }
     out.extend(datagram_loss(r));
+    out.extend(counters_unavailable(r));
+    if let Some(w) = placement_explains(sc, r) {
+        // The same disagreement, now with its cause.
+        out.retain(|w| w.kind != "runs-disagree");
+        out.push(w);
+    }
     out
+}
+
+/// `--counters` that could not count: the reasons the roles gave (the figures are null).
+pub fn counters_unavailable(r: &ScenarioResult) -> Option<Warning> {
+    let mut why: Vec<String> = Vec::new();
+    for c in r
+        .runs
+        .iter()
+        .flat_map(|run| [&run.sender.counters, &run.receiver.counters])
+        .flatten()
+    {
+        for reason in [&c.hardware_unavailable, &c.software_unavailable]
+            .into_iter()
+            .flatten()
+        {
+            if !why.contains(reason) {
+                why.push(reason.clone());
+            }
+        }
+    }
+    (!why.is_empty()).then(|| warning("counters-unavailable", why.join("; ")))
+}
+
+/// Groups of runs whose figures differ by more than this factor (and do not overlap)
+/// disagree.
+const PLACEMENT_APART: f64 = 1.3;
+
+/// The figure a placement warning compares, for a run: pingpong's p50 round trip,
+/// stream's throughput, the others' message (connection) rate; and how to print it.
+fn placement_figure(sc: &Scenario) -> (fn(&crate::report::RunFigures) -> Option<f64>, fn(f64) -> String) {
+    match crate::workload::spec(sc.workload).table() {
+        crate::workload::TableKind::Latency => (
+            |r| r.latencies.get("round_trip").map(|l| l.p50_ns as f64),
+            |v| format!("p50 {}", format_ns(v as u64)),
+        ),
+        _ if sc.workload == crate::workload::WorkloadKind::Stream => (
+            |r| Some(r.bits_per_second),
+            |v| crate::measure::units::format_bits_per_second(v),
+        ),
+        _ => (
+            |r| Some(r.messages_per_second),
+            |v| format!("{} messages", crate::measure::units::format_per_second(v)),
+        ),
+    }
+}
+
+/// Runs that disagree because of where the scheduler put the roles: grouped by
+/// placement class, two groups whose medians differ by more than [`PLACEMENT_APART`]
+/// and whose ranges do not overlap ("3 runs on one CPU: p50 14 us; 2 runs across CPUs:
+/// p50 75 us; pin with --cpus to choose").
+pub fn placement_explains(sc: &Scenario, r: &ScenarioResult) -> Option<Warning> {
+    use crate::measure::placement::PlacementClass;
+    let (figure, show) = placement_figure(sc);
+    let mut groups: std::collections::BTreeMap<PlacementClass, Vec<f64>> = Default::default();
+    for run in &r.runs {
+        if let (Some(p), Some(v)) = (run.placement, figure(run)) {
+            groups.entry(p.class).or_default().push(v);
+        }
+    }
+    if groups.len() < 2 {
+        return None;
+    }
+    let mut ranked: Vec<(f64, f64, f64)> = groups
+        .values()
+        .map(|v| {
+            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            (crate::measure::stats::median(v).unwrap_or(lo), lo, hi)
+        })
+        .collect();
+    ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let apart = ranked
+        .windows(2)
+        .any(|w| w[1].0 > w[0].0.max(0.0) * PLACEMENT_APART && w[0].2 < w[1].1);
+    if !apart {
+        return None;
+    }
+    let parts: Vec<String> = groups
+        .iter()
+        .map(|(class, v)| {
+            let n = v.len();
+            format!(
+                "{n} run{} {}: {}",
+                if n == 1 { "" } else { "s" },
+                class.words(),
+                show(crate::measure::stats::median(v).unwrap_or_default())
+            )
+        })
+        .collect();
+    Some(warning(
+        "placement",
+        format!("{}; pin with --cpus to choose", parts.join("; ")),
+    ))
 }
 
 /// MSG_ZEROCOPY sends that were not zero-copy after all: those the kernel reported it
@@ -438,6 +537,116 @@ mod tests {
         let five: Vec<_> = [10, 20, 21, 22, 45].map(|us| run(100, us, 2.0)).into();
         let w = latency_runs_disagree(&figures(&sc, &five)).unwrap();
         assert!(w.message.contains("2 of 5 runs"), "{}", w.message);
+    }
+
+    /// `roles` with placement traces: the sender on CPU 0, the receiver on `receiver_cpu`,
+    /// over the same 10 ms.
+    fn placed(mut roles: Roles, receiver_cpu: u32) -> Roles {
+        use crate::measure::placement::{Segment, Trace};
+        let trace = |cpu| Trace {
+            cpu_ns: vec![(cpu, 10_000_000)],
+            segments: vec![Segment {
+                cpu,
+                from_ns: 1_000_000,
+                to_ns: 11_000_000,
+            }],
+            samples: 2,
+            boot_id: Some("boot".into()),
+            ..Trace::default()
+        };
+        roles.senders[0].placement = Some(trace(0));
+        roles.receivers[0].placement = Some(trace(receiver_cpu));
+        roles
+    }
+
+    #[test]
+    fn runs_split_by_placement_are_named_with_each_groups_count_and_median() {
+        let sc = scenario(&["pingpong", "-t", "tcp", "--runs", "5"]);
+        let runs = [
+            placed(run(100, 14, 2.0), 0),
+            placed(run(100, 75, 2.0), 1),
+            placed(run(100, 15, 2.0), 0),
+            placed(run(100, 74, 2.0), 1),
+            placed(run(100, 13, 2.0), 0),
+        ];
+        let r = figures(&sc, &runs);
+        let w = placement_explains(&sc, &r).expect("bimodal");
+        assert_eq!(w.kind, "placement");
+        assert_eq!(
+            w.message,
+            format!(
+                "3 runs on one CPU: p50 {}; 2 runs across CPUs: p50 {}; pin with --cpus to choose",
+                format_ns(14_000),
+                format_ns(74_500)
+            )
+        );
+        // It replaces the generic disagreement, which says the same without the cause.
+        let kinds: Vec<String> = r.warnings.iter().map(|w| w.kind.clone()).collect();
+        assert!(kinds.contains(&"placement".to_string()), "{kinds:?}");
+        assert!(!kinds.contains(&"runs-disagree".to_string()), "{kinds:?}");
+    }
+
+    #[test]
+    fn placement_explains_nothing_when_groups_overlap_are_close_or_alone() {
+        let sc = scenario(&["pingpong", "-t", "tcp", "--runs", "4"]);
+        let warned = |runs: &[Roles]| placement_explains(&sc, &figures(&sc, runs)).is_some();
+        // Far apart medians, but the ranges overlap: the placement does not explain it.
+        assert!(!warned(&[
+            placed(run(100, 14, 2.0), 0),
+            placed(run(100, 80, 2.0), 0),
+            placed(run(100, 40, 2.0), 1),
+            placed(run(100, 90, 2.0), 1),
+        ]));
+        // Apart, but by less than 1.3x.
+        assert!(!warned(&[
+            placed(run(100, 20, 2.0), 0),
+            placed(run(100, 25, 2.0), 1),
+        ]));
+        // Just over 1.3x, apart: explained.
+        assert!(warned(&[
+            placed(run(100, 20, 2.0), 0),
+            placed(run(100, 27, 2.0), 1),
+        ]));
+        // One class only, or no placement known.
+        assert!(!warned(&[
+            placed(run(100, 14, 2.0), 1),
+            placed(run(100, 75, 2.0), 1),
+        ]));
+        assert!(!warned(&[run(100, 14, 2.0), run(100, 75, 2.0)]));
+    }
+
+    #[test]
+    fn counters_that_could_not_count_are_said_once_with_their_reason() {
+        let sc = scenario(&["pingpong", "-t", "tcp", "--counters"]);
+        let mut roles = run(100, 14, 2.0);
+        let no_pmu = crate::measure::counters::Counts {
+            hardware_unavailable: Some("hardware counters unavailable: no PMU".into()),
+            task_clock_ns: Some(1),
+            ..Default::default()
+        };
+        roles.senders[0].counters = Some(no_pmu.clone());
+        roles.receivers[0].counters = Some(no_pmu);
+        let r = figures(&sc, &[roles.clone(), roles]);
+        let w = counters_unavailable(&r).expect("a reason");
+        assert_eq!(w.message, "hardware counters unavailable: no PMU");
+        let side = r.runs[0].sender.counters.as_ref().unwrap();
+        assert_eq!(side.cycles_per_message, None, "null, never zero");
+        assert_eq!(r.warnings.iter().filter(|w| w.kind == "counters-unavailable").count(), 1);
+        // Counters that counted: no warning; without --counters: none either.
+        assert_eq!(counters_unavailable(&figures(&sc, &[run(100, 14, 2.0)])), None);
+    }
+
+    #[test]
+    fn throughput_workloads_are_compared_on_their_rate() {
+        let sc = scenario(&["rate", "-t", "udp", "--runs", "2"]);
+        let r = figures(
+            &sc,
+            &[placed(run(100_000, 1, 1.0), 0), placed(run(300_000, 1, 1.0), 1)],
+        );
+        let w = placement_explains(&sc, &r).expect("3x apart");
+        assert!(w.message.starts_with("1 run on one CPU: "), "{}", w.message);
+        assert!(w.message.contains("1 run across CPUs: "), "{}", w.message);
+        assert!(w.message.contains("messages"), "{}", w.message);
     }
 
     #[test]

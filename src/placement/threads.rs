@@ -154,6 +154,7 @@ impl Placement for Threads {
         drop(dir); // every name in it is gone already
         let link = pairs[0].0.info.clone();
         let start = StartLine::for_scenario(2 * streams + 1, sc);
+        let cpus = crate::testhooks::alternate_cpus().or(sc.cpus);
         let (tx, rx) = mpsc::channel::<(Role, std::io::Result<SideReport>)>();
         let mut handles: Vec<JoinHandle<()>> = Vec::new();
         for (i, (pair, endpoints)) in pairs.into_iter().enumerate() {
@@ -174,14 +175,14 @@ impl Placement for Threads {
                     receiver,
                     recv_ep,
                     recv_link,
-                    sc.cpus.map(|c| c.1),
+                    cpus.map(|c| c.1),
                 ),
                 (
                     Role::Sender,
                     sender,
                     send_ep,
                     send_link,
-                    sc.cpus.map(|c| c.0),
+                    cpus.map(|c| c.0),
                 ),
             ] {
                 let side = Side {
