@@ -61,8 +61,8 @@ pub fn warnings(sc: &Scenario, r: &ScenarioResult) -> Vec<Warning> {
     out.extend(datagram_loss(r));
     out.extend(counters_unavailable(r));
     if let Some(w) = placement_explains(sc, r) {
-        // The same disagreement, now with its cause.
-        out.retain(|w| w.kind != "runs-disagree");
+        // The same disagreement (and the spread it makes), now with its cause.
+        out.retain(|w| w.kind != "runs-disagree" && w.kind != "unstable");
         out.push(w);
     }
     out
@@ -93,9 +93,12 @@ pub fn counters_unavailable(r: &ScenarioResult) -> Option<Warning> {
 /// disagree.
 const PLACEMENT_APART: f64 = 1.3;
 
+/// A figure read from a run.
+type RunFigure = fn(&crate::report::RunFigures) -> Option<f64>;
+
 /// The figure a placement warning compares, for a run: pingpong's p50 round trip,
 /// stream's throughput, the others' message (connection) rate; and how to print it.
-fn placement_figure(sc: &Scenario) -> (fn(&crate::report::RunFigures) -> Option<f64>, fn(f64) -> String) {
+fn placement_figure(sc: &Scenario) -> (RunFigure, fn(f64) -> String) {
     match crate::workload::spec(sc.workload).table() {
         crate::workload::TableKind::Latency => (
             |r| r.latencies.get("round_trip").map(|l| l.p50_ns as f64),
@@ -103,11 +106,16 @@ fn placement_figure(sc: &Scenario) -> (fn(&crate::report::RunFigures) -> Option<
         ),
         _ if sc.workload == crate::workload::WorkloadKind::Stream => (
             |r| Some(r.bits_per_second),
-            |v| crate::measure::units::format_bits_per_second(v),
+            |v| {
+                format!(
+                    "throughput {}",
+                    crate::measure::units::format_bits_per_second(v)
+                )
+            },
         ),
         _ => (
             |r| Some(r.messages_per_second),
-            |v| format!("{} messages", crate::measure::units::format_per_second(v)),
+            |v| format!("messages {}", crate::measure::units::format_per_second(v)),
         ),
     }
 }
@@ -584,6 +592,7 @@ mod tests {
         let kinds: Vec<String> = r.warnings.iter().map(|w| w.kind.clone()).collect();
         assert!(kinds.contains(&"placement".to_string()), "{kinds:?}");
         assert!(!kinds.contains(&"runs-disagree".to_string()), "{kinds:?}");
+        assert!(!kinds.contains(&"unstable".to_string()), "{kinds:?}");
     }
 
     #[test]
@@ -631,9 +640,18 @@ mod tests {
         assert_eq!(w.message, "hardware counters unavailable: no PMU");
         let side = r.runs[0].sender.counters.as_ref().unwrap();
         assert_eq!(side.cycles_per_message, None, "null, never zero");
-        assert_eq!(r.warnings.iter().filter(|w| w.kind == "counters-unavailable").count(), 1);
+        assert_eq!(
+            r.warnings
+                .iter()
+                .filter(|w| w.kind == "counters-unavailable")
+                .count(),
+            1
+        );
         // Counters that counted: no warning; without --counters: none either.
-        assert_eq!(counters_unavailable(&figures(&sc, &[run(100, 14, 2.0)])), None);
+        assert_eq!(
+            counters_unavailable(&figures(&sc, &[run(100, 14, 2.0)])),
+            None
+        );
     }
 
     #[test]
@@ -641,12 +659,15 @@ mod tests {
         let sc = scenario(&["rate", "-t", "udp", "--runs", "2"]);
         let r = figures(
             &sc,
-            &[placed(run(100_000, 1, 1.0), 0), placed(run(300_000, 1, 1.0), 1)],
+            &[
+                placed(run(100_000, 1, 1.0), 0),
+                placed(run(300_000, 1, 1.0), 1),
+            ],
         );
         let w = placement_explains(&sc, &r).expect("3x apart");
         assert!(w.message.starts_with("1 run on one CPU: "), "{}", w.message);
         assert!(w.message.contains("1 run across CPUs: "), "{}", w.message);
-        assert!(w.message.contains("messages"), "{}", w.message);
+        assert!(w.message.contains(": messages "), "{}", w.message);
     }
 
     #[test]

@@ -177,13 +177,7 @@ impl Placement for Threads {
                     recv_link,
                     cpus.map(|c| c.1),
                 ),
-                (
-                    Role::Sender,
-                    sender,
-                    send_ep,
-                    send_link,
-                    cpus.map(|c| c.0),
-                ),
+                (Role::Sender, sender, send_ep, send_link, cpus.map(|c| c.0)),
             ] {
                 let side = Side {
                     conn,

@@ -107,6 +107,19 @@ fn throughput_note(units: Units) -> &'static str {
 /// Build the tables for a report: one for a list of scenarios; for the suite, the
 /// throughput matrix, then the latency and message-rate tables. Notes go under the last.
 pub fn build(report: &Report, view: &View) -> Vec<Grid> {
+    // --by-placement: each scenario's runs as one row per placement class.
+    let split = Report {
+        results: report
+            .results
+            .iter()
+            .flat_map(super::placement::split)
+            .collect(),
+        ..report.clone()
+    };
+    let report = match view.by_placement && report.layout == Layout::List {
+        true => &split,
+        false => report,
+    };
     let mut grids = match report.layout {
         Layout::List => vec![list(report, view)],
         Layout::Suite => {
@@ -142,6 +155,11 @@ pub fn build(report: &Report, view: &View) -> Vec<Grid> {
     };
     if let Some(last) = grids.last_mut() {
         notes(report, last);
+        if !view.by_placement {
+            last.notes.extend(super::placement::note(&report.results));
+        }
+        last.notes
+            .extend(super::placement::counters_note(&report.results));
     }
     grids
 }
@@ -184,6 +202,16 @@ fn column<'a>(
 /// A grid of one row per scenario from a list of columns; unless the view is wide, the
 /// least important columns leave until it fits, and a note says which.
 fn grid_of(columns: &[Column<'_>], results: &[ScenarioResult], view: &View) -> Grid {
+    let placement = column("placement", Align::Left, ALWAYS, super::placement::cell);
+    let mut columns: Vec<&Column<'_>> = columns.iter().collect();
+    if view.by_placement {
+        // After the columns that name the row.
+        let at = columns
+            .iter()
+            .position(|c| c.priority != ALWAYS)
+            .unwrap_or(columns.len());
+        columns.insert(at, &placement);
+    }
     let full = Grid {
         headers: columns.iter().map(|c| c.header.clone()).collect(),
         align: columns.iter().map(|c| c.align).collect(),
@@ -386,7 +414,7 @@ fn list(report: &Report, view: &View) -> Grid {
     match kind {
         TableKind::Latency => latency_list(report, view),
         TableKind::Connections => connect_list(report, view),
-        TableKind::Throughput => match sweep(report, view) {
+        TableKind::Throughput => match sweep(report, view).filter(|_| !view.by_placement) {
             Some(g) => g,
             None => throughput_list(report, view),
         },

@@ -13,6 +13,7 @@ pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod openmetrics;
+pub mod placement;
 pub mod progress;
 #[cfg(test)]
 pub mod sample;
