@@ -167,6 +167,31 @@ fn keeps_its_promise(line: &str, v: &Value, stdout: &[u8], dir: &std::path::Path
         "sockbench stream -t tcp -s 64K -d 0.3 --runs 5 --sndbuf 4K --export-json small.json" => {
             assert_eq!(every(v, "/options/sndbuf_bytes"), [4096]);
         }
+        "sockbench pingpong -t tcp -d 0.5 --runs 5 --by-placement" => {
+            let runs = rs[0]["runs"].as_array().unwrap();
+            assert_eq!(runs.len(), 5);
+            for run in runs {
+                let class = run["placement"]["class"].as_str().unwrap();
+                assert!(
+                    ["same-cpu", "across-cpus", "mixed"].contains(&class),
+                    "{run}"
+                );
+            }
+            assert!(String::from_utf8_lossy(stdout).contains("placement"));
+        }
+        "sockbench pingpong -t tcp -d 0.5 --counters" => {
+            let run = &rs[0]["runs"][0];
+            for side in ["sender", "receiver"] {
+                let c = &run[side]["counters"];
+                assert!(c.is_object(), "{run}");
+                // Hardware figures: counted, or null with the reason; never a zero.
+                assert_eq!(
+                    c["cycles_per_message"].is_null(),
+                    c["hardware_unavailable"].is_string(),
+                    "{c}"
+                );
+            }
+        }
         "sockbench compare base.json new.json" => {
             assert_eq!(v["document"], "sockbench-compare");
             let c = v["comparisons"].as_array().unwrap();

@@ -623,3 +623,22 @@ mod tests {
         assert!(end().is_none(), "the trace was taken");
     }
 }
+
+#[cfg(test)]
+mod cost {
+    /// What one sample costs here (run with --ignored --nocapture; a debug build is
+    /// slower than a release one).
+    #[test]
+    #[ignore]
+    fn one_sample_costs_tens_of_nanoseconds() {
+        super::begin();
+        let n = 1_000_000;
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            super::sample();
+        }
+        let per = t.elapsed().as_nanos() as f64 / n as f64;
+        let trace = super::end().unwrap();
+        eprintln!("{per:.1} ns a sample, {} samples", trace.samples);
+    }
+}
