@@ -121,7 +121,7 @@ fn placement_figure(sc: &Scenario) -> (RunFigure, fn(f64) -> String) {
 }
 
 /// Runs that disagree because of where the scheduler put the roles: grouped by
-/// placement class, two groups whose medians differ by more than [`PLACEMENT_APART`]
+/// placement class, two groups whose medians differ by more than `PLACEMENT_APART`
 /// and whose ranges do not overlap ("3 runs on one CPU: p50 14 us; 2 runs across CPUs:
 /// p50 75 us; pin with --cpus to choose").
 pub fn placement_explains(sc: &Scenario, r: &ScenarioResult) -> Option<Warning> {

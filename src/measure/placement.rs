@@ -5,8 +5,8 @@
 //! [`begin`] (from `Meter::start`) starts a thread-local trace and [`end`] (from
 //! `Meter::stop`) takes it. In between, every check a workload makes through its
 //! `Publisher` is a tick of a [`Ticker`]; every `stride` ticks it samples. The stride
-//! adapts so that samples come no closer than [`MIN_GAP`] and, where the ticks allow, no
-//! further apart than [`MAX_GAP`]: at a few tens of nanoseconds a sample, that is under
+//! adapts so that samples come no closer than [`MIN_GAP_NS`] and, where the ticks allow, no
+//! further apart than [`MAX_GAP_NS`]: at a few tens of nanoseconds a sample, that is under
 //! 0.05% of the thread's time, and the time line is resolved to about a millisecond.
 //!
 //! The record is bounded: time per CPU (exact over the samples), CPU changes seen, and a
