@@ -133,9 +133,7 @@ pub fn placement_explains(sc: &Scenario, r: &ScenarioResult) -> Option<Warning> 
             groups.entry(p.class).or_default().push(v);
         }
     }
-    if groups.len() < 2 {
-        return None;
-    }
+    // One class (or none): no pair of groups to compare.
     let mut ranked: Vec<(f64, f64, f64)> = groups
         .values()
         .map(|v| {
@@ -605,6 +603,13 @@ mod tests {
             placed(run(100, 80, 2.0), 0),
             placed(run(100, 40, 2.0), 1),
             placed(run(100, 90, 2.0), 1),
+        ]));
+        // Medians 1.5x apart, but the ranges touch: not apart.
+        assert!(!warned(&[
+            placed(run(100, 14, 2.0), 0),
+            placed(run(100, 20, 2.0), 0),
+            placed(run(100, 20, 2.0), 1),
+            placed(run(100, 30, 2.0), 1),
         ]));
         // Apart, but by less than 1.3x.
         assert!(!warned(&[

@@ -507,6 +507,17 @@ mod tests {
     }
 
     #[test]
+    fn the_time_line_keeps_full_resolution_up_to_its_cap() {
+        let mut t = Tracer::new(0, 0, None);
+        for k in 1..MAX_SEGMENTS as u64 {
+            t.sample(k * 1000, (k % 2) as u32);
+        }
+        assert_eq!(t.trace.segments.len(), MAX_SEGMENTS);
+        t.sample(MAX_SEGMENTS as u64 * 1000, 7);
+        assert!(t.trace.segments.len() <= MAX_SEGMENTS / 2 + 1);
+    }
+
+    #[test]
     fn a_full_time_line_halves_and_stays_bounded() {
         let mut t = Tracer::new(0, 0, None);
         for k in 1..=10 * MAX_SEGMENTS as u64 {
@@ -533,6 +544,8 @@ mod tests {
         assert_eq!(h, [seg(0, 0, 30)]);
         let h = halve(&[seg(0, 0, 1), seg(1, 1, 10), seg(2, 10, 12)]);
         assert_eq!(h, [seg(1, 0, 10), seg(2, 10, 12)]);
+        // A tie goes to the first.
+        assert_eq!(halve(&[seg(3, 0, 5), seg(4, 5, 10)]), [seg(3, 0, 10)]);
     }
 
     #[test]
@@ -562,6 +575,12 @@ mod tests {
         );
         assert_eq!(same_cpu_share(&t(Some("a"), 0), &t(Some("b"), 0)), None);
         assert_eq!(same_cpu_share(&t(None, 0), &t(None, 0)), None);
+        // Traces that never overlap in time have no share (not 0/0).
+        let later = Trace {
+            segments: vec![seg(0, 200, 300)],
+            ..t(Some("a"), 0)
+        };
+        assert_eq!(same_cpu_share(&t(Some("a"), 0), &later), None);
     }
 
     #[test]
