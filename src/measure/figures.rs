@@ -122,6 +122,7 @@ pub fn run_figures(sc: &Scenario, roles: &Roles) -> RunFigures {
         send: crate::report::SendCounts::total(roles.senders.iter().map(|s| &s.send)),
         recv: crate::report::RecvCounts::total(roles.receivers.iter().map(|s| &s.recv)),
         latencies,
+        timestamps: crate::measure::timestamps::run_report(sc, roles),
         intervals: Vec::new(),
         directions: roles
             .directions
@@ -257,6 +258,7 @@ pub fn figures(sc: &Scenario, raws: &[Roles]) -> ScenarioResult {
         sender_cpu_seconds_per_gb: opt_median(|r| r.sender.cpu_seconds_per_gb),
         receiver_cpu_seconds_per_gb: opt_median(|r| r.receiver.cpu_seconds_per_gb),
         latencies,
+        timestamps: crate::measure::timestamps::scenario_report(sc, raws),
         latency_buckets: histograms
             .iter()
             .map(|(name, h)| (name.clone(), crate::measure::histogram::buckets(h)))

@@ -10,4 +10,5 @@ pub mod histogram;
 pub mod live;
 pub mod netstat;
 pub mod stats;
+pub mod timestamps;
 pub mod units;

@@ -277,6 +277,10 @@ pub struct RunFigures {
     /// Latency distributions of this run by name (`round_trip` for pingpong; `connect`,
     /// `accept`, `first_response`, `close` for connect).
     pub latencies: BTreeMap<String, Latency>,
+    /// With `--timestamps`: each direction's one-way time split by kernel timestamps
+    /// (null otherwise).
+    #[serde(default)]
+    pub timestamps: Option<crate::measure::timestamps::Timestamps>,
     /// With `--interval`: what each interval of the run carried, in order (empty
     /// otherwise). The intervals tile the run from its start; the last may be short.
     #[serde(default)]
@@ -391,6 +395,10 @@ pub struct ScenarioResult {
     pub receiver_cpu_seconds_per_gb: Option<f64>,
     /// Latency distributions merged over all measured runs, by name (see `runs[].latencies`).
     pub latencies: BTreeMap<String, Latency>,
+    /// With `--timestamps`: the runs' timestamp parts, histograms merged over runs (see
+    /// `runs[].timestamps`); null otherwise.
+    #[serde(default)]
+    pub timestamps: Option<crate::measure::timestamps::Timestamps>,
     /// The same distributions as histograms in fixed buckets (R10 bounds: 10, 12.5, 16,
     /// 20, 25, 31.5, 40, 50, 63, 80 ns and their multiples of ten), from the bucket of the
     /// smallest sample to that of the largest, by name: what the HTML report draws and

@@ -120,6 +120,7 @@ pub fn scenario(
         send: None,
         recv: None,
         latencies: BTreeMap::new(),
+        timestamps: None,
         intervals: Vec::new(),
         directions: Vec::new(),
     };
@@ -167,6 +168,7 @@ pub fn scenario(
         sender_cpu_seconds_per_gb: Some(0.25),
         receiver_cpu_seconds_per_gb: Some(0.25),
         latencies: BTreeMap::new(),
+        timestamps: None,
         latency_buckets: BTreeMap::new(),
         cpu_seconds_per_round_trip: None,
         send: None,
