@@ -140,6 +140,7 @@ pub fn build(report: &Report, view: &View) -> Vec<Grid> {
             v
         }
     };
+    grids.extend(super::breakdown::timestamps(report));
     if let Some(last) = grids.last_mut() {
         notes(report, last);
     }

@@ -4,6 +4,7 @@
 //! units live in key names, counters are unsigned, an unknown figure is `null`.
 //! Exporters never measure and workloads never format.
 
+pub mod breakdown;
 pub mod chart;
 pub mod csv;
 pub mod export;

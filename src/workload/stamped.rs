@@ -73,6 +73,8 @@ pub struct Stamper {
     from: Peer,
     /// Answer whoever sent the last datagram (a UDP receiver).
     answer: bool,
+    /// A stamp read ahead: it belongs to a later send than the one asked for.
+    ahead: Option<sys::TxStamp>,
     /// What this role recorded.
     pub log: StampLog,
 }
@@ -103,6 +105,7 @@ impl Stamper {
             sent: 0,
             from: Peer::default(),
             answer: answering && !stream,
+            ahead: None,
             log: StampLog::new(realtime_ns()),
         })
     }
@@ -174,18 +177,28 @@ impl Stamper {
     }
 
     /// The transmit stamp with id `id` (ns), reading the error queue until it comes or
-    /// the queue is empty; stamps of earlier sends that are still there are passed over.
-    /// `0` if it is not there (yet): that message counts as missing a stamp.
+    /// the queue is empty; stamps of earlier sends that are still there are passed over,
+    /// one of a later send is kept for it. `0` if it is not there: that message counts as
+    /// missing a stamp (on TCP, a send merged into a segment still queued has none).
     pub fn tx_stamp(&mut self, id: u32) -> u64 {
-        while let Ok(Some(s)) = sys::read_tx_stamp(self.fd) {
+        loop {
+            let Some(s) = self
+                .ahead
+                .take()
+                .or_else(|| sys::read_tx_stamp(self.fd).ok().flatten())
+            else {
+                return 0;
+            };
             // Ids wrap at 2^32: compare them as a signed distance.
             match (s.id.wrapping_sub(id) as i32).signum() {
                 0 => return s.ns,
-                1 => return 0,
+                1 => {
+                    self.ahead = Some(s);
+                    return 0;
+                }
                 _ => {}
             }
         }
-        0
     }
 }
 
