@@ -20,7 +20,10 @@ const HEADERS: [&str; 8] = [
     "measured",
 ];
 
-fn cell(l: &Option<Latency>, f: fn(&Latency) -> u64) -> String {
+/// One statistic of a distribution.
+type Stat = fn(&Latency) -> u64;
+
+fn cell(l: &Option<Latency>, f: Stat) -> String {
     l.as_ref().map_or_else(|| "-".into(), |l| format_ns(f(l)))
 }
 
@@ -30,7 +33,7 @@ fn direction_rows(
     d: &StampedDirection,
     measured: Option<&Latency>,
 ) -> Vec<Vec<String>> {
-    let stats: [(&str, fn(&Latency) -> u64); 2] = [("mean", |l| l.mean_ns), ("p50", |l| l.p50_ns)];
+    let stats: [(&str, Stat); 2] = [("mean", |l| l.mean_ns), ("p50", |l| l.p50_ns)];
     stats
         .into_iter()
         .map(|(name, f)| {
