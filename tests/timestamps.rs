@@ -223,6 +223,10 @@ fn timestamps_are_refused_where_they_cannot_work_with_the_reason() {
             &["pingpong", "-t", "udp", "-e", "epoll"],
             "blocking engine only",
         ),
+        (
+            &["rate", "-t", "tcp", "-e", "io-uring"],
+            "blocking engine only",
+        ),
         (&["pingpong", "-t", "udp", "-s", "4"], "at least 8 bytes"),
         (&["rate", "-t", "udp", "-s", "8"], "at least 16 bytes"),
         (&["rate", "-t", "udp", "--batch", "4"], "--batch"),
