@@ -120,7 +120,7 @@ pub fn timestamps(report: &Report) -> Option<Grid> {
         "from the send time each message carries"
     };
     let sampled = if sampled > 1 {
-        format!(", every {sampled}th kept")
+        format!(", 1 in {sampled} kept")
     } else {
         String::new()
     };

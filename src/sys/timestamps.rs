@@ -76,6 +76,36 @@ pub fn realtime_ns() -> u64 {
     }
 }
 
+/// Wait until the kernel stamps received packets, at most `timeout`; whether it does.
+///
+/// Receive stamps depend on a kernel-wide switch (the `netstamp_needed` static key) that
+/// the first socket asking for them turns on through a deferred work item; on a busy
+/// machine that item can wait for a CPU for a long while, and every packet received
+/// meanwhile has no stamp. A datagram sent to a stamped loopback socket until it comes
+/// back stamped shows the switch is on (the sockets of the run keep it on).
+pub fn await_receive_stamps(timeout: std::time::Duration) -> bool {
+    let probe = || -> io::Result<bool> {
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0")?;
+        sock.connect(sock.local_addr()?)?;
+        sock.set_read_timeout(Some(std::time::Duration::from_millis(100)))?;
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&sock);
+        enable(fd, false)?;
+        let since = std::time::Instant::now();
+        let mut buf = [0u8; 8];
+        loop {
+            send(fd, b"probe", None)?;
+            if recv_stamped(fd, &mut buf, None)?.1.is_some() {
+                return Ok(true);
+            }
+            if since.elapsed() >= timeout {
+                return Ok(false);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    };
+    probe().unwrap_or(false)
+}
+
 /// Where a datagram came from, to answer it (an unconnected UDP receiver).
 #[derive(Clone, Copy)]
 pub struct Peer {
@@ -371,6 +401,11 @@ mod tests {
             let (len, _) = recv_stamped(tx.as_raw_fd(), &mut buf, None).unwrap();
             assert_eq!(len, 4);
         }
+    }
+
+    #[test]
+    fn receive_stamps_are_on_once_a_stamped_socket_asked_for_them() {
+        assert!(await_receive_stamps(std::time::Duration::from_secs(2)));
     }
 
     #[test]

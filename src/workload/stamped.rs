@@ -99,6 +99,9 @@ impl Stamper {
                 format!("cannot turn on kernel timestamps (SO_TIMESTAMPING): {e}"),
             )
         })?;
+        // Before the run starts, so its first messages are stamped too (if the kernel
+        // never says yes, the messages without a stamp are counted as missing).
+        sys::await_receive_stamps(Duration::from_secs(1));
         Ok(Stamper {
             fd,
             stream,
