@@ -115,12 +115,12 @@ pub fn timestamps(report: &Report) -> Option<Grid> {
         .iter()
         .any(|(r, _)| r.latencies.contains_key("round_trip"))
     {
-        "each message's own sum; round trip: the client's clock"
+        "each message's own sum; round trip: the client's own clock"
     } else {
         "from the send time each message carries"
     };
     let sampled = if sampled > 1 {
-        format!(", 1 in {sampled} kept")
+        format!(" (1 in {sampled} kept: at most 16384 per role and run)")
     } else {
         String::new()
     };
@@ -129,7 +129,8 @@ pub fn timestamps(report: &Report) -> Option<Grid> {
          to return."
             .into(),
         format!("{}; each stamp costs one error-queue read.", first.note),
-        format!("measured: {measured}; {missing} of {messages} messages lack a stamp{sampled}."),
+        format!("measured: {measured}."),
+        format!("{missing} of {messages} messages lack a stamp{sampled}."),
     ];
     Some(Grid {
         title: Some("Kernel timestamps: where the one-way time goes".into()),
@@ -211,7 +212,7 @@ mod tests {
             g.notes
         );
         assert!(
-            g.notes[2].contains("0 of 20 messages lack a stamp"),
+            g.notes[3].contains("0 of 20 messages lack a stamp"),
             "{:?}",
             g.notes
         );
