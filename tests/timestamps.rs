@@ -211,6 +211,38 @@ fn the_timestamps_of_a_child_process_cross_to_the_parent() {
     assert!(sb.leftovers().is_empty());
 }
 
+/// Parallel streams end in any order: each client's records are joined with its own
+/// server's (by the client's address), not with whichever server finished beside it.
+#[test]
+fn each_stream_is_joined_with_its_own_server() {
+    let sb = Sandbox::new();
+    for t in ["udp", "tcp"] {
+        let v = json(
+            &sb,
+            &[
+                "pingpong",
+                "-t",
+                t,
+                "--timestamps",
+                "-P",
+                "3",
+                "-d",
+                "0.3",
+                "-w",
+                "0",
+            ],
+        );
+        let r = &v["results"][0];
+        for d in r["timestamps"]["directions"].as_array().unwrap() {
+            assert_eq!(d["messages"], r["messages_sent"], "{d}");
+            assert!(
+                d["missing"].as_u64().unwrap() * 100 <= d["messages"].as_u64().unwrap(),
+                "{d}"
+            );
+        }
+    }
+}
+
 #[test]
 fn timestamps_are_refused_where_they_cannot_work_with_the_reason() {
     let sb = Sandbox::new();

@@ -62,6 +62,10 @@ pub struct StampLog {
     pub base_ns: u64,
     /// `[seq, tx_user, tx_kernel, rx_kernel, rx_user, carried]` per kept message.
     pub records: Vec<[u64; 6]>,
+    /// The connection's sending end (`address:port`): the sender's own address, the
+    /// receiver's peer; how a stream's two logs find each other (empty: unknown).
+    #[serde(default)]
+    pub link: String,
 }
 
 impl StampLog {
@@ -71,6 +75,7 @@ impl StampLog {
             every: 1,
             base_ns: now_ns.saturating_sub(BASE_MARGIN_NS),
             records: Vec::with_capacity(CAP),
+            link: String::new(),
         }
     }
 
@@ -144,6 +149,9 @@ impl StampLog {
         }
         if !self.every.is_power_of_two() || self.every > 1 << 40 {
             return Err(format!("a timestamp sampling step of {}", self.every));
+        }
+        if self.link.len() > 64 || self.link.chars().any(char::is_control) {
+            return Err("a timestamp log with a malformed link".into());
         }
         Ok(self)
     }
@@ -280,8 +288,9 @@ pub fn join_rate(sender: &StampLog, receiver: &StampLog) -> RunStamps {
     }
 }
 
-/// A run's joined stamps: each stream's sender with its receiver, merged over streams;
-/// `None` without `--timestamps` or if a role kept no log.
+/// A run's joined stamps: each stream's sender with its receiver (the one whose link is
+/// its own; the one in the same place if none is), merged over streams; `None` without
+/// `--timestamps` or if a role kept no log.
 pub fn of_run(sc: &Scenario, roles: &Roles) -> Option<RunStamps> {
     if !sc.extras.timestamps || roles.senders.len() != roles.receivers.len() {
         return None;
@@ -293,8 +302,16 @@ pub fn of_run(sc: &Scenario, roles: &Roles) -> Option<RunStamps> {
     };
     let log = |s: &SideReport| s.stamps.clone();
     let mut out: Option<RunStamps> = None;
-    for (s, r) in roles.senders.iter().zip(&roles.receivers) {
-        let one = join(&log(s)?, &log(r)?);
+    for (i, s) in roles.senders.iter().enumerate() {
+        let s = log(s)?;
+        let r = roles
+            .receivers
+            .iter()
+            .filter_map(|r| r.stamps.as_ref())
+            .find(|r| !s.link.is_empty() && r.link == s.link)
+            .cloned()
+            .or_else(|| log(&roles.receivers[i]))?;
+        let one = join(&s, &r);
         match &mut out {
             Some(o) => o.merge(&one),
             None => out = Some(one),

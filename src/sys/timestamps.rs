@@ -106,6 +106,18 @@ pub fn await_receive_stamps(timeout: std::time::Duration) -> bool {
     probe().unwrap_or(false)
 }
 
+/// A socket's own address and its peer's (`None` where it has none).
+pub fn addresses(fd: RawFd) -> (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>) {
+    // SAFETY: per the module's contract, `fd` is open for the length of the call, and the
+    // borrow does not outlive it.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    let s = socket2::SockRef::from(&fd);
+    (
+        s.local_addr().ok().and_then(|a| a.as_socket()),
+        s.peer_addr().ok().and_then(|a| a.as_socket()),
+    )
+}
+
 /// Where a datagram came from, to answer it (an unconnected UDP receiver).
 #[derive(Clone, Copy)]
 pub struct Peer {
@@ -120,6 +132,17 @@ impl Default for Peer {
             addr: unsafe { std::mem::zeroed() },
             len: 0,
         }
+    }
+}
+
+impl Peer {
+    /// The address, if a receive reported one.
+    pub fn addr(&self) -> Option<std::net::SocketAddr> {
+        if self.len == 0 {
+            return None;
+        }
+        // SAFETY: `addr` and `len` are what recvmsg wrote: a valid address of that length.
+        unsafe { socket2::SockAddr::new(self.addr, self.len) }.as_socket()
     }
 }
 
@@ -391,7 +414,11 @@ mod tests {
             let (len, rx_ns) = recv_stamped(rx.as_raw_fd(), &mut buf, Some(&mut from)).unwrap();
             let after = realtime_ns();
             assert_eq!(len, 5);
-            assert!(from.len > 0, "a datagram has a sender");
+            assert_eq!(from.addr(), Some(tx.local_addr().unwrap()), "its sender");
+            assert_eq!(
+                addresses(tx.as_raw_fd()),
+                (tx.local_addr().ok(), rx.local_addr().ok())
+            );
             let stamp = read_tx_stamp(tx.as_raw_fd()).unwrap().expect("a stamp");
             assert_eq!(stamp.id, n, "ids count datagrams from 0");
             let rx_ns = rx_ns.expect("a receive stamp");

@@ -102,6 +102,12 @@ impl Stamper {
         // Before the run starts, so its first messages are stamped too (if the kernel
         // never says yes, the messages without a stamp are counted as missing).
         sys::await_receive_stamps(Duration::from_secs(1));
+        let mut log = StampLog::new(realtime_ns());
+        let (local, peer) = sys::addresses(fd);
+        // The connection's sending end: this end, or the one at the other end.
+        log.link = if answering { peer } else { local }
+            .map(|a| a.to_string())
+            .unwrap_or_default();
         Ok(Stamper {
             fd,
             stream,
@@ -109,7 +115,7 @@ impl Stamper {
             from: Peer::default(),
             answer: answering && !stream,
             ahead: None,
-            log: StampLog::new(realtime_ns()),
+            log,
         })
     }
 
@@ -161,6 +167,10 @@ impl Stamper {
                 Ok((n, s)) => {
                     let returned = realtime_ns();
                     stamp = s.or(stamp);
+                    if self.log.link.is_empty() && !self.stream {
+                        // An unconnected receiver learns its sender from the first datagram.
+                        self.log.link = self.from.addr().map(|a| a.to_string()).unwrap_or_default();
+                    }
                     if !self.stream {
                         return Ok((n, stamp.unwrap_or(0), returned));
                     }
