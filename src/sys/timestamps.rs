@@ -405,6 +405,8 @@ mod tests {
         tx.connect(rx.local_addr().unwrap()).unwrap();
         enable(tx.as_raw_fd(), false).unwrap();
         enable(rx.as_raw_fd(), false).unwrap();
+        // The kernel turns receive stamps on through deferred work.
+        assert!(await_receive_stamps(std::time::Duration::from_secs(2)));
         assert_eq!(read_tx_stamp(tx.as_raw_fd()).unwrap(), None, "nothing sent");
         for n in 0..3u32 {
             let before = realtime_ns();
