@@ -50,8 +50,8 @@ pub struct PingPong {
     pub rate: Option<f64>,
     /// Writes per request (1 normally; more provokes Nagle/delayed-ACK stalls on TCP).
     pub writes: u32,
-    /// `--timestamps`: both roles stamp every message ([`PingPong::client_stamped`],
-    /// [`PingPong::server_stamped`]).
+    /// `--timestamps`: both roles stamp every message (`client_stamped`,
+    /// `server_stamped`).
     pub timestamps: bool,
 }
 
