@@ -178,6 +178,16 @@ mod tests {
     }
 
     #[test]
+    fn a_sampled_run_says_which_share_of_messages_it_kept() {
+        let mut r = sample::scenario(WorkloadKind::Rate, TransportKind::Udp, 64, 0.0);
+        let mut t = stamped(4);
+        t.sampled_every = 2;
+        r.timestamps = Some(t);
+        let g = timestamps(&sample::report(vec![r], crate::plan::Layout::List)).unwrap();
+        assert!(g.notes[3].contains("(1 in 2 kept"), "{:?}", g.notes);
+    }
+
+    #[test]
     fn the_breakdown_adds_the_parts_and_the_turnaround_against_the_round_trip() {
         let mut r = sample::scenario(WorkloadKind::Pingpong, TransportKind::Udp, 64, 0.0);
         assert!(
@@ -214,6 +224,11 @@ mod tests {
         assert!(
             g.notes[3].contains("0 of 20 messages lack a stamp"),
             "{:?}",
+            g.notes
+        );
+        assert!(
+            !g.notes[3].contains("kept"),
+            "every message kept: {:?}",
             g.notes
         );
         assert!(
