@@ -933,9 +933,12 @@ pub struct PingpongArgs {
     /// Nagle's algorithm and delayed ACKs on TCP; see --nodelay).
     #[arg(long, value_name = "N", default_value_t = 1, help_heading = HEAD_MEASURE)]
     pub writes: u32,
-    /// Kernel timestamps (SO_TIMESTAMPING): split each message's one-way time into the
-    /// sender's user->kernel, kernel->kernel and the receiver's kernel->user parts, each a
-    /// distribution (tcp, tcp6, udp, udp6; both roles on this host).
+    /// Kernel timestamps (SO_TIMESTAMPING, software): split each request's and reply's
+    /// one-way time into the sender's user->kernel, kernel->kernel and the receiver's
+    /// kernel->user parts, each a distribution, plus the server's turnaround (tcp, tcp6,
+    /// udp, udp6 on the blocking engine; both roles on this host; at least 8 bytes). Each
+    /// transmit stamp costs one more system call per message (an error-queue read, made
+    /// after the reply is in, outside the timed round trip).
     #[arg(long, help_heading = HEAD_MEASURE)]
     pub timestamps: bool,
 }
@@ -955,9 +958,12 @@ pub struct RateArgs {
     /// call.
     #[arg(long, value_name = "N", default_value_t = 1, help_heading = HEAD_MEASURE)]
     pub batch: u32,
-    /// Kernel timestamps (SO_TIMESTAMPING): split each message's one-way time into the
-    /// sender's user->kernel, kernel->kernel and the receiver's kernel->user parts, each a
-    /// distribution (tcp, tcp6, udp, udp6; both roles on this host).
+    /// Kernel timestamps (SO_TIMESTAMPING, software): split each message's one-way time
+    /// into the sender's user->kernel, kernel->kernel and the receiver's kernel->user
+    /// parts, each a distribution, beside the one-way time measured from the send time
+    /// each message carries (tcp, tcp6, udp, udp6 on the blocking engine; both roles on
+    /// this host; at least 16 bytes; not with --batch). Each transmit stamp costs the
+    /// sender one more system call per message (an error-queue read).
     #[arg(long, help_heading = HEAD_MEASURE)]
     pub timestamps: bool,
 }

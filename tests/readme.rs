@@ -151,6 +151,30 @@ fn keeps_its_promise(line: &str, v: &Value, stdout: &[u8], dir: &std::path::Path
     let rs = results(v);
     let ran_for = |r: &Value| r["runs"][0]["duration_seconds"].as_f64().unwrap();
     match line {
+        "sockbench pingpong -t udp,tcp --timestamps -d 0.5" => {
+            assert_eq!(transports(v), ["udp", "tcp"]);
+            for r in rs {
+                let t = &r["timestamps"];
+                assert_eq!(t["device"], "lo", "{t}");
+                let dirs = t["directions"].as_array().unwrap();
+                assert_eq!(dirs.len(), 2, "{t}");
+                let mean = |d: &Value, p: &str| d[p]["mean_ns"].as_f64().unwrap();
+                let parts: f64 = dirs
+                    .iter()
+                    .flat_map(|d| {
+                        ["user_to_kernel", "kernel_to_kernel", "kernel_to_user"].map(|p| mean(d, p))
+                    })
+                    .sum::<f64>()
+                    + mean(t, "turnaround");
+                // The strict 5% check, with its retry rule, is tests/timestamps.rs's.
+                let rtt = mean(&r["latencies"], "round_trip");
+                assert!(
+                    near(parts, rtt, 0.10),
+                    "parts {parts} against round trip {rtt}"
+                );
+            }
+            assert!(String::from_utf8_lossy(stdout).contains("Kernel timestamps"));
+        }
         "sockbench stream -t tcp,pipe -s 1M -d 0.5 --placement processes" => {
             assert_eq!(transports(v), ["tcp", "pipe"]);
             assert_eq!(v["placement"]["name"], "processes");

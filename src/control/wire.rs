@@ -25,7 +25,14 @@ const MAX_CPUS: usize = 4096;
 const MAX_BUCKETS: usize = 50_000;
 
 /// Names of the latency distributions workloads record; a peer's name must be one of them.
-const LATENCY_NAMES: [&str; 5] = ["round_trip", "connect", "first_response", "close", "accept"];
+const LATENCY_NAMES: [&str; 6] = [
+    "round_trip",
+    "connect",
+    "first_response",
+    "close",
+    "accept",
+    "one_way",
+];
 
 /// Why a peer's report was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -43,6 +50,9 @@ pub enum WireError {
     /// A latency distribution this version does not know.
     #[error("the peer reported an unknown latency distribution")]
     UnknownLatency,
+    /// A timestamp log that could not be ours.
+    #[error("the peer reported timestamps this side refuses: {0}")]
+    Stamps(String),
     /// A histogram that cannot be rebuilt.
     #[error("the peer reported a latency histogram this side cannot hold: {0}")]
     Histogram(String),
@@ -71,6 +81,9 @@ pub struct WireSide {
     pub socket_buffers: (Option<u64>, Option<u64>),
     /// Latency distributions: a name and (value, count) per recorded bucket.
     pub latencies: Vec<(String, Vec<(u64, u64)>)>,
+    /// With `--timestamps`: the role's per-message stamps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stamps: Option<crate::measure::timestamps::StampLog>,
     /// Exchanges without an answer.
     pub timeouts: u64,
     /// Late replies.
@@ -127,6 +140,7 @@ impl From<&SideReport> for WireSide {
                     ((*name).to_string(), buckets)
                 })
                 .collect(),
+            stamps: r.stamps.clone(),
             timeouts: r.timeouts,
             late: r.late,
             sequence: r.sequence.map(|s| (s.reordered, s.duplicated)),
@@ -224,6 +238,10 @@ impl WireSide {
                 buffer(self.socket_buffers.1)?,
             ),
             latencies,
+            stamps: self
+                .stamps
+                .map(|s| s.checked().map_err(WireError::Stamps))
+                .transpose()?,
             timeouts: count("timeouts", self.timeouts)?,
             late: count("late replies", self.late)?,
             sequence: self
@@ -379,6 +397,12 @@ mod tests {
             interrupted: false,
             socket_buffers: (Some(2_626_560), Some(131_072)),
             latencies: vec![("round_trip", h)],
+            stamps: Some(crate::measure::timestamps::StampLog {
+                every: 2,
+                base_ns: 1_700_000_000_000_000_000,
+                records: vec![[0, 1, 1001, 1300, 4300, 0], [2, 9000, 0, 9300, 12_000, 0]],
+                link: "127.0.0.1:40000".into(),
+            }),
             timeouts: 2,
             late: 1,
             sequence: Some(SequenceCounts {
@@ -425,6 +449,16 @@ mod tests {
             }),
             calls: Some(133),
         }
+    }
+
+    #[test]
+    fn a_timestamp_log_over_the_cap_is_refused() {
+        let mut w = WireSide::from(&sample());
+        if let Some(s) = &mut w.stamps {
+            s.records = vec![[0; 6]; crate::measure::timestamps::CAP + 1];
+        }
+        let e = w.into_side().unwrap_err();
+        assert!(matches!(e, WireError::Stamps(_)), "{e}");
     }
 
     #[test]

@@ -142,6 +142,7 @@ pub fn run_figures(sc: &Scenario, roles: &Roles) -> RunFigures {
         recv: crate::report::RecvCounts::total(roles.receivers.iter().map(|s| &s.recv)),
         latencies,
         placement: crate::measure::placement::run(roles),
+        timestamps: crate::measure::timestamps::run_report(sc, roles),
         intervals: Vec::new(),
         directions: roles
             .directions
@@ -277,6 +278,7 @@ pub fn figures(sc: &Scenario, raws: &[Roles]) -> ScenarioResult {
         sender_cpu_seconds_per_gb: opt_median(|r| r.sender.cpu_seconds_per_gb),
         receiver_cpu_seconds_per_gb: opt_median(|r| r.receiver.cpu_seconds_per_gb),
         latencies,
+        timestamps: crate::measure::timestamps::scenario_report(sc, raws),
         latency_buckets: histograms
             .iter()
             .map(|(name, h)| (name.clone(), crate::measure::histogram::buckets(h)))

@@ -12,4 +12,5 @@ pub mod live;
 pub mod netstat;
 pub mod placement;
 pub mod stats;
+pub mod timestamps;
 pub mod units;

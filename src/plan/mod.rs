@@ -810,6 +810,11 @@ impl Plan {
                  sendmmsg/recvmmsg call)"
             )));
         }
+        if extras.timestamps && extras.batch > 1 {
+            return Err(invalid(
+                "--timestamps times each message's own send call: it cannot be combined with --batch (drop one)",
+            ));
+        }
         if a.sqpoll && !engines.contains(&EngineKind::IoUring) {
             return Err(invalid(
                 "--sqpoll applies to the io-uring engine only: add --engine io-uring (or drop --sqpoll)",
@@ -938,6 +943,17 @@ impl Plan {
             explicit: !(all || all_engines),
         };
         let placement = placement_of(a)?;
+        if extras.timestamps && matches!(placement, Where::Server { .. }) {
+            return Err(invalid(
+                "--timestamps needs both roles on this host: with --server the kernel->kernel part would \
+                 subtract two hosts' clocks (use --placement processes, or drop --timestamps)",
+            ));
+        }
+        if extras.timestamps && a.bidir {
+            return Err(invalid(
+                "--timestamps times one direction of rate: drop --bidir",
+            ));
+        }
         if a.bidir && !matches!(kind, WorkloadKind::Stream | WorkloadKind::Rate) {
             return Err(invalid(
                 "--bidir applies to stream and rate (pingpong already goes both ways; connect's dialer is one side)",

@@ -153,6 +153,7 @@ pub fn build(report: &Report, view: &View) -> Vec<Grid> {
             v
         }
     };
+    grids.extend(super::breakdown::timestamps(report));
     if let Some(last) = grids.last_mut() {
         notes(report, last);
         if !view.by_placement {

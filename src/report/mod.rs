@@ -4,6 +4,7 @@
 //! units live in key names, counters are unsigned, an unknown figure is `null`.
 //! Exporters never measure and workloads never format.
 
+pub mod breakdown;
 pub mod chart;
 pub mod csv;
 pub mod export;
@@ -304,6 +305,10 @@ pub struct RunFigures {
     /// missing, or the run had several streams.
     #[serde(default)]
     pub placement: Option<crate::measure::placement::RunPlacement>,
+    /// With `--timestamps`: each direction's one-way time split by kernel timestamps
+    /// (null otherwise).
+    #[serde(default)]
+    pub timestamps: Option<crate::measure::timestamps::Timestamps>,
     /// With `--interval`: what each interval of the run carried, in order (empty
     /// otherwise). The intervals tile the run from its start; the last may be short.
     #[serde(default)]
@@ -418,6 +423,10 @@ pub struct ScenarioResult {
     pub receiver_cpu_seconds_per_gb: Option<f64>,
     /// Latency distributions merged over all measured runs, by name (see `runs[].latencies`).
     pub latencies: BTreeMap<String, Latency>,
+    /// With `--timestamps`: the runs' timestamp parts, histograms merged over runs (see
+    /// `runs[].timestamps`); null otherwise.
+    #[serde(default)]
+    pub timestamps: Option<crate::measure::timestamps::Timestamps>,
     /// The same distributions as histograms in fixed buckets (R10 bounds: 10, 12.5, 16,
     /// 20, 25, 31.5, 40, 50, 63, 80 ns and their multiples of ten), from the bucket of the
     /// smallest sample to that of the largest, by name: what the HTML report draws and

@@ -122,6 +122,7 @@ pub fn scenario(
         recv: None,
         latencies: BTreeMap::new(),
         placement: None,
+        timestamps: None,
         intervals: Vec::new(),
         directions: Vec::new(),
     };
@@ -169,6 +170,7 @@ pub fn scenario(
         sender_cpu_seconds_per_gb: Some(0.25),
         receiver_cpu_seconds_per_gb: Some(0.25),
         latencies: BTreeMap::new(),
+        timestamps: None,
         latency_buckets: BTreeMap::new(),
         cpu_seconds_per_round_trip: None,
         send: None,

@@ -10,6 +10,7 @@ pub mod connect;
 pub mod pingpong;
 pub mod rate;
 pub mod relay;
+pub mod stamped;
 pub mod stream;
 
 use std::fmt;
@@ -90,6 +91,8 @@ pub struct SideReport {
     pub socket_buffers: (Option<u64>, Option<u64>),
     /// Named latency distributions in nanoseconds (`round_trip`, `connect`, ...).
     pub latencies: Vec<(&'static str, Histogram<u64>)>,
+    /// With `--timestamps`: this role's per-message clock reads and kernel stamps.
+    pub stamps: Option<crate::measure::timestamps::StampLog>,
     /// Exchanges that got no answer in time (lost datagrams).
     pub timeouts: u64,
     /// Replies that came after their exchange had timed out (and were dropped).

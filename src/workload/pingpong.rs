@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
+use super::stamped::{self, seq_of, Stamper};
 use super::{
     buffer, end_of_data, latency_histogram, record, recv_message, send_all, wait_until, Meter,
     PeerSignal, Role, Roles, Side, SideReport, Spec, Stop, TableKind, Tally, Wiring, Workload,
@@ -24,7 +25,9 @@ use super::{
 use crate::diagnose::Diagnosis;
 use crate::interrupt;
 use crate::measure::live::Publisher;
+use crate::measure::timestamps::Record;
 use crate::plan::Scenario;
+use crate::sys::timestamps::realtime_ns;
 use crate::transport::Framing;
 
 /// How long the client waits for a reply on an unreliable transport.
@@ -47,6 +50,9 @@ pub struct PingPong {
     pub rate: Option<f64>,
     /// Writes per request (1 normally; more provokes Nagle/delayed-ACK stalls on TCP).
     pub writes: u32,
+    /// `--timestamps`: both roles stamp every message (`client_stamped`,
+    /// `server_stamped`).
+    pub timestamps: bool,
 }
 
 impl PingPong {
@@ -97,8 +103,178 @@ impl PingPong {
     }
 }
 
+impl PingPong {
+    /// The client with `--timestamps`: as [`Workload::sender`], and for each request the
+    /// `CLOCK_REALTIME` of its send call, its transmit stamp (read from the error queue
+    /// once the reply is in and the round trip timed), the reply's receive stamp and the
+    /// return of the receive that got it.
+    fn client_stamped(&self, mut side: Side) -> io::Result<SideReport> {
+        let mut req = buffer(self.size, 0x5A)?;
+        let mut resp = buffer(self.size, 0)?;
+        let mut hist = latency_histogram();
+        if !self.reliable {
+            side.conn.set_recv_timeout(Some(REPLY_TIMEOUT))?;
+        }
+        let mut st = Stamper::new(&side, self.framing, false)?;
+        let limit = self.stop.max_messages();
+        let period = self.rate.map(|r| 1e9 / r);
+        let meter = Meter::start(&side.start);
+        let t0 = meter.t0();
+        let deadline = self.stop.deadline(t0);
+        let mut live = Publisher::new(side.start.live(), Role::Sender, side.conn.send_fd());
+        let (mut done, mut timeouts, mut late, mut interrupted) = (0u64, 0u64, 0u64, false);
+        let mut now = t0;
+        let mut seq = 0u64;
+        while done + timeouts < limit {
+            let start = match period {
+                Some(ns) => {
+                    let due = t0 + Duration::from_nanos((seq as f64 * ns) as u64);
+                    if !wait_until(due, deadline) {
+                        interrupted = interrupt::requested();
+                        now = Instant::now();
+                        break;
+                    }
+                    due
+                }
+                None => Instant::now(),
+            };
+            req[..8].copy_from_slice(&seq.to_le_bytes());
+            let mut rec = Record {
+                seq,
+                tx_user: realtime_ns(),
+                ..Record::default()
+            };
+            let id = st.send(&req)?;
+            let answered = loop {
+                match st.recv(&mut resp) {
+                    Ok((0, _, _)) => {
+                        return Err(io::Error::new(
+                            ErrorKind::UnexpectedEof,
+                            "the echo server went away",
+                        ))
+                    }
+                    // A late reply to an earlier request (after a timeout) is dropped.
+                    Ok(_) if !self.reliable && seq_of(&resp) != seq => late += 1,
+                    Ok((_, rx_kernel, rx_user)) => {
+                        (rec.rx_kernel, rec.rx_user) = (rx_kernel, rx_user);
+                        break true;
+                    }
+                    Err(e)
+                        if !self.reliable
+                            && matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) =>
+                    {
+                        break false
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
+            seq += 1;
+            now = Instant::now();
+            rec.tx_kernel = st.tx_stamp(id);
+            st.log.push(&rec);
+            if answered {
+                record(&mut hist, now - start);
+                done += 1;
+                live.publish(done * self.size as u64, done);
+            } else {
+                if period.is_some() {
+                    record(&mut hist, now - start);
+                }
+                timeouts += 1;
+            }
+            if deadline.is_some_and(|d| now >= d) {
+                break;
+            }
+            if interrupt::requested() {
+                interrupted = true;
+                break;
+            }
+        }
+        let measured = meter.stop(Some(now), side.conn.as_ref());
+        live.last(done * self.size as u64, done);
+        end_of_data(&mut side, self.reliable)?;
+        Ok(SideReport {
+            bytes: seq * self.size as u64,
+            messages: seq,
+            interrupted,
+            latencies: vec![("round_trip", hist)],
+            stamps: Some(st.log),
+            timeouts,
+            late,
+            ..measured
+        })
+    }
+
+    /// The server with `--timestamps`: as [`Workload::receiver`], and for each request
+    /// its receive stamp, the return of the receive, the reply's send call and its
+    /// transmit stamp (read after the reply went out).
+    fn server_stamped(&self, mut side: Side) -> io::Result<SideReport> {
+        let mut buf = buffer(self.size, 0)?;
+        if !self.reliable {
+            side.conn.set_recv_timeout(Some(QUIET))?;
+        }
+        let mut st = Stamper::new(&side, self.framing, true)?;
+        let meter = Meter::start(&side.start);
+        let mut live = Publisher::new(side.start.live(), Role::Receiver, None);
+        let (mut bytes, mut messages) = (0u64, 0u64);
+        loop {
+            match st.recv(&mut buf) {
+                Ok((0, _, _)) => break,
+                Ok((n, rx_kernel, rx_user)) => {
+                    bytes += n as u64;
+                    messages += 1;
+                    let mut rec = Record {
+                        seq: seq_of(&buf),
+                        rx_kernel,
+                        rx_user,
+                        tx_user: realtime_ns(),
+                        ..Record::default()
+                    };
+                    match st.send(&buf[..n]) {
+                        Ok(id) => rec.tx_kernel = st.tx_stamp(id),
+                        // The client may finish and close while a reply is on its way.
+                        Err(e)
+                            if matches!(
+                                e.kind(),
+                                ErrorKind::BrokenPipe | ErrorKind::ConnectionReset
+                            ) =>
+                        {
+                            break
+                        }
+                        Err(e) if !self.reliable && e.kind() == ErrorKind::ConnectionRefused => {}
+                        Err(e) => return Err(e),
+                    }
+                    st.log.push(&rec);
+                    live.publish(bytes, messages);
+                }
+                Err(e)
+                    if !self.reliable
+                        && matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) =>
+                {
+                    if side.link.has(PeerSignal::SenderDone) {
+                        break;
+                    }
+                }
+                Err(e) if !self.reliable && e.kind() == ErrorKind::ConnectionRefused => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let measured = meter.stop(None, side.conn.as_ref());
+        side.link.signal(PeerSignal::ReceiverDone);
+        Ok(SideReport {
+            bytes,
+            messages,
+            stamps: Some(st.log),
+            ..measured
+        })
+    }
+}
+
 impl Workload for PingPong {
     fn sender(&self, mut side: Side) -> io::Result<SideReport> {
+        if self.timestamps {
+            return self.client_stamped(side);
+        }
         let mut req = buffer(self.size, 0x5A)?;
         let mut resp = buffer(self.size, 0)?;
         let mut hist = latency_histogram();
@@ -169,6 +345,9 @@ impl Workload for PingPong {
     }
 
     fn receiver(&self, mut side: Side) -> io::Result<SideReport> {
+        if self.timestamps {
+            return self.server_stamped(side);
+        }
         let mut buf = buffer(self.size, 0)?;
         if !self.reliable {
             side.conn.set_recv_timeout(Some(QUIET))?;
@@ -244,6 +423,13 @@ impl Spec for PingpongSpec {
     }
 
     fn refuses(&self, sc: &Scenario) -> Option<String> {
+        if let Some(why) = stamped::refusal(
+            sc,
+            8,
+            "requests carry their number, by which the two roles' stamps are joined",
+        ) {
+            return Some(why);
+        }
         let t = sc.transport;
         if sc.extras.writes > 1 && t.framing() == Framing::Message {
             return Some(format!(
@@ -267,6 +453,7 @@ impl Spec for PingpongSpec {
             reliable: sc.transport.reliable(),
             rate: sc.extras.rate,
             writes: sc.extras.writes,
+            timestamps: sc.extras.timestamps,
         })
     }
 

@@ -43,6 +43,8 @@ pub struct Rate {
     pub reliable: bool,
     /// Target messages per second; `None`: as fast as possible.
     pub rate: Option<f64>,
+    /// `--timestamps`: the stamped roles of `workload::stamped`.
+    pub timestamps: bool,
 }
 
 /// Sequence bookkeeping of the receiver: highest number seen and a bitmap window.
@@ -115,6 +117,9 @@ impl SequenceTracker {
 
 impl Workload for Rate {
     fn sender(&self, mut side: Side) -> io::Result<SideReport> {
+        if self.timestamps {
+            return self.sender_stamped(side);
+        }
         let mut buf = buffer(self.size, 0xC3)?;
         let limit = self.stop.max_messages();
         let period_ns = self.rate.map(|r| 1e9 / r);
@@ -159,6 +164,9 @@ impl Workload for Rate {
     }
 
     fn receiver(&self, mut side: Side) -> io::Result<SideReport> {
+        if self.timestamps {
+            return self.receiver_stamped(side);
+        }
         let mut buf = buffer(self.size, 0)?;
         if !self.reliable {
             side.conn.set_recv_timeout(Some(QUIET))?;
@@ -223,7 +231,12 @@ impl Spec for RateSpec {
         Wiring::Pair
     }
 
-    fn refuses(&self, _sc: &Scenario) -> Option<String> {
+    fn refuses(&self, sc: &Scenario) -> Option<String> {
+        if let Some(why) =
+            super::stamped::refusal(sc, 16, "each carries its number and its send time")
+        {
+            return Some(why);
+        }
         None
     }
 
@@ -234,6 +247,7 @@ impl Spec for RateSpec {
             framing: sc.transport.framing(),
             reliable: sc.transport.reliable(),
             rate: sc.extras.rate,
+            timestamps: sc.extras.timestamps,
         })
     }
 
