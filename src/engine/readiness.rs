@@ -63,6 +63,18 @@ impl<W: Waiter> Ready<W> {
     }
 }
 
+impl<W: Waiter> Ready<W> {
+    /// After `EAGAIN` on a receive: wait until the descriptor is readable, or fail with
+    /// `TimedOut` once `deadline` has passed.
+    fn wait_readable(&mut self, deadline: Option<Instant>) -> io::Result<()> {
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if left.is_some_and(|l| l.is_zero()) || !self.wait(self.inner.recv_fd(), true, left)? {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        Ok(())
+    }
+}
+
 impl<W: Waiter> Conn for Ready<W> {
     fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
         loop {
@@ -79,14 +91,32 @@ impl<W: Waiter> Conn for Ready<W> {
         let deadline = self.recv_timeout.map(|t| Instant::now() + t);
         loop {
             match self.inner.recv(buf) {
+                Err(e) if would_block(&e) => self.wait_readable(deadline)?,
+                r => return r,
+            }
+        }
+    }
+
+    /// The inner end's batch (one `sendmmsg` on a datagram socket); a full socket is
+    /// waited for like a send's. A batch the socket took only part of returns that part.
+    fn send_batch(&mut self, msgs: &[&[u8]]) -> io::Result<usize> {
+        loop {
+            match self.inner.send_batch(msgs) {
                 Err(e) if would_block(&e) => {
-                    let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-                    if left.is_some_and(|l| l.is_zero())
-                        || !self.wait(self.inner.recv_fd(), true, left)?
-                    {
-                        return Err(io::ErrorKind::TimedOut.into());
-                    }
+                    self.wait(self.inner.send_fd(), false, None)?;
                 }
+                r => return r,
+            }
+        }
+    }
+
+    /// The inner end's batch (one `recvmmsg`), waiting for the first message like a
+    /// receive (with its timeout).
+    fn recv_batch(&mut self, bufs: &mut [&mut [u8]], lens: &mut [usize]) -> io::Result<usize> {
+        let deadline = self.recv_timeout.map(|t| Instant::now() + t);
+        loop {
+            match self.inner.recv_batch(bufs, lens) {
+                Err(e) if would_block(&e) => self.wait_readable(deadline)?,
                 r => return r,
             }
         }

@@ -8,6 +8,8 @@
 //! than 8 bytes cannot carry the number, so reorder and duplicate counts are unknown for
 //! them (reported as null).
 
+mod batch;
+
 use std::io::{self, ErrorKind};
 use std::time::{Duration, Instant};
 
@@ -43,6 +45,8 @@ pub struct Rate {
     pub reliable: bool,
     /// Target messages per second; `None`: as fast as possible.
     pub rate: Option<f64>,
+    /// Messages per call (`--batch`); 1: one `send`/`recv` per message.
+    pub batch: usize,
 }
 
 /// Sequence bookkeeping of the receiver: highest number seen and a bitmap window.
@@ -115,6 +119,9 @@ impl SequenceTracker {
 
 impl Workload for Rate {
     fn sender(&self, mut side: Side) -> io::Result<SideReport> {
+        if self.batch > 1 {
+            return self.sender_batched(side);
+        }
         let mut buf = buffer(self.size, 0xC3)?;
         let limit = self.stop.max_messages();
         let period_ns = self.rate.map(|r| 1e9 / r);
@@ -159,6 +166,9 @@ impl Workload for Rate {
     }
 
     fn receiver(&self, mut side: Side) -> io::Result<SideReport> {
+        if self.batch > 1 {
+            return self.receiver_batched(side);
+        }
         let mut buf = buffer(self.size, 0)?;
         if !self.reliable {
             side.conn.set_recv_timeout(Some(QUIET))?;
@@ -223,7 +233,10 @@ impl Spec for RateSpec {
         Wiring::Pair
     }
 
-    fn refuses(&self, _sc: &Scenario) -> Option<String> {
+    fn refuses(&self, sc: &Scenario) -> Option<String> {
+        if let Some(why) = batch::refusal(sc) {
+            return Some(why);
+        }
         None
     }
 
@@ -234,6 +247,7 @@ impl Spec for RateSpec {
             framing: sc.transport.framing(),
             reliable: sc.transport.reliable(),
             rate: sc.extras.rate,
+            batch: sc.extras.batch as usize,
         })
     }
 
