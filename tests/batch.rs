@@ -13,9 +13,12 @@ use std::process::Command;
 use common::{json, json_in_netns, rule, snmp, u, Sandbox, RULE_COUNTS};
 use serde_json::Value;
 
+/// Per system call: (calls, errors), as `strace -c` tables them.
+type Calls = HashMap<String, (u64, u64)>;
+
 /// `sockbench ARGS --format json -q` under `strace -f -c` for the batched and the plain
 /// datagram calls: the report, and per system call (calls, errors).
-fn traced(args: &[&str]) -> Option<(Value, HashMap<String, (u64, u64)>)> {
+fn traced(args: &[&str]) -> Option<(Value, Calls)> {
     if !Command::new("strace")
         .args(["-o", "/dev/null", "true"])
         .status()
@@ -58,7 +61,7 @@ fn traced(args: &[&str]) -> Option<(Value, HashMap<String, (u64, u64)>)> {
 }
 
 /// Successful calls of `name` (calls less errors).
-fn ok_calls(s: &HashMap<String, (u64, u64)>, name: &str) -> u64 {
+fn ok_calls(s: &Calls, name: &str) -> u64 {
     s.get(name).map_or(0, |c| c.0 - c.1)
 }
 
