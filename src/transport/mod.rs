@@ -620,12 +620,6 @@ impl Conn for Duplex {
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.rx.recv(buf)
     }
-    fn send_batch(&mut self, msgs: &[&[u8]]) -> io::Result<usize> {
-        self.tx.send_batch(msgs)
-    }
-    fn recv_batch(&mut self, bufs: &mut [&mut [u8]], lens: &mut [usize]) -> io::Result<usize> {
-        self.rx.recv_batch(bufs, lens)
-    }
     fn finish(&mut self) -> io::Result<()> {
         self.tx.finish()
     }
