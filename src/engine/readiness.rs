@@ -147,3 +147,84 @@ pub fn refuses(transport: crate::transport::TransportKind) -> Option<String> {
         "shm has no file descriptor to wait on (its sides spin by design): use --engine blocking".to_string()
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    /// Waits with poll(2), counting its waits per direction.
+    struct Counted(Arc<[AtomicU64; 2]>);
+
+    impl Waiter for Counted {
+        fn wait(
+            &mut self,
+            fd: RawFd,
+            readable: bool,
+            timeout: Option<Duration>,
+        ) -> io::Result<bool> {
+            self.0[usize::from(readable)].fetch_add(1, Ordering::Relaxed);
+            crate::sys::wait::poll_one(fd, readable, timeout)
+        }
+    }
+
+    fn dgram_pair() -> (Box<dyn Conn>, Box<dyn Conn>) {
+        let (a, b) =
+            socket2::Socket::pair(socket2::Domain::UNIX, socket2::Type::DGRAM, None).unwrap();
+        (
+            crate::transport::SocketConn::boxed(a, true),
+            crate::transport::SocketConn::boxed(b, true),
+        )
+    }
+
+    #[test]
+    fn batches_wait_on_a_full_or_empty_socket_and_lose_nothing() {
+        let waits = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        let (a, b) = dgram_pair();
+        let mut tx = attach(a, Counted(Arc::clone(&waits))).unwrap();
+        let mut rx = attach(b, Counted(Arc::clone(&waits))).unwrap();
+        const N: usize = 2000;
+        let reader = std::thread::spawn(move || {
+            let mut store = vec![0u8; 64 * 100];
+            let mut bufs: Vec<&mut [u8]> = store.chunks_mut(100).collect();
+            let mut lens = [0usize; 64];
+            let (mut got, mut calls) = (0, 0);
+            while got < N {
+                let n = rx.recv_batch(&mut bufs, &mut lens).unwrap();
+                assert!(lens[..n].iter().all(|&l| l == 100));
+                got += n;
+                calls += 1;
+            }
+            // Nothing more comes: the receive timeout ends the wait.
+            rx.set_recv_timeout(Some(Duration::from_millis(30)))
+                .unwrap();
+            let t = Instant::now();
+            let e = rx.recv_batch(&mut bufs, &mut lens).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+            assert!(t.elapsed() >= Duration::from_millis(25));
+            (got, calls)
+        });
+        let msg = [7u8; 100];
+        let msgs = vec![&msg[..]; 64];
+        let mut sent = 0;
+        while sent < N {
+            let n = tx.send_batch(&msgs[..(N - sent).min(64)]).unwrap();
+            assert!(n >= 1);
+            sent += n;
+        }
+        let (got, calls) = reader.join().unwrap();
+        assert_eq!(got, N);
+        assert!(calls < N, "several per call: {calls}");
+        // The queue (net.unix.max_dgram_qlen) is far smaller than 2000: the sender had to
+        // wait for room, and the receiver for data.
+        assert!(
+            waits[0].load(Ordering::Relaxed) > 0,
+            "the sender never waited"
+        );
+        assert!(
+            waits[1].load(Ordering::Relaxed) > 0,
+            "the receiver never waited"
+        );
+    }
+}

@@ -200,6 +200,236 @@ impl Rate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::{Conn, Framing, SocketConn};
+    use crate::workload::{peer_link, SequenceCounts, StartLine, Stop, Workload};
+    use std::collections::VecDeque;
+    use std::sync::{Arc, Mutex};
+
+    fn rate(batch: usize, count: u64, reliable: bool) -> Rate {
+        Rate {
+            size: 64,
+            stop: Stop::Count(count),
+            framing: Framing::Message,
+            reliable,
+            rate: None,
+            batch,
+        }
+    }
+
+    /// A side of its own (no peer at the start line) over `conn`, and the peer's link.
+    fn side(conn: Box<dyn Conn>) -> (Side, crate::workload::PeerLink) {
+        let (mine, theirs) = peer_link();
+        let side = Side {
+            conn,
+            endpoint: None,
+            link: mine,
+            start: StartLine::new(1).for_side(),
+        };
+        (side, theirs)
+    }
+
+    /// Takes at most `take` messages per batch and keeps each message's sequence number
+    /// and each call's size; receives play `script` (lengths per call, or an error).
+    struct Script {
+        take: usize,
+        sent: Arc<Mutex<Vec<(u64, usize)>>>,
+        script: VecDeque<io::Result<Vec<usize>>>,
+    }
+
+    impl Conn for Script {
+        fn send(&mut self, _buf: &[u8]) -> io::Result<usize> {
+            unreachable!("a batched sender sends in batches")
+        }
+        fn recv(&mut self, _buf: &mut [u8]) -> io::Result<usize> {
+            unreachable!("a batched receiver receives in batches")
+        }
+        fn send_batch(&mut self, msgs: &[&[u8]]) -> io::Result<usize> {
+            let n = msgs.len().min(self.take);
+            let mut sent = self.sent.lock().unwrap();
+            for m in &msgs[..n] {
+                sent.push((u64::from_le_bytes(m[..8].try_into().unwrap()), m.len()));
+            }
+            Ok(n)
+        }
+        fn recv_batch(&mut self, bufs: &mut [&mut [u8]], lens: &mut [usize]) -> io::Result<usize> {
+            let lengths = self.script.pop_front().unwrap_or(Ok(vec![0]))?;
+            for (i, &l) in lengths.iter().enumerate() {
+                bufs[i][..8].copy_from_slice(&(i as u64 * 2).to_le_bytes());
+                lens[i] = l;
+            }
+            Ok(lengths.len())
+        }
+        fn finish(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+        fn set_recv_timeout(&mut self, _t: Option<Duration>) -> io::Result<()> {
+            Ok(())
+        }
+        fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+            None
+        }
+    }
+
+    fn script(
+        take: usize,
+        recvs: Vec<io::Result<Vec<usize>>>,
+    ) -> (Script, Arc<Mutex<Vec<(u64, usize)>>>) {
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let s = Script {
+            take,
+            sent: Arc::clone(&sent),
+            script: recvs.into(),
+        };
+        (s, sent)
+    }
+
+    #[test]
+    fn a_batched_run_over_a_datagram_socket_moves_every_message_once() {
+        let (a, b) =
+            socket2::Socket::pair(socket2::Domain::UNIX, socket2::Type::DGRAM, None).unwrap();
+        let w = Arc::new(rate(8, 1003, true));
+        let line = StartLine::new(2);
+        let (l1, l2) = peer_link();
+        let tx = Side {
+            conn: SocketConn::boxed(a, true),
+            endpoint: None,
+            link: l1,
+            start: line.for_side(),
+        };
+        let rx = Side {
+            conn: SocketConn::boxed(b, true),
+            endpoint: None,
+            link: l2,
+            start: line.for_side(),
+        };
+        let w2 = Arc::clone(&w);
+        let receiver = std::thread::spawn(move || w2.receiver(rx).unwrap());
+        let s = w.sender(tx).unwrap();
+        let r = receiver.join().unwrap();
+        assert_eq!((s.messages, s.bytes), (1003, 1003 * 64));
+        assert_eq!(s.calls, Some(126), "125 batches of 8 and one of 3");
+        assert_eq!((r.messages, r.bytes), (1003, 1003 * 64));
+        // Every number once and in order: the numbers were consecutive.
+        assert_eq!(r.sequence, Some(SequenceCounts::default()));
+        let calls = r.calls.unwrap();
+        assert!((126..=1004).contains(&calls), "{calls}");
+        assert!(!s.interrupted);
+    }
+
+    #[test]
+    fn a_batch_the_transport_takes_in_part_goes_out_in_several_calls_numbered_in_order() {
+        let (conn, sent) = script(5, vec![]);
+        let (tx, peer) = side(Box::new(conn));
+        peer.signal(PeerSignal::ReceiverDone);
+        let s = rate(8, 20, true).sender(tx).unwrap();
+        let sent = sent.lock().unwrap();
+        let seqs: Vec<u64> = sent.iter().map(|m| m.0).collect();
+        assert_eq!(seqs, (0..20).collect::<Vec<u64>>());
+        assert!(sent.iter().all(|m| m.1 == 64));
+        // 8 = 5 + 3, 8 = 5 + 3, 4: five calls for 20 messages.
+        assert_eq!(s.calls, Some(5));
+        assert_eq!((s.messages, s.bytes), (20, 20 * 64));
+    }
+
+    #[test]
+    fn a_paced_batch_leaves_when_its_last_message_is_due() {
+        let (conn, sent) = script(usize::MAX, vec![]);
+        let (tx, _peer) = side(Box::new(conn));
+        let paced = Rate {
+            rate: Some(1000.0),
+            ..rate(10, 31, true)
+        };
+        let t = Instant::now();
+        let s = paced.sender(tx).unwrap();
+        let elapsed = s.elapsed.unwrap();
+        // The last batch (message 30 alone) is due at 30 ms.
+        assert!(elapsed >= Duration::from_millis(30), "{elapsed:?}");
+        assert!(t.elapsed() < Duration::from_secs(2));
+        assert_eq!(sent.lock().unwrap().len(), 31);
+        assert_eq!(s.calls, Some(4));
+    }
+
+    #[test]
+    fn the_receiver_counts_each_message_of_a_call_and_stops_at_the_end_marker() {
+        let (conn, _) = script(
+            0,
+            vec![
+                Ok(vec![64, 64, 64]),
+                Err(io::ErrorKind::Interrupted.into()),
+                Ok(vec![64, 0, 64]),
+            ],
+        );
+        let (rx, _peer) = side(Box::new(conn));
+        let r = rate(4, 100, true).receiver(rx).unwrap();
+        // 3 and 1: the message after the marker is not counted; the interrupted call is
+        // no call.
+        assert_eq!((r.messages, r.bytes), (4, 4 * 64));
+        assert_eq!(r.calls, Some(2));
+        // The numbers 0, 2, 4, then 0 again: one duplicate.
+        assert_eq!(r.sequence.unwrap().duplicated, 1);
+    }
+
+    #[test]
+    fn an_unreliable_receiver_ends_on_silence_once_the_sender_is_done() {
+        let (conn, _) = script(
+            0,
+            vec![
+                Ok(vec![64]),
+                Err(io::ErrorKind::WouldBlock.into()),
+                Err(io::ErrorKind::TimedOut.into()),
+            ],
+        );
+        let (rx, peer) = side(Box::new(conn));
+        peer.signal(PeerSignal::SenderDone);
+        let r = rate(4, 100, false).receiver(rx).unwrap();
+        assert_eq!((r.messages, r.calls), (1, Some(1)));
+        assert!(peer.has(PeerSignal::ReceiverDone));
+        // On a reliable transport the same silence is an error.
+        let (conn, _) = script(0, vec![Err(io::ErrorKind::TimedOut.into())]);
+        let (rx, _peer) = side(Box::new(conn));
+        let e = rate(4, 100, true).receiver(rx).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+    }
+
+    #[test]
+    fn only_datagram_sockets_batch_rate_and_each_refusal_says_why() {
+        let base = crate::plan::first_scenario(&["rate", "-t", "udp", "--batch", "2"]);
+        let of = |transport, engine, batch| {
+            let mut sc = Scenario {
+                transport,
+                engine,
+                ..base.clone()
+            };
+            sc.extras.batch = batch;
+            refusal(&sc)
+        };
+        use EngineKind::{Blocking, IoUring};
+        use TransportKind as T;
+        for t in [T::Udp, T::Udp6, T::UnixDgram, T::UnixSeqpacket] {
+            assert_eq!(of(t, Blocking, 8), None, "{t}");
+            assert_eq!(of(t, IoUring, 8), None, "{t}");
+        }
+        assert_eq!(
+            of(T::Tcp, Blocking, 1),
+            None,
+            "one per call: nothing to refuse"
+        );
+        let tcp = of(T::Tcp, Blocking, 2).unwrap();
+        assert!(
+            tcp.starts_with("--batch 2: tcp is a byte stream, where a batch")
+                && tcp.ends_with("rate batches on udp, udp6, unix-dgram and unix-seqpacket"),
+            "{tcp}"
+        );
+        let uring = of(T::Unix, IoUring, 2).unwrap();
+        assert!(
+            uring.contains("on io-uring could not keep them apart"),
+            "{uring}"
+        );
+        let mq = of(T::Mq, Blocking, 2).unwrap();
+        assert!(mq.contains("one message per mq_send"), "{mq}");
+        let shm = of(T::Shm, Blocking, 2).unwrap();
+        assert!(shm.contains("shm has no system call"), "{shm}");
+    }
 
     #[test]
     fn a_recycled_vector_keeps_its_allocation() {
