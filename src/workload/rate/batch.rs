@@ -228,11 +228,14 @@ mod tests {
         (side, theirs)
     }
 
+    /// Each message a script sent: its sequence number and length.
+    type Sent = Arc<Mutex<Vec<(u64, usize)>>>;
+
     /// Takes at most `take` messages per batch and keeps each message's sequence number
     /// and each call's size; receives play `script` (lengths per call, or an error).
     struct Script {
         take: usize,
-        sent: Arc<Mutex<Vec<(u64, usize)>>>,
+        sent: Sent,
         script: VecDeque<io::Result<Vec<usize>>>,
     }
 
@@ -270,10 +273,7 @@ mod tests {
         }
     }
 
-    fn script(
-        take: usize,
-        recvs: Vec<io::Result<Vec<usize>>>,
-    ) -> (Script, Arc<Mutex<Vec<(u64, usize)>>>) {
+    fn script(take: usize, recvs: Vec<io::Result<Vec<usize>>>) -> (Script, Sent) {
         let sent = Arc::new(Mutex::new(Vec::new()));
         let s = Script {
             take,
