@@ -41,12 +41,6 @@ impl Default for Batch {
     }
 }
 
-impl std::fmt::Debug for Batch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Batch({} messages)", self.hdrs.len())
-    }
-}
-
 impl Batch {
     /// Empty arrays: nothing is allocated until the first call.
     pub fn new() -> Batch {
@@ -107,10 +101,8 @@ impl Batch {
         // SAFETY: the first `n` headers each point at one iovec of `self.iovs`, which
         // point at the `n` messages borrowed for this call; the kernel only reads them.
         let sent = unsafe { libc::sendmmsg(fd, self.hdrs.as_mut_ptr(), n as libc::c_uint, 0) };
-        if sent < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(sent as usize)
+        // -1: the error, nothing sent; else how many went (at least one, as n >= 1).
+        usize::try_from(sent).map_err(|_| io::Error::last_os_error())
     }
 
     /// Receive up to `bufs.len()` datagrams (at most [`MAX_MESSAGES`]) from `fd` with one
@@ -162,15 +154,13 @@ impl Batch {
                 std::ptr::null_mut(),
             )
         };
-        if got < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let got = got as usize;
+        // -1: the error, nothing received; else how many came (at least one).
+        let got = usize::try_from(got).map_err(|_| io::Error::last_os_error())?;
         for (len, h) in lens.iter_mut().zip(&self.hdrs[..got]) {
             *len = h.msg_len as usize;
         }
-        if want_sender && got > 0 {
-            self.from_len = self.hdrs[got - 1].msg_hdr.msg_namelen;
+        if let Some(last) = self.hdrs[..got].last().filter(|_| want_sender) {
+            self.from_len = last.msg_hdr.msg_namelen;
         }
         Ok(got)
     }
@@ -242,8 +232,39 @@ mod tests {
             assert_eq!(&bufs[i][..lens[i]], &d[..], "message {i}");
         }
         assert_eq!(inb.sender(), Some(tx.local_addr().unwrap()));
+        // A later receive that does not ask keeps the sender known.
+        out.send(tx.as_raw_fd(), &[b"again"]).unwrap();
+        inb.recv(rx.as_raw_fd(), &mut bufs, &mut lens, false)
+            .unwrap();
+        assert_eq!(inb.sender(), Some(tx.local_addr().unwrap()));
         // Without asking for the sender, none is kept.
         assert_eq!(Batch::new().sender(), None);
+    }
+
+    #[test]
+    fn an_ipv6_sender_is_known_and_a_cut_address_is_none() {
+        if let (Ok(rx), Ok(tx)) = (UdpSocket::bind("[::1]:0"), UdpSocket::bind("[::1]:0")) {
+            tx.connect(rx.local_addr().unwrap()).unwrap();
+            Batch::new().send(tx.as_raw_fd(), &[b"six"]).unwrap();
+            let mut b = [0u8; 8];
+            let mut inb = Batch::new();
+            let n = inb
+                .recv(rx.as_raw_fd(), &mut [&mut b[..]], &mut [0], true)
+                .unwrap();
+            assert_eq!(n, 1);
+            assert_eq!(inb.sender(), Some(tx.local_addr().unwrap()));
+        } else {
+            eprintln!("skipped the IPv6 half: no ::1 here");
+        }
+        // An address shorter than its family's: none.
+        for family in [libc::AF_INET, libc::AF_INET6] {
+            let mut b = Batch::new();
+            b.from.ss_family = family as libc::sa_family_t;
+            b.from_len = 4;
+            assert_eq!(b.sender(), None, "{family}");
+            b.from_len = std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t;
+            assert!(b.sender().is_some(), "{family}");
+        }
     }
 
     #[test]
