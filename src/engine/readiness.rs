@@ -227,4 +227,63 @@ mod tests {
             "the receiver never waited"
         );
     }
+
+    #[test]
+    fn an_empty_socket_is_waited_on_and_its_data_read_whole() {
+        let waits = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        let (a, b) = dgram_pair();
+        let mut tx = attach(a, Counted(Arc::clone(&waits))).unwrap();
+        let mut rx = attach(b, Counted(Arc::clone(&waits))).unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut one = [0u8; 64];
+            let n = rx.recv(&mut one).unwrap();
+            let mut store = [0u8; 64];
+            let (x, y) = store.split_at_mut(32);
+            let mut lens = [0usize; 2];
+            let m = rx.recv_batch(&mut [x, y], &mut lens).unwrap();
+            (n, m, lens)
+        });
+        std::thread::sleep(Duration::from_millis(30));
+        let before = waits[1].load(Ordering::Relaxed);
+        assert!(before >= 1, "the receiver spun instead of waiting");
+        tx.send(&[1u8; 40]).unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(tx.send_batch(&[&[2u8; 10][..], &[3u8; 20][..]]).unwrap(), 2);
+        let (n, m, lens) = reader.join().unwrap();
+        assert_eq!(n, 40);
+        assert!(m >= 1 && lens[0] == 10, "{m} {lens:?}");
+    }
+
+    #[test]
+    fn a_failure_is_returned_not_waited_on() {
+        let waits = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        // A listening TCP socket: receiving from it fails (ENOTCONN) at once.
+        let l = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        l.bind(
+            &"127.0.0.1:0"
+                .parse::<std::net::SocketAddr>()
+                .unwrap()
+                .into(),
+        )
+        .unwrap();
+        l.listen(1).unwrap();
+        let mut c = attach(
+            crate::transport::SocketConn::boxed(l, false),
+            Counted(Arc::clone(&waits)),
+        )
+        .unwrap();
+        c.set_recv_timeout(Some(Duration::from_millis(50))).unwrap();
+        let mut b = [0u8; 8];
+        let e = c.recv(&mut b).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(nix::libc::ENOTCONN), "{e}");
+        let e = c.recv_batch(&mut [&mut b[..]], &mut [0]).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(nix::libc::ENOTCONN), "{e}");
+        // A datagram socket whose peer is gone: the send fails.
+        let (a, b) = dgram_pair();
+        let mut tx = attach(a, Counted(Arc::clone(&waits))).unwrap();
+        drop(b);
+        assert!(tx.send_batch(&[b"x"]).is_err());
+        assert_eq!(waits[0].load(Ordering::Relaxed), 0);
+        assert_eq!(waits[1].load(Ordering::Relaxed), 0);
+    }
 }

@@ -228,14 +228,20 @@ mod tests {
         (side, theirs)
     }
 
-    /// Each message a script sent: its sequence number and length.
-    type Sent = Arc<Mutex<Vec<(u64, usize)>>>;
+    /// What a script saw: each message sent (sequence number, length) and each receive
+    /// timeout set.
+    #[derive(Default)]
+    struct Log {
+        sent: Vec<(u64, usize)>,
+        timeouts: Vec<Option<Duration>>,
+    }
 
-    /// Takes at most `take` messages per batch and keeps each message's sequence number
-    /// and each call's size; receives play `script` (lengths per call, or an error).
+    /// Takes at most `take` messages per batch (after failing with `send_errors`, one
+    /// per call); receives play `script` (lengths per call, or an error).
     struct Script {
         take: usize,
-        sent: Sent,
+        log: Arc<Mutex<Log>>,
+        send_errors: VecDeque<io::Error>,
         script: VecDeque<io::Result<Vec<usize>>>,
     }
 
@@ -247,10 +253,14 @@ mod tests {
             unreachable!("a batched receiver receives in batches")
         }
         fn send_batch(&mut self, msgs: &[&[u8]]) -> io::Result<usize> {
+            if let Some(e) = self.send_errors.pop_front() {
+                return Err(e);
+            }
             let n = msgs.len().min(self.take);
-            let mut sent = self.sent.lock().unwrap();
+            let mut log = self.log.lock().unwrap();
             for m in &msgs[..n] {
-                sent.push((u64::from_le_bytes(m[..8].try_into().unwrap()), m.len()));
+                log.sent
+                    .push((u64::from_le_bytes(m[..8].try_into().unwrap()), m.len()));
             }
             Ok(n)
         }
@@ -265,7 +275,8 @@ mod tests {
         fn finish(&mut self) -> io::Result<()> {
             Ok(())
         }
-        fn set_recv_timeout(&mut self, _t: Option<Duration>) -> io::Result<()> {
+        fn set_recv_timeout(&mut self, t: Option<Duration>) -> io::Result<()> {
+            self.log.lock().unwrap().timeouts.push(t);
             Ok(())
         }
         fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
@@ -273,14 +284,15 @@ mod tests {
         }
     }
 
-    fn script(take: usize, recvs: Vec<io::Result<Vec<usize>>>) -> (Script, Sent) {
-        let sent = Arc::new(Mutex::new(Vec::new()));
+    fn script(take: usize, recvs: Vec<io::Result<Vec<usize>>>) -> (Script, Arc<Mutex<Log>>) {
+        let log = Arc::new(Mutex::new(Log::default()));
         let s = Script {
             take,
-            sent: Arc::clone(&sent),
+            log: Arc::clone(&log),
+            send_errors: VecDeque::new(),
             script: recvs.into(),
         };
-        (s, sent)
+        (s, log)
     }
 
     #[test]
@@ -288,7 +300,8 @@ mod tests {
         let (a, b) =
             socket2::Socket::pair(socket2::Domain::UNIX, socket2::Type::DGRAM, None).unwrap();
         let w = Arc::new(rate(8, 1003, true));
-        let line = StartLine::new(2);
+        let live = crate::measure::live::Live::new();
+        let line = StartLine::with_live(2, Some(Arc::clone(&live)));
         let (l1, l2) = peer_link();
         let tx = Side {
             conn: SocketConn::boxed(a, true),
@@ -314,6 +327,11 @@ mod tests {
         let calls = r.calls.unwrap();
         assert!((126..=1004).contains(&calls), "{calls}");
         assert!(!s.interrupted);
+        // --interval's running totals add up to the same (no gaps on a reliable socket).
+        let t = live.totals();
+        assert_eq!((t.messages_sent, t.bytes_sent), (1003, 1003 * 64));
+        assert_eq!((t.messages_received, t.bytes_received), (1003, 1003 * 64));
+        assert_eq!(t.lost, None);
     }
 
     #[test]
@@ -322,7 +340,7 @@ mod tests {
         let (tx, peer) = side(Box::new(conn));
         peer.signal(PeerSignal::ReceiverDone);
         let s = rate(8, 20, true).sender(tx).unwrap();
-        let sent = sent.lock().unwrap();
+        let sent = &sent.lock().unwrap().sent;
         let seqs: Vec<u64> = sent.iter().map(|m| m.0).collect();
         assert_eq!(seqs, (0..20).collect::<Vec<u64>>());
         assert!(sent.iter().all(|m| m.1 == 64));
@@ -335,18 +353,52 @@ mod tests {
     fn a_paced_batch_leaves_when_its_last_message_is_due() {
         let (conn, sent) = script(usize::MAX, vec![]);
         let (tx, _peer) = side(Box::new(conn));
+        // 10 per second: message 1, the last of the only batch, is due at 100 ms.
         let paced = Rate {
-            rate: Some(1000.0),
-            ..rate(10, 31, true)
+            rate: Some(10.0),
+            ..rate(2, 2, true)
         };
-        let t = Instant::now();
         let s = paced.sender(tx).unwrap();
         let elapsed = s.elapsed.unwrap();
-        // The last batch (message 30 alone) is due at 30 ms.
-        assert!(elapsed >= Duration::from_millis(30), "{elapsed:?}");
-        assert!(t.elapsed() < Duration::from_secs(2));
-        assert_eq!(sent.lock().unwrap().len(), 31);
-        assert_eq!(s.calls, Some(4));
+        assert!(
+            elapsed >= Duration::from_millis(100) && elapsed < Duration::from_millis(190),
+            "{elapsed:?}"
+        );
+        assert_eq!(sent.lock().unwrap().sent.len(), 2);
+        assert_eq!(s.calls, Some(1));
+    }
+
+    #[test]
+    fn a_timed_run_sends_batches_until_its_deadline() {
+        let (conn, sent) = script(usize::MAX, vec![]);
+        let (tx, _peer) = side(Box::new(conn));
+        let timed = Rate {
+            stop: Stop::Duration(Duration::from_millis(30)),
+            ..rate(4, 0, true)
+        };
+        let s = timed.sender(tx).unwrap();
+        assert!(s.elapsed.unwrap() >= Duration::from_millis(30));
+        assert!(s.messages > 4, "{}", s.messages);
+        assert_eq!(s.messages % 4, 0, "whole batches");
+        assert_eq!(sent.lock().unwrap().sent.len() as u64, s.messages);
+        assert_eq!(s.calls, Some(s.messages / 4));
+    }
+
+    #[test]
+    fn an_interrupted_send_is_repeated_and_a_failed_one_is_the_error() {
+        let (mut conn, sent) = script(usize::MAX, vec![]);
+        conn.send_errors
+            .push_back(io::ErrorKind::Interrupted.into());
+        let (tx, _peer) = side(Box::new(conn));
+        let s = rate(4, 8, true).sender(tx).unwrap();
+        assert_eq!((s.messages, s.calls), (8, Some(2)));
+        assert_eq!(sent.lock().unwrap().sent.len(), 8);
+        let (mut conn, _) = script(usize::MAX, vec![]);
+        conn.send_errors
+            .push_back(io::ErrorKind::ConnectionRefused.into());
+        let (tx, _peer) = side(Box::new(conn));
+        let e = rate(4, 8, true).sender(tx).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused);
     }
 
     #[test]
@@ -371,7 +423,7 @@ mod tests {
 
     #[test]
     fn an_unreliable_receiver_ends_on_silence_once_the_sender_is_done() {
-        let (conn, _) = script(
+        let (conn, log) = script(
             0,
             vec![
                 Ok(vec![64]),
@@ -384,11 +436,17 @@ mod tests {
         let r = rate(4, 100, false).receiver(rx).unwrap();
         assert_eq!((r.messages, r.calls), (1, Some(1)));
         assert!(peer.has(PeerSignal::ReceiverDone));
+        // It waited in slices of QUIET, to look at the link between them.
+        assert_eq!(log.lock().unwrap().timeouts, [Some(QUIET)]);
         // On a reliable transport the same silence is an error.
-        let (conn, _) = script(0, vec![Err(io::ErrorKind::TimedOut.into())]);
+        let (conn, log) = script(0, vec![Err(io::ErrorKind::TimedOut.into())]);
         let (rx, _peer) = side(Box::new(conn));
         let e = rate(4, 100, true).receiver(rx).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert!(
+            log.lock().unwrap().timeouts.is_empty(),
+            "no timeout when reliable"
+        );
     }
 
     #[test]
