@@ -48,6 +48,23 @@ impl AsyncConn {
     }
 }
 
+impl AsyncConn {
+    /// After `EAGAIN` on a receive: await readability, at most the receive timeout.
+    fn readable(&self) -> io::Result<()> {
+        let fd = self.fd(true)?;
+        let timeout = self.recv_timeout;
+        self.rt.block_on(async {
+            let ready = async { fd.readable().await.map(|mut g| g.clear_ready()) };
+            match timeout {
+                Some(t) => tokio::time::timeout(t, ready)
+                    .await
+                    .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))?,
+                None => ready.await,
+            }
+        })
+    }
+}
+
 impl Conn for AsyncConn {
     fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
         loop {
@@ -65,19 +82,32 @@ impl Conn for AsyncConn {
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
             match self.inner.recv(buf) {
+                Err(e) if would_block(&e) => self.readable()?,
+                r => return r,
+            }
+        }
+    }
+
+    /// The inner end's batch (one `sendmmsg` on a datagram socket), awaiting room on
+    /// `EAGAIN` like a send.
+    fn send_batch(&mut self, msgs: &[&[u8]]) -> io::Result<usize> {
+        loop {
+            match self.inner.send_batch(msgs) {
                 Err(e) if would_block(&e) => {
-                    let fd = self.fd(true)?;
-                    let timeout = self.recv_timeout;
-                    self.rt.block_on(async {
-                        let ready = async { fd.readable().await.map(|mut g| g.clear_ready()) };
-                        match timeout {
-                            Some(t) => tokio::time::timeout(t, ready)
-                                .await
-                                .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))?,
-                            None => ready.await,
-                        }
-                    })?;
+                    let fd = self.fd(false)?;
+                    self.rt
+                        .block_on(async { fd.writable().await.map(|mut g| g.clear_ready()) })?;
                 }
+                r => return r,
+            }
+        }
+    }
+
+    /// The inner end's batch (one `recvmmsg`), awaiting the first message like a receive.
+    fn recv_batch(&mut self, bufs: &mut [&mut [u8]], lens: &mut [usize]) -> io::Result<usize> {
+        loop {
+            match self.inner.recv_batch(bufs, lens) {
+                Err(e) if would_block(&e) => self.readable()?,
                 r => return r,
             }
         }

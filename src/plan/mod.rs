@@ -897,6 +897,8 @@ impl Plan {
             }
         }
         let largest = given.iter().copied().max().unwrap_or(64 << 10);
+        // --batch: each role holds `batch` messages at once.
+        let largest = largest.saturating_mul(u64::from(extras.batch));
         check_memory(host, largest, a.parallel, sndbuf)?;
         if let (Some(b), Some(c)) = (bind, connect) {
             if b.is_ipv6() != c.is_ipv6() {
@@ -1039,6 +1041,14 @@ impl Plan {
             if asked > max && !notes.contains(&note) {
                 notes.push(note);
             }
+        }
+        if scenarios.is_empty() && extras.batch > 1 {
+            return Err(PlanError::Unsupported(format!(
+                "nothing to run: nothing in the plan can batch (--batch {}): batching takes a datagram \
+                 transport (udp, udp6, unix-dgram, unix-seqpacket), or stream on --engine io-uring; \
+                 drop --batch for the others",
+                extras.batch
+            )));
         }
         if scenarios.is_empty() {
             return Err(PlanError::Unsupported(

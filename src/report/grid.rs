@@ -534,6 +534,7 @@ fn throughput_list(report: &Report, view: &View) -> Grid {
     cols.push(column("messages/s", Align::Right, 98, |r| {
         cell_or_error(r, |r| r.messages_per_second.map(format_per_second))
     }));
+    cols.extend(per_call_column(rs));
     if any_finished(rs, |r| r.messages_lost.is_some()) {
         cols.push(column("lost", Align::Right, 95, lost_cell));
     }
@@ -621,6 +622,27 @@ fn throughput_list(report: &Report, view: &View) -> Grid {
         }
     }));
     grid_of(&cols, rs, view)
+}
+
+/// With `--batch` > 1 in any scenario: messages per call of the sender and the receiver
+/// (of the median run), e.g. `32/4.1`.
+fn per_call_column<'a>(rs: &[ScenarioResult]) -> Option<Column<'a>> {
+    let one = |v: Option<f64>| match v {
+        Some(v) if v.fract() == 0.0 => format!("{v:.0}"),
+        Some(v) => format!("{v:.1}"),
+        None => dash(),
+    };
+    rs.iter().any(|r| r.options.batch > 1).then(|| {
+        column("msgs/call snd/rcv", Align::Right, 94, move |r| {
+            r.median_run().map_or_else(dash, |m| {
+                format!(
+                    "{}/{}",
+                    one(m.sender.messages_per_call),
+                    one(m.receiver.messages_per_call)
+                )
+            })
+        })
+    })
 }
 
 /// A throughput sweep (a transport at two or more sizes, or socket buffers), unless wide:
@@ -1213,5 +1235,29 @@ mod tests {
                 "Message rate: message transports (one send is one message)"
             ]
         );
+    }
+
+    #[test]
+    fn a_batched_run_shows_each_roles_messages_per_call_and_others_do_not() {
+        let plain = grids(&sample::rate());
+        assert!(!plain[0].headers.iter().any(|h| h.contains("msgs/call")));
+        let mut batched = sample::rate();
+        for r in &mut batched.results {
+            r.options.batch = 32;
+            for run in &mut r.runs {
+                run.sender.messages_per_call = Some(32.0);
+                run.receiver.messages_per_call = Some(4.125);
+            }
+        }
+        batched.results[1].runs[0].receiver.messages_per_call = None;
+        let g = &grids(&batched)[0];
+        let col = g
+            .headers
+            .iter()
+            .position(|h| h == "msgs/call snd/rcv")
+            .expect("a msgs/call column");
+        assert_eq!(g.rows[0][col], "32/4.1");
+        assert_eq!(g.rows[1][col], "32/-");
+        assert!(g.width() <= MAX_WIDTH, "{} wide", g.width());
     }
 }

@@ -7,10 +7,13 @@
 //! and the zero-copy receive of `stream --send`/`--recv` ([`zerocopy`]); and, for the
 //! relay's copy methods (`crate::copy`), the iovec arrays of `vectored`, the ring of
 //! `io-uring` and `io-uring-splice`, and `async`'s registration of borrowed sockets with
-//! tokio; and the kernel timestamps of `--timestamps` ([`timestamps`]). Safe wrappers (`nix`, `socket2`) are used everywhere else.
+//! tokio; the kernel timestamps of `--timestamps` ([`timestamps`]); the
+//! `sendmmsg`/`recvmmsg` arrays of `--batch` ([`mmsg`]); the per-thread counters of
+//! `--counters` ([`perf`]). Safe wrappers (`nix`, `socket2`) are used everywhere else.
 
 #[cfg(feature = "async")]
 pub mod async_fd;
+pub mod mmsg;
 pub mod perf;
 pub mod shm;
 pub mod timestamps;

@@ -124,6 +124,19 @@ impl TransportKind {
         }
     }
 
+    /// Whether `--batch` can put several messages in one system call (`sendmmsg`/
+    /// `recvmmsg`): datagram and sequenced-packet sockets. Byte streams would merge the
+    /// messages, and pipes, message queues and the shared-memory ring have no such call.
+    pub fn batches(self) -> bool {
+        matches!(
+            self,
+            TransportKind::UnixDgram
+                | TransportKind::UnixSeqpacket
+                | TransportKind::Udp
+                | TransportKind::Udp6
+        )
+    }
+
     /// Whether everything sent is delivered (so both sides' counts must agree).
     pub fn reliable(self) -> bool {
         !matches!(self, TransportKind::Udp | TransportKind::Udp6)
@@ -623,16 +636,25 @@ impl Conn for Duplex {
 
 /// A `Conn` over any connected socket (`socket2::Socket`); message sockets signal the end
 /// with an empty datagram, stream-like ones with `shutdown(SHUT_WR)`.
+/// Datagram and sequenced-packet sockets batch with `sendmmsg`/`recvmmsg`; byte streams
+/// send one message per call (a batch would not keep messages apart).
 pub(crate) struct SocketConn {
     sock: socket2::Socket,
     end_with_empty_message: bool,
+    /// The `sendmmsg`/`recvmmsg` arrays, on sockets that keep messages apart.
+    batch: Option<crate::sys::mmsg::Batch>,
 }
 
 impl SocketConn {
     pub(crate) fn boxed(sock: socket2::Socket, end_with_empty_message: bool) -> Box<dyn Conn> {
+        let messages = matches!(
+            sock.r#type(),
+            Ok(socket2::Type::DGRAM | socket2::Type::SEQPACKET)
+        );
         Box::new(SocketConn {
             sock,
             end_with_empty_message,
+            batch: messages.then(crate::sys::mmsg::Batch::new),
         })
     }
 }
@@ -643,6 +665,26 @@ impl Conn for SocketConn {
     }
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         io::Read::read(&mut self.sock, buf)
+    }
+    /// One `sendmmsg` on a datagram or sequenced-packet socket.
+    fn send_batch(&mut self, msgs: &[&[u8]]) -> io::Result<usize> {
+        let fd = self.sock.as_raw_fd();
+        match &mut self.batch {
+            Some(b) => b.send(fd, msgs),
+            None => msgs.first().map_or(Ok(0), |m| self.send(m).map(|_| 1)),
+        }
+    }
+    /// One `recvmmsg(MSG_WAITFORONE)` on a datagram or sequenced-packet socket.
+    fn recv_batch(&mut self, bufs: &mut [&mut [u8]], lens: &mut [usize]) -> io::Result<usize> {
+        let fd = self.sock.as_raw_fd();
+        match (&mut self.batch, bufs.first_mut(), lens.first_mut()) {
+            (Some(b), _, _) => b.recv(fd, bufs, lens, false),
+            (None, Some(buf), Some(len)) => {
+                *len = self.recv(buf)?;
+                Ok(1)
+            }
+            _ => Ok(0),
+        }
     }
     fn finish(&mut self) -> io::Result<()> {
         if self.end_with_empty_message {

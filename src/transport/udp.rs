@@ -73,7 +73,9 @@ impl Listener for UdpListener {
         Ok((
             Box::new(UdpReceiver {
                 sock: self.sock.into(),
+                connected: answer.is_some(),
                 peer: answer,
+                batch: crate::sys::mmsg::Batch::new(),
             }),
             info,
         ))
@@ -106,6 +108,10 @@ pub fn connect(endpoint: SocketAddr, opts: &TransportOptions) -> anyhow::Result<
 struct UdpReceiver {
     sock: UdpSocket,
     peer: Option<SocketAddr>,
+    /// Connected to its sender: `peer` never changes.
+    connected: bool,
+    /// The `recvmmsg` arrays (`--batch`).
+    batch: crate::sys::mmsg::Batch,
 }
 
 impl Conn for UdpReceiver {
@@ -122,6 +128,15 @@ impl Conn for UdpReceiver {
         let (n, peer) = self.sock.recv_from(buf)?;
         self.peer = Some(peer);
         Ok(n)
+    }
+    /// One `recvmmsg`; unconnected, the last datagram's sender is the one answered.
+    fn recv_batch(&mut self, bufs: &mut [&mut [u8]], lens: &mut [usize]) -> io::Result<usize> {
+        let fd = self.sock.as_raw_fd();
+        let got = self.batch.recv(fd, bufs, lens, !self.connected)?;
+        if !self.connected {
+            self.peer = self.batch.sender().or(self.peer);
+        }
+        Ok(got)
     }
     fn finish(&mut self) -> io::Result<()> {
         match self.peer {

@@ -8,6 +8,8 @@
 //! than 8 bytes cannot carry the number, so reorder and duplicate counts are unknown for
 //! them (reported as null).
 
+mod batch;
+
 use std::io::{self, ErrorKind};
 use std::time::{Duration, Instant};
 
@@ -45,6 +47,8 @@ pub struct Rate {
     pub rate: Option<f64>,
     /// `--timestamps`: the stamped roles of `workload::stamped`.
     pub timestamps: bool,
+    /// Messages per call (`--batch`); 1: one `send`/`recv` per message.
+    pub batch: usize,
 }
 
 /// Sequence bookkeeping of the receiver: highest number seen and a bitmap window.
@@ -120,6 +124,9 @@ impl Workload for Rate {
         if self.timestamps {
             return self.sender_stamped(side);
         }
+        if self.batch > 1 {
+            return self.sender_batched(side);
+        }
         let mut buf = buffer(self.size, 0xC3)?;
         let limit = self.stop.max_messages();
         let period_ns = self.rate.map(|r| 1e9 / r);
@@ -166,6 +173,9 @@ impl Workload for Rate {
     fn receiver(&self, mut side: Side) -> io::Result<SideReport> {
         if self.timestamps {
             return self.receiver_stamped(side);
+        }
+        if self.batch > 1 {
+            return self.receiver_batched(side);
         }
         let mut buf = buffer(self.size, 0)?;
         if !self.reliable {
@@ -237,6 +247,9 @@ impl Spec for RateSpec {
         {
             return Some(why);
         }
+        if let Some(why) = batch::refusal(sc) {
+            return Some(why);
+        }
         None
     }
 
@@ -248,6 +261,7 @@ impl Spec for RateSpec {
             reliable: sc.transport.reliable(),
             rate: sc.extras.rate,
             timestamps: sc.extras.timestamps,
+            batch: sc.extras.batch as usize,
         })
     }
 

@@ -1,0 +1,368 @@
+//! `rate --batch N`: N datagrams per system call, proven from outside sockbench. strace
+//! counts the sendmmsg and recvmmsg calls the roles made (they must equal the calls the
+//! report gives, and the sender's must be messages / N); an iptables rule in a private
+//! network namespace drops a known number of datagrams, and the loss reported must be
+//! exactly that (plus what the kernel's own receive-buffer overflow counter explains).
+//! Refusals name their reason and exit 2; `--batch 1` is the one-message loop unchanged.
+
+mod common;
+
+use std::collections::HashMap;
+use std::process::Command;
+
+use common::{json, json_in_netns, rule, snmp, u, Sandbox, RULE_COUNTS};
+use serde_json::Value;
+
+/// Per system call: (calls, errors), as `strace -c` tables them.
+type Calls = HashMap<String, (u64, u64)>;
+
+/// `sockbench ARGS --format json -q` under `strace -f -c` for the batched and the plain
+/// datagram calls: the report, and per system call (calls, errors).
+fn traced(args: &[&str]) -> Option<(Value, Calls)> {
+    if !Command::new("strace")
+        .args(["-o", "/dev/null", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        eprintln!("skipped: strace is not installed or ptrace is not permitted");
+        return None;
+    }
+    let sb = Sandbox::new();
+    let log = sb.path().join("strace.txt");
+    let out = sb
+        .std_cmd("strace")
+        .args([
+            "-f",
+            "-c",
+            "-e",
+            "trace=sendmmsg,recvmmsg,sendto,recvfrom",
+            "-o",
+        ])
+        .arg(&log)
+        .arg(assert_cmd::cargo::cargo_bin("sockbench"))
+        .args(args)
+        .args(["--format", "json", "-q"])
+        .output()
+        .unwrap();
+    common::assert_success(&out);
+    let table = std::fs::read_to_string(&log).unwrap();
+    // "% time  seconds  usecs/call  calls  errors  syscall", errors empty when none.
+    let calls = table
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let calls = f.get(3)?.parse().ok()?;
+            let errors = if f.len() == 6 { f[4].parse().ok()? } else { 0 };
+            Some((f.last()?.to_string(), (calls, errors)))
+        })
+        .filter(|(name, _)| name != "total")
+        .collect();
+    Some((serde_json::from_slice(&out.stdout).unwrap(), calls))
+}
+
+/// Successful calls of `name` (calls less errors).
+fn ok_calls(s: &Calls, name: &str) -> u64 {
+    s.get(name).map_or(0, |c| c.0 - c.1)
+}
+
+#[test]
+fn every_32_udp_datagrams_leave_in_one_sendmmsg_as_strace_counts() {
+    let Some((v, s)) = traced(&[
+        "rate", "-t", "udp", "-s", "64", "--batch", "32", "-n", "3200", "-w", "0",
+    ]) else {
+        return;
+    };
+    let run = &v["results"][0]["runs"][0];
+    assert_eq!(u(run, "/messages_sent"), 3200);
+    assert_eq!(ok_calls(&s, "sendmmsg"), 100, "{s:?}");
+    assert_eq!(u(run, "/sender/calls"), 100);
+    assert_eq!(run["sender"]["messages_per_call"], 32.0);
+    // The receiver's calls are the recvmmsg calls that returned datagrams (the others
+    // timed out waiting for a lost end marker), and nothing went one by one but the
+    // empty end markers.
+    assert_eq!(ok_calls(&s, "recvmmsg"), u(run, "/receiver/calls"), "{s:?}");
+    assert_eq!(s.get("recvfrom"), None, "{s:?}");
+    let markers = ok_calls(&s, "sendto");
+    assert!((1..=200).contains(&markers), "{s:?}");
+}
+
+#[test]
+fn unix_dgram_batches_both_ways_and_delivers_everything() {
+    let Some((v, s)) = traced(&[
+        "rate",
+        "-t",
+        "unix-dgram",
+        "-s",
+        "64",
+        "--batch",
+        "32",
+        "-n",
+        "32000",
+        "-w",
+        "0",
+    ]) else {
+        return;
+    };
+    let r = &v["results"][0];
+    let run = &r["runs"][0];
+    assert_eq!(u(r, "/messages_sent"), 32000);
+    assert_eq!(u(r, "/messages_received"), 32000, "{r}");
+    assert_eq!(ok_calls(&s, "sendmmsg"), 1000, "{s:?}");
+    assert_eq!(u(run, "/sender/calls"), 1000);
+    let received_calls = u(run, "/receiver/calls");
+    assert_eq!(ok_calls(&s, "recvmmsg"), received_calls, "{s:?}");
+    // The sender outruns a receiver that wakes for each call: it finds several queued.
+    let per_call = run["receiver"]["messages_per_call"].as_f64().unwrap();
+    assert!(per_call > 1.0, "{run}");
+    // Messages (the end marker is none) over the calls that brought them and the marker.
+    assert!((per_call - 32000.0 / received_calls as f64).abs() < 1e-9);
+    assert_eq!(r["messages_reordered"], 0);
+    assert_eq!(r["messages_duplicated"], 0);
+}
+
+#[test]
+fn a_count_that_is_not_a_multiple_of_the_batch_ends_with_a_short_batch() {
+    let sb = Sandbox::new();
+    let v = json(
+        &sb,
+        &[
+            "rate",
+            "-t",
+            "unix-seqpacket",
+            "--batch",
+            "8",
+            "-n",
+            "1003",
+            "-w",
+            "0",
+        ],
+    );
+    let run = &v["results"][0]["runs"][0];
+    assert_eq!(u(run, "/messages_sent"), 1003);
+    assert_eq!(u(run, "/messages_received"), 1003);
+    assert_eq!(
+        u(run, "/sender/calls"),
+        126,
+        "125 full batches and one of 3"
+    );
+}
+
+#[test]
+fn batched_udp_loses_exactly_the_datagrams_the_firewall_dropped() {
+    let sb = Sandbox::new();
+    // Every 10th datagram with a payload is dropped; the empty end markers pass.
+    let setup = format!(
+        "{}; {}",
+        rule(
+            "INPUT",
+            "-p udp -m length --length 29:65535 -m statistic --mode nth --every 10 --packet 0 -j DROP",
+            "dropped"
+        ),
+        rule("INPUT", "-p udp -m length --length 28 -j ACCEPT", "markers"),
+    );
+    let Some((v, k)) = json_in_netns(
+        &sb,
+        &setup,
+        &[
+            "rate", "-t", "udp", "-s", "64", "--batch", "32", "-n", "3200", "-w", "0", "--rate",
+            "100k",
+        ],
+        &format!(
+            "{RULE_COUNTS}; {}",
+            snmp("Udp", "RcvbufErrors", "rcvbuf_errors")
+        ),
+    ) else {
+        return;
+    };
+    let r = &v["results"][0];
+    assert_eq!(k["dropped"], 320, "{k:?}");
+    let lost = u(r, "/messages_lost");
+    // What the firewall dropped, and any overflow the kernel counted (less end markers
+    // it may have refused too).
+    let (overflow, markers) = (k["rcvbuf_errors"], k["markers"]);
+    assert!(
+        lost >= 320 && (overflow.saturating_sub(markers)..=overflow).contains(&(lost - 320)),
+        "{r} {k:?}"
+    );
+    assert_eq!(u(r, "/messages_sent"), 3200);
+    assert_eq!(u(r, "/messages_received"), 3200 - lost);
+    assert_eq!(u(r, "/bytes_received"), 64 * (3200 - lost));
+    let run = &r["runs"][0];
+    assert_eq!(run["sender"]["messages_per_call"], 32.0);
+    assert_eq!(r["messages_duplicated"], 0);
+}
+
+#[test]
+fn every_readiness_engine_batches_and_counts_exactly() {
+    let sb = Sandbox::new();
+    let v = json(
+        &sb,
+        &[
+            "rate",
+            "-t",
+            "unix-dgram",
+            "-e",
+            "nonblocking,poll,epoll,async",
+            "--batch",
+            "16",
+            "-n",
+            "16000",
+            "-w",
+            "0",
+        ],
+    );
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 4);
+    for r in results {
+        assert_eq!(u(r, "/messages_received"), 16000, "{r}");
+        let run = &r["runs"][0];
+        // A full socket may take only part of a batch: between 1 and 16 per call.
+        let per_call = run["sender"]["messages_per_call"].as_f64().unwrap();
+        assert!(per_call > 1.0 && per_call <= 16.0, "{}: {run}", r["engine"]);
+        assert!(u(run, "/receiver/calls") < 16000, "{}: {run}", r["engine"]);
+    }
+}
+
+#[test]
+fn calls_cross_from_a_child_process() {
+    let sb = Sandbox::new();
+    let v = json(
+        &sb,
+        &[
+            "rate",
+            "-t",
+            "unix-dgram",
+            "--batch",
+            "32",
+            "-n",
+            "3200",
+            "-w",
+            "0",
+            "--placement",
+            "processes",
+        ],
+    );
+    let run = &v["results"][0]["runs"][0];
+    assert_eq!(u(run, "/sender/calls"), 100);
+    assert!(u(run, "/receiver/calls") > 0);
+}
+
+#[test]
+fn one_message_per_call_is_the_plain_loop_with_no_calls_counted() {
+    let sb = Sandbox::new();
+    let v = json(
+        &sb,
+        &[
+            "rate",
+            "-t",
+            "unix-dgram",
+            "--batch",
+            "1",
+            "-n",
+            "500",
+            "-w",
+            "0",
+        ],
+    );
+    let r = &v["results"][0];
+    assert_eq!(r["options"]["batch"], 1);
+    assert!(r["runs"][0]["sender"]["calls"].is_null());
+    assert!(r["runs"][0]["receiver"]["messages_per_call"].is_null());
+    let out = sb
+        .cmd()
+        .args(["rate", "-t", "unix-dgram", "-n", "500", "-w", "0"])
+        .output()
+        .unwrap();
+    common::assert_success(&out);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("msgs/call"));
+    let out = sb
+        .cmd()
+        .args([
+            "rate",
+            "-t",
+            "unix-dgram",
+            "--batch",
+            "4",
+            "-n",
+            "500",
+            "-w",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    common::assert_success(&out);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("msgs/call snd/rcv"));
+}
+
+/// `sockbench ARGS`: exit status 2 and the stderr.
+fn refused(args: &[&str]) -> String {
+    let out = Sandbox::new().cmd().args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    err
+}
+
+#[test]
+fn transports_that_cannot_batch_are_refused_with_the_reason() {
+    let e = refused(&["rate", "-t", "udp,tcp", "--batch", "8", "-n", "10"]);
+    assert!(e.contains("--batch 8: tcp is a byte stream"), "{e}");
+    assert!(
+        e.contains("udp, udp6, unix-dgram and unix-seqpacket"),
+        "{e}"
+    );
+    let e = refused(&["rate", "-t", "mq", "--batch", "8", "-n", "10"]);
+    assert!(e.contains("one message per mq_send"), "{e}");
+    let e = refused(&["rate", "-t", "shm", "--batch", "8", "-n", "10"]);
+    assert!(e.contains("shm has no system call to batch"), "{e}");
+    let e = refused(&[
+        "rate", "-t", "unix", "-e", "io-uring", "--batch", "8", "-n", "10",
+    ]);
+    assert!(e.contains("io-uring could not keep them apart"), "{e}");
+    // Under `all`, each is skipped with its reason and the others run.
+    let e = refused(&[
+        "rate", "-t", "tcp,pipe", "-e", "all", "--batch", "8", "-n", "10",
+    ]);
+    assert!(
+        e.contains("nothing in the plan can batch (--batch 8)"),
+        "{e}"
+    );
+    for bad in ["0", "1025"] {
+        let e = refused(&["rate", "-t", "udp", "--batch", bad, "-n", "10"]);
+        assert!(e.contains("--batch must be between 1 and 1024"), "{e}");
+    }
+    // pingpong and connect have no --batch.
+    refused(&["pingpong", "-t", "udp", "--batch", "8"]);
+    refused(&["connect", "-t", "tcp", "--batch", "8"]);
+}
+
+#[test]
+fn under_all_only_the_batching_transports_run() {
+    let sb = Sandbox::new();
+    let v = json(
+        &sb,
+        &["rate", "-t", "all", "--batch", "8", "-n", "800", "-w", "0"],
+    );
+    let mut ran: Vec<&str> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["transport"].as_str().unwrap())
+        .collect();
+    ran.sort_unstable();
+    let ipv6 = std::net::UdpSocket::bind("[::1]:0").is_ok();
+    let mut want = vec!["udp", "unix-dgram", "unix-seqpacket"];
+    if ipv6 {
+        want.push("udp6");
+    }
+    want.sort_unstable();
+    assert_eq!(ran, want);
+    let skipped = v["skipped"].as_array().unwrap();
+    let tcp = skipped
+        .iter()
+        .find(|s| s["transport"] == "tcp")
+        .expect("tcp skipped");
+    assert!(
+        tcp["reason"].as_str().unwrap().contains("byte stream"),
+        "{tcp}"
+    );
+}
