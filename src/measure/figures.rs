@@ -27,10 +27,18 @@ pub fn side_figures(roles: &Roles, role: Role, bytes: u64) -> SideFigures {
         });
     // A thread cannot use more than one core: on an interval of a few microseconds the
     // clock reads themselves could make it look so.
-    let total = cpu
+    let threads = cpu
         .total()
         .as_secs_f64()
         .min(secs * sides.len().max(1) as f64);
+    // io-uring `--sqpoll`: the ring's kernel thread works for this role alone, so its
+    // CPU (all kernel time) is the role's too (at most one core per stream as well).
+    let io_uring = crate::engine::uring_use::UringUse::total(sides.iter().map(|s| &s.io_uring));
+    let sqpoll = io_uring
+        .as_ref()
+        .and_then(|u| u.sqpoll_cpu())
+        .map(|d| d.as_secs_f64().min(secs * sides.len().max(1) as f64));
+    let total = threads + sqpoll.unwrap_or(0.0);
     let messages: u64 = sides.iter().map(|s| s.messages).sum();
     let calls = sides
         .iter()
@@ -46,10 +54,12 @@ pub fn side_figures(roles: &Roles, role: Role, bytes: u64) -> SideFigures {
         },
         duration_seconds: secs,
         cpu_seconds: total,
-        cpu_user_seconds: cpu.user.as_secs_f64().min(total),
-        cpu_system_seconds: cpu.system.as_secs_f64().min(total),
+        cpu_user_seconds: cpu.user.as_secs_f64().min(threads),
+        cpu_system_seconds: cpu.system.as_secs_f64().min(threads) + sqpoll.unwrap_or(0.0),
         cpu_utilization: if secs > 0.0 { total / secs } else { 0.0 },
         cpu_seconds_per_gb: (bytes > 0).then(|| total / (bytes as f64 / 1e9)),
+        sqpoll_cpu_seconds: sqpoll,
+        io_uring,
         voluntary_context_switches: cpu.voluntary_switches,
         involuntary_context_switches: cpu.involuntary_switches,
         on_cpu: sides

@@ -17,8 +17,8 @@
 //! - several operations per submission, linked (`IOSQE_IO_LINK`) so they run in order: a
 //!   byte stream's writes go out in the order given, and a short one (which breaks the
 //!   chain, cancelling the rest) is followed by a new chain from where it stopped;
-//! - a multishot receive (`IORING_RECV_MULTISHOT`, Linux 6.0; a multishot read on pipes,
-//!   6.7) into a ring of provided buffers the ring owns;
+//! - a multishot receive on sockets (`IORING_RECV_MULTISHOT`, Linux 6.0) into a ring of
+//!   provided buffers the ring owns;
 //! - a kernel thread polling the submission queue (`IORING_SETUP_SQPOLL`), whose CPU time
 //!   is read from /proc so it can be counted;
 //! - a single submitter with deferred task work (Linux 6.1), else neither.
@@ -757,33 +757,36 @@ impl Ring {
         Ok(got)
     }
 
-    /// Whether [`Ring::recv_multishot`] can work on `fd` here (probed once).
+    /// Whether [`Ring::recv_multishot`] can work on `fd` here (probed once): a socket,
+    /// on a kernel with multishot receives (Linux 6.0).
+    ///
+    /// # Errors
+    /// Why not (also kept in the notes).
     pub fn multishot_available(&mut self, fd: RawFd) -> Result<(), String> {
         if self.no_multishot {
             return Err("multishot receive: unavailable".into());
         }
         let socket = self.fixed(fd).map(|(_, s)| s).unwrap_or(false);
         let mut probe = Probe::new();
-        let ok = self.ring.submitter().register_probe(&mut probe).is_ok()
-            && if socket {
-                // RECV multishot came with provided-buffer rings' users in 6.0; the
-                // probe cannot see a flag, so SEND_ZC (6.0) stands in for the version.
-                probe.is_supported(opcode::SendZc::CODE)
-            } else {
-                probe.is_supported(opcode::ReadMulti::CODE)
-            };
-        if ok {
-            Ok(())
+        // The probe cannot see a flag: SEND_ZC came in the same release (6.0) as
+        // multishot receives.
+        let why = if !socket {
+            // A multishot read (6.7) is refused on pipes here (EBADFD).
+            Some("multishot receive: sockets only; a pipe is read once per submission")
+        } else if self.ring.submitter().register_probe(&mut probe).is_err()
+            || !probe.is_supported(opcode::SendZc::CODE)
+        {
+            Some("multishot receive: this kernel lacks it (Linux 6.0+): one read per submission")
         } else {
-            self.no_multishot = true;
-            let why = if socket {
-                "multishot receive: this kernel lacks it (Linux 6.0+): one read per submission"
-                    .to_string()
-            } else {
-                "multishot read: this kernel lacks it for pipes (Linux 6.7+): one read per submission".to_string()
-            };
-            self.used.notes.push(why.clone());
-            Err(why)
+            None
+        };
+        match why {
+            None => Ok(()),
+            Some(why) => {
+                self.no_multishot = true;
+                self.used.notes.push(why.into());
+                Err(why.into())
+            }
         }
     }
 
@@ -822,12 +825,13 @@ impl Ring {
             }
             if !self.multi.armed {
                 let (f, socket) = self.fixed(fd)?;
-                let e = if socket {
-                    opcode::RecvMulti::new(f, BGID).build()
-                } else {
-                    opcode::ReadMulti::new(f, 0, BGID).offset(u64::MAX).build()
+                if !socket {
+                    return Err(io::Error::new(
+                        io::ErrorKind::Unsupported,
+                        "multishot receive: sockets only",
+                    ));
                 }
-                .user_data(MULTI);
+                let e = opcode::RecvMulti::new(f, BGID).build().user_data(MULTI);
                 // SAFETY: it writes only into the pool's buffers, which the ring keeps
                 // allocated while the request is armed (and leaks if dropped armed).
                 unsafe { self.ring.submission().push(&e) }
