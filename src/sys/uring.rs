@@ -529,9 +529,10 @@ impl Ring {
                 (Some(t), false) => {
                     let ts = timespec(t);
                     let args = types::SubmitArgs::new().timespec(&ts);
-                    self.ring.submitter().submit_with_args(1, &args)
+                    self.ring.submitter().submit_with_args(want, &args)
                 }
-                _ => self.ring.submitter().submit_and_wait(1),
+                // All of them at once: one enter for the whole chain.
+                _ => self.ring.submitter().submit_and_wait(want),
             };
             match waited {
                 Ok(_) => {}
