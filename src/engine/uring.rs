@@ -3,8 +3,11 @@
 //! queue, with the transport's descriptors registered as fixed files and the workload's
 //! buffers as registered buffers once they come back (`crate::sys::uring`).
 //!
-//! A single `send` or `recv` is one submission, waited for at once, so pingpong measures
-//! the ring's cost per operation against a plain system call. The bulk paths use what a
+//! A single `recv` is one submission, waited for at once; a small `send` right after a
+//! receive (a pingpong answer, or its next request) is queued and goes with the next
+//! call's submission, so a round trip costs each side one `io_uring_enter`, where a
+//! blocking side makes two system calls (the send's result is checked by that next
+//! call). Other sends are one submission each, waited for. The bulk paths use what a
 //! ring is for: a byte stream's sender ([`Conn::send_repeated`]) keeps up to `--batch`
 //! writes in flight in one submission, linked so they go out in order; a byte stream's
 //! receiver ([`Conn::recv_stream`]) arms one multishot receive into provided buffers and
@@ -145,6 +148,10 @@ impl Conn for UringConn {
         })
     }
     fn finish(&mut self) -> io::Result<()> {
+        // A deferred send goes out before the end of the data.
+        if let Some(ring) = self.ring.as_mut() {
+            ring.flush()?;
+        }
         self.inner.finish()
     }
     fn set_recv_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {

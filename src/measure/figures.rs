@@ -426,6 +426,50 @@ mod tests {
     }
 
     #[test]
+    fn a_polling_kernel_threads_cpu_is_the_roles_kernel_time() {
+        let uring = |ns| crate::engine::uring_use::UringUse {
+            submissions: 10,
+            sqpoll: true,
+            sqpoll_cpu_ns: Some(ns),
+            ..Default::default()
+        };
+        let side = |ns| SideReport {
+            bytes: 1_000_000_000,
+            elapsed: Some(Duration::from_secs(1)),
+            cpu: crate::measure::cpu::ThreadCpu {
+                user: Duration::from_millis(100),
+                system: Duration::from_millis(300),
+                exact: Duration::from_millis(400),
+                ..Default::default()
+            },
+            io_uring: Some(uring(ns)),
+            ..SideReport::default()
+        };
+        let roles = Roles {
+            senders: vec![side(250_000_000), side(500_000_000)],
+            ..Roles::default()
+        };
+        let f = side_figures(&roles, Role::Sender, 2_000_000_000);
+        assert_eq!(f.sqpoll_cpu_seconds, Some(0.75));
+        assert!((f.cpu_seconds - 1.55).abs() < 1e-9, "{}", f.cpu_seconds);
+        assert!((f.cpu_system_seconds - 1.35).abs() < 1e-9);
+        assert!((f.cpu_user_seconds - 0.2).abs() < 1e-9);
+        assert!((f.cpu_seconds_per_gb.unwrap() - 0.775).abs() < 1e-9);
+        assert_eq!(f.io_uring.unwrap().submissions, 20);
+        // Without a polling thread: nothing added.
+        let plain = Roles {
+            senders: vec![SideReport {
+                io_uring: None,
+                ..side(0)
+            }],
+            ..Roles::default()
+        };
+        let f = side_figures(&plain, Role::Sender, 1);
+        assert_eq!((f.sqpoll_cpu_seconds, f.io_uring), (None, None));
+        assert!((f.cpu_seconds - 0.4).abs() < 1e-9);
+    }
+
+    #[test]
     fn a_side_is_never_above_one_core_per_thread() {
         let side = SideReport {
             elapsed: Some(Duration::from_micros(10)),

@@ -39,6 +39,11 @@ const TIMEOUT: u64 = u64::MAX - 1;
 const MULTI: u64 = u64::MAX - 2;
 /// user_data of a cancellation.
 const CANCEL: u64 = u64::MAX - 3;
+/// user_data of a deferred send.
+const DEFERRED: u64 = u64::MAX - 4;
+/// The largest send that may be deferred (copied into the ring's own buffer): copying
+/// more would cost more than the system call it saves.
+pub const DEFER_MAX: usize = 4096;
 /// The buffer group of the multishot receive's provided buffers.
 const BGID: u16 = 0x5b;
 /// Registered-buffer slots: what is sent, what is received.
@@ -301,6 +306,16 @@ pub struct Ring {
     results: Vec<i32>,
     /// Completions taken from the queue (kept to reuse its memory).
     cqes: Vec<cqueue::Entry>,
+    /// The copy a deferred send reads from, owned by the ring.
+    deferred: Vec<u8>,
+    /// A deferred send is queued or in flight.
+    deferred_pending: bool,
+    /// What the last deferred send completed with (taken by the next call).
+    deferred_result: Option<(i32, usize)>,
+    /// The last operation was a receive (a send now is an answer or the next request
+    /// of a request/response exchange: deferring it to the receive that follows saves
+    /// a system call).
+    last_was_read: bool,
 }
 
 fn is_socket(fd: RawFd) -> bool {
@@ -407,6 +422,10 @@ impl Ring {
             used,
             results: Vec::new(),
             cqes: Vec::new(),
+            deferred: Vec::new(),
+            deferred_pending: false,
+            deferred_result: None,
+            last_was_read: false,
         })
     }
 
@@ -429,20 +448,19 @@ impl Ring {
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "descriptor not registered"))
     }
 
-    /// The entry of `op`; `whole`: a stream socket's write must go out whole
-    /// (`MSG_WAITALL`: the kernel retries a partial send itself); `link`: in a chain, a
-    /// socket's write is a `send` (a short `write` would cut the chain).
-    fn entry(&mut self, op: Op, whole: bool, link: bool) -> io::Result<squeue::Entry> {
+    /// The submission entry of `op`.
+    fn entry(&mut self, op: Op) -> io::Result<squeue::Entry> {
         Ok(match op {
             Op::Write { fd, p, len } => {
                 let (f, socket) = self.fixed(fd)?;
                 let len32 = len.min(u32::MAX as usize) as u32;
-                if socket && (whole || link) {
-                    // SEND takes no registered buffer (only SEND_ZC does), but it can
-                    // be told to go out whole, and a short one does not cut a chain.
-                    let flags = if whole { libc::MSG_WAITALL } else { 0 };
+                if socket {
+                    // A socket's write is a SEND told to go out whole, as a blocking
+                    // write does (the kernel finishes a partial one itself, and a short
+                    // one would cut a chain); SEND takes no registered buffer (only
+                    // SEND_ZC does).
                     opcode::Send::new(f, p, len32)
-                        .flags(flags | libc::MSG_NOSIGNAL)
+                        .flags(libc::MSG_WAITALL | libc::MSG_NOSIGNAL)
                         .build()
                 } else if let Some(i) = self.registry.lookup(
                     &self.ring,
@@ -484,13 +502,7 @@ impl Ring {
     /// one go, and wait until every one has completed; their results go to
     /// `self.results`. With `timeout`, a wait that sees nothing for that long cancels
     /// them (their results: `-ECANCELED`).
-    fn run(
-        &mut self,
-        ops: &[Op],
-        whole: bool,
-        link: bool,
-        timeout: Option<Duration>,
-    ) -> io::Result<()> {
+    fn run(&mut self, ops: &[Op], link: bool, timeout: Option<Duration>) -> io::Result<()> {
         let n = ops.len();
         debug_assert!(n > 0 && n + 2 <= self.capacity);
         self.results.clear();
@@ -499,7 +511,7 @@ impl Ring {
         let ts = single_timeout.map(timespec);
         let mut entries = Vec::with_capacity(n);
         for (i, &op) in ops.iter().enumerate() {
-            let mut e = self.entry(op, whole, link)?.user_data(i as u64);
+            let mut e = self.entry(op)?.user_data(i as u64);
             if (link && i + 1 < n) || ts.is_some() {
                 e = e.flags(squeue::Flags::IO_LINK);
             }
@@ -521,7 +533,7 @@ impl Ring {
             }
         }
         self.used.submissions += 1;
-        let mut want = n + usize::from(ts.is_some());
+        let mut want = n + usize::from(ts.is_some()) + usize::from(self.deferred_pending);
         let mut cancelled = false;
         let batch_timeout = timeout.filter(|_| n > 1 && self.ring.params().is_feature_ext_arg());
         while want > 0 {
@@ -564,6 +576,11 @@ impl Ring {
                 match cqe.user_data() {
                     MULTI => self.multi_completion(cqe),
                     TIMEOUT | CANCEL => want -= 1,
+                    DEFERRED => {
+                        self.deferred_pending = false;
+                        self.deferred_result = Some((cqe.result(), self.deferred.len()));
+                        want -= 1;
+                    }
                     i if (i as usize) < n => {
                         self.results[i as usize] = cqe.result();
                         want -= 1;
@@ -573,7 +590,55 @@ impl Ring {
             }
             self.cqes = cqes;
         }
-        Ok(())
+        self.deferred_outcome()
+    }
+
+    /// The error of the last deferred send, if it failed or went out short (once).
+    fn deferred_outcome(&mut self) -> io::Result<()> {
+        match self.deferred_result.take() {
+            Some((r, _)) if r < 0 => Err(io::Error::new(
+                io::Error::from_raw_os_error(-r).kind(),
+                format!(
+                    "an earlier send failed: {}",
+                    io::Error::from_raw_os_error(-r)
+                ),
+            )),
+            Some((r, len)) if r as usize != len => Err(io::Error::other(format!(
+                "an earlier send went out short: {r} of {len} bytes"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Submit a deferred send still queued and wait for it.
+    ///
+    /// # Errors
+    /// The deferred send's error.
+    pub fn flush(&mut self) -> io::Result<()> {
+        while self.deferred_pending {
+            self.used.submissions += 1;
+            match self.ring.submitter().submit_and_wait(1) {
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)
+                    ) => {}
+                Err(e) => return Err(e),
+            }
+            let cqes: Vec<cqueue::Entry> = self.ring.completion().collect();
+            for cqe in &cqes {
+                match cqe.user_data() {
+                    DEFERRED => {
+                        self.deferred_pending = false;
+                        self.deferred_result = Some((cqe.result(), self.deferred.len()));
+                    }
+                    MULTI => self.multi_completion(cqe),
+                    _ => {}
+                }
+            }
+        }
+        self.deferred_outcome()
     }
 
     /// `write(2)` through the ring.
@@ -581,12 +646,15 @@ impl Ring {
     /// # Errors
     /// As `write(2)`.
     pub fn write(&mut self, fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+        if self.last_was_read && buf.len() <= DEFER_MAX && !buf.is_empty() {
+            return self.write_deferred(fd, buf);
+        }
         let op = Op::Write {
             fd,
             p: buf.as_ptr(),
             len: buf.len(),
         };
-        self.run(&[op], false, false, None)?;
+        self.run(&[op], false, None)?;
         result(self.results[0])
     }
 
@@ -606,8 +674,38 @@ impl Ring {
             len: buf.len(),
             flags: None,
         };
-        self.run(&[op], false, false, timeout)?;
+        self.run(&[op], false, timeout)?;
+        self.last_was_read = true;
         result(self.results[0])
+    }
+
+    /// A small send right after a receive (an answer, or a request/response exchange's
+    /// next request): copied into the ring's own buffer and queued, to be submitted with
+    /// the next call's operations, in the same `io_uring_enter` (so a round trip costs
+    /// one system call per side, not two). Returns the length at once; the kernel's
+    /// result comes with the next call, which fails if this send did; [`Ring::flush`]
+    /// submits it on its own.
+    fn write_deferred(&mut self, fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+        self.flush()?;
+        self.last_was_read = false;
+        let (f, socket) = self.fixed(fd)?;
+        self.deferred.clear();
+        self.deferred.extend_from_slice(buf);
+        let (p, len) = (self.deferred.as_ptr(), self.deferred.len() as u32);
+        let e = if socket {
+            opcode::Send::new(f, p, len)
+                .flags(libc::MSG_WAITALL | libc::MSG_NOSIGNAL)
+                .build()
+        } else {
+            opcode::Write::new(f, p, len).offset(u64::MAX).build()
+        }
+        .user_data(DEFERRED);
+        // SAFETY: the copy is the ring's own; it is neither changed nor freed while the
+        // send is pending (the next deferral flushes first, and Drop flushes or leaks).
+        unsafe { self.ring.submission().push(&e) }
+            .map_err(|_| io::Error::other("submission queue full"))?;
+        self.deferred_pending = true;
+        Ok(buf.len())
     }
 
     /// The most operations one submission of a call carries.
@@ -624,6 +722,7 @@ impl Ring {
     /// # Errors
     /// The first failed write's error.
     pub fn write_repeated(&mut self, fd: RawFd, buf: &[u8], n: usize) -> io::Result<(u64, u64)> {
+        self.flush()?;
         let before = self.used.submissions;
         let mut done = 0u64;
         let len = buf.len();
@@ -641,7 +740,7 @@ impl Ring {
                 });
                 first = 0;
             }
-            self.run(&ops, true, true, None)?;
+            self.run(&ops, true, None)?;
             let mut cut = false;
             for (i, &r) in self.results.iter().enumerate() {
                 if cut {
@@ -695,7 +794,7 @@ impl Ring {
                 len: m.len(),
             })
             .collect();
-        self.run(&ops, false, true, None)?;
+        self.run(&ops, true, None)?;
         let mut sent = 0;
         for (i, &r) in self.results.iter().enumerate() {
             match r {
@@ -740,7 +839,7 @@ impl Ring {
                 flags: Some(if i == 0 { 0 } else { libc::MSG_DONTWAIT }),
             })
             .collect();
-        self.run(&ops, false, true, timeout)?;
+        self.run(&ops, true, timeout)?;
         let mut got = 0;
         for (i, &r) in self.results.iter().enumerate() {
             match r {
@@ -800,6 +899,7 @@ impl Ring {
     /// The receive's error; `Unsupported` if the pool cannot be set up (the caller reads
     /// instead).
     pub fn recv_multishot(&mut self, fd: RawFd, count: u16, size: usize) -> io::Result<usize> {
+        self.flush()?;
         if self.pool.is_none() {
             let count = count.clamp(2, 1 << 14).next_power_of_two();
             self.pool = Some(
@@ -880,6 +980,10 @@ impl Ring {
 
 impl Drop for Ring {
     fn drop(&mut self) {
+        if self.deferred_pending && self.flush().is_err() && self.deferred_pending {
+            // The kernel may still read the copy: leak it rather than free it.
+            std::mem::forget(std::mem::take(&mut self.deferred));
+        }
         if !self.multi.armed {
             if self.pool.is_some() {
                 let _ = self.ring.submitter().unregister_buf_ring(BGID);
@@ -1047,6 +1151,35 @@ mod tests {
         repeated_writes_through(w.into_raw_fd(), std::fs::File::from(r), true, 300_000, 1000);
         let (r, w) = nix::unistd::pipe().unwrap();
         repeated_writes_through(w.into_raw_fd(), std::fs::File::from(r), true, 4096, 8);
+    }
+
+    #[test]
+    fn a_send_after_a_receive_goes_with_the_next_call_and_its_error_comes_back() {
+        if probe().is_err() {
+            return;
+        }
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let mut ring = ring_for(&a, &a, 1);
+        let fd = a.as_raw_fd();
+        let mut buf = [0u8; 16];
+        b.write_all(b"ping").unwrap();
+        assert_eq!(ring.read(fd, &mut buf, None).unwrap(), 4);
+        let before = ring.used().submissions;
+        // Deferred: queued, nothing submitted yet.
+        assert_eq!(ring.write(fd, b"pong").unwrap(), 4);
+        assert_eq!(ring.used().submissions, before);
+        b.write_all(b"ping").unwrap();
+        // One submission carries the send and the receive.
+        assert_eq!(ring.read(fd, &mut buf, None).unwrap(), 4);
+        assert_eq!(ring.used().submissions, before + 1);
+        let mut got = [0u8; 4];
+        b.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"pong");
+        // A deferred send that fails fails the next call.
+        assert_eq!(ring.write(fd, b"late").unwrap(), 4);
+        drop(b);
+        let e = ring.flush().unwrap_err();
+        assert!(e.to_string().contains("an earlier send failed"), "{e}");
     }
 
     #[test]

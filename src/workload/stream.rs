@@ -1138,6 +1138,33 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_needs_datagrams_or_io_uring_and_the_engines_own_calls() {
+        let why = refused(&["-t", "unix", "-e", "epoll", "--batch", "4"]);
+        assert!(
+            why.contains("--batch 4 over unix with the epoll engine")
+                && why.contains("--engine io-uring"),
+            "{why}"
+        );
+        let why = refused(&["-t", "udp", "--batch", "4", "--send", "sendfile"]);
+        assert!(why.contains("--batch 4 with --send sendfile"), "{why}");
+        for ok in [
+            &[
+                "-t",
+                "udp,unix-dgram",
+                "-e",
+                "blocking,epoll",
+                "--batch",
+                "32",
+            ][..],
+            &["-t", "tcp,unix,pipe,udp", "-e", "io-uring", "--batch", "8"],
+            &["-t", "tcp", "-e", "blocking", "--batch", "1"],
+        ] {
+            let p = plan(ok).unwrap_or_else(|e| panic!("{ok:?}: {e:?}"));
+            assert!(p.scenarios.iter().all(|s| s.extras.batch >= 1));
+        }
+    }
+
+    #[test]
     fn under_all_a_refused_combination_is_a_skip_with_the_reason() {
         let p = plan(&["-t", "all", "--send", "zerocopy"]).unwrap();
         let ran: Vec<_> = p.scenarios.iter().map(|s| s.transport).collect();
