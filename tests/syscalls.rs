@@ -1,7 +1,8 @@
 //! Each engine proven by what it makes the kernel do, counted by `strace -f -c` (not by
 //! sockbench): epoll waits in epoll_wait, poll in poll, io-uring submits through
-//! io_uring_enter (once per round trip and side) and never calls recvfrom or sendto, nonblocking retries on EAGAIN, and
-//! blocking never waits anywhere but in the transfer itself. An engine that silently fell
+//! io_uring_enter (once per round trip and side) and never calls recvfrom or sendto,
+//! nonblocking retries on EAGAIN, and blocking never waits anywhere but in the transfer
+//! itself. An engine that silently fell
 //! back to the blocking path fails here.
 
 mod common;
