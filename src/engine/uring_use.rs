@@ -13,8 +13,8 @@ pub struct UringUse {
     /// Submissions: batches of operations handed to the kernel (each one io_uring_enter,
     /// unless a kernel thread polls the queue).
     pub submissions: u64,
-    /// Operations that went out on a registered buffer (WRITE_FIXED, READ_FIXED, or SEND
-    /// with IORING_RECVSEND_FIXED_BUF); 0: registered buffers were not used.
+    /// Operations on a registered buffer (WRITE_FIXED, READ_FIXED: pipes and FIFOs; a
+    /// socket's SEND and RECV take none); 0: registered buffers were not used.
     pub fixed_operations: u64,
     /// Completions of multishot receives (IORING_RECV_MULTISHOT, or a multishot read on
     /// pipes); 0: no multishot receive ran.

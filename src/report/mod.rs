@@ -187,10 +187,11 @@ pub struct SideFigures {
     /// it ended (null where unknown).
     pub on_cpu: Vec<OnCpu>,
     /// With `--batch`: batches this role handed to the kernel (system calls, or ring
-    /// submissions on io-uring); null without `--batch`.
+    /// submissions on io-uring); null without `--batch`, except on io-uring's stream,
+    /// which always counts its submissions.
     #[serde(default)]
     pub calls: Option<u64>,
-    /// With `--batch`: messages per call (messages / calls); null without `--batch`.
+    /// With `--batch`: messages per call (messages / calls); null where `calls` is.
     #[serde(default)]
     pub messages_per_call: Option<f64>,
 }
