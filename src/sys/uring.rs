@@ -985,9 +985,13 @@ impl Ring {
 
 impl Drop for Ring {
     fn drop(&mut self) {
-        if self.deferred_pending && self.flush().is_err() && self.deferred_pending {
-            // The kernel may still read the copy: leak it rather than free it.
-            std::mem::forget(std::mem::take(&mut self.deferred));
+        if self.deferred_pending {
+            // Its error has no one to go to now.
+            let _ = self.flush();
+            if self.deferred_pending {
+                // The kernel may still read the copy: leak it rather than free it.
+                std::mem::forget(std::mem::take(&mut self.deferred));
+            }
         }
         if !self.multi.armed {
             if self.pool.is_some() {
