@@ -524,6 +524,11 @@ impl Ring {
         }
         {
             let mut sq = self.ring.submission();
+            // All or nothing: an entry left queued by a failed call would point at
+            // memory its caller no longer lends.
+            if sq.capacity() - sq.len() < entries.len() + usize::from(ts.is_some()) {
+                return Err(io::Error::other("submission queue full"));
+            }
             for e in &entries {
                 // SAFETY: every buffer an entry points at is borrowed by the caller for
                 // this call, and this function returns only once every entry has
@@ -1189,6 +1194,51 @@ mod tests {
         drop(b);
         let e = ring.flush().unwrap_err();
         assert!(e.to_string().contains("an earlier send failed"), "{e}");
+    }
+
+    #[test]
+    fn a_buffer_is_registered_when_it_comes_back_and_replaced_by_the_next() {
+        if probe().is_err() {
+            return;
+        }
+        use std::os::fd::AsRawFd;
+        let (r, w) = nix::unistd::pipe().unwrap();
+        let (r, w) = (std::fs::File::from(r), std::fs::File::from(w));
+        let mut ring = Ring::new(
+            Some(w.as_raw_fd()),
+            Some(r.as_raw_fd()),
+            RingOptions {
+                in_flight: 1,
+                sqpoll_idle: None,
+            },
+        )
+        .unwrap();
+        let fd = w.as_raw_fd();
+        let (a, b) = ([1u8; 100], [2u8; 100]);
+        let fixed = |ring: &Ring| ring.used().fixed_ops;
+        ring.write(fd, &a).unwrap();
+        assert_eq!(fixed(&ring), 0, "seen once: a plain write");
+        ring.write(fd, &a).unwrap();
+        ring.write(fd, &a[..10]).unwrap();
+        assert_eq!(fixed(&ring), 2, "seen again, and a part of it: registered");
+        ring.write(fd, &b).unwrap();
+        assert_eq!(fixed(&ring), 2, "another buffer: plain, once");
+        ring.write(fd, &b).unwrap();
+        ring.write(fd, &a).unwrap();
+        assert_eq!(fixed(&ring), 3, "b replaced a in the slot");
+        // What went through the pipe is what each write was given, in order.
+        let mut got = vec![0u8; 510];
+        let mut r = r;
+        r.read_exact(&mut got).unwrap();
+        let want: Vec<u8> = [&a[..], &a, &a[..10], &b, &b, &a].concat();
+        assert!(got == want);
+        // Reads have their own slot.
+        let mut into = [0u8; 10];
+        nix::unistd::write(&w, &[9u8; 20]).unwrap();
+        ring.read(r.as_raw_fd(), &mut into, None).unwrap();
+        ring.read(r.as_raw_fd(), &mut into, None).unwrap();
+        assert_eq!(fixed(&ring), 4);
+        assert_eq!(into, [9u8; 10]);
     }
 
     #[test]
