@@ -92,6 +92,9 @@ pub struct WireSide {
     pub sequence: Option<(u64, u64)>,
     /// The sender's close time.
     pub close_ns: Option<u64>,
+    /// io-uring: the ring's features used, its submissions and `--sqpoll` thread's CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_uring: Option<crate::engine::uring_use::UringUse>,
     /// The CPU at the interval's start and end.
     pub on_cpu: (Option<u32>, Option<u32>),
     /// Where the role's thread ran (sampled CPUs, migrations).
@@ -145,6 +148,7 @@ impl From<&SideReport> for WireSide {
             late: r.late,
             sequence: r.sequence.map(|s| (s.reordered, s.duplicated)),
             close_ns: r.close.map(nanos),
+            io_uring: r.io_uring.clone(),
             on_cpu: r.on_cpu,
             placement: r.placement.clone(),
             send: r.send,
@@ -257,6 +261,7 @@ impl WireSide {
                 .close_ns
                 .map(|n| duration("close time", n))
                 .transpose()?,
+            io_uring: self.io_uring,
             on_cpu: self.on_cpu,
             placement: self.placement.map(checked_trace).transpose()?,
             send: self.send.map(checked_send).transpose()?,
@@ -410,6 +415,14 @@ mod tests {
                 duplicated: 6,
             }),
             close: Some(Duration::from_micros(40)),
+            io_uring: Some(crate::engine::uring_use::UringUse {
+                submissions: 12,
+                fixed_operations: 3,
+                multishot_completions: 40,
+                sqpoll: true,
+                sqpoll_cpu_ns: Some(9_000_000),
+                notes: vec!["a note".into()],
+            }),
             on_cpu: (Some(0), Some(1)),
             placement: Some(Trace {
                 cpu_ns: vec![(0, 600), (1, 400)],

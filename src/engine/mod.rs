@@ -14,6 +14,7 @@ pub mod readiness;
 mod tokio_rt;
 #[cfg(feature = "io-uring")]
 mod uring;
+pub mod uring_use;
 
 use std::fmt;
 use std::io;
@@ -110,6 +111,19 @@ impl EngineKind {
         self.engine_with(RuntimeKind::Current)
     }
 
+    /// The engine implementation for a scenario's options: the async engine's runtime,
+    /// the io-uring engine's operations in flight (`--batch`) and `--sqpoll`.
+    pub fn engine_for(self, extras: &crate::plan::WorkloadOptions) -> Box<dyn Engine> {
+        match self {
+            #[cfg(feature = "io-uring")]
+            EngineKind::IoUring => Box::new(uring::Uring {
+                in_flight: extras.batch,
+                sqpoll: extras.sqpoll,
+            }),
+            _ => self.engine_with(extras.runtime),
+        }
+    }
+
     /// The engine implementation, the async engine with the given runtime.
     pub fn engine_with(self, _runtime: RuntimeKind) -> Box<dyn Engine> {
         match self {
@@ -118,7 +132,7 @@ impl EngineKind {
             EngineKind::Poll => Box::new(poll::Poll),
             EngineKind::Epoll => Box::new(epoll::Epoll),
             #[cfg(feature = "io-uring")]
-            EngineKind::IoUring => Box::new(uring::Uring),
+            EngineKind::IoUring => Box::new(uring::Uring::default()),
             #[cfg(not(feature = "io-uring"))]
             EngineKind::IoUring => Box::new(Missing("io-uring")),
             #[cfg(feature = "async")]

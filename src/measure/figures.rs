@@ -27,10 +27,18 @@ pub fn side_figures(roles: &Roles, role: Role, bytes: u64) -> SideFigures {
         });
     // A thread cannot use more than one core: on an interval of a few microseconds the
     // clock reads themselves could make it look so.
-    let total = cpu
+    let threads = cpu
         .total()
         .as_secs_f64()
         .min(secs * sides.len().max(1) as f64);
+    // io-uring `--sqpoll`: the ring's kernel thread works for this role alone, so its
+    // CPU (all kernel time) is the role's too (at most one core per stream as well).
+    let io_uring = crate::engine::uring_use::UringUse::total(sides.iter().map(|s| &s.io_uring));
+    let sqpoll = io_uring
+        .as_ref()
+        .and_then(|u| u.sqpoll_cpu())
+        .map(|d| d.as_secs_f64().min(secs * sides.len().max(1) as f64));
+    let total = threads + sqpoll.unwrap_or(0.0);
     let messages: u64 = sides.iter().map(|s| s.messages).sum();
     let calls = sides
         .iter()
@@ -53,10 +61,12 @@ pub fn side_figures(roles: &Roles, role: Role, bytes: u64) -> SideFigures {
         },
         duration_seconds: secs,
         cpu_seconds: total,
-        cpu_user_seconds: cpu.user.as_secs_f64().min(total),
-        cpu_system_seconds: cpu.system.as_secs_f64().min(total),
+        cpu_user_seconds: cpu.user.as_secs_f64().min(threads),
+        cpu_system_seconds: cpu.system.as_secs_f64().min(threads) + sqpoll.unwrap_or(0.0),
         cpu_utilization: if secs > 0.0 { total / secs } else { 0.0 },
         cpu_seconds_per_gb: (bytes > 0).then(|| total / (bytes as f64 / 1e9)),
+        sqpoll_cpu_seconds: sqpoll,
+        io_uring,
         voluntary_context_switches: cpu.voluntary_switches,
         involuntary_context_switches: cpu.involuntary_switches,
         counters: crate::measure::counters::side(
@@ -435,6 +445,50 @@ mod tests {
             ..Roles::default()
         };
         assert_eq!(side_figures(&none, Role::Sender, 0).messages_per_call, None);
+    }
+
+    #[test]
+    fn a_polling_kernel_threads_cpu_is_the_roles_kernel_time() {
+        let uring = |ns| crate::engine::uring_use::UringUse {
+            submissions: 10,
+            sqpoll: true,
+            sqpoll_cpu_ns: Some(ns),
+            ..Default::default()
+        };
+        let side = |ns| SideReport {
+            bytes: 1_000_000_000,
+            elapsed: Some(Duration::from_secs(1)),
+            cpu: crate::measure::cpu::ThreadCpu {
+                user: Duration::from_millis(100),
+                system: Duration::from_millis(300),
+                exact: Duration::from_millis(400),
+                ..Default::default()
+            },
+            io_uring: Some(uring(ns)),
+            ..SideReport::default()
+        };
+        let roles = Roles {
+            senders: vec![side(250_000_000), side(500_000_000)],
+            ..Roles::default()
+        };
+        let f = side_figures(&roles, Role::Sender, 2_000_000_000);
+        assert_eq!(f.sqpoll_cpu_seconds, Some(0.75));
+        assert!((f.cpu_seconds - 1.55).abs() < 1e-9, "{}", f.cpu_seconds);
+        assert!((f.cpu_system_seconds - 1.35).abs() < 1e-9);
+        assert!((f.cpu_user_seconds - 0.2).abs() < 1e-9);
+        assert!((f.cpu_seconds_per_gb.unwrap() - 0.775).abs() < 1e-9);
+        assert_eq!(f.io_uring.unwrap().submissions, 20);
+        // Without a polling thread: nothing added.
+        let plain = Roles {
+            senders: vec![SideReport {
+                io_uring: None,
+                ..side(0)
+            }],
+            ..Roles::default()
+        };
+        let f = side_figures(&plain, Role::Sender, 1);
+        assert_eq!((f.sqpoll_cpu_seconds, f.io_uring), (None, None));
+        assert!((f.cpu_seconds - 0.4).abs() < 1e-9);
     }
 
     #[test]

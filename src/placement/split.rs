@@ -98,7 +98,7 @@ impl LocalRoles {
         role_of: &[Role],
         ends: Vec<(Box<dyn Conn>, Option<workload::Endpoint>)>,
     ) -> anyhow::Result<LocalRoles> {
-        let engine = sc.engine.engine_with(sc.extras.runtime);
+        let engine = sc.engine.engine_for(&sc.extras);
         let work = spec(sc.workload).roles(sc, stop);
         let start = StartLine::for_scenario(ends.len() + 1, sc);
         let (tx, rx) = mpsc::channel();

@@ -120,7 +120,7 @@ impl Placement for Threads {
             None
         };
         let opts = self.transport_options(sc, dir.as_ref());
-        let engine = sc.engine.engine_with(sc.extras.runtime);
+        let engine = sc.engine.engine_for(&sc.extras);
         let workload = spec(sc.workload).roles(sc, stop);
         let streams = sc.parallel as usize;
         let mut pairs = Vec::with_capacity(streams);

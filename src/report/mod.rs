@@ -172,6 +172,15 @@ pub struct SideFigures {
     pub cpu_utilization: f64,
     /// CPU seconds (user + system) per 10^9 payload bytes; null if nothing moved.
     pub cpu_seconds_per_gb: Option<f64>,
+    /// `--sqpoll`: CPU seconds of the role's io_uring polling kernel threads (one per
+    /// stream, read from /proc at the end of the interval); already counted in
+    /// `cpu_seconds`, `cpu_system_seconds`, `cpu_utilization` and `cpu_seconds_per_gb`.
+    #[serde(default)]
+    pub sqpoll_cpu_seconds: Option<f64>,
+    /// io-uring engine: what the role's rings used (registered buffers, multishot
+    /// receive, a polling thread) and their submissions; null for other engines.
+    #[serde(default)]
+    pub io_uring: Option<crate::engine::uring_use::UringUse>,
     /// Voluntary context switches.
     pub voluntary_context_switches: u64,
     /// Involuntary context switches.
@@ -201,10 +210,11 @@ pub struct SideFigures {
     #[serde(default)]
     pub involuntary_switches_per_message: Option<f64>,
     /// With `--batch`: batches this role handed to the kernel (system calls, or ring
-    /// submissions on io-uring); null without `--batch`.
+    /// submissions on io-uring); null without `--batch`, except on io-uring's stream,
+    /// which always counts its submissions.
     #[serde(default)]
     pub calls: Option<u64>,
-    /// With `--batch`: messages per call (messages / calls); null without `--batch`.
+    /// With `--batch`: messages per call (messages / calls); null where `calls` is.
     #[serde(default)]
     pub messages_per_call: Option<f64>,
 }

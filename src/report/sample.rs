@@ -54,6 +54,8 @@ fn side(cpu: f64) -> SideFigures {
         messages_per_second: 1000.0,
         cpu_utilization: cpu,
         cpu_seconds_per_gb: Some(0.25),
+        sqpoll_cpu_seconds: None,
+        io_uring: None,
         voluntary_context_switches: 10,
         involuntary_context_switches: 1,
         on_cpu: vec![super::OnCpu {

@@ -333,6 +333,41 @@ pub trait Conn: Send {
             _ => Ok(0),
         }
     }
+    /// Byte streams: write all of `buf`, `n` times in a row, the buffer borrowed for the
+    /// call, in as few submissions as this end can (io-uring: up to `n` writes in flight
+    /// at once, in order); returns once every write completed. By default: `send` in a
+    /// loop over partial writes, one call each.
+    ///
+    /// # Errors
+    /// As `send`; what went out before the error is lost to the count.
+    fn send_repeated(&mut self, buf: &[u8], n: usize) -> io::Result<Repeated> {
+        let mut done = Repeated::default();
+        for _ in 0..n {
+            let mut off = 0;
+            while off < buf.len() {
+                done.calls += 1;
+                match self.send(&buf[off..]) {
+                    Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                    Ok(k) => off += k,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            done.bytes += buf.len() as u64;
+        }
+        Ok(done)
+    }
+    /// Byte streams: receive the next bytes where this end likes, into `buf` or into
+    /// buffers of its own (io-uring: a multishot receive into provided buffers, handed
+    /// back unread); returns how many arrived, 0 at the end. By default: `recv`.
+    fn recv_stream(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.recv(buf)
+    }
+    /// io-uring: what the ring of this end used and did so far (`None` for other
+    /// engines, or before the ring's first operation).
+    fn uring(&self) -> Option<crate::engine::uring_use::UringUse> {
+        None
+    }
     /// Tell the receiver that no more data follows: shut down, close, or send the
     /// transport's end marker (an empty message on message transports).
     fn finish(&mut self) -> io::Result<()>;
@@ -366,6 +401,16 @@ pub trait Conn: Send {
     fn waker(&self) -> Option<Waker> {
         None
     }
+}
+
+/// What [`Conn::send_repeated`] did: the bytes the kernel reported written and the calls
+/// (submissions) that took.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Repeated {
+    /// Bytes written, as the kernel reported them.
+    pub bytes: u64,
+    /// System calls or ring submissions made.
+    pub calls: u64,
 }
 
 /// Wakes a role blocked on its end (see [`Conn::waker`]).

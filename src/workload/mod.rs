@@ -101,6 +101,9 @@ pub struct SideReport {
     pub sequence: Option<SequenceCounts>,
     /// How long the sender took to end the data and release its end (stream).
     pub close: Option<Duration>,
+    /// io-uring: what this end's ring used and did, with its `--sqpoll` thread's CPU
+    /// (read at the end of the interval; counted in the role's CPU figures).
+    pub io_uring: Option<crate::engine::uring_use::UringUse>,
     /// The CPU this role's thread ran on when its interval started and when it ended.
     pub on_cpu: (Option<u32>, Option<u32>),
     /// Where this role's thread ran over the interval (sampled CPUs, migrations).
@@ -564,6 +567,7 @@ impl Meter {
             socket_buffers: conn.socket_buffers(),
             on_cpu: (self.on_cpu, crate::measure::cpu::current_cpu()),
             placement: crate::measure::placement::end(),
+            io_uring: conn.uring(),
             ..SideReport::default()
         }
     }

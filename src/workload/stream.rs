@@ -59,6 +59,9 @@ pub struct Stream {
     pub send: SendMethod,
     /// How the receiver receives.
     pub recv: RecvMethod,
+    /// Messages per call (`--batch`): datagrams per `send_batch`/`recv_batch`, or a byte
+    /// stream's writes in flight at once (`send_repeated`, io-uring).
+    pub batch: usize,
 }
 
 /// How long a zero-copy sender waits, after its last send, for the kernel to report the
@@ -239,12 +242,30 @@ impl Workload for Stream {
         let mut live = Publisher::new(side.start.live(), Role::Sender, side.conn.send_fd());
         let (mut bytes, mut messages, mut interrupted) = (0u64, 0u64, false);
         let mut until_check = check_every;
+        let mut calls = 0u64;
         while messages < limit_msgs {
             let len = (limit_bytes - bytes).min(self.size as u64) as usize;
-            how.send(side.conn.as_mut(), &buf[..len], self.framing)?;
-            bytes += len as u64;
-            messages += 1;
-            until_check -= 1;
+            let sent = if self.batch > 1 {
+                // Whole messages only: a short last one (--bytes) goes on its own.
+                let n = if len == self.size {
+                    let whole = (limit_bytes - bytes) / self.size as u64;
+                    (self.batch as u64)
+                        .min(limit_msgs - messages)
+                        .min(whole.max(1))
+                } else {
+                    1
+                };
+                let (b, m) = self.send_many(side.conn.as_mut(), &buf[..len], n as usize)?;
+                calls += m.1;
+                bytes += b;
+                m.0
+            } else {
+                how.send(side.conn.as_mut(), &buf[..len], self.framing)?;
+                bytes += len as u64;
+                1
+            };
+            messages += sent;
+            until_check = until_check.saturating_sub(sent);
             if until_check == 0 {
                 until_check = check_every;
                 live.publish(bytes, messages);
@@ -285,6 +306,7 @@ impl Workload for Stream {
             interrupted,
             close: Some(close),
             send: Some(send),
+            calls: self.calls(calls, &measured),
             ..measured
         })
     }
@@ -300,14 +322,45 @@ impl Workload for Stream {
         let meter = Meter::start(&side.start);
         let t0 = meter.t0();
         let mut live = Publisher::new(side.start.live(), Role::Receiver, None);
-        let (mut bytes, mut reads) = (0u64, 0u64);
+        let (mut bytes, mut reads, mut calls) = (0u64, 0u64, 0u64);
         let mut quiet = Duration::ZERO;
+        let batched = self.batch > 1 && self.framing == Framing::Message;
+        let mut many = if batched {
+            Some((buffer(self.size * self.batch, 0)?, vec![0usize; self.batch]))
+        } else {
+            None
+        };
         loop {
-            match side.conn.recv(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => {
+            calls += 1;
+            let got = match &mut many {
+                Some((store, lens)) => {
+                    let mut bufs: Vec<&mut [u8]> = store.chunks_mut(self.size).collect();
+                    side.conn.recv_batch(&mut bufs, lens).map(|k| {
+                        let lens = &lens[..k];
+                        // Everything up to the end marker (an empty message).
+                        let end = lens.iter().position(|&l| l == 0);
+                        let data = &lens[..end.unwrap_or(k)];
+                        reads += data.len() as u64;
+                        bytes += data.iter().map(|&l| l as u64).sum::<u64>();
+                        if end.is_some() {
+                            0
+                        } else {
+                            k
+                        }
+                    })
+                }
+                None => match self.framing {
+                    Framing::Stream => side.conn.recv_stream(&mut buf),
+                    Framing::Message => side.conn.recv(&mut buf),
+                }
+                .inspect(|&n| {
                     bytes += n as u64;
-                    reads += 1;
+                    reads += u64::from(n > 0);
+                }),
+            };
+            match got {
+                Ok(0) => break,
+                Ok(_) => {
                     if live.is_on() {
                         live.publish(bytes, self.messages_in(bytes, reads));
                     }
@@ -333,6 +386,7 @@ impl Workload for Stream {
         Ok(SideReport {
             bytes,
             messages,
+            calls: self.calls(calls, &measured),
             recv: Some(RecvCounts {
                 method: RecvMethod::Read,
                 bytes_mapped: 0,
@@ -345,6 +399,45 @@ impl Workload for Stream {
 }
 
 impl Stream {
+    /// Send `n` copies of `msg` in as few calls as the connection can: a byte stream's
+    /// writes in flight at once (`send_repeated`), datagrams per `send_batch`. Returns
+    /// the bytes the kernel reported sent, and (messages, calls).
+    fn send_many(
+        &self,
+        conn: &mut dyn Conn,
+        msg: &[u8],
+        n: usize,
+    ) -> io::Result<(u64, (u64, u64))> {
+        match self.framing {
+            Framing::Stream => {
+                let r = conn.send_repeated(msg, n)?;
+                Ok((r.bytes, (n as u64, r.calls)))
+            }
+            Framing::Message => {
+                let msgs = vec![msg; n];
+                let sent = loop {
+                    match conn.send_batch(&msgs) {
+                        Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                        Ok(k) => break k,
+                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e),
+                    }
+                };
+                Ok(((sent * msg.len()) as u64, (sent as u64, 1)))
+            }
+        }
+    }
+
+    /// The calls (batches handed to the kernel) a role made, for messages per call:
+    /// with `--batch`, those it counted; on io-uring, the ring's submissions; else
+    /// unknown.
+    fn calls(&self, counted: u64, measured: &SideReport) -> Option<u64> {
+        match &measured.io_uring {
+            Some(u) => Some(u.submissions),
+            None => (self.batch > 1).then_some(counted),
+        }
+    }
+
     /// `--recv zerocopy`: TCP_ZEROCOPY_RECEIVE maps whole received pages into a region
     /// mapped on the socket (each call replaces what the last one mapped); the bytes it
     /// cannot map (the hint it returns) are read with recv(2) into `buf`. The receiver
@@ -769,7 +862,9 @@ impl Spec for StreamSpec {
     }
 
     fn refuses(&self, sc: &Scenario) -> Option<String> {
-        send_refusal(sc).or_else(|| recv_refusal(sc))
+        send_refusal(sc)
+            .or_else(|| recv_refusal(sc))
+            .or_else(|| batch_refusal(sc))
     }
 
     fn roles(&self, sc: &Scenario, stop: Stop) -> Arc<dyn Workload> {
@@ -780,6 +875,7 @@ impl Spec for StreamSpec {
             reliable: sc.transport.reliable(),
             send: sc.extras.send,
             recv: sc.extras.recv,
+            batch: sc.extras.batch.max(1) as usize,
         })
     }
 
@@ -893,6 +989,28 @@ fn recv_refusal(sc: &Scenario) -> Option<String> {
              TCP_ZEROCOPY_RECEIVE, poll, recv), so the {e} engine would not be what is measured; use --engine \
              blocking",
             e = sc.engine
+        )
+    })
+}
+
+/// Why `--batch` cannot be what `sc` asks, if it cannot.
+fn batch_refusal(sc: &Scenario) -> Option<String> {
+    let (n, t, e) = (sc.extras.batch, sc.transport, sc.engine);
+    if n <= 1 {
+        return None;
+    }
+    if sc.extras.send != SendMethod::Write || sc.extras.recv != RecvMethod::Read {
+        return Some(format!(
+            "--batch {n} with --send {} --recv {}: batches are of the engine's writes and reads; use --send write \
+             --recv read (the defaults), or drop --batch",
+            name(sc.extras.send),
+            name(sc.extras.recv)
+        ));
+    }
+    (t.framing() == Framing::Stream && e != EngineKind::IoUring).then(|| {
+        format!(
+            "--batch {n} over {t} with the {e} engine: a byte stream has no call that takes several writes \
+             (sendmmsg is for datagrams), so several in flight needs --engine io-uring; or drop --batch"
         )
     })
 }
@@ -1016,6 +1134,33 @@ mod tests {
             &["-t", "tcp,tcp6,udp,udp6", "--send", "zerocopy"],
         ] {
             assert!(plan(ok).is_ok(), "{ok:?}");
+        }
+    }
+
+    #[test]
+    fn a_batch_needs_datagrams_or_io_uring_and_the_engines_own_calls() {
+        let why = refused(&["-t", "unix", "-e", "epoll", "--batch", "4"]);
+        assert!(
+            why.contains("--batch 4 over unix with the epoll engine")
+                && why.contains("--engine io-uring"),
+            "{why}"
+        );
+        let why = refused(&["-t", "udp", "--batch", "4", "--send", "sendfile"]);
+        assert!(why.contains("--batch 4 with --send sendfile"), "{why}");
+        for ok in [
+            &[
+                "-t",
+                "udp,unix-dgram",
+                "-e",
+                "blocking,epoll",
+                "--batch",
+                "32",
+            ][..],
+            &["-t", "tcp,unix,pipe,udp", "-e", "io-uring", "--batch", "8"],
+            &["-t", "tcp", "-e", "blocking", "--batch", "1"],
+        ] {
+            let p = plan(ok).unwrap_or_else(|e| panic!("{ok:?}: {e:?}"));
+            assert!(p.scenarios.iter().all(|s| s.extras.batch >= 1));
         }
     }
 
