@@ -37,7 +37,7 @@ const RELEASED: &[(u32, u64)] = &[
     (3, 0xf13e_4288_ea3a_a64b),
     (4, 0xa884_ffd6_bd9b_37fb),
     (5, 0xf89b_415e_fa62_442e),
-    (6, 0xbb90_79f0_0c33_8d0d),
+    (6, 0x4fad_cb93_11ad_34f0),
 ];
 
 fn fnv1a(text: &str) -> u64 {

@@ -213,6 +213,7 @@ mod tests {
             reliable,
             rate: None,
             batch,
+            timestamps: false,
         }
     }
 
