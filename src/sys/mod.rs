@@ -7,7 +7,7 @@
 //! and the zero-copy receive of `stream --send`/`--recv` ([`zerocopy`]); and, for the
 //! relay's copy methods (`crate::copy`), the iovec arrays of `vectored`, the ring of
 //! `io-uring` and `io-uring-splice`, and `async`'s registration of borrowed sockets with
-//! tokio. Safe wrappers (`nix`, `socket2`) are used everywhere else.
+//! tokio; and `perf_event_open` for `--counters` ([`perf`]). Safe wrappers (`nix`, `socket2`) are used everywhere else.
 
 #[cfg(feature = "async")]
 pub mod async_fd;
