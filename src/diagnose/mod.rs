@@ -616,6 +616,11 @@ mod tests {
             placed(run(100, 20, 2.0), 0),
             placed(run(100, 25, 2.0), 1),
         ]));
+        // Exactly 1.3x is not more than 1.3x (below 2048 ns the histogram is exact).
+        assert!(!warned(&[
+            placed(run_ns(100, 1000, 2.0), 0),
+            placed(run_ns(100, 1300, 2.0), 1),
+        ]));
         // Just over 1.3x, apart: explained.
         assert!(warned(&[
             placed(run(100, 20, 2.0), 0),

@@ -186,7 +186,8 @@ impl Publisher {
     }
 
     /// Whether anything is listening (`--interval`): check before computing costly
-    /// arguments for [`Publisher::publish`].
+    /// arguments for [`Publisher::publish`]. Like a publication, it is a tick of the CPU
+    /// sampler (`measure::placement`).
     #[inline]
     pub fn is_on(&self) -> bool {
         self.ticker.tick();
