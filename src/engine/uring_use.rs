@@ -74,7 +74,7 @@ mod tests {
     fn uses_add_up_over_streams_and_notes_are_not_repeated() {
         let u = |subs, cpu: Option<u64>| UringUse {
             submissions: subs,
-            fixed_operations: 2,
+            fixed_operations: subs + 1,
             multishot_completions: 1,
             sqpoll: cpu.is_some(),
             sqpoll_cpu_ns: cpu,
@@ -83,7 +83,7 @@ mod tests {
         let t = UringUse::total(&[Some(u(3, Some(10))), None, Some(u(4, Some(5)))]).unwrap();
         assert_eq!(
             (t.submissions, t.fixed_operations, t.multishot_completions),
-            (7, 4, 2)
+            (7, 9, 2)
         );
         assert_eq!(t.sqpoll_cpu(), Some(Duration::from_nanos(15)));
         assert_eq!(t.notes, ["n"]);
@@ -92,5 +92,9 @@ mod tests {
             UringUse::total(&[Some(u(1, None))]).unwrap().sqpoll_cpu_ns,
             None
         );
+        // One stream polled by a kernel thread is enough to say the role's ring was.
+        let mixed = UringUse::total(&[Some(u(1, Some(3))), Some(u(1, None))]).unwrap();
+        assert!(mixed.sqpoll);
+        assert_eq!(mixed.sqpoll_cpu_ns, Some(3));
     }
 }

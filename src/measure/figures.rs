@@ -489,6 +489,15 @@ mod tests {
         let f = side_figures(&plain, Role::Sender, 1);
         assert_eq!((f.sqpoll_cpu_seconds, f.io_uring), (None, None));
         assert!((f.cpu_seconds - 0.4).abs() < 1e-9);
+        // A polling thread cannot use more than a core either.
+        let busy = Roles {
+            senders: vec![side(1_500_000_000)],
+            ..Roles::default()
+        };
+        assert_eq!(
+            side_figures(&busy, Role::Sender, 1).sqpoll_cpu_seconds,
+            Some(1.0)
+        );
     }
 
     #[test]

@@ -40,6 +40,8 @@ const TIMEOUT: u64 = u64::MAX - 1;
 const MULTI: u64 = u64::MAX - 2;
 /// user_data of a cancellation.
 const CANCEL: u64 = u64::MAX - 3;
+/// `IORING_RECVSEND_POLL_FIRST` (the io-uring crate keeps its constants private).
+const RECVSEND_POLL_FIRST: u16 = 1;
 /// user_data of a deferred send.
 const DEFERRED: u64 = u64::MAX - 4;
 /// The largest send that may be deferred (copied into the ring's own buffer): copying
@@ -483,8 +485,18 @@ impl Ring {
                     // RECV, not READ_FIXED: a socket's read through the file's read
                     // path arms its poll the same way but costs more (about 0.4 us of
                     // a 17 us TCP round trip here), and a short one would cut a chain.
+                    // After a send in the same submission (a request, an answer)
+                    // the reply cannot be there yet: arm the poll first
+                    // (IORING_RECVSEND_POLL_FIRST) instead of trying a receive that
+                    // would find the socket empty.
+                    let poll_first = if self.deferred_pending && flags.is_none() {
+                        RECVSEND_POLL_FIRST
+                    } else {
+                        0
+                    };
                     opcode::Recv::new(f, p, len32)
                         .flags(flags.unwrap_or(0))
+                        .ioprio(poll_first)
                         .build()
                 } else if let Some(i) = self.registry.lookup(
                     &self.ring,
