@@ -414,6 +414,18 @@ fn keeps_its_promise(line: &str, v: &Value, stdout: &[u8], dir: &std::path::Path
             assert!((1..=50_500).contains(&sent), "{sent}");
             assert!(rs[0]["messages_per_second"].as_f64().unwrap() <= 101_000.0);
         }
+        "sockbench rate -t udp,unix-dgram -s 64 --batch 32 -d 0.5" => {
+            assert_eq!(transports(v), ["udp", "unix-dgram"]);
+            for r in rs {
+                assert_eq!(r["options"]["batch"], 32);
+                let run = &r["runs"][0];
+                // A timed run sends whole batches, each in one sendmmsg.
+                assert_eq!(run["sender"]["messages_per_call"], 32.0, "{run}");
+                let rcv = run["receiver"]["messages_per_call"].as_f64().unwrap();
+                assert!((1.0..=32.0).contains(&rcv), "{run}");
+            }
+            assert!(String::from_utf8_lossy(stdout).contains("msgs/call snd/rcv"));
+        }
         "sockbench connect -t tcp,unix -n 2000" => {
             assert_eq!(every(v, "/messages_sent"), [2000, 2000]);
         }

@@ -354,18 +354,19 @@ mod tests {
     fn a_paced_batch_leaves_when_its_last_message_is_due() {
         let (conn, sent) = script(usize::MAX, vec![]);
         let (tx, _peer) = side(Box::new(conn));
-        // 10 per second: message 1, the last of the only batch, is due at 100 ms.
+        // 10 per second: message 2, the last of the only batch, is due at 200 ms (not
+        // at 100, 300 or 400).
         let paced = Rate {
             rate: Some(10.0),
-            ..rate(2, 2, true)
+            ..rate(3, 3, true)
         };
         let s = paced.sender(tx).unwrap();
         let elapsed = s.elapsed.unwrap();
         assert!(
-            elapsed >= Duration::from_millis(100) && elapsed < Duration::from_millis(190),
+            elapsed >= Duration::from_millis(200) && elapsed < Duration::from_millis(290),
             "{elapsed:?}"
         );
-        assert_eq!(sent.lock().unwrap().sent.len(), 2);
+        assert_eq!(sent.lock().unwrap().sent.len(), 3);
         assert_eq!(s.calls, Some(1));
     }
 
