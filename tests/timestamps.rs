@@ -104,9 +104,12 @@ fn pingpong_parts_and_turnaround_add_up_to_the_clients_round_trip_on_udp_and_tcp
     }
 }
 
+/// On UDP. (Not on TCP: a send that joins a segment still queued gets no transmit stamp
+/// of its own, and on a loaded machine those are the messages that waited, so the
+/// stamped ones are a fast sample of the rest; pingpong's check covers TCP.)
 #[test]
 fn rate_parts_add_up_to_the_one_way_time_each_message_carries() {
-    for args in [&["-t", "udp"][..], &["-t", "tcp", "--nodelay"][..]] {
+    for args in [&["-t", "udp"][..], &["-t", "udp6"][..]] {
         let mut all = vec!["rate", "--timestamps", "-s", "64", "--rate", "5k"];
         all.extend_from_slice(args);
         all.extend_from_slice(&["-d", "0.4", "-w", "0"]);

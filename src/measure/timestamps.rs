@@ -368,11 +368,9 @@ pub struct Timestamps {
     pub turnaround: Option<Latency>,
 }
 
-/// The report of joined stamps, for packets that went through `device`.
-pub fn report(stamps: &RunStamps, device: Option<&str>) -> Timestamps {
-    let hw = device.and_then(crate::sys::timestamps::device_stamps);
-    let dev = device.unwrap_or("the device");
-    let note = match hw {
+/// Why the parts use software stamps, for a device that said `hw` about itself.
+fn hardware_note(dev: &str, hw: Option<crate::sys::timestamps::DeviceStamps>) -> String {
+    match hw {
         Some(h) if h.hardware => format!(
             "{dev} can stamp in hardware, but in its own clock (PTP clock {}), another domain than the \
              CLOCK_REALTIME sockbench reads: every part uses software stamps",
@@ -380,7 +378,13 @@ pub fn report(stamps: &RunStamps, device: Option<&str>) -> Timestamps {
         ),
         Some(_) => format!("{dev}: no hardware timestamps; software stamps"),
         None => "software stamps (the device's hardware stamps could not be queried)".into(),
-    };
+    }
+}
+
+/// The report of joined stamps, for packets that went through `device`.
+pub fn report(stamps: &RunStamps, device: Option<&str>) -> Timestamps {
+    let hw = device.and_then(crate::sys::timestamps::device_stamps);
+    let note = hardware_note(device.unwrap_or("the device"), hw);
     Timestamps {
         source: "software".into(),
         device: device.map(str::to_string),
@@ -588,5 +592,210 @@ mod tests {
         assert_eq!((d.messages, d.stamped), (4, 4));
         assert_eq!(d.kernel_to_kernel.value_at_quantile(0.5), 1000);
         assert_eq!(d.kernel_to_kernel.min(), 100);
+    }
+
+    #[test]
+    fn a_record_comes_back_with_the_times_it_was_given() {
+        let r = Record {
+            seq: 7,
+            tx_user: T,
+            tx_kernel: T + 1,
+            rx_kernel: 0,
+            rx_user: T + 1_000_000,
+            carried: T - 5,
+        };
+        let mut l = StampLog::new(T);
+        l.push(&r);
+        assert_eq!(l.by_seq(1).get(&7), Some(&r));
+    }
+
+    #[test]
+    fn a_peer_log_at_the_limits_is_accepted() {
+        let ok = StampLog::new(T);
+        let full = StampLog {
+            records: vec![[0; 6]; CAP],
+            every: 1 << 40,
+            link: "a".repeat(64),
+            ..ok.clone()
+        };
+        assert!(full.checked().is_ok());
+        let far = StampLog {
+            every: 1 << 41,
+            ..ok.clone()
+        };
+        assert!(far.checked().is_err());
+        let long = StampLog {
+            link: "a".repeat(65),
+            ..ok.clone()
+        };
+        assert!(long.checked().is_err());
+        let escape = StampLog {
+            link: "\u{1b}[2J".into(),
+            ..ok
+        };
+        assert!(escape.checked().is_err());
+    }
+
+    #[test]
+    fn two_stamps_taken_in_the_same_nanosecond_are_in_order() {
+        let s = log(&[Record {
+            seq: 0,
+            tx_user: T,
+            tx_kernel: T + 5,
+            ..Record::default()
+        }]);
+        let r = log(&[Record {
+            seq: 0,
+            rx_kernel: T + 5,
+            rx_user: T + 9,
+            ..Record::default()
+        }]);
+        let d = &join_rate(&s, &r).directions[0];
+        assert_eq!(d.stamped, 1);
+        assert_eq!(
+            d.kernel_to_kernel.max(),
+            1,
+            "0 ns is recorded as the histogram's 1"
+        );
+    }
+
+    #[test]
+    fn a_server_record_without_a_receive_has_no_turnaround() {
+        let client = log(&[Record {
+            seq: 0,
+            tx_user: T,
+            ..Record::default()
+        }]);
+        let server = log(&[Record {
+            seq: 0,
+            tx_user: T + 50,
+            ..Record::default()
+        }]);
+        let j = join_pingpong(&client, &server);
+        assert!(j.turnaround.as_ref().unwrap().is_empty());
+        // Merged into stamps that had none, a turnaround is kept.
+        let mut rate = join_rate(&client, &server);
+        let full = join_pingpong(
+            &client,
+            &log(&[Record {
+                seq: 0,
+                rx_user: T + 10,
+                tx_user: T + 50,
+                ..Record::default()
+            }]),
+        );
+        rate.merge(&full);
+        assert_eq!(rate.turnaround.map(|h| h.len()), Some(1));
+    }
+
+    /// A side whose log names `link`, with one request (client) or its echo (server).
+    fn side(link: &str, server: bool, base: u64) -> SideReport {
+        let mut l = StampLog::new(T);
+        l.link = link.into();
+        l.push(&if server {
+            Record {
+                seq: 0,
+                rx_kernel: base + 10,
+                rx_user: base + 20,
+                tx_user: base + 30,
+                tx_kernel: base + 40,
+                carried: 0,
+            }
+        } else {
+            Record {
+                seq: 0,
+                tx_user: base,
+                tx_kernel: base + 5,
+                rx_kernel: base + 45,
+                rx_user: base + 60,
+                carried: 0,
+            }
+        });
+        SideReport {
+            stamps: Some(l),
+            ..SideReport::default()
+        }
+    }
+
+    #[test]
+    fn each_stream_is_joined_by_its_link_whatever_the_order_the_roles_ended_in() {
+        let sc = crate::plan::first_scenario(&["pingpong", "-t", "udp", "--timestamps"]);
+        // Two streams a second apart: joined across, every part would be out of order.
+        let roles = Roles {
+            senders: vec![side("a", false, T), side("b", false, T + 1_000_000_000)],
+            receivers: vec![side("b", true, T + 1_000_000_000), side("a", true, T)],
+            ..Roles::default()
+        };
+        let j = of_run(&sc, &roles).expect("stamps");
+        assert_eq!(j.directions.len(), 2);
+        assert!(j
+            .directions
+            .iter()
+            .all(|d| (d.messages, d.stamped) == (2, 2)));
+        assert_eq!(j.directions[0].kernel_to_kernel.max(), 5);
+        // Unknown links: joined in place.
+        let mut unknown = roles.clone();
+        unknown.receivers.reverse();
+        for s in unknown
+            .senders
+            .iter_mut()
+            .chain(unknown.receivers.iter_mut())
+        {
+            s.stamps.as_mut().unwrap().link.clear();
+        }
+        assert_eq!(of_run(&sc, &unknown).unwrap().directions[0].stamped, 2);
+        // Without --timestamps, or a role without a log, or unpaired roles: nothing.
+        let plain = crate::plan::first_scenario(&["pingpong", "-t", "udp"]);
+        assert!(of_run(&plain, &roles).is_none());
+        let mut lost = roles.clone();
+        lost.receivers[1].stamps = None;
+        lost.receivers[0].stamps.as_mut().unwrap().link = "c".into();
+        assert!(of_run(&sc, &lost).is_none());
+        let mut unpaired = roles.clone();
+        unpaired.receivers.pop();
+        assert!(of_run(&sc, &unpaired).is_none());
+        // rate joins one direction.
+        let rate = crate::plan::first_scenario(&["rate", "-t", "udp", "-s", "16", "--timestamps"]);
+        assert_eq!(of_run(&rate, &roles).unwrap().directions.len(), 1);
+    }
+
+    #[test]
+    fn a_scenario_merges_its_runs_and_each_run_reports_its_own() {
+        let sc = crate::plan::first_scenario(&["pingpong", "-t", "udp", "--timestamps"]);
+        let run = Roles {
+            senders: vec![side("a", false, T)],
+            receivers: vec![side("a", true, T)],
+            ..Roles::default()
+        };
+        let r = crate::measure::figures::figures(&sc, &[run.clone(), run]);
+        let t = r.timestamps.expect("merged over runs");
+        assert_eq!(t.directions[0].stamped, 2);
+        assert_eq!(
+            t.turnaround.map(|l| l.count),
+            Some(2),
+            "both runs' turnarounds"
+        );
+        assert_eq!(
+            r.runs[0].timestamps.as_ref().unwrap().directions[0].stamped,
+            1
+        );
+    }
+
+    #[test]
+    fn a_device_with_hardware_stamps_is_named_with_its_clock() {
+        use crate::sys::timestamps::DeviceStamps;
+        let hw = |hardware, phc_index| {
+            Some(DeviceStamps {
+                hardware,
+                phc_index,
+            })
+        };
+        assert!(hardware_note("eth0", hw(true, Some(2))).contains("PTP clock /dev/ptp2"));
+        assert!(hardware_note("eth0", hw(true, None)).contains("another domain"));
+        assert_eq!(
+            hardware_note("veth0", hw(false, None)),
+            "veth0: no hardware timestamps; software stamps"
+        );
+        assert!(hardware_note("x", None).contains("could not be queried"));
     }
 }
