@@ -249,7 +249,7 @@ fn each_stream_is_joined_with_its_own_server() {
 #[test]
 fn timestamps_are_refused_where_they_cannot_work_with_the_reason() {
     let sb = Sandbox::new();
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 8] = [
         (
             &["pingpong", "-t", "unix"],
             "unix has no transmit timestamps",
@@ -259,9 +259,10 @@ fn timestamps_are_refused_where_they_cannot_work_with_the_reason() {
             "blocking engine only",
         ),
         (
-            &["rate", "-t", "tcp", "-e", "io-uring"],
+            &["rate", "-t", "udp", "-e", "io-uring"],
             "blocking engine only",
         ),
+        (&["rate", "-t", "tcp"], "biased few messages"),
         (&["pingpong", "-t", "udp", "-s", "4"], "at least 8 bytes"),
         (&["rate", "-t", "udp", "-s", "8"], "at least 16 bytes"),
         (&["rate", "-t", "udp", "--batch", "4"], "--batch"),

@@ -158,6 +158,23 @@ impl From<&SideReport> for WireSide {
     }
 }
 
+/// A peer's io_uring figures, each in range, its notes few, short and clean.
+fn checked_uring(
+    u: crate::engine::uring_use::UringUse,
+) -> Result<crate::engine::uring_use::UringUse, WireError> {
+    Ok(crate::engine::uring_use::UringUse {
+        submissions: count("io_uring submissions", u.submissions)?,
+        fixed_operations: count("io_uring fixed operations", u.fixed_operations)?,
+        multishot_completions: count("io_uring multishot completions", u.multishot_completions)?,
+        sqpoll: u.sqpoll,
+        sqpoll_cpu_ns: u
+            .sqpoll_cpu_ns
+            .map(|n| duration("sqpoll CPU", n).map(|_| n))
+            .transpose()?,
+        notes: u.notes.iter().take(8).map(|n| clean(n, 300)).collect(),
+    })
+}
+
 fn count(what: &'static str, value: u64) -> Result<u64, WireError> {
     if value > MAX_COUNT {
         return Err(WireError::OutOfRange {
@@ -261,7 +278,7 @@ impl WireSide {
                 .close_ns
                 .map(|n| duration("close time", n))
                 .transpose()?,
-            io_uring: self.io_uring,
+            io_uring: self.io_uring.map(checked_uring).transpose()?,
             on_cpu: self.on_cpu,
             placement: self.placement.map(checked_trace).transpose()?,
             send: self.send.map(checked_send).transpose()?,
@@ -494,6 +511,26 @@ mod tests {
     fn figures_out_of_range_are_refused() {
         let good = WireSide::from(&sample());
         let cases: Vec<(&str, WireSide)> = vec![
+            (
+                "io_uring submissions",
+                WireSide {
+                    io_uring: Some(crate::engine::uring_use::UringUse {
+                        submissions: MAX_COUNT + 1,
+                        ..Default::default()
+                    }),
+                    ..good.clone()
+                },
+            ),
+            (
+                "sqpoll CPU",
+                WireSide {
+                    io_uring: Some(crate::engine::uring_use::UringUse {
+                        sqpoll_cpu_ns: Some(u64::MAX),
+                        ..Default::default()
+                    }),
+                    ..good.clone()
+                },
+            ),
             (
                 "bytes",
                 WireSide {

@@ -35,12 +35,14 @@ pub struct UringUse {
 impl UringUse {
     /// The sum over streams.
     pub fn plus(mut self, o: &UringUse) -> UringUse {
-        self.submissions += o.submissions;
-        self.fixed_operations += o.fixed_operations;
-        self.multishot_completions += o.multishot_completions;
+        self.submissions = self.submissions.saturating_add(o.submissions);
+        self.fixed_operations = self.fixed_operations.saturating_add(o.fixed_operations);
+        self.multishot_completions = self
+            .multishot_completions
+            .saturating_add(o.multishot_completions);
         self.sqpoll |= o.sqpoll;
         self.sqpoll_cpu_ns = match (self.sqpoll_cpu_ns, o.sqpoll_cpu_ns) {
-            (Some(a), Some(b)) => Some(a + b),
+            (Some(a), Some(b)) => Some(a.saturating_add(b)),
             (a, b) => a.or(b),
         };
         for n in &o.notes {

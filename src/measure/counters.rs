@@ -135,8 +135,8 @@ pub fn reason(e: &std::io::Error, kind: &str, paranoid: Option<i32>) -> String {
         ),
         Some(EACCES | EPERM) => format!(
             "{kind} counters unavailable: kernel.perf_event_paranoid is {} and forbids them to this user \
-             ({name}); set `sysctl -w kernel.perf_event_paranoid=2` (user space only) or lower, or give \
-             CAP_PERFMON",
+             ({name}); set `sysctl -w kernel.perf_event_paranoid=2` to count user space, 1 or lower to count \
+             the kernel too, or give CAP_PERFMON",
             paranoid.map_or_else(|| "unknown".to_string(), |p| p.to_string())
         ),
         Some(ENOSYS) => format!("{kind} counters unavailable: this kernel has no perf_event_open (ENOSYS)"),
@@ -150,23 +150,37 @@ pub struct Counters {
     hardware: Result<Group, String>,
     software: Result<Group, String>,
     user_only: bool,
+    software_user_only: bool,
     at_start: (Option<Reading>, Option<Reading>),
 }
 
 impl Counters {
-    /// Open both groups for the calling thread. With `perf_event_paranoid` >= 2 the
-    /// hardware events count user space only (the most an unprivileged user may count);
-    /// the software ones count everything (with the kernel excluded, a context switch,
-    /// which happens in the kernel, would never count).
+    /// Open both groups for the calling thread, counting the kernel too where this user
+    /// may (root, CAP_PERFMON, `perf_event_paranoid` <= 1) and user space only where the
+    /// kernel refuses that (paranoid 2). Software events that happen in the kernel
+    /// (context switches, migrations) are unknown when the kernel is excluded.
     pub fn open() -> Counters {
         let p = paranoid();
-        let user_only = p.is_some_and(|p| p >= 2);
-        let hardware = Group::open(&HARDWARE, user_only).map_err(|e| reason(&e, "hardware", p));
-        let software = Group::open(&SOFTWARE, false).map_err(|e| reason(&e, "software", p));
+        let refused = |e: &std::io::Error| {
+            matches!(e.raw_os_error(), Some(nix::libc::EACCES | nix::libc::EPERM))
+        };
+        let open = |events: &[(u32, u64)]| match Group::open(events, false) {
+            Err(e) if refused(&e) => Group::open(events, true).map(|g| (g, true)),
+            other => other.map(|g| (g, false)),
+        };
+        let (hardware, user_only) = match open(&HARDWARE) {
+            Ok((g, u)) => (Ok(g), u),
+            Err(e) => (Err(reason(&e, "hardware", p)), false),
+        };
+        let (software, software_user_only) = match open(&SOFTWARE) {
+            Ok((g, u)) => (Ok(g), u),
+            Err(e) => (Err(reason(&e, "software", p)), false),
+        };
         Counters {
             hardware,
             software,
             user_only,
+            software_user_only,
             at_start: (None, None),
         }
     }
@@ -196,8 +210,8 @@ impl Counters {
             hardware_unavailable: self.hardware.as_ref().err().cloned(),
             user_space_only: self.user_only && self.hardware.is_ok(),
             task_clock_ns: at(&sw, 0),
-            context_switches: at(&sw, 1),
-            cpu_migrations: at(&sw, 2),
+            context_switches: at(&sw, 1).filter(|_| !self.software_user_only),
+            cpu_migrations: at(&sw, 2).filter(|_| !self.software_user_only),
             page_faults: at(&sw, 3),
             software_unavailable: self.software.as_ref().err().cloned(),
         }

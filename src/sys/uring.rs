@@ -72,7 +72,7 @@ pub struct RingUse {
     pub fixed_ops: u64,
     /// Completions of the multishot receive.
     pub multishot_completions: u64,
-    /// The kernel thread polling this ring's submission queue (`--sqpoll`).
+    /// `--sqpoll`: the thread that made the ring (its polling thread is named after it).
     pub sqpoll_tid: Option<i32>,
     /// Why a feature asked for was not used.
     pub notes: Vec<String>,
@@ -410,7 +410,8 @@ impl Ring {
             ..Registry::default()
         };
         if opts.sqpoll_idle.is_some() {
-            used.sqpoll_tid = sqpoll_thread(ring.as_raw_fd());
+            // The maker, as the kernel names it until its thread runs (see sqpoll_cpu).
+            used.sqpoll_tid = Some(nix::unistd::gettid().as_raw());
         }
         Ok(Ring {
             capacity: ring.params().sq_entries() as usize,
@@ -438,8 +439,16 @@ impl Ring {
 
     /// CPU time the kernel thread polling this ring has used so far (`--sqpoll`), from
     /// `/proc/self/task/TID/schedstat` (nanoseconds).
+    ///
+    /// The thread is looked up when asked, not at setup: until the kernel thread has
+    /// started, the ring's fdinfo names the thread that made the ring, whose own CPU must
+    /// not be counted twice.
     pub fn sqpoll_cpu(&self) -> Option<Duration> {
-        self.used.sqpoll_tid.and_then(thread_cpu)
+        let maker = self.used.sqpoll_tid?;
+        sqpoll_thread(self.ring.as_raw_fd())
+            .filter(|&t| t != maker && t != nix::unistd::gettid().as_raw())
+            .or_else(|| sqpoll_thread_named(maker))
+            .and_then(thread_cpu)
     }
 
     fn fixed(&self, fd: RawFd) -> io::Result<(types::Fixed, bool)> {
@@ -1046,6 +1055,20 @@ impl Drop for Ring {
 fn sqpoll_thread(ring_fd: RawFd) -> Option<i32> {
     let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{ring_fd}")).ok()?;
     sq_thread_of(&info)
+}
+
+/// The kernel thread that polls rings made by thread `maker`: the task of this process
+/// named `iou-sqp-<maker>`.
+fn sqpoll_thread_named(maker: i32) -> Option<i32> {
+    let want = format!("iou-sqp-{maker}");
+    std::fs::read_dir("/proc/self/task")
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&t| t != maker)
+        .find(|t| {
+            std::fs::read_to_string(format!("/proc/self/task/{t}/comm"))
+                .is_ok_and(|c| c.trim() == want)
+        })
 }
 
 /// `SqThread:` of an io_uring's fdinfo (-1 or absent: none).

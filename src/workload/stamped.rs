@@ -42,6 +42,15 @@ pub fn refusal(sc: &Scenario, min_size: u64, what: &str) -> Option<String> {
              for IP sockets)"
         ));
     }
+    if sc.workload == crate::workload::WorkloadKind::Rate
+        && matches!(t, TransportKind::Tcp | TransportKind::Tcp6)
+    {
+        return Some(format!(
+            "rate --timestamps needs udp or udp6: on {t} a send that joins a segment still queued gets no \
+             transmit stamp of its own, so only a biased few messages could be split (pingpong -t {t} \
+             --timestamps splits every one)"
+        ));
+    }
     if sc.engine != EngineKind::Blocking {
         return Some(format!(
             "--timestamps runs on the blocking engine only: the {} engine does not return the kernel's \

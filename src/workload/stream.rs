@@ -331,7 +331,6 @@ impl Workload for Stream {
             None
         };
         loop {
-            calls += 1;
             let got = match &mut many {
                 Some((store, lens)) => {
                     let mut bufs: Vec<&mut [u8]> = store.chunks_mut(self.size).collect();
@@ -361,6 +360,8 @@ impl Workload for Stream {
             match got {
                 Ok(0) => break,
                 Ok(_) => {
+                    // Only a call that brought data counts (as rate's receiver counts).
+                    calls += 1;
                     if live.is_on() {
                         live.publish(bytes, self.messages_in(bytes, reads));
                     }
