@@ -166,6 +166,12 @@ Before it starts, swarm checks the descriptor limit (raising the soft limit to t
 one when that is enough, and saying so), the ephemeral ports TCP needs and the memory the
 pairs' buffers may take; what cannot fit is an error naming the limit.")]
     Swarm(SwarmArgs),
+    /// Every pair of N hosts: a coordinator asks the agents (`sockbench server` on each
+    /// host) to measure each ordered pair in turn, in rounds where no host takes part in
+    /// two tests at once; prints source x destination matrices, the spread across pairs
+    /// and the worst pairs.
+    #[command(after_long_help = MESH_HELP)]
+    Mesh(MeshArgs),
     /// An HTTP/1.1 server with a chosen concurrency model, for `sockbench load`, ab, wrk
     /// or h2load to drive: keep-alive, pipelining, HTTP/1.0, a fixed response body;
     /// malformed requests get 400, 431, 501 or 505. Prints what it served at Ctrl-C.
@@ -290,6 +296,73 @@ pub struct SwarmArgs {
     #[arg(short, long, value_name = "TIME", default_value = "2s")]
     pub duration: String,
 }
+
+/// Flags of `mesh`.
+#[derive(ClapArgs, Debug, Clone)]
+pub struct MeshArgs {
+    /// The agents: HOST or HOST:PORT, comma-separated (IPv6 as [ADDR]:PORT).
+    #[arg(long, value_name = "HOSTS", value_delimiter = ',')]
+    pub hosts: Vec<String>,
+    /// A file of agents, one HOST[:PORT] per line ('#' starts a comment).
+    #[arg(long, value_name = "FILE")]
+    pub hosts_file: Option<PathBuf>,
+    /// Every address NAME resolves to is an agent (a Kubernetes headless Service gives
+    /// one per pod), at --port.
+    #[arg(long, value_name = "NAME")]
+    pub hosts_from_dns: Option<String>,
+    /// The agents' control port where a host gives none.
+    #[arg(long, value_name = "PORT", default_value_t = crate::control::DEFAULT_PORT)]
+    pub port: u16,
+    /// Which ordered pairs: all; ring (each host with the next, both ways); random N (N
+    /// random partners per host, both ways; --seed makes it repeatable).
+    #[arg(long, value_name = "PAIRS", num_args = 1..=2, default_values_t = ["all".to_string()])]
+    pub pairs: Vec<String>,
+    /// The tests for each ordered pair, comma-separated: tcp-stream, tcp-pingpong,
+    /// udp-pingpong, udp-rate.
+    #[arg(long, value_name = "TESTS", value_delimiter = ',', default_values_t = ["tcp-stream".to_string(), "tcp-pingpong".to_string(), "udp-pingpong".to_string()])]
+    pub tests: Vec<String>,
+    /// How long each test measures.
+    #[arg(short, long, value_name = "TIME", default_value = "5s")]
+    pub duration: String,
+    /// Warm-up before each test's measured interval.
+    #[arg(short, long, value_name = "TIME", default_value = "0.5s")]
+    pub warmup: String,
+    /// Parallel streams of tcp-stream.
+    #[arg(short = 'P', long, value_name = "N", default_value_t = 4)]
+    pub parallel: u32,
+    /// Message size (default: each test's own: 128K for tcp-stream, 64 B otherwise).
+    #[arg(short, long, value_name = "SIZE")]
+    pub size: Option<String>,
+    /// Stress mode: run every pair's tests at once instead of in rounds (hosts share
+    /// their NICs and CPUs between tests: the figures are labelled as such).
+    #[arg(long)]
+    pub concurrent: bool,
+    /// Seed for --pairs random (default: from the clock, printed in the report).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Prove to every agent that we hold this pre-shared key (the agents' --key-file).
+    #[arg(long, value_name = "PATH")]
+    pub key_file: Option<PathBuf>,
+    /// Give an agent this long beyond a test's own duration before its pairs are marked
+    /// failed.
+    #[arg(long, value_name = "TIME", default_value = "30s")]
+    pub timeout: String,
+}
+
+const MESH_HELP: &str = "Examples:
+  on each host:   sockbench server --key-file sockbench.key
+  then anywhere:  sockbench mesh --hosts 10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4 --key-file sockbench.key
+                  sockbench mesh --hosts-file hosts.txt --pairs ring --tests tcp-pingpong -d 2s
+                  sockbench mesh --hosts-from-dns sockbench-agents.sockbench.svc.cluster.local \\
+                                 --format json --export-json /results/mesh.json
+
+Schedule: a round-robin tournament. With N hosts, N-1 rounds (N rounds if N is odd) of
+disjoint pairs, each pair measured one way and then the other, so no host ever takes part
+in two tests at once and every ordered pair is measured once per test. The coordinator
+never carries measured data: it asks the source's agent to run the test as a client
+against the destination's agent, and gets back that client's report. An agent that cannot
+be reached, dies or runs past --timeout fails its pairs, with the reason, and the mesh
+goes on; Ctrl-C stops after the tests under way and prints what was measured.";
 
 const SERVE_HELP: &str = "Examples:
   sockbench serve                               epoll model, 127.0.0.1:1085

@@ -40,6 +40,7 @@ pub mod http;
 pub mod interrupt;
 pub mod load;
 pub mod measure;
+pub mod mesh;
 pub mod mode;
 pub mod model;
 pub mod placement;

@@ -22,6 +22,7 @@ fn main() -> ExitCode {
         Some(Command::Server(s)) => mode::server::run(s),
         Some(Command::Listen(l)) => mode::listen::run(l, &args.output),
         Some(Command::Swarm(s)) => mode::swarm::run(s, &args.output, argv),
+        Some(Command::Mesh(m)) => mode::mesh::run(m, &args.output, argv),
         Some(Command::Peer(p)) => mode::server::peer(p),
         Some(Command::Serve(s)) => mode::serve::run(s, &args.output, argv),
         Some(Command::Load(l)) => mode::load::run(l, &args.output, argv),

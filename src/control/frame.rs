@@ -34,11 +34,15 @@ pub enum FrameType {
     Wired = 10,
     /// Either side, during a run: what one of its roles told its peer role.
     Signal = 11,
+    /// A mesh coordinator to an agent: run this test as the client against that agent.
+    Drive = 12,
+    /// An agent to its coordinator: the report of the test it drove, or why it failed.
+    Report = 13,
 }
 
 impl FrameType {
     /// Every type, in protocol order.
-    pub const ALL: [FrameType; 11] = [
+    pub const ALL: [FrameType; 13] = [
         FrameType::Hello,
         FrameType::Welcome,
         FrameType::Auth,
@@ -50,6 +54,8 @@ impl FrameType {
         FrameType::Bye,
         FrameType::Wired,
         FrameType::Signal,
+        FrameType::Drive,
+        FrameType::Report,
     ];
 
     /// The type a header byte names, if any.
@@ -64,6 +70,9 @@ impl FrameType {
             FrameType::Auth => 256,
             // Endpoints for up to 256 streams.
             FrameType::Scenario | FrameType::Ready | FrameType::Wired => 64 << 10,
+            FrameType::Drive => 4 << 10,
+            // A whole client report (JSON), as `--format json` prints it.
+            FrameType::Report => 8 << 20,
             FrameType::Error => 4 << 10,
             FrameType::Start | FrameType::Bye | FrameType::Signal => 64,
             // A role's report, latency histograms included.
@@ -274,15 +283,17 @@ mod tests {
                 4096,
                 64,
                 65_536,
-                64
+                64,
+                4096,
+                8 << 20
             ]
         );
         assert_eq!(
             FrameType::ALL.map(|t| t as u8),
-            [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+            [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
         );
         assert_eq!(FrameType::from_byte(0), None);
-        assert_eq!(FrameType::from_byte(12), None);
+        assert_eq!(FrameType::from_byte(14), None);
     }
 
     #[test]

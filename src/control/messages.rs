@@ -79,6 +79,42 @@ pub struct Auth {
     pub mac: String,
 }
 
+/// Mesh coordinator to agent: run one test as its client against another agent, and
+/// answer with a [`DriveReport`]. The agent checks it against its own limits and builds
+/// the command line itself: nothing here is passed through as an argument.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DriveMsg {
+    /// The test: one of `crate::mesh::WORKLOADS` (`tcp-stream`, `tcp-pingpong`,
+    /// `udp-pingpong`, `udp-rate`).
+    pub workload: String,
+    /// The other agent, `HOST:PORT` (its control port).
+    pub target: String,
+    /// Seconds to measure.
+    pub duration_s: f64,
+    /// Warm-up seconds before the measured interval.
+    pub warmup_s: f64,
+    /// Parallel streams.
+    pub parallel: u32,
+    /// Message size in bytes (`None`: the workload's default).
+    pub size: Option<u64>,
+}
+
+/// Agent to mesh coordinator: what a driven test gave.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DriveReport {
+    /// When the agent started the test and when it ended, by the agent's wall clock
+    /// (nanoseconds since the Unix epoch).
+    pub started_unix_ns: u64,
+    /// See `started_unix_ns`.
+    pub ended_unix_ns: u64,
+    /// The client's whole JSON report (`--format json`), when it ran.
+    pub report: Option<serde_json::Value>,
+    /// Why it did not run or did not finish.
+    pub error: Option<String>,
+}
+
 /// Client to server: one run of a scenario, with the role the server takes.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

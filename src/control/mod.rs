@@ -25,7 +25,8 @@ use serde::Serialize;
 use frame::{Decoder, Frame, FrameError, FrameType};
 
 /// The protocol version a hello carries; a peer of another version is refused.
-pub const VERSION: u16 = 1;
+/// Version 2 added the mesh frames ([`frame::FrameType::Drive`], [`frame::FrameType::Report`]).
+pub const VERSION: u16 = 2;
 /// The port `sockbench server` listens on by default (unassigned by IANA, next to
 /// iperf3's 5201).
 pub const DEFAULT_PORT: u16 = 5290;

@@ -14,6 +14,7 @@ pub mod bench;
 pub mod compare;
 pub mod listen;
 pub mod load;
+pub mod mesh;
 pub mod models;
 pub mod relay;
 pub mod report;

@@ -624,6 +624,7 @@ impl Plan {
                 | Command::Server(_)
                 | Command::Listen(_)
                 | Command::Swarm(_)
+                | Command::Mesh(_)
                 | Command::Peer(_)
                 | Command::Serve(_)
                 | Command::Load(_)
