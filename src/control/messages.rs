@@ -113,6 +113,8 @@ pub struct DriveReport {
     pub report: Option<serde_json::Value>,
     /// Why it did not run or did not finish.
     pub error: Option<String>,
+    /// The agent's own host and its route toward the target.
+    pub host: Option<crate::mesh::HostMeta>,
 }
 
 /// Client to server: one run of a scenario, with the role the server takes.

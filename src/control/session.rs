@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::auth::{self, Key, NONCE_BYTES};
 use super::frame::{Frame, FrameType};
-use super::messages::{Auth, Bye, Hello, Limits, ScenarioMsg, Welcome};
+use super::messages::{Auth, Bye, DriveMsg, Hello, Limits, ScenarioMsg, Welcome};
 use super::{parse, HANDSHAKE_DEADLINE, HELLO_DEADLINE, IDLE_DEADLINE, VERSION};
 use crate::plan::{Scenario, MAX_BUFFER, MAX_SIZE};
 use crate::transport::TransportKind;
@@ -33,6 +33,8 @@ pub enum Step {
     Reply(FrameType, Vec<u8>),
     /// Run this (checked) scenario, then wait for the next frame.
     Run(Box<ScenarioMsg>),
+    /// A mesh coordinator asks for this (checked) test, driven from here as a client.
+    Drive(Box<DriveMsg>),
     /// Nothing to do (a signal that trailed the last run).
     Ignore,
     /// The client said goodbye.
@@ -168,6 +170,11 @@ impl Session {
         if f.kind == FrameType::Bye {
             let _: Bye = parse(f, FrameType::Bye).map_err(|e| e.to_string())?;
             return Ok(Step::End);
+        }
+        if f.kind == FrameType::Drive {
+            let m: DriveMsg = parse(f, FrameType::Drive).map_err(|e| e.to_string())?;
+            crate::mesh::agent::check(&m, &self.limits)?;
+            return Ok(Step::Drive(Box::new(m)));
         }
         let mut msg: ScenarioMsg = parse(f, FrameType::Scenario).map_err(|e| e.to_string())?;
         let parallel = msg.scenario.parallel;

@@ -1,1 +1,328 @@
-//! The agent's side of a mesh: a `sockbench server` asked to drive a test.
+//! The agent's side of a mesh: a `sockbench server` that a coordinator asks to drive a
+//! test ([`DriveMsg`]) runs it as a client of the target agent, in a child process of
+//! its own binary (`sockbench stream|pingpong|rate ... --server TARGET --format json`),
+//! and answers with that client's whole report ([`DriveReport`]).
+//!
+//! The command line is built here from the checked message, never taken from it; the
+//! child inherits the agent's key file, so the key proves the agent to the target as it
+//! proved the coordinator to the agent. A child that outlives the test's time plus
+//! [`GRACE`], or a Ctrl-C of the agent, is killed; either way the coordinator hears why.
+
+use std::io::Read;
+use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::{HostMeta, WORKLOADS};
+use crate::control::frame::FrameType;
+use crate::control::messages::{DriveMsg, DriveReport, Limits};
+use crate::environment::{read_sysctl, Environment};
+use crate::transport::route::route_between;
+
+/// How long a driven test may run beyond its warm-up and duration (connection set-up,
+/// the end of the run, the report) before the agent kills it.
+pub const GRACE: Duration = Duration::from_secs(30);
+
+/// Check a coordinator's request against this agent's limits.
+///
+/// # Errors
+/// What is wrong, for the coordinator's user.
+pub fn check(m: &DriveMsg, limits: &Limits) -> Result<(), String> {
+    if !WORKLOADS.contains(&m.workload.as_str()) {
+        return Err(format!(
+            "unknown mesh test '{}': one of {}",
+            m.workload,
+            WORKLOADS.join(", ")
+        ));
+    }
+    if !(m.duration_s.is_finite() && m.duration_s > 0.0) {
+        return Err("a mesh test's duration must be above 0 s".into());
+    }
+    if !(m.warmup_s.is_finite() && m.warmup_s >= 0.0) {
+        return Err("a mesh test's warm-up must be 0 s or more".into());
+    }
+    if m.duration_s + m.warmup_s > limits.max_duration_s as f64 {
+        return Err(format!(
+            "a mesh test of {:.1} s (with its warm-up) is over this agent's --max-duration of {} s",
+            m.duration_s + m.warmup_s,
+            limits.max_duration_s
+        ));
+    }
+    if m.parallel == 0 || m.parallel > limits.max_streams {
+        return Err(format!(
+            "{} parallel streams: this agent allows 1 to {} (its --max-streams)",
+            m.parallel, limits.max_streams
+        ));
+    }
+    if let Some(size) = m.size {
+        if size == 0 || size > limits.max_size {
+            return Err(format!(
+                "a {size}-byte message: this agent allows 1 to {} bytes (its --max-size)",
+                limits.max_size
+            ));
+        }
+    }
+    target_address(&m.target)?;
+    Ok(())
+}
+
+/// The target `HOST:PORT` (`[IPV6]:PORT`), resolved.
+fn target_address(target: &str) -> Result<SocketAddr, String> {
+    if target.is_empty()
+        || target.len() > 255
+        || target.chars().any(|c| c.is_control() || c.is_whitespace())
+    {
+        return Err("the mesh target must be HOST:PORT".into());
+    }
+    target
+        .to_socket_addrs()
+        .map_err(|e| format!("mesh target {target}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("mesh target {target} resolves to no address"))
+}
+
+/// The client's command line for `m` (after the program name).
+pub fn command_line(m: &DriveMsg, key_file: Option<&Path>) -> Vec<String> {
+    let (command, transport, size) = match m.workload.as_str() {
+        "tcp-stream" => ("stream", "tcp", "128K".to_string()),
+        "tcp-pingpong" => ("pingpong", "tcp", "64".to_string()),
+        "udp-pingpong" => ("pingpong", "udp", "64".to_string()),
+        _ => ("rate", "udp", "64".to_string()),
+    };
+    let size = m.size.map_or(size, |s| s.to_string());
+    let mut args: Vec<String> = [
+        command,
+        "-t",
+        transport,
+        "-s",
+        &size,
+        "-P",
+        &m.parallel.to_string(),
+        "-d",
+        &format!("{}s", m.duration_s),
+        "-w",
+        &format!("{}s", m.warmup_s),
+        "--server",
+        &m.target,
+        "--format",
+        "json",
+        "-q",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if let Some(k) = key_file {
+        args.push("--key-file".into());
+        args.push(k.display().to_string());
+    }
+    args
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// This host, and its route toward `target`.
+pub fn host_meta(target: Option<SocketAddr>) -> HostMeta {
+    let env = Environment::collect();
+    let route = target.and_then(|t| {
+        let bind: SocketAddr = if t.is_ipv6() {
+            "[::]:0".parse().ok()?
+        } else {
+            "0.0.0.0:0".parse().ok()?
+        };
+        // A connected UDP socket sends nothing: it only asks the kernel for the route.
+        let s = UdpSocket::bind(bind).ok()?;
+        s.connect(t).ok()?;
+        route_between(s.local_addr().ok()?.ip(), t.ip())
+    });
+    HostMeta {
+        hostname: env.hostname,
+        kernel: env.kernel,
+        cpu_model: env.cpu_model,
+        cpus: env.cpus as u32,
+        congestion_control: read_sysctl("net/ipv4/tcp_congestion_control"),
+        route_device: route.as_ref().map(|r| r.0.clone()),
+        mtu: route.and_then(|r| r.1).map(|m| m as u32),
+        offloads: None,
+    }
+}
+
+/// Run `m` (checked with [`check`]) as a client of its target and report what it gave.
+pub fn drive(m: &DriveMsg, key_file: Option<&Path>) -> DriveReport {
+    let started_unix_ns = now_ns();
+    let target = target_address(&m.target).ok();
+    let host = Some(host_meta(target));
+    let (report, error) = match run_child(m, key_file) {
+        Ok(report) => {
+            let error = report
+                .get("error")
+                .and_then(|e| e.as_str())
+                .map(str::to_string);
+            (Some(report), error)
+        }
+        Err(e) => (None, Some(e)),
+    };
+    DriveReport {
+        started_unix_ns,
+        ended_unix_ns: now_ns().max(started_unix_ns),
+        report,
+        error,
+        host,
+    }
+}
+
+/// The child's JSON report, or why there is none.
+fn run_child(m: &DriveMsg, key_file: Option<&Path>) -> Result<serde_json::Value, String> {
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot find the sockbench binary: {e}"))?;
+    let mut child = Command::new(exe)
+        .args(command_line(m, key_file))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start the client: {e}"))?;
+    let cap = FrameType::Report.cap() as u64;
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let out = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = (&mut stdout).take(cap + 1).read_to_end(&mut b);
+        // Drain the rest so the child never blocks on a full pipe.
+        let _ = std::io::copy(&mut stdout, &mut std::io::sink());
+        b
+    });
+    let err = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = (&mut stderr).take(4096).read_to_end(&mut b);
+        let _ = std::io::copy(&mut stderr, &mut std::io::sink());
+        b
+    });
+    let limit = Duration::from_secs_f64(m.duration_s + m.warmup_s) + GRACE;
+    let begun = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Ok(status),
+            Ok(None) if crate::interrupt::requested() => {
+                break Err("the agent was stopped (Ctrl-C)".to_string())
+            }
+            Ok(None) if begun.elapsed() > limit => {
+                break Err(format!(
+                    "the client ran past {:.0} s and was killed",
+                    limit.as_secs_f64()
+                ))
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => break Err(format!("cannot wait for the client: {e}")),
+        }
+    };
+    if status.is_err() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let out = out.join().unwrap_or_default();
+    let err = err.join().unwrap_or_default();
+    let status = status?;
+    if out.len() as u64 > cap {
+        return Err(format!("the client's report is over {cap} bytes"));
+    }
+    match serde_json::from_slice::<serde_json::Value>(&out) {
+        Ok(v) if v.is_object() => Ok(v),
+        _ => {
+            let said = String::from_utf8_lossy(&err);
+            let said = said.trim();
+            Err(if said.is_empty() {
+                format!("the client ended ({status}) without a report")
+            } else {
+                format!("the client ended ({status}): {said}")
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(workload: &str) -> DriveMsg {
+        DriveMsg {
+            workload: workload.into(),
+            target: "127.0.0.1:5290".into(),
+            duration_s: 2.0,
+            warmup_s: 0.5,
+            parallel: 4,
+            size: None,
+        }
+    }
+
+    #[test]
+    fn each_test_becomes_its_own_client_command_line() {
+        assert_eq!(
+            command_line(&msg("tcp-stream"), Some(Path::new("/k"))).join(" "),
+            "stream -t tcp -s 128K -P 4 -d 2s -w 0.5s --server 127.0.0.1:5290 --format json -q --key-file /k"
+        );
+        let mut m = msg("udp-pingpong");
+        m.size = Some(1000);
+        m.parallel = 1;
+        assert_eq!(
+            command_line(&m, None).join(" "),
+            "pingpong -t udp -s 1000 -P 1 -d 2s -w 0.5s --server 127.0.0.1:5290 --format json -q"
+        );
+        assert!(command_line(&msg("tcp-pingpong"), None).starts_with(&[
+            "pingpong".into(),
+            "-t".into(),
+            "tcp".into()
+        ]));
+        assert!(command_line(&msg("udp-rate"), None).starts_with(&[
+            "rate".into(),
+            "-t".into(),
+            "udp".into()
+        ]));
+    }
+
+    #[test]
+    fn a_request_over_the_agents_limits_or_malformed_is_refused() {
+        let limits = Limits::default();
+        assert_eq!(check(&msg("tcp-stream"), &limits), Ok(()));
+        let refused = |f: &dyn Fn(&mut DriveMsg), want: &str| {
+            let mut m = msg("tcp-stream");
+            f(&mut m);
+            let e = check(&m, &limits).unwrap_err();
+            assert!(e.contains(want), "{e}");
+        };
+        refused(&|m| m.workload = "sctp".into(), "unknown mesh test");
+        refused(&|m| m.duration_s = 0.0, "above 0");
+        refused(&|m| m.duration_s = f64::NAN, "above 0");
+        refused(&|m| m.warmup_s = -1.0, "warm-up");
+        refused(&|m| m.duration_s = 300.0, "--max-duration");
+        refused(&|m| m.parallel = 0, "--max-streams");
+        refused(&|m| m.parallel = 129, "--max-streams");
+        refused(&|m| m.size = Some(0), "--max-size");
+        refused(&|m| m.size = Some((64 << 20) + 1), "--max-size");
+        refused(&|m| m.target = "a b:1".into(), "HOST:PORT");
+        refused(&|m| m.target = "127.0.0.1".into(), "mesh target");
+        let mut m = msg("tcp-stream");
+        m.duration_s = 299.5;
+        m.warmup_s = 0.5;
+        assert_eq!(check(&m, &limits), Ok(()));
+    }
+
+    #[test]
+    fn the_route_toward_a_local_target_is_lo() {
+        let h = host_meta(Some("127.0.0.1:9".parse().unwrap()));
+        assert_eq!(h.route_device.as_deref(), Some("lo"));
+        let lo_mtu: u32 = std::fs::read_to_string("/sys/class/net/lo/mtu")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert_eq!(h.mtu, Some(lo_mtu));
+        assert!(h.cpus >= 1);
+        assert!(!h.kernel.is_empty());
+        assert_eq!(host_meta(None).route_device, None);
+    }
+}

@@ -1,1 +1,546 @@
-//! The coordinator of a mesh.
+//! The coordinator of a mesh: find the agents, check each answers, run the rounds, and
+//! collect each test's outcome from the agent that drove it.
+//!
+//! Each test is one control connection to its source agent: handshake (with the key),
+//! [`DriveMsg`], then the agent's [`DriveReport`] within the test's time plus the
+//! `--timeout`. A test that fails makes the coordinator check both agents again; one that
+//! no longer answers is marked down with the reason, and every later test it is part of
+//! fails at once with that reason instead of waiting on it. Ctrl-C stops launching tests;
+//! the tests under way are abandoned and marked interrupted.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, Context};
+
+use super::schedule::{pair_set, rounds, Pairs};
+use super::{Figures, Host, HostMeta, Outcome, PairTest};
+use crate::control::auth::Key;
+use crate::control::frame::FrameType;
+use crate::control::messages::{Bye, DriveMsg, DriveReport};
+use crate::control::{Control, ControlError};
+use crate::measure::histogram::Bucket;
+use crate::placement::remote::dial;
+
+/// What a mesh runs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The agents: a name for people and `HOST:PORT` to dial.
+    pub hosts: Vec<(String, String)>,
+    /// The tests of each ordered pair, in order.
+    pub tests: Vec<String>,
+    /// Seconds each test measures.
+    pub duration_s: f64,
+    /// Seconds of warm-up before each.
+    pub warmup_s: f64,
+    /// Streams of tcp-stream.
+    pub parallel: u32,
+    /// Message size (None: each test's own).
+    pub size: Option<u64>,
+    /// Which pairs.
+    pub pairs: Pairs,
+    /// Seed of `Pairs::Random`.
+    pub seed: u64,
+    /// Every pair at once.
+    pub concurrent: bool,
+    /// Extra time an agent gets beyond a test's own.
+    pub timeout: Duration,
+    /// No progress on stderr.
+    pub quiet: bool,
+}
+
+/// What a mesh gave.
+#[derive(Debug)]
+pub struct Outcomes {
+    /// The agents, with what they said of themselves or why they could not take part.
+    pub hosts: Vec<Host>,
+    /// Every test of every ordered pair that was due, in the order they ended.
+    pub tests: Vec<PairTest>,
+    /// Rounds laid out.
+    pub rounds: usize,
+    /// Ctrl-C stopped it.
+    pub interrupted: bool,
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The agents a host list names: `HOST`, `HOST:PORT` or `[V6]:PORT`, with `port` where
+/// none is given, as (name, address to dial).
+///
+/// # Errors
+/// An empty or malformed entry, or fewer than two agents, for the user.
+pub fn parse_hosts(entries: &[String], port: u16) -> Result<Vec<(String, String)>, String> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for e in entries.iter().map(|e| e.trim()) {
+        if e.is_empty() {
+            continue;
+        }
+        if e.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(format!(
+                "host '{e}': a host is HOST, HOST:PORT or [IPV6]:PORT"
+            ));
+        }
+        let addr = if e.parse::<std::net::Ipv6Addr>().is_ok() {
+            format!("[{e}]:{port}")
+        } else if e.starts_with('[') {
+            match e.rsplit_once("]:") {
+                Some((_, p)) if p.parse::<u16>().is_ok() => e.to_string(),
+                _ if e.ends_with(']') => format!("{e}:{port}"),
+                _ => return Err(format!("host '{e}': a bad port (give [IPV6]:PORT)")),
+            }
+        } else {
+            match e.rsplit_once(':') {
+                Some((h, p)) if !h.is_empty() && p.parse::<u16>().is_ok() => e.to_string(),
+                Some(_) => {
+                    return Err(format!(
+                        "host '{e}': a bad port (give HOST:PORT, PORT 1-65535)"
+                    ))
+                }
+                None => format!("{e}:{port}"),
+            }
+        };
+        if out.iter().any(|(_, a)| *a == addr) {
+            return Err(format!("host '{e}' is given twice"));
+        }
+        out.push((e.to_string(), addr));
+    }
+    Ok(out)
+}
+
+/// The lines of a hosts file: one agent per line, `#` starts a comment.
+pub fn hosts_file_entries(text: &str) -> Vec<String> {
+    text.lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// Every address `name` resolves to, at `port` (a headless Service: one per pod), sorted
+/// so the order is the same on every run.
+///
+/// # Errors
+/// The name does not resolve.
+pub fn hosts_from_dns(name: &str, port: u16) -> Result<Vec<(String, String)>, String> {
+    let mut addrs: Vec<SocketAddr> = (name, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("--hosts-from-dns {name}: {e}"))?
+        .collect();
+    addrs.sort();
+    addrs.dedup();
+    Ok(addrs
+        .into_iter()
+        .map(|a| (a.ip().to_string(), a.to_string()))
+        .collect())
+}
+
+/// The figures of a client's JSON report.
+///
+/// # Errors
+/// A report without a result, or with a figure that is negative or not finite.
+pub fn figures(report: &serde_json::Value) -> Result<Figures, String> {
+    let r = report
+        .get("results")
+        .and_then(|r| r.as_array())
+        .and_then(|r| r.first())
+        .ok_or("the client's report has no result")?;
+    let num = |v: Option<&serde_json::Value>| -> Result<Option<f64>, String> {
+        match v {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(v) => match v.as_f64() {
+                Some(x) if x.is_finite() && x >= 0.0 => Ok(Some(x)),
+                _ => Err(format!(
+                    "the client's report has a figure out of range: {v}"
+                )),
+            },
+        }
+    };
+    let rt = r.get("latencies").and_then(|l| l.get("round_trip"));
+    let as_ns = |x: Option<f64>| x.map(|v| v.round() as u64);
+    let delivered = num(r.get("delivered_fraction"))?;
+    if delivered.is_some_and(|d| d > 1.0) {
+        return Err("the client's report has a delivered fraction above 1".into());
+    }
+    let buckets: Vec<Bucket> = match r.get("latency_buckets").and_then(|b| b.get("round_trip")) {
+        Some(b) => serde_json::from_value(b.clone())
+            .map_err(|e| format!("the client's round-trip buckets do not parse: {e}"))?,
+        None => Vec::new(),
+    };
+    Ok(Figures {
+        bits_per_second: num(r.get("bits_per_second"))?,
+        messages_per_second: num(r.get("messages_per_second"))?,
+        round_trip_p50_ns: as_ns(num(rt.and_then(|l| l.get("p50_ns")))?),
+        round_trip_p99_ns: as_ns(num(rt.and_then(|l| l.get("p99_ns")))?),
+        loss: delivered.map(|d| 1.0 - d),
+        round_trip_buckets: buckets,
+    })
+}
+
+/// Dial an agent and say goodbye: whether it answers, and if not, why.
+fn probe(address: &str, key: Option<&Key>) -> Result<(), String> {
+    let (mut ctl, _) = dial(address, key).map_err(|e| format!("{e:#}"))?;
+    let _ = ctl.send(FrameType::Bye, &Bye {});
+    Ok(())
+}
+
+/// One test on its source agent: its report, or why there is none.
+fn drive(
+    address: &str,
+    key: Option<&Key>,
+    msg: &DriveMsg,
+    wait: Duration,
+) -> anyhow::Result<DriveReport> {
+    let (mut ctl, _) = dial(address, key)?;
+    ctl.send(FrameType::Drive, msg)?;
+    let report = wait_report(&mut ctl, wait)?;
+    let _ = ctl.send(FrameType::Bye, &Bye {});
+    Ok(report)
+}
+
+/// The agent's report, waiting at most `wait` (in short steps, so Ctrl-C is seen).
+fn wait_report(ctl: &mut Control, wait: Duration) -> anyhow::Result<DriveReport> {
+    let until = Instant::now() + wait;
+    loop {
+        if crate::interrupt::requested() {
+            return Err(anyhow!("interrupted (Ctrl-C)"));
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(anyhow!(
+                "the agent sent no report within {:.0} s",
+                wait.as_secs_f64()
+            ));
+        }
+        match ctl.poll(left.min(Duration::from_millis(200))) {
+            Ok(Some(f)) => {
+                let r: DriveReport =
+                    crate::control::parse(&f, FrameType::Report).map_err(|e| match e {
+                        ControlError::Refused(why) => anyhow!("the agent refused: {why}"),
+                        e => anyhow!(e),
+                    })?;
+                if r.ended_unix_ns < r.started_unix_ns {
+                    return Err(anyhow!("the agent's report ends before it starts"));
+                }
+                return Ok(r);
+            }
+            Ok(None) => {}
+            Err(e) => return Err(anyhow!(e)).context("the agent stopped answering"),
+        }
+    }
+}
+
+/// What the rounds share.
+struct State {
+    /// Why each agent is down, if it is.
+    down: Vec<Option<String>>,
+    meta: Vec<Option<HostMeta>>,
+    tests: Vec<PairTest>,
+    done: usize,
+}
+
+/// Run the mesh.
+pub fn run(opts: &Options, key: Option<&Key>) -> Outcomes {
+    let n = opts.hosts.len();
+    let progress = |s: &str| {
+        if !opts.quiet {
+            eprintln!("mesh: {s}");
+        }
+    };
+    // Is every agent there, of this protocol, with this key?
+    let checks: Vec<Result<(), String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = opts
+            .hosts
+            .iter()
+            .map(|(_, a)| s.spawn(move || probe(a, key)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("the check panicked".into()))
+            })
+            .collect()
+    });
+    for ((name, _), c) in opts.hosts.iter().zip(&checks) {
+        if let Err(e) = c {
+            progress(&format!("{name} is not available: {e}"));
+        }
+    }
+    let set = pair_set(n, opts.pairs, opts.seed);
+    let plan = rounds(n, &set, opts.concurrent);
+    let due = set.len() * 2 * opts.tests.len();
+    progress(&format!(
+        "{n} agents, {} pairs, {} tests in {} round{}",
+        set.len(),
+        due,
+        plan.len(),
+        if plan.len() == 1 { "" } else { "s" }
+    ));
+    let state = Mutex::new(State {
+        down: checks.iter().map(|c| c.clone().err()).collect(),
+        meta: vec![None; n],
+        tests: Vec::new(),
+        done: 0,
+    });
+    let mut interrupted = false;
+    for (r, round) in plan.iter().enumerate() {
+        if crate::interrupt::requested() {
+            interrupted = true;
+            break;
+        }
+        progress(&format!(
+            "round {}/{}: {} pairs",
+            r + 1,
+            plan.len(),
+            round.len()
+        ));
+        std::thread::scope(|s| {
+            for &(a, b) in round {
+                let state = &state;
+                s.spawn(move || {
+                    for (src, dst) in [(a, b), (b, a)] {
+                        for test in &opts.tests {
+                            if crate::interrupt::requested() {
+                                return;
+                            }
+                            let t = one_test(opts, key, state, r, src, dst, test);
+                            let mut st = state.lock().expect("no panic holds it");
+                            st.done += 1;
+                            st.tests.push(t);
+                        }
+                    }
+                });
+            }
+        });
+        let st = state.lock().expect("no panic holds it");
+        let failed = st
+            .tests
+            .iter()
+            .filter(|t| matches!(t.outcome, Outcome::Failed { .. }))
+            .count();
+        progress(&format!("{}/{} tests done, {failed} failed", st.done, due));
+    }
+    interrupted |= crate::interrupt::requested();
+    let st = state.into_inner().expect("no panic holds it");
+    let hosts = opts
+        .hosts
+        .iter()
+        .zip(checks)
+        .zip(st.meta)
+        .map(|(((name, address), check), meta)| Host {
+            name: name.clone(),
+            address: address.clone(),
+            meta,
+            error: check.err(),
+        })
+        .collect();
+    Outcomes {
+        hosts,
+        tests: st.tests,
+        rounds: plan.len(),
+        interrupted,
+    }
+}
+
+/// One test of one ordered pair, from start to outcome.
+fn one_test(
+    opts: &Options,
+    key: Option<&Key>,
+    state: &Mutex<State>,
+    round: usize,
+    src: usize,
+    dst: usize,
+    test: &str,
+) -> PairTest {
+    let failed = |reason: String, started: u64| PairTest {
+        source: src,
+        destination: dst,
+        test: test.to_string(),
+        round,
+        started_unix_ns: started,
+        ended_unix_ns: now_ns().max(started),
+        outcome: Outcome::Failed { reason },
+    };
+    let started = now_ns();
+    let down = {
+        let st = state.lock().expect("no panic holds it");
+        [src, dst]
+            .into_iter()
+            .find_map(|h| st.down[h].as_ref().map(|why| (h, why.clone())))
+    };
+    if let Some((h, why)) = down {
+        return failed(format!("agent {} is down: {why}", opts.hosts[h].0), started);
+    }
+    let msg = DriveMsg {
+        workload: test.to_string(),
+        target: opts.hosts[dst].1.clone(),
+        duration_s: opts.duration_s,
+        warmup_s: opts.warmup_s,
+        parallel: if test == "tcp-stream" {
+            opts.parallel
+        } else {
+            1
+        },
+        size: opts.size,
+    };
+    let wait = Duration::from_secs_f64(opts.duration_s + opts.warmup_s)
+        + super::agent::GRACE
+        + opts.timeout;
+    let outcome = drive(&opts.hosts[src].1, key, &msg, wait);
+    let result = match outcome {
+        Ok(report) => {
+            if let Some(mut meta) = report.host.clone() {
+                // Another host's words: printable and bounded before they are shown.
+                let clean = |s: &str| crate::control::wire::clean(s, 256);
+                meta.hostname = clean(&meta.hostname);
+                meta.kernel = clean(&meta.kernel);
+                meta.cpu_model = meta.cpu_model.as_deref().map(clean);
+                meta.congestion_control = meta.congestion_control.as_deref().map(clean);
+                meta.route_device = meta.route_device.as_deref().map(clean);
+                let mut st = state.lock().expect("no panic holds it");
+                st.meta[src].get_or_insert(meta);
+            }
+            let outcome = match (&report.error, &report.report) {
+                (Some(e), _) => Outcome::Failed {
+                    reason: crate::control::wire::clean(e, 1000),
+                },
+                (None, Some(r)) => match figures(r) {
+                    Ok(f) => Outcome::Measured(f),
+                    Err(e) => Outcome::Failed { reason: e },
+                },
+                (None, None) => Outcome::Failed {
+                    reason: "the agent sent neither a report nor an error".into(),
+                },
+            };
+            PairTest {
+                source: src,
+                destination: dst,
+                test: test.to_string(),
+                round,
+                started_unix_ns: report.started_unix_ns,
+                ended_unix_ns: report.ended_unix_ns,
+                outcome,
+            }
+        }
+        Err(e) => failed(format!("{e:#}"), started),
+    };
+    if matches!(result.outcome, Outcome::Failed { .. }) && !crate::interrupt::requested() {
+        // Which of the two is gone, if either: later tests need not wait on it.
+        for h in [src, dst] {
+            if let Err(why) = probe(&opts.hosts[h].1, key) {
+                let mut st = state.lock().expect("no panic holds it");
+                st.down[h].get_or_insert(why);
+            }
+        }
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_take_the_default_port_and_keep_their_own() {
+        let e = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            parse_hosts(
+                &e(&["10.0.0.1", "b:7000", "::1", "[fe80::1]", "[::1]:9", " "]),
+                5290
+            )
+            .unwrap(),
+            vec![
+                ("10.0.0.1".to_string(), "10.0.0.1:5290".to_string()),
+                ("b:7000".into(), "b:7000".into()),
+                ("::1".into(), "[::1]:5290".into()),
+                ("[fe80::1]".into(), "[fe80::1]:5290".into()),
+                ("[::1]:9".into(), "[::1]:9".into()),
+            ]
+        );
+        assert!(parse_hosts(&e(&["a:x"]), 1)
+            .unwrap_err()
+            .contains("bad port"));
+        assert!(parse_hosts(&e(&["a:70000"]), 1)
+            .unwrap_err()
+            .contains("bad port"));
+        assert!(parse_hosts(&e(&["a", "a:1"]), 1)
+            .unwrap_err()
+            .contains("twice"));
+        assert!(parse_hosts(&e(&["a b"]), 1)
+            .unwrap_err()
+            .contains("HOST:PORT"));
+    }
+
+    #[test]
+    fn a_hosts_file_skips_comments_and_blank_lines() {
+        assert_eq!(
+            hosts_file_entries("# agents\n10.0.0.1\n\n  10.0.0.2:7000  # rack 2\n#10.0.0.3\n"),
+            ["10.0.0.1", "10.0.0.2:7000"]
+        );
+    }
+
+    #[test]
+    fn dns_gives_every_address_sorted() {
+        let h = hosts_from_dns("localhost", 5290).unwrap();
+        assert!(
+            h.iter()
+                .any(|(n, a)| n == "127.0.0.1" && a == "127.0.0.1:5290"),
+            "{h:?}"
+        );
+        let mut sorted = h.clone();
+        sorted.sort_by(|x, y| {
+            x.1.parse::<SocketAddr>()
+                .unwrap()
+                .cmp(&y.1.parse().unwrap())
+        });
+        assert_eq!(h, sorted);
+        assert!(hosts_from_dns("no-such-host.invalid", 1).is_err());
+    }
+
+    #[test]
+    fn figures_come_from_the_clients_report_and_bad_ones_are_refused() {
+        let report = serde_json::json!({"results": [{
+            "bits_per_second": 1.5e9, "messages_per_second": 2000.0,
+            "latencies": {"round_trip": {"p50_ns": 14000, "p99_ns": 80000}},
+            "latency_buckets": {"round_trip": [{"le_ns": 16000, "count": 3}, {"le_ns": 100000, "count": 1}]},
+            "delivered_fraction": 0.75
+        }]});
+        let f = figures(&report).unwrap();
+        assert_eq!(f.bits_per_second, Some(1.5e9));
+        assert_eq!(f.messages_per_second, Some(2000.0));
+        assert_eq!(f.round_trip_p50_ns, Some(14000));
+        assert_eq!(f.round_trip_p99_ns, Some(80000));
+        assert_eq!(f.loss, Some(0.25));
+        assert_eq!(
+            f.round_trip_buckets,
+            vec![
+                Bucket {
+                    le_ns: 16000,
+                    count: 3
+                },
+                Bucket {
+                    le_ns: 100000,
+                    count: 1
+                }
+            ]
+        );
+        let stream =
+            serde_json::json!({"results": [{"bits_per_second": 1.0, "delivered_fraction": null}]});
+        let f = figures(&stream).unwrap();
+        assert_eq!((f.loss, f.round_trip_p50_ns), (None, None));
+        assert!(f.round_trip_buckets.is_empty());
+        for bad in [
+            serde_json::json!({"results": []}),
+            serde_json::json!({"results": [{"bits_per_second": -1.0}]}),
+            serde_json::json!({"results": [{"bits_per_second": "fast"}]}),
+            serde_json::json!({"results": [{"delivered_fraction": 1.5}]}),
+            serde_json::json!({"results": [{"latency_buckets": {"round_trip": [{"le": 1}]}}]}),
+        ] {
+            assert!(figures(&bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -32,3 +32,42 @@ pub struct Settings {
     /// See `started_unix_ns`.
     pub ended_unix_ns: u64,
 }
+
+/// The mesh's JSON document (placeholder until the report lands).
+#[derive(Clone, Debug, Serialize)]
+pub struct MeshReport {
+    /// Settings.
+    pub settings: Settings,
+    /// Hosts.
+    pub hosts: Vec<Host>,
+    /// Tests.
+    pub tests: Vec<PairTest>,
+    /// Interrupted.
+    pub interrupted: bool,
+}
+
+/// Build.
+pub fn build(
+    _command: Vec<String>,
+    settings: Settings,
+    hosts: Vec<Host>,
+    tests: Vec<PairTest>,
+    interrupted: bool,
+) -> MeshReport {
+    MeshReport {
+        settings,
+        hosts,
+        tests,
+        interrupted,
+    }
+}
+
+/// Table.
+pub fn table(r: &MeshReport) -> String {
+    serde_json::to_string_pretty(r).unwrap_or_default()
+}
+
+/// OpenMetrics.
+pub fn openmetrics(_r: &MeshReport) -> String {
+    "# EOF\n".into()
+}

@@ -31,7 +31,9 @@ impl Pairs {
             [w] if w == "ring" => Ok(Pairs::Ring),
             [w, n] if w == "random" => match n.parse::<usize>() {
                 Ok(n) if n > 0 => Ok(Pairs::Random(n)),
-                _ => Err(format!("--pairs random N: N must be a whole number above 0, not '{n}'")),
+                _ => Err(format!(
+                    "--pairs random N: N must be a whole number above 0, not '{n}'"
+                )),
             },
             [w] if w == "random" => Err("--pairs random needs a count: --pairs random 3".into()),
             _ => Err(format!(
@@ -72,7 +74,12 @@ pub fn pair_set(n: usize, pairs: Pairs, seed: u64) -> BTreeSet<(usize, usize)> {
                     others.swap(i, j);
                 }
                 let have = set.iter().filter(|&&(x, y)| x == a || y == a).count();
-                for b in others.into_iter().take(k.saturating_sub(have)) {
+                let new: Vec<usize> = others
+                    .into_iter()
+                    .filter(|&b| !set.contains(&(a.min(b), a.max(b))))
+                    .take(k.saturating_sub(have))
+                    .collect();
+                for b in new {
                     set.insert((a.min(b), a.max(b)));
                 }
             }
@@ -83,7 +90,11 @@ pub fn pair_set(n: usize, pairs: Pairs, seed: u64) -> BTreeSet<(usize, usize)> {
 
 /// Rounds of disjoint pairs covering `set` exactly once; with `concurrent`, one round
 /// holding every pair.
-pub fn rounds(n: usize, set: &BTreeSet<(usize, usize)>, concurrent: bool) -> Vec<Vec<(usize, usize)>> {
+pub fn rounds(
+    n: usize,
+    set: &BTreeSet<(usize, usize)>,
+    concurrent: bool,
+) -> Vec<Vec<(usize, usize)>> {
     if set.is_empty() {
         return Vec::new();
     }
@@ -161,7 +172,10 @@ mod tests {
             let mut hosts = BTreeSet::new();
             for &(a, b) in round {
                 assert!(a < b && b < n, "{a} {b} of {n}");
-                assert!(hosts.insert(a) && hosts.insert(b), "a host twice in {round:?}");
+                assert!(
+                    hosts.insert(a) && hosts.insert(b),
+                    "a host twice in {round:?}"
+                );
                 assert!(seen.insert((a, b)), "({a}, {b}) twice");
             }
         }
@@ -183,7 +197,14 @@ mod tests {
                 assert!(r.iter().all(|round| round.len() == (n - 1) / 2));
             }
         }
-        assert_eq!(circle(4), vec![vec![(0, 3), (1, 2)], vec![(0, 2), (1, 3)], vec![(0, 1), (2, 3)]]);
+        assert_eq!(
+            circle(4),
+            vec![
+                vec![(0, 3), (1, 2)],
+                vec![(0, 2), (1, 3)],
+                vec![(0, 1), (2, 3)]
+            ]
+        );
     }
 
     #[test]
@@ -233,8 +254,14 @@ mod tests {
         assert_eq!(Pairs::parse(&w("all")), Ok(Pairs::All));
         assert_eq!(Pairs::parse(&w("ring")), Ok(Pairs::Ring));
         assert_eq!(Pairs::parse(&w("random 3")), Ok(Pairs::Random(3)));
-        assert!(Pairs::parse(&w("random 0")).unwrap_err().contains("above 0"));
-        assert!(Pairs::parse(&w("random")).unwrap_err().contains("needs a count"));
-        assert!(Pairs::parse(&w("star")).unwrap_err().contains("all, ring or random N"));
+        assert!(Pairs::parse(&w("random 0"))
+            .unwrap_err()
+            .contains("above 0"));
+        assert!(Pairs::parse(&w("random"))
+            .unwrap_err()
+            .contains("needs a count"));
+        assert!(Pairs::parse(&w("star"))
+            .unwrap_err()
+            .contains("all, ring or random N"));
     }
 }

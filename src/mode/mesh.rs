@@ -1,10 +1,225 @@
-//! `sockbench mesh`: see [`crate::mesh`].
+//! `sockbench mesh`: read the flags, find the agents, run the mesh
+//! ([`crate::mesh::coordinator`]) and print its report ([`crate::mesh::report`]).
 
+use std::io::Write;
 use std::process::ExitCode;
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::cli::{MeshArgs, OutputArgs};
+use super::{FAILED, INTERRUPTED, USAGE};
+use crate::cli::{Format, MeshArgs, OutputArgs};
+use crate::control::auth::Key;
+use crate::measure::units::{parse_duration, parse_size};
+use crate::mesh::coordinator::{self, hosts_file_entries, hosts_from_dns, parse_hosts, Options};
+use crate::mesh::report::{self, Settings};
+use crate::mesh::schedule::Pairs;
+use crate::mesh::{Outcome, WORKLOADS};
+
+/// Most agents in one mesh.
+const MAX_HOSTS: usize = 1000;
+
+fn usage(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("sockbench: error: {msg}");
+    ExitCode::from(USAGE)
+}
+
+fn failed(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("sockbench: error: {msg}");
+    ExitCode::from(FAILED)
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The agents the flags name, in order: `--hosts`, then the file, then DNS.
+fn hosts(args: &MeshArgs) -> Result<Vec<(String, String)>, String> {
+    let mut entries = args.hosts.clone();
+    if let Some(path) = &args.hosts_file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("--hosts-file {}: {e}", path.display()))?;
+        entries.extend(hosts_file_entries(&text));
+    }
+    let mut hosts = parse_hosts(&entries, args.port)?;
+    if let Some(name) = &args.hosts_from_dns {
+        for h in hosts_from_dns(name, args.port)? {
+            if !hosts.iter().any(|(_, a)| *a == h.1) {
+                hosts.push(h);
+            }
+        }
+    }
+    if hosts.len() < 2 {
+        return Err(format!(
+            "a mesh needs at least two agents, and {} {} given: name them with --hosts A,B,..., --hosts-file or --hosts-from-dns",
+            hosts.len(),
+            if hosts.len() == 1 { "was" } else { "were" }
+        ));
+    }
+    if hosts.len() > MAX_HOSTS {
+        return Err(format!(
+            "{} agents: a mesh takes at most {MAX_HOSTS}",
+            hosts.len()
+        ));
+    }
+    Ok(hosts)
+}
 
 /// Run a mesh.
-pub fn run(_args: &MeshArgs, _output: &OutputArgs, _argv: Vec<String>) -> ExitCode {
-    ExitCode::from(super::FAILED)
+pub fn run(args: &MeshArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode {
+    let format = output.format;
+    if !matches!(format, Format::Table | Format::Json | Format::Openmetrics) {
+        return usage("mesh prints a table (the default), --format json or --format openmetrics");
+    }
+    if output.export_csv.is_some()
+        || output.export_markdown.is_some()
+        || output.export_html.is_some()
+    {
+        return usage(
+            "mesh's report is one document: --export-json PATH or --export-openmetrics PATH",
+        );
+    }
+    let hosts = match hosts(args) {
+        Ok(h) => h,
+        Err(e) => return usage(e),
+    };
+    let pairs = match Pairs::parse(&args.pairs) {
+        Ok(p) => p,
+        Err(e) => return usage(e),
+    };
+    let mut tests: Vec<String> = Vec::new();
+    for t in args
+        .tests
+        .iter()
+        .map(|t| t.trim())
+        .filter(|t| !t.is_empty())
+    {
+        if !WORKLOADS.contains(&t) {
+            return usage(format!(
+                "--tests: unknown test '{t}': choose from {}",
+                WORKLOADS.join(", ")
+            ));
+        }
+        if !tests.iter().any(|x| x == t) {
+            tests.push(t.to_string());
+        }
+    }
+    if tests.is_empty() {
+        return usage(format!(
+            "--tests: name at least one of {}",
+            WORKLOADS.join(", ")
+        ));
+    }
+    let duration = match parse_duration(&args.duration) {
+        Ok(d) if !d.is_zero() => d,
+        Ok(_) => return usage("--duration must be above 0"),
+        Err(e) => return usage(format!("--duration: {e}")),
+    };
+    let warmup = match parse_duration(&args.warmup) {
+        Ok(d) => d,
+        Err(e) => return usage(format!("--warmup: {e}")),
+    };
+    let timeout = match parse_duration(&args.timeout) {
+        Ok(d) => d,
+        Err(e) => return usage(format!("--timeout: {e}")),
+    };
+    let size = match args.size.as_deref().map(parse_size).transpose() {
+        Ok(Some(0)) => return usage("--size must be above 0"),
+        Ok(s) => s,
+        Err(e) => return usage(format!("--size: {e}")),
+    };
+    if args.parallel == 0 || args.parallel > 128 {
+        return usage("-P must be between 1 and 128");
+    }
+    let key = match &args.key_file {
+        Some(p) => match Key::load(p) {
+            Ok(k) => Some(k),
+            Err(e) => return usage(format!("{e:#}")),
+        },
+        None => None,
+    };
+    if let Err(e) = crate::interrupt::install() {
+        return failed(format!("cannot handle Ctrl-C: {e}"));
+    }
+    let seed = args
+        .seed
+        .unwrap_or_else(|| now_ns() ^ u64::from(std::process::id()));
+    let opts = Options {
+        hosts,
+        tests: tests.clone(),
+        duration_s: duration.as_secs_f64(),
+        warmup_s: warmup.as_secs_f64(),
+        parallel: args.parallel,
+        size,
+        pairs,
+        seed,
+        concurrent: args.concurrent,
+        timeout,
+        quiet: output.quiet,
+    };
+    let started = now_ns();
+    let out = coordinator::run(&opts, key.as_ref());
+    let settings = Settings {
+        pairs: args.pairs.join(" "),
+        concurrent: args.concurrent,
+        seed: matches!(pairs, Pairs::Random(_)).then_some(seed),
+        rounds: out.rounds,
+        tests,
+        duration_s: opts.duration_s,
+        warmup_s: opts.warmup_s,
+        parallel: opts.parallel,
+        size,
+        started_unix_ns: started,
+        ended_unix_ns: now_ns().max(started),
+    };
+    let all_failed = !out.tests.is_empty()
+        && out
+            .tests
+            .iter()
+            .all(|t| matches!(t.outcome, Outcome::Failed { .. }));
+    let nothing_ran = out.tests.is_empty();
+    let interrupted = out.interrupted;
+    let doc = report::build(argv, settings, out.hosts, out.tests, interrupted);
+    for (path, text) in [
+        (&output.export_json, json(&doc)),
+        (&output.export_openmetrics, report::openmetrics(&doc)),
+    ] {
+        if let Some(p) = path {
+            if let Err(e) = write_to(p, &text) {
+                return failed(format!("cannot write {}: {e}", p.display()));
+            }
+        }
+    }
+    let text = match format {
+        Format::Json => json(&doc),
+        Format::Openmetrics => report::openmetrics(&doc),
+        _ => report::table(&doc),
+    };
+    if let Err(e) = std::io::stdout().lock().write_all(text.as_bytes()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            return failed(format!("cannot write the report: {e}"));
+        }
+    }
+    if interrupted {
+        ExitCode::from(INTERRUPTED)
+    } else if all_failed || nothing_ran {
+        eprintln!("sockbench: error: no test of the mesh could run: see the failures above");
+        ExitCode::from(FAILED)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn json(doc: &report::MeshReport) -> String {
+    let mut s = serde_json::to_string_pretty(doc).expect("the mesh report serializes");
+    s.push('\n');
+    s
+}
+
+fn write_to(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    if path.as_os_str() == "-" {
+        std::io::stdout().lock().write_all(text.as_bytes())
+    } else {
+        std::fs::write(path, text)
+    }
 }

@@ -35,6 +35,8 @@ const MAX_PENDING: usize = 64;
 /// What every conversation of a server shares.
 struct Shared {
     key: Option<Key>,
+    /// The key's file, handed to the clients a mesh coordinator asks this agent to run.
+    key_file: Option<PathBuf>,
     limits: Limits,
     path: Option<PathBuf>,
     max_clients: usize,
@@ -57,6 +59,7 @@ impl Shared {
     fn new(key: Option<Key>, limits: Limits, path: Option<PathBuf>) -> Shared {
         Shared {
             key,
+            key_file: None,
             limits,
             path,
             max_clients: 1,
@@ -120,6 +123,7 @@ pub fn run(args: &ServerArgs) -> ExitCode {
         );
     }
     let mut shared = Shared::new(key, limits, args.path.clone());
+    shared.key_file = args.key_file.clone();
     shared.max_clients = args.max_clients.max(1) as usize;
     shared.verbose = args.verbose;
     let shared = Arc::new(shared);
@@ -403,6 +407,22 @@ fn converse(
                     }
                     run_one(shared, &mut ctl, &msg, peer, &who)?;
                 }
+                Step::Drive(msg) => {
+                    if slot.is_none() {
+                        if !take_slot(shared) {
+                            shared.refused.fetch_add(1, Ordering::Relaxed);
+                            let why = format!(
+                                "the agent is busy: {} tests are running (its --max-clients); try again shortly",
+                                shared.max_clients
+                            );
+                            ctl.refuse(&why);
+                            anyhow::bail!("refused: {why}");
+                        }
+                        slot = Some(Slot(&shared.active));
+                        shared.served_one.store(true, Ordering::Relaxed);
+                    }
+                    drive_one(shared, &mut ctl, &msg, &who)?;
+                }
                 Step::Ignore => {}
                 Step::End => return Ok(()),
                 Step::Refuse(why) => {
@@ -423,6 +443,30 @@ fn converse(
     ctl.stream().shutdown();
     drop(slot);
     result
+}
+
+/// One test a mesh coordinator asked this agent to drive against another agent, logged.
+fn drive_one(
+    shared: &Shared,
+    ctl: &mut Control,
+    msg: &crate::control::messages::DriveMsg,
+    who: &str,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let report = crate::mesh::agent::drive(msg, shared.key_file.as_deref());
+    shared.tests.fetch_add(1, Ordering::Relaxed);
+    let outcome = match &report.error {
+        Some(e) => format!("failed: {e}"),
+        None => "done".to_string(),
+    };
+    eprintln!(
+        "sockbench server: mesh test for {who}: {} to {} ({:.1} s), {outcome}",
+        msg.workload,
+        msg.target,
+        started.elapsed().as_secs_f64()
+    );
+    ctl.send(crate::control::frame::FrameType::Report, &report)?;
+    Ok(())
 }
 
 /// One run for a client, logged.
