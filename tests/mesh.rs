@@ -1,0 +1,330 @@
+//! `sockbench mesh` across hosts made on this machine: four network namespaces on a
+//! bridge, an agent (`sockbench server`) in each, the coordinator in the bridge's own
+//! namespace. The full matrix, the rounds (from the times the agents recorded), a host
+//! killed mid-mesh, the key, and bad flags.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use common::Sandbox;
+use serde_json::Value;
+
+/// Agents in this many namespaces.
+const HOSTS: usize = 4;
+
+/// The outcome of a mesh run in the lab: its exit status, stdout and stderr. `None`
+/// (with the reason printed) where namespaces cannot be made.
+struct Lab {
+    status: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// Build the lab (namespaces `sbm<pid>-hN` on a bridge, 10.77.0.N+1/24, an agent in each
+/// with `agent_args`), run `before` (may use $AGENT0..3 pids), then `sockbench
+/// mesh_args` in the bridge's namespace, and take everything down.
+fn lab(sb: &Sandbox, agent_args: &str, before: &str, mesh_args: &str) -> Option<Lab> {
+    let ok = std::process::Command::new("unshare")
+        .args(["-n", "ip", "link", "add", "name", "br0", "type", "bridge"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!(
+            "skipped: cannot make network namespaces with a bridge here (needs root and iproute2)"
+        );
+        return None;
+    }
+    let bin = assert_cmd::cargo::cargo_bin("sockbench");
+    let dir = sb.path().display().to_string();
+    let script = format!(
+        r#"
+set -u
+BIN='{bin}'; DIR='{dir}'; P=sbm$$
+cleanup() {{
+  for i in $(seq 0 {last}); do kill "$(cat $DIR/agent$i.pid 2>/dev/null)" 2>/dev/null; done
+  sleep 0.2
+  for i in $(seq 0 {last}); do ip netns del $P-h$i 2>/dev/null; done
+}}
+trap cleanup EXIT
+set -e
+ip link set lo up
+ip link add br0 type bridge
+ip addr add 10.77.0.100/24 dev br0
+ip link set br0 up
+for i in $(seq 0 {last}); do
+  ip netns add $P-h$i
+  ip link add v$i type veth peer name e$i
+  ip link set e$i netns $P-h$i
+  ip link set v$i master br0
+  ip link set v$i up
+  ip netns exec $P-h$i ip link set lo up
+  ip netns exec $P-h$i ip addr add 10.77.0.$((i+1))/24 dev e$i
+  ip netns exec $P-h$i ip link set e$i up
+done
+for i in $(seq 0 {last}); do
+  ip netns exec $P-h$i $BIN server --listen 10.77.0.$((i+1)) --port 5290 {agent_args} 2>$DIR/agent$i.log &
+  echo $! > $DIR/agent$i.pid
+done
+for i in $(seq 0 {last}); do
+  for t in $(seq 100); do grep -q listening $DIR/agent$i.log 2>/dev/null && break; sleep 0.05; done
+done
+set +e
+{before}
+$BIN mesh --hosts 10.77.0.1,10.77.0.2,10.77.0.3,10.77.0.4 {mesh_args}
+"#,
+        bin = bin.display(),
+        last = HOSTS - 1,
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["-n", "bash", "-c", &script])
+        .env("TMPDIR", sb.path())
+        .env("XDG_RUNTIME_DIR", sb.path())
+        .output()
+        .unwrap();
+    Some(Lab {
+        status: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
+fn key(sb: &Sandbox) -> String {
+    let path = sb.path().join("mesh.key");
+    std::fs::write(&path, "mesh-test-key-0123456789abcdef0123456789\n").unwrap();
+    path.display().to_string()
+}
+
+fn tests_of(doc: &Value) -> &Vec<Value> {
+    doc["tests"].as_array().expect("tests")
+}
+
+fn pair(t: &Value) -> (u64, u64) {
+    (
+        t["source"].as_u64().unwrap(),
+        t["destination"].as_u64().unwrap(),
+    )
+}
+
+#[test]
+fn every_ordered_pair_is_measured_once_per_test_and_no_host_is_in_two_tests_at_once() {
+    let sb = Sandbox::new();
+    let k = key(&sb);
+    let Some(lab) = lab(
+        &sb,
+        &format!("--key-file {k}"),
+        "",
+        &format!(
+            "--key-file {k} --tests tcp-stream,udp-pingpong -d 0.3s -w 0s -P 2 --format json -q"
+        ),
+    ) else {
+        return;
+    };
+    assert_eq!(lab.status, 0, "{}", lab.stderr);
+    let doc: Value = serde_json::from_str(&lab.stdout).expect("JSON");
+    let tests = tests_of(&doc);
+    // 4 hosts: 12 ordered pairs, 2 tests each, all measured.
+    assert_eq!(tests.len(), 24, "{}", lab.stdout);
+    let mut seen: BTreeMap<(u64, u64, String), usize> = BTreeMap::new();
+    for t in tests {
+        assert_eq!(t["outcome"]["status"], "measured", "{t}");
+        let (s, d) = pair(t);
+        assert_ne!(s, d);
+        *seen
+            .entry((s, d, t["test"].as_str().unwrap().to_string()))
+            .or_default() += 1;
+    }
+    assert_eq!(seen.len(), 24);
+    assert!(seen.values().all(|&n| n == 1));
+    // The rounds: 3 of 2 disjoint pairs (the circle method for 4 hosts).
+    assert_eq!(doc["settings"]["rounds"], 3);
+    let mut by_round: BTreeMap<u64, BTreeSet<(u64, u64)>> = BTreeMap::new();
+    for t in tests {
+        let (s, d) = pair(t);
+        by_round
+            .entry(t["round"].as_u64().unwrap())
+            .or_default()
+            .insert((s.min(d), s.max(d)));
+    }
+    assert_eq!(by_round.len(), 3);
+    for pairs in by_round.values() {
+        assert_eq!(pairs.len(), 2);
+        let hosts: BTreeSet<u64> = pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
+        assert_eq!(
+            hosts.len(),
+            4,
+            "a host in two pairs of one round: {pairs:?}"
+        );
+    }
+    // From the times the agents recorded (one clock: one machine): no host's tests
+    // overlap, and no round starts before the last one ended.
+    for h in 0..HOSTS as u64 {
+        let mut spans: Vec<(u64, u64)> = tests
+            .iter()
+            .filter(|t| {
+                let (s, d) = pair(t);
+                s == h || d == h
+            })
+            .map(|t| {
+                (
+                    t["started_unix_ns"].as_u64().unwrap(),
+                    t["ended_unix_ns"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        spans.sort_unstable();
+        assert_eq!(
+            spans.len(),
+            12,
+            "host {h}: 3 partners x 2 directions x 2 tests"
+        );
+        for w in spans.windows(2) {
+            assert!(w[0].1 <= w[1].0, "host {h} was in two tests at once: {w:?}");
+        }
+    }
+    for r in 1..3u64 {
+        let end_before = tests
+            .iter()
+            .filter(|t| t["round"] == r - 1)
+            .map(|t| t["ended_unix_ns"].as_u64().unwrap())
+            .max();
+        let start = tests
+            .iter()
+            .filter(|t| t["round"] == r)
+            .map(|t| t["started_unix_ns"].as_u64().unwrap())
+            .min();
+        assert!(
+            end_before <= start,
+            "round {r} began before round {} ended",
+            r - 1
+        );
+    }
+    // Figures from the pairs' own reports: streams have throughput, pingpongs round
+    // trips, and the hosts say where their route goes.
+    for t in tests {
+        let o = &t["outcome"];
+        match t["test"].as_str().unwrap() {
+            "tcp-stream" => assert!(o["bits_per_second"].as_f64().unwrap() > 1e6, "{t}"),
+            _ => {
+                let p50 = o["round_trip_p50_ns"].as_u64().unwrap();
+                assert!(
+                    p50 > 0 && p50 <= o["round_trip_p99_ns"].as_u64().unwrap(),
+                    "{t}"
+                );
+                let n: u64 = o["round_trip_buckets"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|b| b["count"].as_u64().unwrap())
+                    .sum();
+                assert!(n > 100, "{t}");
+            }
+        }
+    }
+    for (i, h) in doc["hosts"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(h["error"], Value::Null);
+        assert_eq!(h["address"], format!("10.77.0.{}:5290", i + 1));
+        assert_eq!(h["meta"]["route_device"], format!("e{i}"), "{h}");
+        assert_eq!(h["meta"]["mtu"], 1500);
+    }
+}
+
+#[test]
+fn a_host_killed_mid_mesh_fails_its_pairs_with_the_reason_and_the_others_complete() {
+    let sb = Sandbox::new();
+    // Agent 3 dies about a second in (each test takes about half a second).
+    let Some(lab) = lab(
+        &sb,
+        "",
+        "(sleep 1.2; kill -9 \"$(cat $DIR/agent3.pid)\") &",
+        "--tests tcp-pingpong -d 0.3s -w 0s --format json -q",
+    ) else {
+        return;
+    };
+    assert_eq!(lab.status, 0, "the mesh goes on: {}", lab.stderr);
+    let doc: Value = serde_json::from_str(&lab.stdout).expect("JSON");
+    let tests = tests_of(&doc);
+    assert_eq!(tests.len(), 12, "every ordered pair is accounted for");
+    let mut failed_with_3 = 0;
+    for t in tests {
+        let (s, d) = pair(t);
+        let status = t["outcome"]["status"].as_str().unwrap();
+        if s != 3 && d != 3 {
+            assert_eq!(status, "measured", "{t}");
+        } else if status == "failed" {
+            failed_with_3 += 1;
+            let reason = t["outcome"]["reason"].as_str().unwrap();
+            assert!(!reason.is_empty());
+        }
+    }
+    assert!(
+        failed_with_3 >= 2,
+        "agent 3's later pairs fail: {}",
+        lab.stdout
+    );
+    // Once found down, its later tests fail at once, naming it.
+    assert!(
+        tests.iter().any(|t| t["outcome"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("agent 10.77.0.4 is down"))),
+        "{}",
+        lab.stdout
+    );
+}
+
+#[test]
+fn without_the_agents_key_no_test_runs_and_each_host_says_why() {
+    let sb = Sandbox::new();
+    let k = key(&sb);
+    let Some(lab) = lab(
+        &sb,
+        &format!("--key-file {k}"),
+        "",
+        "--tests tcp-pingpong -d 0.2s -w 0s --format json -q",
+    ) else {
+        return;
+    };
+    assert_eq!(lab.status, 1, "{}", lab.stderr);
+    let doc: Value = serde_json::from_str(&lab.stdout).expect("JSON");
+    for h in doc["hosts"].as_array().unwrap() {
+        assert!(
+            h["error"].as_str().unwrap().contains("requires a key"),
+            "{h}"
+        );
+    }
+    assert!(tests_of(&doc)
+        .iter()
+        .all(|t| t["outcome"]["status"] == "failed"));
+}
+
+#[test]
+fn bad_flags_are_usage_errors_that_say_what_to_do() {
+    let sb = Sandbox::new();
+    for (args, want) in [
+        (vec!["--hosts", "127.0.0.1"], "at least two agents"),
+        (
+            vec!["--hosts", "a,b", "--tests", "sctp"],
+            "unknown test 'sctp'",
+        ),
+        (vec!["--hosts", "a,b", "--pairs", "random"], "needs a count"),
+        (
+            vec!["--hosts", "a,b", "--pairs", "star"],
+            "all, ring or random N",
+        ),
+        (vec!["--hosts", "a:99999,b"], "bad port"),
+        (
+            vec!["--hosts", "a,b", "-d", "0"],
+            "--duration must be above 0",
+        ),
+        (vec!["--hosts", "a,b", "--format", "csv"], "--format json"),
+        (
+            vec!["--hosts", "a,b", "--key-file", "/nonexistent/key"],
+            "/nonexistent/key",
+        ),
+    ] {
+        let out = sb.sockbench().arg("mesh").args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
