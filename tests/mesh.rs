@@ -328,3 +328,89 @@ fn bad_flags_are_usage_errors_that_say_what_to_do() {
         assert!(err.contains(want), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn ctrl_c_stops_the_mesh_promptly_and_prints_what_was_measured() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let sb = Sandbox::new();
+    let mut agents = Vec::new();
+    let mut hosts = Vec::new();
+    let mut logs = Vec::new();
+    for _ in 0..3 {
+        let (child, port, lines) = common::spawn_server(sb.sockbench().args([
+            "server",
+            "--listen",
+            "127.0.0.1",
+            "--port",
+            "0",
+        ]));
+        hosts.push(format!("127.0.0.1:{port}"));
+        agents.push(child);
+        logs.push(lines);
+    }
+    let mut mesh = sb
+        .sockbench()
+        .args([
+            "mesh",
+            "--hosts",
+            &hosts.join(","),
+            "--tests",
+            "tcp-pingpong",
+            "-d",
+            "0.5s",
+            "-w",
+            "0s",
+            "--format",
+            "json",
+            "-q",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Three rounds of two tests: stop once the first round's two are done (the agents
+    // log each test they drove), during the second.
+    let mut done = 0;
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while done < 2 && std::time::Instant::now() < until {
+        for l in &logs {
+            while let Ok(line) = l.try_recv() {
+                done += usize::from(line.contains("mesh test for") && line.ends_with("done"));
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(done, 2, "the first round did not finish");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let signalled = std::time::Instant::now();
+    kill(Pid::from_raw(mesh.id() as i32), Signal::SIGINT).unwrap();
+    let out = mesh.wait_with_output().unwrap();
+    let took = signalled.elapsed();
+    for mut a in agents {
+        let _ = a.kill();
+        let _ = a.wait();
+    }
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        took < std::time::Duration::from_secs(2),
+        "took {took:?} to stop"
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(doc["interrupted"], true);
+    let tests = tests_of(&doc);
+    let measured = tests
+        .iter()
+        .filter(|t| t["outcome"]["status"] == "measured")
+        .count();
+    assert!(
+        measured >= 2,
+        "the first round's tests are in the report: {doc}"
+    );
+    assert!(tests.len() < 6, "no round began after Ctrl-C: {doc}");
+}

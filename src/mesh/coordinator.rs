@@ -205,9 +205,6 @@ fn drive(
 fn wait_report(ctl: &mut Control, wait: Duration) -> anyhow::Result<DriveReport> {
     let until = Instant::now() + wait;
     loop {
-        if crate::interrupt::requested() {
-            return Err(anyhow!("interrupted (Ctrl-C)"));
-        }
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(anyhow!(
@@ -215,7 +212,11 @@ fn wait_report(ctl: &mut Control, wait: Duration) -> anyhow::Result<DriveReport>
                 wait.as_secs_f64()
             ));
         }
+        // A report already here is taken even after Ctrl-C: that test is over.
         match ctl.poll(left.min(Duration::from_millis(200))) {
+            Ok(None) if crate::interrupt::requested() => {
+                return Err(anyhow!("interrupted (Ctrl-C)"))
+            }
             Ok(Some(f)) => {
                 let r: DriveReport =
                     crate::control::parse(&f, FrameType::Report).map_err(|e| match e {
