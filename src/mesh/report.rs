@@ -241,10 +241,12 @@ impl Figure {
     fn metric(self) -> Metric {
         match self {
             Figure::BitsPerSecond => Metric {
-                name: "sockbench_mesh_bits_per_second",
-                unit: Some("bits_per_second"),
-                help: "Throughput received from source to destination (tcp-stream, udp-rate).",
-                scale: 1.0,
+                // Bytes, not bits: Prometheus's base unit for data (promtool's lint
+                // says so too), as `sockbench_received_bytes_per_second`.
+                name: "sockbench_mesh_bytes_per_second",
+                unit: Some("bytes_per_second"),
+                help: "Payload bytes per second received from source to destination (tcp-stream, udp-rate).",
+                scale: 1.0 / 8.0,
             },
             Figure::MessagesPerSecond => Metric {
                 name: "sockbench_mesh_messages_per_second",
@@ -534,6 +536,15 @@ fn label(labels: &[String], i: usize) -> String {
     labels.get(i).cloned().unwrap_or_else(|| format!("h{i}"))
 }
 
+/// A matrix row's label: the source's name, after its column label if that differs.
+fn row_label(hosts: &[Host], labels: &[String], i: usize) -> String {
+    let l = label(labels, i);
+    match hosts.get(i) {
+        Some(h) if h.name != l => format!("{l} {}", h.name),
+        _ => l,
+    }
+}
+
 /// The table `sockbench mesh` prints on stdout: a legend of the hosts, each test's
 /// matrices (rows: source, columns: destination) with their spread, worst pairs and
 /// merged round trips, then what failed and the warnings.
@@ -546,7 +557,7 @@ pub fn table(r: &MeshReport) -> String {
         out.push_str("no test gave a figure\n");
     }
     for s in &r.figures {
-        matrix_table(&mut out, s, &index, &labels);
+        matrix_table(&mut out, s, &index, &r.hosts, &labels);
     }
     failures(&mut out, r, &labels);
     if r.interrupted {
@@ -576,7 +587,13 @@ fn legend(out: &mut String, r: &MeshReport, labels: &[String]) {
 }
 
 /// One figure's matrix with its spread, worst pairs and merged round trips.
-fn matrix_table(out: &mut String, s: &FigureSummary, index: &Index<'_>, labels: &[String]) {
+fn matrix_table(
+    out: &mut String,
+    s: &FigureSummary,
+    index: &Index<'_>,
+    hosts: &[Host],
+    labels: &[String],
+) {
     let Some(fig) = Figure::from_key(&s.figure) else {
         return;
     };
@@ -592,7 +609,7 @@ fn matrix_table(out: &mut String, s: &FigureSummary, index: &Index<'_>, labels: 
             .iter()
             .enumerate()
             .map(|(dst, v)| cell(fig, *v, index.get(&(s.test.as_str(), src, dst)), src == dst));
-        t.add_row(std::iter::once(label(labels, src)).chain(cells));
+        t.add_row(std::iter::once(row_label(hosts, labels, src)).chain(cells));
     }
     for i in 1..=s.matrix.len() {
         if let Some(c) = t.column_mut(i) {
@@ -673,10 +690,13 @@ fn failures(out: &mut String, r: &MeshReport, labels: &[String]) {
 /// The report in the OpenMetrics 1.0 text format, ending in `# EOF`.
 ///
 /// One gauge per figure of each measured pair test, labelled `source` and
-/// `destination` (host names) and `test`: `sockbench_mesh_bits_per_second`,
+/// `destination` (host names) and `test`: `sockbench_mesh_bytes_per_second` (bytes,
+/// Prometheus's base unit for data: the table's bits/s divided by 8),
 /// `sockbench_mesh_messages_per_second`, `sockbench_mesh_round_trip_p50_seconds` and
 /// `..._p99_seconds` (the pair's own percentiles, in seconds), `sockbench_mesh_loss_ratio`
-/// (0 to 1); a figure the pair did not give has no line. `sockbench_mesh_test_failed` is
+/// (0 to 1): the figures the table shows for the test (so not a pingpong's round trips
+/// per second, which the JSON's `tests` keep); a figure the pair did not give has no
+/// line. `sockbench_mesh_test_failed` is
 /// 1 for a failed test and 0 for a measured one. Each family is written whole (`# TYPE`,
 /// `# UNIT` where it has a unit, `# HELP`, then its samples), as in
 /// [`crate::report::openmetrics`], whose naming, escaping and number format this
@@ -690,7 +710,7 @@ pub fn openmetrics(r: &MeshReport) -> String {
         "The sockbench that wrote these figures.",
     );
     let version = [("version", env!("CARGO_PKG_VERSION").to_string())];
-    sample(&mut out, "sockbench_build_info", &version, 1.0);
+    sample(&mut out, "sockbench_build_info", &version, "1");
     let tests: Vec<(&PairTest, [(&str, String); 3])> = r
         .tests
         .iter()
@@ -698,16 +718,20 @@ pub fn openmetrics(r: &MeshReport) -> String {
         .collect();
     for fig in Figure::ALL {
         let m = fig.metric();
-        let samples: Vec<(&[(&str, String)], f64)> = tests
+        let samples: Vec<(&[(&str, String)], String)> = tests
             .iter()
-            .filter_map(|(t, l)| Some((l.as_slice(), fig.value(measured(&t.outcome)?)?)))
+            .filter(|(t, _)| Figure::of_test(&t.test).contains(&fig))
+            .filter_map(|(t, l)| {
+                let v = canonical(fig.value(measured(&t.outcome)?)? * m.scale)?;
+                Some((l.as_slice(), v))
+            })
             .collect();
         if samples.is_empty() {
             continue;
         }
         family(&mut out, m.name, m.unit, m.help);
         for (l, v) in samples {
-            sample(&mut out, m.name, l, v * m.scale);
+            sample(&mut out, m.name, l, &v);
         }
     }
     if !tests.is_empty() {
@@ -720,7 +744,7 @@ pub fn openmetrics(r: &MeshReport) -> String {
         );
         for (t, l) in &tests {
             let failed = matches!(t.outcome, Outcome::Failed { .. });
-            sample(&mut out, name, l, if failed { 1.0 } else { 0.0 });
+            sample(&mut out, name, l, if failed { "1" } else { "0" });
         }
     }
     out.push_str("# EOF\n");
@@ -745,11 +769,8 @@ fn family(out: &mut String, name: &str, unit: Option<&str>, help: &str) {
     let _ = writeln!(out, "# HELP {name} {}", escape(help));
 }
 
-/// One sample line; a value that is not finite is left out.
-fn sample(out: &mut String, name: &str, labels: &[(&str, String)], value: f64) {
-    let Some(v) = canonical(value) else {
-        return;
-    };
+/// One sample line; `value` as written (see [`canonical`]).
+fn sample(out: &mut String, name: &str, labels: &[(&str, String)], value: &str) {
     out.push_str(name);
     if !labels.is_empty() {
         let l: Vec<String> = labels
@@ -758,7 +779,7 @@ fn sample(out: &mut String, name: &str, labels: &[(&str, String)], value: f64) {
             .collect();
         let _ = write!(out, "{{{}}}", l.join(","));
     }
-    let _ = writeln!(out, " {v}");
+    let _ = writeln!(out, " {value}");
 }
 
 /// A label value or help text escaped as the spec says: backslash, double quote and
@@ -798,4 +819,408 @@ fn canonical(x: f64) -> Option<String> {
     } else {
         fixed + ".0"
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(name: &str, address: &str, error: Option<&str>) -> Host {
+        Host {
+            name: name.into(),
+            address: address.into(),
+            meta: None,
+            error: error.map(Into::into),
+        }
+    }
+
+    fn pair(source: usize, destination: usize, test: &str, outcome: Outcome) -> PairTest {
+        PairTest {
+            source,
+            destination,
+            test: test.into(),
+            round: 0,
+            started_unix_ns: 1,
+            ended_unix_ns: 2,
+            outcome,
+        }
+    }
+
+    fn stream(bps: f64) -> Outcome {
+        Outcome::Measured(Figures {
+            bits_per_second: Some(bps),
+            ..Figures::default()
+        })
+    }
+
+    fn pingpong(p50: u64, p99: u64, loss: f64, buckets: &[(u64, u64)]) -> Outcome {
+        Outcome::Measured(Figures {
+            messages_per_second: Some(1000.0),
+            round_trip_p50_ns: Some(p50),
+            round_trip_p99_ns: Some(p99),
+            loss: Some(loss),
+            round_trip_buckets: buckets
+                .iter()
+                .map(|&(le_ns, count)| Bucket { le_ns, count })
+                .collect(),
+            ..Figures::default()
+        })
+    }
+
+    fn failed(reason: &str) -> Outcome {
+        Outcome::Failed {
+            reason: reason.into(),
+        }
+    }
+
+    /// Four hosts; the third's name has a double quote, the fourth never answered (its
+    /// pairs are not measured). tcp-stream: five pairs measured, 2 -> 0 failed.
+    /// udp-pingpong: two pairs measured, 0 -> 2 failed.
+    fn sample(concurrent: bool) -> MeshReport {
+        let hosts = vec![
+            host("alpha", "10.0.0.1:5201", None),
+            host("beta", "10.0.0.2:5201", None),
+            host("ga\"mma", "10.0.0.3:5201", None),
+            host(
+                "delta.example.org",
+                "10.0.0.4:5201",
+                Some("unreachable: connection refused"),
+            ),
+        ];
+        let tests = vec![
+            pair(0, 1, "tcp-stream", stream(9.41e9)),
+            pair(1, 0, "tcp-stream", stream(8e9)),
+            pair(0, 2, "tcp-stream", stream(5e9)),
+            pair(2, 0, "tcp-stream", failed("the agent timed out")),
+            pair(1, 2, "tcp-stream", stream(7e9)),
+            pair(2, 1, "tcp-stream", stream(5e9)),
+            pair(
+                0,
+                1,
+                "udp-pingpong",
+                pingpong(
+                    20_000,
+                    50_000,
+                    0.0,
+                    &[(16_000, 2), (20_000, 4), (50_000, 4)],
+                ),
+            ),
+            pair(
+                1,
+                0,
+                "udp-pingpong",
+                pingpong(
+                    25_000,
+                    80_000,
+                    0.01,
+                    &[(20_000, 1), (25_000, 6), (50_000, 1), (80_000, 2)],
+                ),
+            ),
+            pair(0, 2, "udp-pingpong", failed("refused: wrong key")),
+        ];
+        let settings = Settings {
+            pairs: "all".into(),
+            concurrent,
+            tests: vec!["tcp-stream".into(), "udp-pingpong".into()],
+            ..Settings::default()
+        };
+        build(
+            vec!["sockbench".into(), "mesh".into()],
+            settings,
+            hosts,
+            tests,
+            false,
+        )
+    }
+
+    fn figure<'a>(r: &'a MeshReport, test: &str, figure: &str) -> &'a FigureSummary {
+        r.figures
+            .iter()
+            .find(|f| f.test == test && f.figure == figure)
+            .unwrap_or_else(|| panic!("no {test} {figure} in {:?}", r.figures))
+    }
+
+    fn worst(f: &FigureSummary) -> Vec<(usize, usize, f64)> {
+        f.worst
+            .iter()
+            .map(|w| (w.source, w.destination, w.value))
+            .collect()
+    }
+
+    #[test]
+    fn the_report_counts_failures_and_keeps_every_test() {
+        let r = sample(false);
+        assert_eq!(r.schema_version, MESH_SCHEMA_VERSION);
+        assert_eq!(r.tool, format!("sockbench {}", env!("CARGO_PKG_VERSION")));
+        assert_eq!(r.failed, 2);
+        assert_eq!(r.tests.len(), 9);
+        assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+        let names: Vec<(&str, &str)> = r
+            .figures
+            .iter()
+            .map(|f| (f.test.as_str(), f.figure.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("tcp-stream", "bits_per_second"),
+                ("udp-pingpong", "round_trip_p50_ns"),
+                ("udp-pingpong", "round_trip_p99_ns"),
+                ("udp-pingpong", "loss"),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_matrix_has_each_pair_at_source_row_and_destination_column() {
+        let r = sample(false);
+        let f = figure(&r, "tcp-stream", "bits_per_second");
+        assert!(f.higher_is_better);
+        assert_eq!(
+            f.matrix,
+            vec![
+                vec![None, Some(9.41e9), Some(5e9), None],
+                vec![Some(8e9), None, Some(7e9), None],
+                vec![None, Some(5e9), None, None],
+                vec![None, None, None, None],
+            ]
+        );
+        assert!(f.merged.is_none());
+        let p50 = figure(&r, "udp-pingpong", "round_trip_p50_ns");
+        assert!(!p50.higher_is_better);
+        assert_eq!(p50.matrix[0][1], Some(20_000.0));
+        assert_eq!(p50.matrix[1][0], Some(25_000.0));
+        assert_eq!(p50.matrix[0][2], None);
+    }
+
+    #[test]
+    fn the_spread_is_nearest_rank_over_the_measured_pairs() {
+        let r = sample(false);
+        let s = figure(&r, "tcp-stream", "bits_per_second")
+            .spread
+            .clone()
+            .unwrap();
+        // Sorted: 5, 5, 7, 8, 9.41 (e9). p10: rank 1; p50: rank 3; p90: rank 5.
+        assert_eq!(
+            s,
+            Spread {
+                min: 5e9,
+                p10: 5e9,
+                p50: 7e9,
+                p90: 9.41e9,
+                max: 9.41e9,
+                count: 5
+            }
+        );
+        let one = spread(&[3.0]).unwrap();
+        assert_eq!((one.p10, one.p50, one.p90), (3.0, 3.0, 3.0));
+        let ten: Vec<f64> = (1..=10).map(f64::from).collect();
+        let s = spread(&ten).unwrap();
+        assert_eq!((s.p10, s.p50, s.p90), (1.0, 5.0, 9.0));
+        assert!(spread(&[]).is_none());
+    }
+
+    #[test]
+    fn the_worst_pairs_come_worst_first_ties_in_pair_order() {
+        let r = sample(false);
+        // Lowest throughput first; 0 -> 2 and 2 -> 1 tie at 5e9.
+        assert_eq!(
+            worst(figure(&r, "tcp-stream", "bits_per_second")),
+            [(0, 2, 5e9), (2, 1, 5e9), (1, 2, 7e9)]
+        );
+        // Highest latency and loss first.
+        assert_eq!(
+            worst(figure(&r, "udp-pingpong", "round_trip_p99_ns")),
+            [(1, 0, 80_000.0), (0, 1, 50_000.0)]
+        );
+        assert_eq!(
+            worst(figure(&r, "udp-pingpong", "loss")),
+            [(1, 0, 0.01), (0, 1, 0.0)]
+        );
+    }
+
+    #[test]
+    fn round_trips_merge_by_summing_buckets_not_averaging_percentiles() {
+        let r = sample(false);
+        let m = figure(&r, "udp-pingpong", "round_trip_p50_ns")
+            .merged
+            .clone()
+            .unwrap();
+        let b = |le_ns, count| Bucket { le_ns, count };
+        assert_eq!(
+            m.buckets,
+            [
+                b(16_000, 2),
+                b(20_000, 5),
+                b(25_000, 6),
+                b(50_000, 5),
+                b(80_000, 2)
+            ]
+        );
+        // Cumulative 2, 7, 13, 18, 20: p50 is rank 10 (25 µs, not the pairs' mean p50
+        // of 22.5 µs), p90 rank 18 (50 µs), p99 rank 20 (80 µs).
+        assert_eq!(m.count, 20);
+        assert_eq!((m.p50_ns, m.p90_ns, m.p99_ns), (25_000, 50_000, 80_000));
+        assert_eq!(
+            figure(&r, "udp-pingpong", "round_trip_p99_ns").merged,
+            Some(m)
+        );
+        assert!(figure(&r, "udp-pingpong", "loss").merged.is_none());
+        assert_eq!(merge(std::iter::empty()), None);
+    }
+
+    #[test]
+    fn the_table_shows_cells_spread_failures_and_the_concurrent_warning() {
+        let t = table(&sample(true));
+        for want in [
+            "  h2 = ga\"mma (10.0.0.3:5201)",
+            "tcp-stream: throughput",
+            "9.41 Gbit/s",
+            "failed",
+            "across 5 pairs: min 5.00 Gbit/s, p10 5.00 Gbit/s, p50 7.00 Gbit/s, p90 9.41 Gbit/s, max 9.41 Gbit/s; worst: h0→h2 5.00 Gbit/s, h2→h1 5.00 Gbit/s, h1→h2 7.00 Gbit/s",
+            "across 2 pairs: min 20.0 µs,",
+            "all pairs' 20 round trips merged (bucket upper bounds): p50 25.0 µs, p90 50.0 µs, p99 80.0 µs",
+            "across 2 pairs: min 0.00%, p10 0.00%, p50 0.00%, p90 1.00%, max 1.00%; worst: h1→h0 1.00%, h0→h1 0.00%",
+            "\nFailed\n  h2 -> h0 tcp-stream: the agent timed out\n  h0 -> h2 udp-pingpong: refused: wrong key\n",
+            "  host h3 (delta.example.org): unreachable: connection refused\n",
+        ] {
+            assert!(t.contains(want), "no {want:?} in\n{t}");
+        }
+        assert!(t.ends_with(&format!("warning: {CONCURRENT}\n")), "{t}");
+        assert!(!table(&sample(false)).contains("--concurrent"));
+        // The first matrix (tcp-stream): the failed pair, the diagonal, and the pairs
+        // of the host that never answered, not measured.
+        assert_eq!(
+            row(&t, "h2 ga\"mma"),
+            ["h2 ga\"mma", "failed", "5.00 Gbit/s", "-", "."]
+        );
+        assert_eq!(
+            row(&t, "h3 delta.example.org"),
+            ["h3 delta.example.org", ".", ".", ".", "-"]
+        );
+        assert_eq!(
+            row(&t, "h0 alpha"),
+            ["h0 alpha", "-", "9.41 Gbit/s", "5.00 Gbit/s", "."]
+        );
+    }
+
+    /// The cells of the first table row that starts with `label`.
+    fn row(t: &str, label: &str) -> Vec<String> {
+        let line = t
+            .lines()
+            .find(|l| l.starts_with(&format!("│ {label} ")))
+            .unwrap_or_else(|| panic!("no row {label} in\n{t}"));
+        line.split(['│', '┆'])
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn short_distinct_names_label_the_columns() {
+        let mut r = sample(false);
+        r.hosts[2].name = "gamma".into();
+        r.hosts[3].name = "delta".into();
+        let t = table(&r);
+        assert!(t.contains("  gamma = gamma (10.0.0.3:5201)"), "{t}");
+        assert!(t.contains("worst: alpha→gamma 5.00 Gbit/s"), "{t}");
+        assert!(
+            t.contains("  gamma -> alpha tcp-stream: the agent timed out"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn openmetrics_has_each_pairs_figures_escaped_families_whole_and_eof_last() {
+        let om = openmetrics(&sample(false));
+        for want in [
+            "sockbench_mesh_bytes_per_second{source=\"alpha\",destination=\"beta\",test=\"tcp-stream\"} 1.17625e+09\n",
+            "sockbench_mesh_round_trip_p50_seconds{source=\"alpha\",destination=\"beta\",test=\"udp-pingpong\"} 2e-05\n",
+            "sockbench_mesh_round_trip_p99_seconds{source=\"alpha\",destination=\"beta\",test=\"udp-pingpong\"} 5e-05\n",
+            "sockbench_mesh_loss_ratio{source=\"alpha\",destination=\"beta\",test=\"udp-pingpong\"} 0.0\n",
+            "sockbench_mesh_test_failed{source=\"alpha\",destination=\"beta\",test=\"tcp-stream\"} 0\n",
+            "sockbench_mesh_bytes_per_second{source=\"beta\",destination=\"ga\\\"mma\",test=\"tcp-stream\"} 8.75e+08\n",
+            "sockbench_mesh_test_failed{source=\"ga\\\"mma\",destination=\"alpha\",test=\"tcp-stream\"} 1\n",
+            "sockbench_mesh_test_failed{source=\"alpha\",destination=\"ga\\\"mma\",test=\"udp-pingpong\"} 1\n",
+            "# TYPE sockbench_mesh_round_trip_p50_seconds gauge\n# UNIT sockbench_mesh_round_trip_p50_seconds seconds\n# HELP sockbench_mesh_round_trip_p50_seconds ",
+            "# TYPE sockbench_mesh_loss_ratio gauge\n# UNIT sockbench_mesh_loss_ratio ratio\n",
+            "# TYPE sockbench_mesh_test_failed gauge\n# HELP sockbench_mesh_test_failed ",
+        ] {
+            assert!(om.contains(want), "no {want:?} in\n{om}");
+        }
+        assert!(om.ends_with("\n# EOF\n"), "{om}");
+        assert_eq!(om.matches("# EOF").count(), 1);
+        // A failed test has no figures; no figure without a value has a family.
+        assert!(!om.contains("source=\"ga\\\"mma\",destination=\"alpha\",test=\"tcp-stream\"} 0"));
+        assert!(!om.contains("sockbench_mesh_messages_per_second"), "{om}");
+        assert_eq!(om.matches("sockbench_mesh_bytes_per_second{").count(), 5);
+        assert_eq!(om.matches("sockbench_mesh_test_failed{").count(), 9);
+    }
+
+    #[test]
+    fn openmetrics_families_are_declared_once_and_never_interleaved() {
+        let om = openmetrics(&sample(false));
+        let mut done: Vec<String> = Vec::new();
+        let mut current = String::new();
+        for line in om.lines().filter(|l| *l != "# EOF") {
+            let name = match line.strip_prefix("# ") {
+                Some(meta) => meta.split(' ').nth(1).unwrap_or_default().to_string(),
+                None => line
+                    .split(['{', ' '])
+                    .next()
+                    .unwrap_or_default()
+                    .to_string(),
+            };
+            if name != current {
+                assert!(!done.contains(&name), "{name} interleaved in\n{om}");
+                assert!(line.starts_with("# TYPE "), "{name} starts with {line:?}");
+                done.push(std::mem::replace(&mut current, name));
+            }
+            if !line.starts_with('#') {
+                let unit = om.contains(&format!("# UNIT {current} "));
+                let suffix = ["_seconds", "_ratio", "_bytes_per_second"]
+                    .iter()
+                    .any(|u| current.ends_with(u));
+                assert_eq!(unit, suffix, "{current}: UNIT");
+            }
+        }
+        assert!(done.len() > 5, "{done:?}");
+    }
+
+    #[test]
+    fn tests_the_matrix_cannot_hold_are_left_out_with_a_warning() {
+        let hosts = vec![host("a", "x", None), host("b", "y", None)];
+        let tests = vec![
+            pair(0, 5, "tcp-stream", stream(1.0)),
+            pair(1, 1, "tcp-stream", stream(2.0)),
+            pair(0, 1, "tcp-stream", stream(3.0)),
+            pair(0, 1, "tcp-stream", stream(4.0)),
+        ];
+        let r = build(Vec::new(), Settings::default(), hosts, tests, true);
+        assert_eq!(r.warnings.len(), 3, "{:?}", r.warnings);
+        assert!(r.warnings[0].contains("no such host"), "{:?}", r.warnings);
+        let f = figure(&r, "tcp-stream", "bits_per_second");
+        assert_eq!(f.matrix, vec![vec![None, Some(4.0)], vec![None, None]]);
+        assert!(table(&r).contains("interrupted"));
+        let om = openmetrics(&r);
+        assert!(!om.contains("destination=\"\""), "{om}");
+        assert_eq!(om.matches("sockbench_mesh_test_failed{").count(), 3);
+    }
+
+    #[test]
+    fn an_empty_mesh_still_renders() {
+        let r = build(
+            Vec::new(),
+            Settings::default(),
+            Vec::new(),
+            Vec::new(),
+            false,
+        );
+        assert!(r.figures.is_empty());
+        assert!(table(&r).contains("no test gave a figure"));
+        let om = openmetrics(&r);
+        assert!(om.ends_with("# EOF\n"));
+        assert!(!om.contains("sockbench_mesh_"), "{om}");
+    }
 }
