@@ -2,9 +2,14 @@
 //! the worst pairs, latency merged as histograms, per-pair results with their times, and
 //! the hosts; printed as a table, JSON or OpenMetrics.
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
 use serde::Serialize;
 
-use super::{Host, PairTest};
+use super::{Figures, Host, Outcome, PairTest, MESH_SCHEMA_VERSION};
+use crate::measure::histogram::Bucket;
+use crate::measure::units::{format_bits_per_second, format_per_second};
 
 /// How the mesh was run.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -33,41 +38,1189 @@ pub struct Settings {
     pub ended_unix_ns: u64,
 }
 
-/// The mesh's JSON document (placeholder until the report lands).
+/// The mesh's JSON document.
 #[derive(Clone, Debug, Serialize)]
 pub struct MeshReport {
-    /// Settings.
+    /// [`MESH_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// `sockbench <version>`.
+    pub tool: String,
+    /// The command line.
+    pub command: Vec<String>,
+    /// How the mesh was run.
     pub settings: Settings,
-    /// Hosts.
+    /// The hosts, in the order their indexes refer to.
     pub hosts: Vec<Host>,
-    /// Tests.
+    /// Every test of every ordered pair, as given.
     pub tests: Vec<PairTest>,
-    /// Interrupted.
+    /// One per (test, figure) that has a value for at least one pair.
+    pub figures: Vec<FigureSummary>,
+    /// Tests whose outcome is `failed`.
+    pub failed: usize,
+    /// Ctrl-C cut the mesh short.
     pub interrupted: bool,
+    /// What a reader must know to read the figures right (a test given twice or naming
+    /// a host that does not exist, two hosts of one name, `--concurrent`).
+    pub warnings: Vec<String>,
 }
 
-/// Build.
+/// One figure of one test over every ordered pair.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FigureSummary {
+    /// The test, one of [`super::WORKLOADS`] (e.g. `tcp-pingpong`).
+    pub test: String,
+    /// `bits_per_second`, `messages_per_second`, `round_trip_p50_ns`,
+    /// `round_trip_p99_ns` or `loss`: the name of the field of [`super::Figures`].
+    pub figure: String,
+    /// Throughput: true; latency and loss: false.
+    pub higher_is_better: bool,
+    /// `matrix[source][destination]`: the value, null on the diagonal, for a pair not
+    /// measured, for a failed test, or a test that did not give this figure.
+    pub matrix: Vec<Vec<Option<f64>>>,
+    /// Over the pairs that have a value.
+    pub spread: Option<Spread>,
+    /// Up to 3 worst pairs (lowest throughput, highest latency or loss), worst first;
+    /// ties in (source, destination) order.
+    pub worst: Vec<WorstPair>,
+    /// Round-trip figures only: every pair's round trips as one distribution.
+    pub merged: Option<Merged>,
+}
+
+/// A figure's spread across pairs.
+///
+/// Percentiles are nearest-rank: p of n sorted values is the value at rank
+/// ceil(p/100 x n), counting from 1 (at least rank 1), so it is always one of the
+/// values: p10 of 1 value is that value, p50 of 4 values is the second lowest.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Spread {
+    /// Lowest.
+    pub min: f64,
+    /// 10th percentile (nearest rank).
+    pub p10: f64,
+    /// Median (nearest rank: the lower middle of an even count).
+    pub p50: f64,
+    /// 90th percentile (nearest rank).
+    pub p90: f64,
+    /// Highest.
+    pub max: f64,
+    /// Pairs with a value.
+    pub count: usize,
+}
+
+/// One of the worst pairs of a figure.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WorstPair {
+    /// Index of the source host.
+    pub source: usize,
+    /// Index of the destination host.
+    pub destination: usize,
+    /// Its value.
+    pub value: f64,
+}
+
+/// The round trips of every measured pair of a test, as one distribution.
+///
+/// The pairs' buckets are merged by summing their counts per upper bound (percentiles
+/// are never averaged). A quantile q is the upper bound (`le_ns`) of the first bucket
+/// at which the cumulative count reaches ceil(q x `count`): an upper bound on the true
+/// quantile, at most one bucket (about 26%) above it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Merged {
+    /// Round trips, every pair together.
+    pub count: u64,
+    /// Median: the upper bound of its bucket, in nanoseconds.
+    pub p50_ns: u64,
+    /// 90th percentile: the upper bound of its bucket.
+    pub p90_ns: u64,
+    /// 99th percentile: the upper bound of its bucket.
+    pub p99_ns: u64,
+    /// The merged buckets, by increasing bound (non-cumulative counts).
+    pub buckets: Vec<Bucket>,
+}
+
+/// The figures a report knows, in the order they are shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Figure {
+    BitsPerSecond,
+    MessagesPerSecond,
+    RoundTripP50,
+    RoundTripP99,
+    Loss,
+}
+
+/// How a figure is named in OpenMetrics.
+struct Metric {
+    name: &'static str,
+    unit: Option<&'static str>,
+    help: &'static str,
+    /// Multiplies the figure into the metric's unit.
+    scale: f64,
+}
+
+impl Figure {
+    const ALL: [Figure; 5] = [
+        Figure::BitsPerSecond,
+        Figure::MessagesPerSecond,
+        Figure::RoundTripP50,
+        Figure::RoundTripP99,
+        Figure::Loss,
+    ];
+
+    /// The figures shown for a test (those with no value for any pair are dropped).
+    fn of_test(test: &str) -> &'static [Figure] {
+        match test {
+            "tcp-stream" => &[Figure::BitsPerSecond],
+            "tcp-pingpong" | "udp-pingpong" => {
+                &[Figure::RoundTripP50, Figure::RoundTripP99, Figure::Loss]
+            }
+            "udp-rate" => &[
+                Figure::BitsPerSecond,
+                Figure::MessagesPerSecond,
+                Figure::Loss,
+            ],
+            _ => &Figure::ALL,
+        }
+    }
+
+    /// The field's name in [`super::Figures`].
+    fn key(self) -> &'static str {
+        match self {
+            Figure::BitsPerSecond => "bits_per_second",
+            Figure::MessagesPerSecond => "messages_per_second",
+            Figure::RoundTripP50 => "round_trip_p50_ns",
+            Figure::RoundTripP99 => "round_trip_p99_ns",
+            Figure::Loss => "loss",
+        }
+    }
+
+    fn from_key(key: &str) -> Option<Figure> {
+        Figure::ALL.into_iter().find(|f| f.key() == key)
+    }
+
+    /// What the table calls it.
+    fn title(self) -> &'static str {
+        match self {
+            Figure::BitsPerSecond => "throughput",
+            Figure::MessagesPerSecond => "messages per second",
+            Figure::RoundTripP50 => "round trip p50",
+            Figure::RoundTripP99 => "round trip p99",
+            Figure::Loss => "loss",
+        }
+    }
+
+    fn higher_is_better(self) -> bool {
+        matches!(self, Figure::BitsPerSecond | Figure::MessagesPerSecond)
+    }
+
+    fn is_round_trip(self) -> bool {
+        matches!(self, Figure::RoundTripP50 | Figure::RoundTripP99)
+    }
+
+    /// The pair's value; `None` if it has none or it is not a finite number.
+    fn value(self, f: &Figures) -> Option<f64> {
+        let v = match self {
+            Figure::BitsPerSecond => f.bits_per_second,
+            Figure::MessagesPerSecond => f.messages_per_second,
+            Figure::RoundTripP50 => f.round_trip_p50_ns.map(|n| n as f64),
+            Figure::RoundTripP99 => f.round_trip_p99_ns.map(|n| n as f64),
+            Figure::Loss => f.loss,
+        };
+        v.filter(|x| x.is_finite())
+    }
+
+    /// The value for a person.
+    fn format(self, v: f64) -> String {
+        match self {
+            Figure::BitsPerSecond => format_bits_per_second(v),
+            Figure::MessagesPerSecond => format_per_second(v),
+            Figure::RoundTripP50 | Figure::RoundTripP99 => micros(v),
+            Figure::Loss => format!("{:.2}%", v * 100.0),
+        }
+    }
+
+    fn metric(self) -> Metric {
+        match self {
+            Figure::BitsPerSecond => Metric {
+                // Bytes, not bits: Prometheus's base unit for data (promtool's lint
+                // says so too), as `sockbench_received_bytes_per_second`.
+                name: "sockbench_mesh_bytes_per_second",
+                unit: Some("bytes_per_second"),
+                help: "Payload bytes per second received from source to destination (tcp-stream, udp-rate).",
+                scale: 1.0 / 8.0,
+            },
+            Figure::MessagesPerSecond => Metric {
+                name: "sockbench_mesh_messages_per_second",
+                unit: None,
+                help: "Messages received per second from source to destination (udp-rate).",
+                scale: 1.0,
+            },
+            Figure::RoundTripP50 => Metric {
+                name: "sockbench_mesh_round_trip_p50_seconds",
+                unit: Some("seconds"),
+                help: "Median round trip from source to destination and back.",
+                scale: 1e-9,
+            },
+            Figure::RoundTripP99 => Metric {
+                name: "sockbench_mesh_round_trip_p99_seconds",
+                unit: Some("seconds"),
+                help: "99th percentile round trip from source to destination and back.",
+                scale: 1e-9,
+            },
+            Figure::Loss => Metric {
+                name: "sockbench_mesh_loss_ratio",
+                unit: Some("ratio"),
+                help: "Fraction of messages or requests lost from source to destination, 0 to 1.",
+                scale: 1.0,
+            },
+        }
+    }
+}
+
+/// Nanoseconds as microseconds with one decimal: `21.8 µs`.
+fn micros(ns: f64) -> String {
+    format!("{:.1} µs", ns / 1e3)
+}
+
+/// The text of the `--concurrent` warning.
+const CONCURRENT: &str =
+    "--concurrent: every pair ran at once; these figures include the tests' interference (stress mode)";
+
+/// The pairs' outcomes by (test, source, destination); the last of a test given twice.
+type Index<'a> = BTreeMap<(&'a str, usize, usize), &'a Outcome>;
+
+/// Build the report: the matrices, spreads, worst pairs and merged round trips of every
+/// test, from the pairs' results as the coordinator gathered them.
 pub fn build(
-    _command: Vec<String>,
+    command: Vec<String>,
     settings: Settings,
     hosts: Vec<Host>,
     tests: Vec<PairTest>,
     interrupted: bool,
 ) -> MeshReport {
+    let mut warnings = check(&hosts, &tests);
+    if settings.concurrent {
+        warnings.push(CONCURRENT.to_string());
+    }
+    let figures = {
+        let index = index(&tests, hosts.len());
+        test_names(&settings, &tests)
+            .iter()
+            .flat_map(|t| summaries(t, &index, hosts.len()))
+            .collect()
+    };
+    let failed = tests
+        .iter()
+        .filter(|t| matches!(t.outcome, Outcome::Failed { .. }))
+        .count();
     MeshReport {
+        schema_version: MESH_SCHEMA_VERSION,
+        tool: format!("sockbench {}", env!("CARGO_PKG_VERSION")),
+        command,
         settings,
         hosts,
         tests,
+        figures,
+        failed,
         interrupted,
+        warnings,
     }
 }
 
-/// Table.
-pub fn table(r: &MeshReport) -> String {
-    serde_json::to_string_pretty(r).unwrap_or_default()
+/// What is wrong with the input: tests the matrices cannot hold, host names that would
+/// make two OpenMetrics series the same.
+fn check(hosts: &[Host], tests: &[PairTest]) -> Vec<String> {
+    let n = hosts.len();
+    let mut warnings = Vec::new();
+    let mut seen = BTreeSet::new();
+    for t in tests {
+        let what = format!("{} {} -> {}", t.test, t.source, t.destination);
+        if t.source >= n || t.destination >= n {
+            warnings.push(format!("{what}: no such host (there are {n}); left out"));
+        } else if t.source == t.destination {
+            warnings.push(format!("{what}: a host with itself; left out"));
+        } else if !seen.insert((t.test.as_str(), t.source, t.destination)) {
+            warnings.push(format!("{what}: given twice; the matrices hold the last"));
+        }
+    }
+    let mut names = BTreeSet::new();
+    for h in hosts {
+        if !names.insert(h.name.as_str()) {
+            warnings.push(format!(
+                "two hosts are named '{}': their OpenMetrics series cannot be told apart",
+                h.name
+            ));
+        }
+    }
+    warnings
 }
 
-/// OpenMetrics.
-pub fn openmetrics(_r: &MeshReport) -> String {
-    "# EOF\n".into()
+/// The outcome of each test of each ordered pair of distinct, existing hosts.
+fn index(tests: &[PairTest], n: usize) -> Index<'_> {
+    tests
+        .iter()
+        .filter(|t| t.source < n && t.destination < n && t.source != t.destination)
+        .map(|t| ((t.test.as_str(), t.source, t.destination), &t.outcome))
+        .collect()
+}
+
+/// The tests in the order the settings name them, then any other in the order given.
+fn test_names(settings: &Settings, tests: &[PairTest]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for t in settings.tests.iter().chain(tests.iter().map(|t| &t.test)) {
+        if !names.contains(t) {
+            names.push(t.clone());
+        }
+    }
+    names
+}
+
+/// The summaries of one test's figures that have a value for some pair.
+fn summaries(test: &str, index: &Index<'_>, n: usize) -> Vec<FigureSummary> {
+    let merged = merge(
+        index
+            .range((test, 0, 0)..=(test, usize::MAX, usize::MAX))
+            .filter_map(|(_, o)| measured(o))
+            .map(|f| f.round_trip_buckets.as_slice()),
+    );
+    Figure::of_test(test)
+        .iter()
+        .filter_map(|&fig| {
+            let matrix = matrix(test, fig, index, n);
+            let cells = cells(&matrix);
+            if cells.is_empty() {
+                return None;
+            }
+            let mut values: Vec<f64> = cells.iter().map(|c| c.value).collect();
+            values.sort_by(f64::total_cmp);
+            Some(FigureSummary {
+                test: test.to_string(),
+                figure: fig.key().to_string(),
+                higher_is_better: fig.higher_is_better(),
+                spread: spread(&values),
+                worst: worst(cells, fig.higher_is_better()),
+                merged: merged.clone().filter(|_| fig.is_round_trip()),
+                matrix,
+            })
+        })
+        .collect()
+}
+
+/// The figures of a measured outcome.
+fn measured(o: &Outcome) -> Option<&Figures> {
+    match o {
+        Outcome::Measured(f) => Some(f),
+        Outcome::Failed { .. } => None,
+    }
+}
+
+/// `matrix[source][destination]` of one figure of one test.
+fn matrix(test: &str, fig: Figure, index: &Index<'_>, n: usize) -> Vec<Vec<Option<f64>>> {
+    (0..n)
+        .map(|s| {
+            (0..n)
+                .map(|d| {
+                    index
+                        .get(&(test, s, d))
+                        .and_then(|o| measured(o))
+                        .and_then(|f| fig.value(f))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The cells that have a value, in (source, destination) order.
+fn cells(matrix: &[Vec<Option<f64>>]) -> Vec<WorstPair> {
+    let mut out = Vec::new();
+    for (s, row) in matrix.iter().enumerate() {
+        for (d, v) in row.iter().enumerate() {
+            if let Some(value) = *v {
+                out.push(WorstPair {
+                    source: s,
+                    destination: d,
+                    value,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The nearest-rank percentile `p` (0..=100) of sorted, non-empty `xs`: the value at
+/// rank ceil(p/100 x n), at least 1.
+fn percentile(sorted: &[f64], p: usize) -> Option<f64> {
+    let rank = (p * sorted.len()).div_ceil(100).max(1);
+    sorted.get(rank.min(sorted.len()).checked_sub(1)?).copied()
+}
+
+/// The spread of sorted values; `None` for none.
+fn spread(sorted: &[f64]) -> Option<Spread> {
+    Some(Spread {
+        min: *sorted.first()?,
+        p10: percentile(sorted, 10)?,
+        p50: percentile(sorted, 50)?,
+        p90: percentile(sorted, 90)?,
+        max: *sorted.last()?,
+        count: sorted.len(),
+    })
+}
+
+/// Up to 3 worst cells, worst first; `cells` in (source, destination) order, which a
+/// stable sort keeps among equal values.
+fn worst(mut cells: Vec<WorstPair>, higher_is_better: bool) -> Vec<WorstPair> {
+    if higher_is_better {
+        cells.sort_by(|a, b| a.value.total_cmp(&b.value));
+    } else {
+        cells.sort_by(|a, b| b.value.total_cmp(&a.value));
+    }
+    cells.truncate(3);
+    cells
+}
+
+/// The pairs' buckets summed per upper bound, and the quantiles read from them; `None`
+/// when no pair has a round trip.
+fn merge<'a>(pairs: impl Iterator<Item = &'a [Bucket]>) -> Option<Merged> {
+    let mut sums: BTreeMap<u64, u64> = BTreeMap::new();
+    for b in pairs.flatten() {
+        *sums.entry(b.le_ns).or_default() += b.count;
+    }
+    let buckets: Vec<Bucket> = sums
+        .into_iter()
+        .filter(|&(_, count)| count > 0)
+        .map(|(le_ns, count)| Bucket { le_ns, count })
+        .collect();
+    let count: u64 = buckets.iter().map(|b| b.count).sum();
+    Some(Merged {
+        count,
+        p50_ns: quantile(&buckets, count, 50)?,
+        p90_ns: quantile(&buckets, count, 90)?,
+        p99_ns: quantile(&buckets, count, 99)?,
+        buckets,
+    })
+}
+
+/// The `le_ns` of the first bucket whose cumulative count reaches ceil(p/100 x total),
+/// at least 1; `None` for no samples.
+fn quantile(buckets: &[Bucket], total: u64, p: u64) -> Option<u64> {
+    if total == 0 {
+        return None;
+    }
+    // In u128: p x total cannot overflow.
+    let rank = (u128::from(p) * u128::from(total)).div_ceil(100).max(1);
+    let mut seen = 0u128;
+    buckets.iter().find_map(|b| {
+        seen += u128::from(b.count);
+        (seen >= rank).then_some(b.le_ns)
+    })
+}
+
+/// How the table names hosts: their names when all are short and distinct, else `h0`,
+/// `h1`, ... (the legend gives the names).
+fn labels(hosts: &[Host]) -> Vec<String> {
+    let distinct = hosts.iter().map(|h| &h.name).collect::<BTreeSet<_>>().len() == hosts.len();
+    let short = hosts
+        .iter()
+        .all(|h| !h.name.is_empty() && h.name.chars().count() <= SHORT_NAME);
+    if distinct && short {
+        hosts.iter().map(|h| h.name.clone()).collect()
+    } else {
+        (0..hosts.len()).map(|i| format!("h{i}")).collect()
+    }
+}
+
+/// The longest host name the table uses as a column label.
+const SHORT_NAME: usize = 8;
+
+/// The label of host `i`, or `h{i}` if there is no such host.
+fn label(labels: &[String], i: usize) -> String {
+    labels.get(i).cloned().unwrap_or_else(|| format!("h{i}"))
+}
+
+/// A matrix row's label: the source's name, after its column label if that differs.
+fn row_label(hosts: &[Host], labels: &[String], i: usize) -> String {
+    let l = label(labels, i);
+    match hosts.get(i) {
+        Some(h) if h.name != l => format!("{l} {}", h.name),
+        _ => l,
+    }
+}
+
+/// The table `sockbench mesh` prints on stdout: a legend of the hosts, each test's
+/// matrices (rows: source, columns: destination) with their spread, worst pairs and
+/// merged round trips, then what failed and the warnings.
+pub fn table(r: &MeshReport) -> String {
+    let labels = labels(&r.hosts);
+    let mut out = String::new();
+    legend(&mut out, r, &labels);
+    let index = index(&r.tests, r.hosts.len());
+    if r.figures.is_empty() {
+        out.push_str("no test gave a figure\n");
+    }
+    for s in &r.figures {
+        matrix_table(&mut out, s, &index, &r.hosts, &labels);
+    }
+    failures(&mut out, r, &labels);
+    if r.interrupted {
+        out.push_str("\ninterrupted: the figures cover what ran before Ctrl-C\n");
+    }
+    if !r.warnings.is_empty() {
+        out.push('\n');
+    }
+    for w in &r.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    out
+}
+
+/// The hosts, one a line: `h0 = name (address)`.
+fn legend(out: &mut String, r: &MeshReport, labels: &[String]) {
+    let _ = writeln!(
+        out,
+        "mesh of {} hosts, {} tests ({} failed); rows: source, columns: destination",
+        r.hosts.len(),
+        r.tests.len(),
+        r.failed
+    );
+    for (i, h) in r.hosts.iter().enumerate() {
+        let _ = writeln!(out, "  {} = {} ({})", label(labels, i), h.name, h.address);
+    }
+}
+
+/// One figure's matrix with its spread, worst pairs and merged round trips.
+fn matrix_table(
+    out: &mut String,
+    s: &FigureSummary,
+    index: &Index<'_>,
+    hosts: &[Host],
+    labels: &[String],
+) {
+    let Some(fig) = Figure::from_key(&s.figure) else {
+        return;
+    };
+    let _ = writeln!(out, "\n{}: {}", s.test, fig.title());
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
+        .set_content_arrangement(comfy_table::ContentArrangement::Disabled);
+    let header = std::iter::once("from \\ to".to_string())
+        .chain((0..s.matrix.len()).map(|d| label(labels, d)));
+    t.set_header(header);
+    for (src, row) in s.matrix.iter().enumerate() {
+        let cells = row
+            .iter()
+            .enumerate()
+            .map(|(dst, v)| cell(fig, *v, index.get(&(s.test.as_str(), src, dst)), src == dst));
+        t.add_row(std::iter::once(row_label(hosts, labels, src)).chain(cells));
+    }
+    for i in 1..=s.matrix.len() {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(comfy_table::CellAlignment::Right);
+        }
+    }
+    let _ = writeln!(out, "{t}");
+    if let Some(sp) = &s.spread {
+        let f = |v: f64| fig.format(v);
+        let worst: Vec<String> = s
+            .worst
+            .iter()
+            .map(|w| {
+                let (a, b) = (label(labels, w.source), label(labels, w.destination));
+                format!("{a}→{b} {}", f(w.value))
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "across {} pairs: min {}, p10 {}, p50 {}, p90 {}, max {}; worst: {}",
+            sp.count,
+            f(sp.min),
+            f(sp.p10),
+            f(sp.p50),
+            f(sp.p90),
+            f(sp.max),
+            worst.join(", ")
+        );
+    }
+    if let Some(m) = &s.merged {
+        let _ = writeln!(
+            out,
+            "all pairs' {} round trips merged (bucket upper bounds): p50 {}, p90 {}, p99 {}",
+            m.count,
+            micros(m.p50_ns as f64),
+            micros(m.p90_ns as f64),
+            micros(m.p99_ns as f64)
+        );
+    }
+}
+
+/// A matrix cell: `-` on the diagonal, `failed`, `.` for a pair not measured, `n/a` for a
+/// measured pair without this figure.
+fn cell(fig: Figure, v: Option<f64>, outcome: Option<&&Outcome>, diagonal: bool) -> String {
+    match (v, outcome) {
+        _ if diagonal => "-".into(),
+        (Some(v), _) => fig.format(v),
+        (None, Some(Outcome::Failed { .. })) => "failed".into(),
+        (None, Some(Outcome::Measured(_))) => "n/a".into(),
+        (None, None) => ".".into(),
+    }
+}
+
+/// The failed tests and the hosts that could not take part.
+fn failures(out: &mut String, r: &MeshReport, labels: &[String]) {
+    let bad_hosts: Vec<(usize, &str)> = r
+        .hosts
+        .iter()
+        .enumerate()
+        .filter_map(|(i, h)| h.error.as_deref().map(|e| (i, e)))
+        .collect();
+    if r.failed == 0 && bad_hosts.is_empty() {
+        return;
+    }
+    out.push_str("\nFailed\n");
+    for t in &r.tests {
+        if let Outcome::Failed { reason } = &t.outcome {
+            let (a, b) = (label(labels, t.source), label(labels, t.destination));
+            let _ = writeln!(out, "  {a} -> {b} {}: {reason}", t.test);
+        }
+    }
+    for (i, e) in bad_hosts {
+        let name = r.hosts.get(i).map_or("", |h| h.name.as_str());
+        let _ = writeln!(out, "  host {} ({name}): {e}", label(labels, i));
+    }
+}
+
+/// The report in the OpenMetrics 1.0 text format, ending in `# EOF`.
+///
+/// One gauge per figure of each measured pair test, labelled `source` and
+/// `destination` (host names) and `test`: `sockbench_mesh_bytes_per_second` (bytes,
+/// Prometheus's base unit for data: the table's bits/s divided by 8),
+/// `sockbench_mesh_messages_per_second`, `sockbench_mesh_round_trip_p50_seconds` and
+/// `..._p99_seconds` (the pair's own percentiles, in seconds), `sockbench_mesh_loss_ratio`
+/// (0 to 1): the figures the table shows for the test (so not a pingpong's round trips
+/// per second, which the JSON's `tests` keep); a figure the pair did not give has no
+/// line. `sockbench_mesh_test_failed` is
+/// 1 for a failed test and 0 for a measured one. Each family is written whole (`# TYPE`,
+/// `# UNIT` where it has a unit, `# HELP`, then its samples), as in
+/// [`crate::report::openmetrics`], whose naming, escaping and number format this
+/// follows.
+pub fn openmetrics(r: &MeshReport) -> String {
+    let mut out = String::new();
+    family(
+        &mut out,
+        "sockbench_build_info",
+        None,
+        "The sockbench that wrote these figures.",
+    );
+    let version = [("version", env!("CARGO_PKG_VERSION").to_string())];
+    sample(&mut out, "sockbench_build_info", &version, "1");
+    let tests: Vec<(&PairTest, [(&str, String); 3])> = r
+        .tests
+        .iter()
+        .filter_map(|t| Some((t, pair_labels(r, t)?)))
+        .collect();
+    for fig in Figure::ALL {
+        let m = fig.metric();
+        let samples: Vec<(&[(&str, String)], String)> = tests
+            .iter()
+            .filter(|(t, _)| Figure::of_test(&t.test).contains(&fig))
+            .filter_map(|(t, l)| {
+                let v = canonical(fig.value(measured(&t.outcome)?)? * m.scale)?;
+                Some((l.as_slice(), v))
+            })
+            .collect();
+        if samples.is_empty() {
+            continue;
+        }
+        family(&mut out, m.name, m.unit, m.help);
+        for (l, v) in samples {
+            sample(&mut out, m.name, l, &v);
+        }
+    }
+    if !tests.is_empty() {
+        let name = "sockbench_mesh_test_failed";
+        family(
+            &mut out,
+            name,
+            None,
+            "1 if the test of this pair failed (its figures are then absent; the JSON report says why).",
+        );
+        for (t, l) in &tests {
+            let failed = matches!(t.outcome, Outcome::Failed { .. });
+            sample(&mut out, name, l, if failed { "1" } else { "0" });
+        }
+    }
+    out.push_str("# EOF\n");
+    out
+}
+
+/// A pair test's labels; `None` if it names a host that does not exist.
+fn pair_labels(r: &MeshReport, t: &PairTest) -> Option<[(&'static str, String); 3]> {
+    Some([
+        ("source", r.hosts.get(t.source)?.name.clone()),
+        ("destination", r.hosts.get(t.destination)?.name.clone()),
+        ("test", t.test.clone()),
+    ])
+}
+
+/// `# TYPE` (always gauge), `# UNIT` (if any) and `# HELP` lines of a family.
+fn family(out: &mut String, name: &str, unit: Option<&str>, help: &str) {
+    let _ = writeln!(out, "# TYPE {name} gauge");
+    if let Some(u) = unit {
+        let _ = writeln!(out, "# UNIT {name} {u}");
+    }
+    let _ = writeln!(out, "# HELP {name} {}", escape(help));
+}
+
+/// One sample line; `value` as written (see [`canonical`]).
+fn sample(out: &mut String, name: &str, labels: &[(&str, String)], value: &str) {
+    out.push_str(name);
+    if !labels.is_empty() {
+        let l: Vec<String> = labels
+            .iter()
+            .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
+            .collect();
+        let _ = write!(out, "{{{}}}", l.join(","));
+    }
+    let _ = writeln!(out, " {value}");
+}
+
+/// A label value or help text escaped as the spec says: backslash, double quote and
+/// line feed (as [`crate::report::openmetrics`] does; its helper is private).
+fn escape(s: &str) -> String {
+    let mut e = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => e.push_str("\\\\"),
+            '"' => e.push_str("\\\""),
+            '\n' => e.push_str("\\n"),
+            c => e.push(c),
+        }
+    }
+    e
+}
+
+/// A float as the spec's canonical numbers have it: Go's shortest `%g` (exponent form
+/// below 1e-4 and from 1e+06, signed and at least two digits) with `.0` added to a whole
+/// number. `None` for NaN and infinities. (As in [`crate::report::openmetrics`].)
+fn canonical(x: f64) -> Option<String> {
+    if !x.is_finite() {
+        return None;
+    }
+    if x == 0.0 {
+        return Some("0.0".into());
+    }
+    let e = format!("{x:e}");
+    let (mantissa, exp) = e.split_once('e')?;
+    let exp: i32 = exp.parse().ok()?;
+    if !(-4..6).contains(&exp) {
+        return Some(format!("{mantissa}e{exp:+03}"));
+    }
+    let fixed = format!("{x}");
+    Some(if fixed.contains('.') {
+        fixed
+    } else {
+        fixed + ".0"
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(name: &str, address: &str, error: Option<&str>) -> Host {
+        Host {
+            name: name.into(),
+            address: address.into(),
+            meta: None,
+            error: error.map(Into::into),
+        }
+    }
+
+    fn pair(source: usize, destination: usize, test: &str, outcome: Outcome) -> PairTest {
+        PairTest {
+            source,
+            destination,
+            test: test.into(),
+            round: 0,
+            started_unix_ns: 1,
+            ended_unix_ns: 2,
+            outcome,
+        }
+    }
+
+    fn stream(bps: f64) -> Outcome {
+        Outcome::Measured(Figures {
+            bits_per_second: Some(bps),
+            ..Figures::default()
+        })
+    }
+
+    fn pingpong(p50: u64, p99: u64, loss: f64, buckets: &[(u64, u64)]) -> Outcome {
+        Outcome::Measured(Figures {
+            messages_per_second: Some(1000.0),
+            round_trip_p50_ns: Some(p50),
+            round_trip_p99_ns: Some(p99),
+            loss: Some(loss),
+            round_trip_buckets: buckets
+                .iter()
+                .map(|&(le_ns, count)| Bucket { le_ns, count })
+                .collect(),
+            ..Figures::default()
+        })
+    }
+
+    fn failed(reason: &str) -> Outcome {
+        Outcome::Failed {
+            reason: reason.into(),
+        }
+    }
+
+    /// Four hosts; the third's name has a double quote, the fourth never answered (its
+    /// pairs are not measured). tcp-stream: five pairs measured, 2 -> 0 failed.
+    /// udp-pingpong: two pairs measured, 0 -> 2 failed.
+    fn sample(concurrent: bool) -> MeshReport {
+        let hosts = vec![
+            host("alpha", "10.0.0.1:5201", None),
+            host("beta", "10.0.0.2:5201", None),
+            host("ga\"mma", "10.0.0.3:5201", None),
+            host(
+                "delta.example.org",
+                "10.0.0.4:5201",
+                Some("unreachable: connection refused"),
+            ),
+        ];
+        let tests = vec![
+            pair(0, 1, "tcp-stream", stream(9.41e9)),
+            pair(1, 0, "tcp-stream", stream(8e9)),
+            pair(0, 2, "tcp-stream", stream(5e9)),
+            pair(2, 0, "tcp-stream", failed("the agent timed out")),
+            pair(1, 2, "tcp-stream", stream(7e9)),
+            pair(2, 1, "tcp-stream", stream(5e9)),
+            pair(
+                0,
+                1,
+                "udp-pingpong",
+                pingpong(
+                    20_000,
+                    50_000,
+                    0.0,
+                    &[(16_000, 2), (20_000, 4), (50_000, 4)],
+                ),
+            ),
+            pair(
+                1,
+                0,
+                "udp-pingpong",
+                pingpong(
+                    25_000,
+                    80_000,
+                    0.01,
+                    &[(20_000, 1), (25_000, 6), (50_000, 1), (80_000, 2)],
+                ),
+            ),
+            pair(0, 2, "udp-pingpong", failed("refused: wrong key")),
+        ];
+        let settings = Settings {
+            pairs: "all".into(),
+            concurrent,
+            tests: vec!["tcp-stream".into(), "udp-pingpong".into()],
+            ..Settings::default()
+        };
+        build(
+            vec!["sockbench".into(), "mesh".into()],
+            settings,
+            hosts,
+            tests,
+            false,
+        )
+    }
+
+    fn figure<'a>(r: &'a MeshReport, test: &str, figure: &str) -> &'a FigureSummary {
+        r.figures
+            .iter()
+            .find(|f| f.test == test && f.figure == figure)
+            .unwrap_or_else(|| panic!("no {test} {figure} in {:?}", r.figures))
+    }
+
+    fn worst(f: &FigureSummary) -> Vec<(usize, usize, f64)> {
+        f.worst
+            .iter()
+            .map(|w| (w.source, w.destination, w.value))
+            .collect()
+    }
+
+    #[test]
+    fn the_report_counts_failures_and_keeps_every_test() {
+        let r = sample(false);
+        assert_eq!(r.schema_version, MESH_SCHEMA_VERSION);
+        assert_eq!(r.tool, format!("sockbench {}", env!("CARGO_PKG_VERSION")));
+        assert_eq!(r.failed, 2);
+        assert_eq!(r.tests.len(), 9);
+        assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+        let names: Vec<(&str, &str)> = r
+            .figures
+            .iter()
+            .map(|f| (f.test.as_str(), f.figure.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("tcp-stream", "bits_per_second"),
+                ("udp-pingpong", "round_trip_p50_ns"),
+                ("udp-pingpong", "round_trip_p99_ns"),
+                ("udp-pingpong", "loss"),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_matrix_has_each_pair_at_source_row_and_destination_column() {
+        let r = sample(false);
+        let f = figure(&r, "tcp-stream", "bits_per_second");
+        assert!(f.higher_is_better);
+        assert_eq!(
+            f.matrix,
+            vec![
+                vec![None, Some(9.41e9), Some(5e9), None],
+                vec![Some(8e9), None, Some(7e9), None],
+                vec![None, Some(5e9), None, None],
+                vec![None, None, None, None],
+            ]
+        );
+        assert!(f.merged.is_none());
+        let p50 = figure(&r, "udp-pingpong", "round_trip_p50_ns");
+        assert!(!p50.higher_is_better);
+        assert_eq!(p50.matrix[0][1], Some(20_000.0));
+        assert_eq!(p50.matrix[1][0], Some(25_000.0));
+        assert_eq!(p50.matrix[0][2], None);
+    }
+
+    #[test]
+    fn the_spread_is_nearest_rank_over_the_measured_pairs() {
+        let r = sample(false);
+        let s = figure(&r, "tcp-stream", "bits_per_second")
+            .spread
+            .clone()
+            .unwrap();
+        // Sorted: 5, 5, 7, 8, 9.41 (e9). p10: rank 1; p50: rank 3; p90: rank 5.
+        assert_eq!(
+            s,
+            Spread {
+                min: 5e9,
+                p10: 5e9,
+                p50: 7e9,
+                p90: 9.41e9,
+                max: 9.41e9,
+                count: 5
+            }
+        );
+        let one = spread(&[3.0]).unwrap();
+        assert_eq!((one.p10, one.p50, one.p90), (3.0, 3.0, 3.0));
+        let ten: Vec<f64> = (1..=10).map(f64::from).collect();
+        let s = spread(&ten).unwrap();
+        assert_eq!((s.p10, s.p50, s.p90), (1.0, 5.0, 9.0));
+        assert!(spread(&[]).is_none());
+    }
+
+    #[test]
+    fn the_worst_pairs_come_worst_first_ties_in_pair_order() {
+        let r = sample(false);
+        // Lowest throughput first; 0 -> 2 and 2 -> 1 tie at 5e9.
+        assert_eq!(
+            worst(figure(&r, "tcp-stream", "bits_per_second")),
+            [(0, 2, 5e9), (2, 1, 5e9), (1, 2, 7e9)]
+        );
+        // Highest latency and loss first.
+        assert_eq!(
+            worst(figure(&r, "udp-pingpong", "round_trip_p99_ns")),
+            [(1, 0, 80_000.0), (0, 1, 50_000.0)]
+        );
+        assert_eq!(
+            worst(figure(&r, "udp-pingpong", "loss")),
+            [(1, 0, 0.01), (0, 1, 0.0)]
+        );
+    }
+
+    #[test]
+    fn round_trips_merge_by_summing_buckets_not_averaging_percentiles() {
+        let r = sample(false);
+        let m = figure(&r, "udp-pingpong", "round_trip_p50_ns")
+            .merged
+            .clone()
+            .unwrap();
+        let b = |le_ns, count| Bucket { le_ns, count };
+        assert_eq!(
+            m.buckets,
+            [
+                b(16_000, 2),
+                b(20_000, 5),
+                b(25_000, 6),
+                b(50_000, 5),
+                b(80_000, 2)
+            ]
+        );
+        // Cumulative 2, 7, 13, 18, 20: p50 is rank 10 (25 µs, not the pairs' mean p50
+        // of 22.5 µs), p90 rank 18 (50 µs), p99 rank 20 (80 µs).
+        assert_eq!(m.count, 20);
+        assert_eq!((m.p50_ns, m.p90_ns, m.p99_ns), (25_000, 50_000, 80_000));
+        assert_eq!(
+            figure(&r, "udp-pingpong", "round_trip_p99_ns").merged,
+            Some(m)
+        );
+        assert!(figure(&r, "udp-pingpong", "loss").merged.is_none());
+        assert_eq!(merge(std::iter::empty()), None);
+    }
+
+    #[test]
+    fn the_table_shows_cells_spread_failures_and_the_concurrent_warning() {
+        let t = table(&sample(true));
+        for want in [
+            "  h2 = ga\"mma (10.0.0.3:5201)",
+            "tcp-stream: throughput",
+            "9.41 Gbit/s",
+            "failed",
+            "across 5 pairs: min 5.00 Gbit/s, p10 5.00 Gbit/s, p50 7.00 Gbit/s, p90 9.41 Gbit/s, max 9.41 Gbit/s; worst: h0→h2 5.00 Gbit/s, h2→h1 5.00 Gbit/s, h1→h2 7.00 Gbit/s",
+            "across 2 pairs: min 20.0 µs,",
+            "all pairs' 20 round trips merged (bucket upper bounds): p50 25.0 µs, p90 50.0 µs, p99 80.0 µs",
+            "across 2 pairs: min 0.00%, p10 0.00%, p50 0.00%, p90 1.00%, max 1.00%; worst: h1→h0 1.00%, h0→h1 0.00%",
+            "\nFailed\n  h2 -> h0 tcp-stream: the agent timed out\n  h0 -> h2 udp-pingpong: refused: wrong key\n",
+            "  host h3 (delta.example.org): unreachable: connection refused\n",
+        ] {
+            assert!(t.contains(want), "no {want:?} in\n{t}");
+        }
+        assert!(t.ends_with(&format!("warning: {CONCURRENT}\n")), "{t}");
+        assert!(!table(&sample(false)).contains("--concurrent"));
+        // The first matrix (tcp-stream): the failed pair, the diagonal, and the pairs
+        // of the host that never answered, not measured.
+        assert_eq!(
+            row(&t, "h2 ga\"mma"),
+            ["h2 ga\"mma", "failed", "5.00 Gbit/s", "-", "."]
+        );
+        assert_eq!(
+            row(&t, "h3 delta.example.org"),
+            ["h3 delta.example.org", ".", ".", ".", "-"]
+        );
+        assert_eq!(
+            row(&t, "h0 alpha"),
+            ["h0 alpha", "-", "9.41 Gbit/s", "5.00 Gbit/s", "."]
+        );
+    }
+
+    /// The cells of the first table row that starts with `label`.
+    fn row(t: &str, label: &str) -> Vec<String> {
+        let line = t
+            .lines()
+            .find(|l| l.starts_with(&format!("│ {label} ")))
+            .unwrap_or_else(|| panic!("no row {label} in\n{t}"));
+        line.split(['│', '┆'])
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn short_distinct_names_label_the_columns() {
+        let mut r = sample(false);
+        r.hosts[2].name = "gamma".into();
+        r.hosts[3].name = "delta".into();
+        let t = table(&r);
+        assert!(t.contains("  gamma = gamma (10.0.0.3:5201)"), "{t}");
+        assert!(t.contains("worst: alpha→gamma 5.00 Gbit/s"), "{t}");
+        assert!(
+            t.contains("  gamma -> alpha tcp-stream: the agent timed out"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn openmetrics_has_each_pairs_figures_escaped_families_whole_and_eof_last() {
+        let om = openmetrics(&sample(false));
+        for want in [
+            "sockbench_mesh_bytes_per_second{source=\"alpha\",destination=\"beta\",test=\"tcp-stream\"} 1.17625e+09\n",
+            "sockbench_mesh_round_trip_p50_seconds{source=\"alpha\",destination=\"beta\",test=\"udp-pingpong\"} 2e-05\n",
+            "sockbench_mesh_round_trip_p99_seconds{source=\"alpha\",destination=\"beta\",test=\"udp-pingpong\"} 5e-05\n",
+            "sockbench_mesh_loss_ratio{source=\"alpha\",destination=\"beta\",test=\"udp-pingpong\"} 0.0\n",
+            "sockbench_mesh_test_failed{source=\"alpha\",destination=\"beta\",test=\"tcp-stream\"} 0\n",
+            "sockbench_mesh_bytes_per_second{source=\"beta\",destination=\"ga\\\"mma\",test=\"tcp-stream\"} 8.75e+08\n",
+            "sockbench_mesh_test_failed{source=\"ga\\\"mma\",destination=\"alpha\",test=\"tcp-stream\"} 1\n",
+            "sockbench_mesh_test_failed{source=\"alpha\",destination=\"ga\\\"mma\",test=\"udp-pingpong\"} 1\n",
+            "# TYPE sockbench_mesh_round_trip_p50_seconds gauge\n# UNIT sockbench_mesh_round_trip_p50_seconds seconds\n# HELP sockbench_mesh_round_trip_p50_seconds ",
+            "# TYPE sockbench_mesh_loss_ratio gauge\n# UNIT sockbench_mesh_loss_ratio ratio\n",
+            "# TYPE sockbench_mesh_test_failed gauge\n# HELP sockbench_mesh_test_failed ",
+        ] {
+            assert!(om.contains(want), "no {want:?} in\n{om}");
+        }
+        assert!(om.ends_with("\n# EOF\n"), "{om}");
+        assert_eq!(om.matches("# EOF").count(), 1);
+        // A failed test has no figures; no figure without a value has a family.
+        assert!(!om.contains("source=\"ga\\\"mma\",destination=\"alpha\",test=\"tcp-stream\"} 0"));
+        assert!(!om.contains("sockbench_mesh_messages_per_second"), "{om}");
+        assert_eq!(om.matches("sockbench_mesh_bytes_per_second{").count(), 5);
+        assert_eq!(om.matches("sockbench_mesh_test_failed{").count(), 9);
+    }
+
+    #[test]
+    fn openmetrics_families_are_declared_once_and_never_interleaved() {
+        let om = openmetrics(&sample(false));
+        let mut done: Vec<String> = Vec::new();
+        let mut current = String::new();
+        for line in om.lines().filter(|l| *l != "# EOF") {
+            let name = match line.strip_prefix("# ") {
+                Some(meta) => meta.split(' ').nth(1).unwrap_or_default().to_string(),
+                None => line
+                    .split(['{', ' '])
+                    .next()
+                    .unwrap_or_default()
+                    .to_string(),
+            };
+            if name != current {
+                assert!(!done.contains(&name), "{name} interleaved in\n{om}");
+                assert!(line.starts_with("# TYPE "), "{name} starts with {line:?}");
+                done.push(std::mem::replace(&mut current, name));
+            }
+            if !line.starts_with('#') {
+                let unit = om.contains(&format!("# UNIT {current} "));
+                let suffix = ["_seconds", "_ratio", "_bytes_per_second"]
+                    .iter()
+                    .any(|u| current.ends_with(u));
+                assert_eq!(unit, suffix, "{current}: UNIT");
+            }
+        }
+        assert!(done.len() > 5, "{done:?}");
+    }
+
+    #[test]
+    fn tests_the_matrix_cannot_hold_are_left_out_with_a_warning() {
+        let hosts = vec![host("a", "x", None), host("b", "y", None)];
+        let tests = vec![
+            pair(0, 5, "tcp-stream", stream(1.0)),
+            pair(1, 1, "tcp-stream", stream(2.0)),
+            pair(0, 1, "tcp-stream", stream(3.0)),
+            pair(0, 1, "tcp-stream", stream(4.0)),
+        ];
+        let r = build(Vec::new(), Settings::default(), hosts, tests, true);
+        assert_eq!(r.warnings.len(), 3, "{:?}", r.warnings);
+        assert!(r.warnings[0].contains("no such host"), "{:?}", r.warnings);
+        let f = figure(&r, "tcp-stream", "bits_per_second");
+        assert_eq!(f.matrix, vec![vec![None, Some(4.0)], vec![None, None]]);
+        assert!(table(&r).contains("interrupted"));
+        let om = openmetrics(&r);
+        assert!(!om.contains("destination=\"\""), "{om}");
+        assert_eq!(om.matches("sockbench_mesh_test_failed{").count(), 3);
+    }
+
+    #[test]
+    fn an_empty_mesh_still_renders() {
+        let r = build(
+            Vec::new(),
+            Settings::default(),
+            Vec::new(),
+            Vec::new(),
+            false,
+        );
+        assert!(r.figures.is_empty());
+        assert!(table(&r).contains("no test gave a figure"));
+        let om = openmetrics(&r);
+        assert!(om.ends_with("# EOF\n"));
+        assert!(!om.contains("sockbench_mesh_"), "{om}");
+    }
 }
