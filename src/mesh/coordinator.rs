@@ -402,6 +402,9 @@ fn one_test(
                 meta.cpu_model = meta.cpu_model.as_deref().map(clean);
                 meta.congestion_control = meta.congestion_control.as_deref().map(clean);
                 meta.route_device = meta.route_device.as_deref().map(clean);
+                meta.offloads = meta
+                    .offloads
+                    .filter(|o| o.len() <= 256 && o.keys().all(|k| k.len() <= 64));
                 let mut st = state.lock().expect("no panic holds it");
                 st.meta[src].get_or_insert(meta);
             }

@@ -598,6 +598,31 @@ fn matrix_table(
         return;
     };
     let _ = writeln!(out, "\n{}: {}", s.test, fig.title());
+    if s.matrix.len() > TABLE_MATRIX_MAX {
+        let _ = writeln!(
+            out,
+            "({0} x {0} matrix: in --format json and --format openmetrics)",
+            s.matrix.len()
+        );
+    } else {
+        print_matrix(out, fig, s, index, hosts, labels);
+    }
+    summary_lines(out, fig, s, labels);
+}
+
+/// Hosts up to which the table prints each matrix (a wider one would not fit a
+/// terminal); beyond, the spread and worst pairs stand for it.
+pub const TABLE_MATRIX_MAX: usize = 16;
+
+/// The matrix itself, a row per source.
+fn print_matrix(
+    out: &mut String,
+    fig: Figure,
+    s: &FigureSummary,
+    index: &Index<'_>,
+    hosts: &[Host],
+    labels: &[String],
+) {
     let mut t = comfy_table::Table::new();
     t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
         .set_content_arrangement(comfy_table::ContentArrangement::Disabled);
@@ -617,6 +642,11 @@ fn matrix_table(
         }
     }
     let _ = writeln!(out, "{t}");
+}
+
+/// Under a matrix: the spread across pairs, the worst pairs, and (under a test's p50
+/// only: the same for p99) its merged round trips.
+fn summary_lines(out: &mut String, fig: Figure, s: &FigureSummary, labels: &[String]) {
     if let Some(sp) = &s.spread {
         let f = |v: f64| fig.format(v);
         let worst: Vec<String> = s
@@ -639,7 +669,11 @@ fn matrix_table(
             worst.join(", ")
         );
     }
-    if let Some(m) = &s.merged {
+    if let Some(m) = s
+        .merged
+        .as_ref()
+        .filter(|_| s.figure != "round_trip_p99_ns")
+    {
         let _ = writeln!(
             out,
             "all pairs' {} round trips merged (bucket upper bounds): p50 {}, p90 {}, p99 {}",
@@ -1222,5 +1256,36 @@ mod tests {
         let om = openmetrics(&r);
         assert!(om.ends_with("# EOF\n"));
         assert!(!om.contains("sockbench_mesh_"), "{om}");
+    }
+
+    #[test]
+    fn a_mesh_wider_than_the_table_limit_prints_its_spread_but_not_its_matrix() {
+        let of = |n: usize| {
+            let hosts: Vec<Host> = (0..n)
+                .map(|i| host(&format!("h{i}"), &format!("10.0.0.{i}:5290"), None))
+                .collect();
+            let tests = vec![
+                pair(0, 1, "tcp-stream", stream(1e9)),
+                pair(1, 0, "tcp-stream", stream(2e9)),
+            ];
+            let settings = Settings {
+                tests: vec!["tcp-stream".into()],
+                ..Settings::default()
+            };
+            table(&build(vec![], settings, hosts, tests, false))
+        };
+        let wide = of(TABLE_MATRIX_MAX + 1);
+        assert!(wide.contains("(17 x 17 matrix: in --format json"), "{wide}");
+        assert!(!wide.contains("from \\ to"), "{wide}");
+        assert!(wide.contains("across 2 pairs: min 1.00 Gbit/s"), "{wide}");
+        let fits = of(TABLE_MATRIX_MAX);
+        assert!(fits.contains("from \\ to"), "{fits}");
+        assert!(!fits.contains("matrix: in --format json"), "{fits}");
+    }
+
+    #[test]
+    fn the_merged_round_trips_are_printed_once_per_test() {
+        let t = table(&sample(false));
+        assert_eq!(t.matches("round trips merged").count(), 1, "{t}");
     }
 }
