@@ -349,7 +349,7 @@ fn ctrl_c_stops_the_mesh_promptly_and_prints_what_was_measured() {
         agents.push(child);
         logs.push(lines);
     }
-    let mut mesh = sb
+    let mesh = sb
         .sockbench()
         .args([
             "mesh",
