@@ -414,3 +414,89 @@ fn ctrl_c_stops_the_mesh_promptly_and_prints_what_was_measured() {
     );
     assert!(tests.len() < 6, "no round began after Ctrl-C: {doc}");
 }
+
+#[test]
+fn concurrent_runs_every_pair_at_once_and_says_so() {
+    let sb = Sandbox::new();
+    let mut agents = Vec::new();
+    let mut hosts = Vec::new();
+    // Their logs are kept open: an agent whose stderr is closed cannot log its tests.
+    let mut logs = Vec::new();
+    for _ in 0..3 {
+        let (child, port, lines) = common::spawn_server(sb.sockbench().args([
+            "server",
+            "--listen",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--max-clients",
+            "8",
+        ]));
+        hosts.push(format!("127.0.0.1:{port}"));
+        agents.push(child);
+        logs.push(lines);
+    }
+    let run = |format: &str| {
+        sb.sockbench()
+            .args([
+                "mesh",
+                "--hosts",
+                &hosts.join(","),
+                "--tests",
+                "tcp-pingpong",
+                "-d",
+                "0.3s",
+                "-w",
+                "0s",
+                "--concurrent",
+                "-q",
+            ])
+            .args(["--format", format])
+            .output()
+            .unwrap()
+    };
+    let json = run("json");
+    let table = run("table");
+    for mut a in agents {
+        let _ = a.kill();
+        let _ = a.wait();
+    }
+    assert_eq!(
+        json.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&json.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(doc["settings"]["concurrent"], true);
+    assert_eq!(doc["settings"]["rounds"], 1);
+    let tests = tests_of(&doc);
+    assert_eq!(tests.len(), 6);
+    assert!(
+        tests
+            .iter()
+            .all(|t| t["round"] == 0 && t["outcome"]["status"] == "measured"),
+        "{doc}"
+    );
+    // Pairs ran at once: some two tests of different pairs overlap in time.
+    let span = |t: &Value| {
+        (
+            t["started_unix_ns"].as_u64().unwrap(),
+            t["ended_unix_ns"].as_u64().unwrap(),
+        )
+    };
+    let overlap = tests.iter().any(|a| {
+        tests.iter().any(|b| {
+            let (pa, pb) = (pair(a), pair(b));
+            (pa.0.min(pa.1), pa.0.max(pa.1)) != (pb.0.min(pb.1), pb.0.max(pb.1))
+                && span(a).0 < span(b).1
+                && span(b).0 < span(a).1
+        })
+    });
+    assert!(overlap, "no two pairs ran at once: {doc}");
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.contains("--concurrent: every pair ran at once"),
+        "{text}"
+    );
+}
