@@ -226,6 +226,10 @@ fn every_ordered_pair_is_measured_once_per_test_and_no_host_is_in_two_tests_at_o
         assert_eq!(h["address"], format!("10.77.0.{}:5290", i + 1));
         assert_eq!(h["meta"]["route_device"], format!("e{i}"), "{h}");
         assert_eq!(h["meta"]["mtu"], 1500);
+        assert!(
+            h["meta"]["offloads"]["generic-receive-offload"].is_boolean(),
+            "{h}"
+        );
     }
 }
 

@@ -146,8 +146,10 @@ pub fn host_meta(target: Option<SocketAddr>) -> HostMeta {
         cpus: env.cpus as u32,
         congestion_control: read_sysctl("net/ipv4/tcp_congestion_control"),
         route_device: route.as_ref().map(|r| r.0.clone()),
+        offloads: route
+            .as_ref()
+            .and_then(|r| crate::sys::ethtool::offloads(&r.0)),
         mtu: route.and_then(|r| r.1).map(|m| m as u32),
-        offloads: None,
     }
 }
 
@@ -322,6 +324,8 @@ mod tests {
             .unwrap();
         assert_eq!(h.mtu, Some(lo_mtu));
         assert!(h.cpus >= 1);
+        let offloads = h.offloads.expect("lo reports its offloads");
+        assert_eq!(offloads, crate::sys::ethtool::offloads("lo").unwrap());
         assert!(!h.kernel.is_empty());
         assert_eq!(host_meta(None).route_device, None);
     }

@@ -13,6 +13,7 @@
 
 #[cfg(feature = "async")]
 pub mod async_fd;
+pub mod ethtool;
 pub mod mmsg;
 pub mod perf;
 pub mod shm;

@@ -334,14 +334,6 @@ struct EthtoolTsInfo {
     rx_reserved: [u32; 3],
 }
 
-/// `struct ifreq` with its `ifr_data` member.
-#[repr(C)]
-struct IfreqData {
-    name: [libc::c_char; libc::IFNAMSIZ],
-    data: *mut libc::c_void,
-    _rest: [u8; 16],
-}
-
 /// What a device says about its timestamping: the `SOF_TIMESTAMPING_*` capabilities it
 /// reports and its PTP hardware clock (`/dev/ptpN`), if it has one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -355,32 +347,12 @@ pub struct DeviceStamps {
 /// Ask `device` (`lo`, `eth0`, ...) what timestamps it offers; `None` if it cannot be
 /// asked (no such device, a name too long).
 pub fn device_stamps(device: &str) -> Option<DeviceStamps> {
-    if device.is_empty() || device.len() >= libc::IFNAMSIZ || device.contains('\0') {
-        return None;
-    }
-    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).ok()?;
     let mut info = EthtoolTsInfo {
         cmd: ETHTOOL_GET_TS_INFO,
         ..EthtoolTsInfo::default()
     };
-    let mut req = IfreqData {
-        name: [0; libc::IFNAMSIZ],
-        data: std::ptr::from_mut(&mut info).cast(),
-        _rest: [0; 16],
-    };
-    for (d, s) in req.name.iter_mut().zip(device.bytes()) {
-        *d = s as libc::c_char;
-    }
-    // SAFETY: `req` is an ifreq whose data member points to a live ethtool_ts_info the
-    // kernel fills; the socket is open for the call.
-    let r = unsafe {
-        libc::ioctl(
-            std::os::fd::AsRawFd::as_raw_fd(&sock),
-            libc::SIOCETHTOOL as _,
-            std::ptr::from_mut(&mut req),
-        )
-    };
-    if r != 0 {
+    // SAFETY: an ethtool_ts_info, which ETHTOOL_GET_TS_INFO fills.
+    if !unsafe { super::ethtool::request(device, std::ptr::from_mut(&mut info).cast()) } {
         return None;
     }
     let hw = libc::SOF_TIMESTAMPING_TX_HARDWARE
