@@ -370,11 +370,19 @@ mod tests {
     }
 
     #[test]
-    fn a_token_no_longer_expected_is_refused() {
+    fn a_runs_token_is_refused_once_its_registration_is_dropped() {
         let dp = open();
         let token = [4u8; TOKEN_BYTES];
         drop(dp.expect(&token, 1));
         assert!(dp.registry.runs.lock().unwrap().is_empty());
+        let mut late = dial(&dp, &token);
+        late.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut buf = [0u8; 1];
+        match std::io::Read::read(&mut late, &mut buf) {
+            Ok(0) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            other => panic!("a late connection is closed, not {other:?}"),
+        }
     }
 
     #[test]

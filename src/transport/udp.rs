@@ -204,3 +204,52 @@ impl Conn for UdpReceiver {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    /// Two runs' receivers on one port, each connected to its own sender: each gets only
+    /// its sender's datagrams, and a stranger's datagram queued before the connect is gone.
+    #[test]
+    fn receivers_sharing_a_port_get_only_their_own_senders_datagrams() {
+        let free = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let port = free.local_addr().unwrap().port();
+        drop(free);
+        let opts = TransportOptions {
+            bind: Some(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), port)),
+            ..TransportOptions::default()
+        };
+        let (la, lb) = (
+            listen_shared(false, &opts).unwrap(),
+            listen_shared(false, &opts).unwrap(),
+        );
+        assert_eq!(la.endpoint(), lb.endpoint());
+        let stranger = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        for _ in 0..4 {
+            stranger.send_to(b"stray", ("127.0.0.1", port)).unwrap();
+        }
+        let Endpoint::Address(to) = la.endpoint().clone() else {
+            panic!("an address")
+        };
+        let mut sa = connect(to, &opts).unwrap();
+        let mut sb = connect(to, &opts).unwrap();
+        let (mut ra, _) = la.accept(sa.local.as_ref()).unwrap();
+        let (mut rb, _) = lb.accept(sb.local.as_ref()).unwrap();
+        for _ in 0..20 {
+            sa.conn.send(b"a").unwrap();
+            sb.conn.send(b"b").unwrap();
+        }
+        for (r, want) in [(&mut ra, b'a'), (&mut rb, b'b')] {
+            r.set_recv_timeout(Some(Duration::from_secs(2))).unwrap();
+            for _ in 0..20 {
+                let mut buf = [0u8; 8];
+                let n = r.recv(&mut buf).unwrap();
+                assert_eq!(&buf[..n], &[want], "each receiver gets its own sender's");
+            }
+            r.set_recv_timeout(Some(Duration::from_millis(50))).unwrap();
+            assert!(r.recv(&mut [0u8; 8]).is_err(), "and nothing else");
+        }
+    }
+}
