@@ -262,14 +262,15 @@ fn the_servers_data_sockets_sit_on_the_data_port_only() {
     only_the_two_ports_while(
         &sb,
         &server,
-        &["stream", "-t", "tcp", "-P", "4", "-d", "0.6"],
+        // At a set rate, so that the sampling thread gets a CPU on a small machine.
+        &["rate", "-t", "tcp", "-P", "4", "-d", "0.6", "--rate", "5k"],
         "tcp",
         4,
     );
     only_the_two_ports_while(
         &sb,
         &server,
-        &["rate", "-t", "udp", "-P", "2", "-d", "0.6", "--rate", "20k"],
+        &["rate", "-t", "udp", "-P", "2", "-d", "0.6", "--rate", "5k"],
         "udp",
         2,
     );
