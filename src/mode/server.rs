@@ -1,7 +1,8 @@
 //! `sockbench server`: wait for clients (`sockbench stream --server HOST ...`), play the
 //! other role of each run they ask for, and log one line per test on stderr. Each client
 //! has its own thread and deadlines, so one that stalls, dies or sends garbage never holds
-//! up another; `--max-clients` bounds the tests that run at once.
+//! up another; `--max-clients` bounds the tests that run at once. With `--data-port`, every
+//! TCP and UDP test takes its data on that one port (`placement::data_port`).
 //!
 //! Also the hidden `sockbench peer`, the child a `--placement processes` run starts: one
 //! conversation with its parent over an inherited socket.

@@ -16,6 +16,11 @@
 //! past the run's deadline: its blocked roles are woken by shutting their sockets down
 //! (through duplicates of the descriptors, so no descriptor another test reuses is ever
 //! touched).
+//!
+//! A server with `--data-port` listens in step 2 on that one port instead of ports the
+//! kernel picks: its TCP connections come through the server's shared listener, which
+//! routes each to its run by the token (see `data_port`), and its UDP sockets join the
+//! port's `SO_REUSEPORT` group and are connected to the client's endpoints in step 4.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
