@@ -204,9 +204,15 @@ pub struct ServerArgs {
     /// Address to listen on (default: every address, IPv6 and IPv4).
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
-    /// Port of the control connection (data connections use ports the kernel picks).
+    /// Port of the control connection (data connections use ports the kernel picks,
+    /// unless --data-port is given).
     #[arg(short, long, value_name = "PORT", default_value_t = crate::control::DEFAULT_PORT)]
     pub port: u16,
+    /// Take every test's TCP connections and UDP datagrams on this one port (TCP and UDP),
+    /// instead of ports the kernel picks: one firewall or NetworkPolicy rule covers the
+    /// server. Must differ from --port.
+    #[arg(long, value_name = "PORT")]
+    pub data_port: Option<u16>,
     /// Serve one client, then exit.
     #[arg(long)]
     pub once: bool,

@@ -1,7 +1,8 @@
 //! `sockbench server`: wait for clients (`sockbench stream --server HOST ...`), play the
 //! other role of each run they ask for, and log one line per test on stderr. Each client
 //! has its own thread and deadlines, so one that stalls, dies or sends garbage never holds
-//! up another; `--max-clients` bounds the tests that run at once.
+//! up another; `--max-clients` bounds the tests that run at once. With `--data-port`, every
+//! TCP and UDP test takes its data on that one port (`placement::data_port`).
 //!
 //! Also the hidden `sockbench peer`, the child a `--placement processes` run starts: one
 //! conversation with its parent over an inherited socket.
@@ -24,6 +25,7 @@ use crate::control::session::{Peer, Session, Step};
 use crate::control::{Control, ControlError, HANDSHAKE_DEADLINE};
 use crate::environment::Environment;
 use crate::measure::units::{format_bits_per_second, format_bytes};
+use crate::placement::data_port::DataPort;
 use crate::placement::split::{canonical, server_run, ServerSide};
 use crate::placement::threads::RunDir;
 use crate::workload::{Role, SideReport};
@@ -42,6 +44,8 @@ struct Shared {
     max_clients: usize,
     verbose: bool,
     environment: Environment,
+    /// `--data-port`: the one port every TCP and UDP test takes its data on.
+    data_port: Option<DataPort>,
     /// Conversations past their handshake.
     active: AtomicUsize,
     /// Connections still in their handshake.
@@ -65,6 +69,7 @@ impl Shared {
             max_clients: 1,
             verbose: false,
             environment: Environment::collect(),
+            data_port: None,
             active: AtomicUsize::new(0),
             pending: AtomicUsize::new(0),
             live: Mutex::new(Vec::new()),
@@ -95,6 +100,22 @@ pub fn run(args: &ServerArgs) -> ExitCode {
             return ExitCode::from(USAGE);
         }
     };
+    if let Err(e) = check_data_port(args.port, args.data_port) {
+        eprintln!("sockbench: error: {e}");
+        return ExitCode::from(USAGE);
+    }
+    // The data port first, so a control port the kernel picks (--port 0) cannot take it.
+    let data_port = match args
+        .data_port
+        .map(|p| open_data_port(args.listen.as_deref(), p))
+    {
+        Some(Ok(dp)) => Some(dp),
+        Some(Err(e)) => {
+            eprintln!("sockbench: error: {e:#}");
+            return ExitCode::from(FAILED);
+        }
+        None => None,
+    };
     let listener = match bind(args.listen.as_deref(), args.port) {
         Ok(l) => l,
         Err(e) => {
@@ -108,8 +129,12 @@ pub fn run(args: &ServerArgs) -> ExitCode {
     let local = listener
         .local_addr()
         .map_or_else(|_| "?".into(), |a| a.to_string());
+    let data = data_port.as_ref().map_or_else(
+        || "data on ports the kernel picks".to_string(),
+        |dp| format!("data on port {} (TCP and UDP)", dp.port()),
+    );
     eprintln!(
-        "sockbench server {} listening on {local} (control protocol {}); up to {} tests at once, runs of up to {} s, messages up to {}, {} streams",
+        "sockbench server {} listening on {local} (control protocol {}); up to {} tests at once, runs of up to {} s, messages up to {}, {} streams; {data}",
         env!("CARGO_PKG_VERSION"),
         crate::control::VERSION,
         args.max_clients,
@@ -126,6 +151,7 @@ pub fn run(args: &ServerArgs) -> ExitCode {
     shared.key_file = args.key_file.clone();
     shared.max_clients = args.max_clients.max(1) as usize;
     shared.verbose = args.verbose;
+    shared.data_port = data_port;
     let shared = Arc::new(shared);
     if let Err(e) = listener.set_nonblocking(true) {
         eprintln!("sockbench: error: cannot poll the listening socket: {e}");
@@ -236,6 +262,35 @@ fn limits_of(args: &ServerArgs) -> Result<Limits, String> {
         max_streams: args.max_streams,
         max_memory: size("max-memory", &args.max_memory)?,
     })
+}
+
+/// Check `--data-port` against `--port`.
+///
+/// # Errors
+/// Port 0, or the control port: the message says what to give instead.
+fn check_data_port(port: u16, data_port: Option<u16>) -> Result<(), String> {
+    match data_port {
+        Some(0) => Err(
+            "--data-port 0 is not a fixed port: give the port every test's data should use (without --data-port, the kernel picks one per test)".into(),
+        ),
+        Some(d) if d == port => Err(format!(
+            "--data-port {d} is the control port (--port {port}): give the data another port"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The data port's listener at `--listen` (default: every address).
+fn open_data_port(listen: Option<&str>, port: u16) -> anyhow::Result<DataPort> {
+    let ip = listen
+        .map(|t| {
+            t.trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse::<IpAddr>()
+                .with_context(|| format!("--listen {t:?} is not an IP address"))
+        })
+        .transpose()?;
+    DataPort::open(ip, port).with_context(|| format!("cannot take --data-port {port}"))
 }
 
 /// The listening socket: `--listen` (default: every address, IPv6 and IPv4) at `port`.
@@ -500,6 +555,7 @@ fn run_one(
         peer,
         max_duration: Duration::from_secs(shared.limits.max_duration_s),
         environment: &shared.environment,
+        data_port: shared.data_port.as_ref(),
     };
     let r = server_run(ctl, msg, &side, dir);
     shared.tests.fetch_add(1, Ordering::Relaxed);
@@ -582,4 +638,20 @@ fn utc_now() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     crate::measure::units::utc(secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_data_port_must_be_fixed_and_not_the_control_port() {
+        assert!(check_data_port(5201, None).is_ok());
+        assert!(check_data_port(5201, Some(5291)).is_ok());
+        assert!(check_data_port(0, Some(5291)).is_ok());
+        let same = check_data_port(5201, Some(5201)).unwrap_err();
+        assert!(same.contains("control port"), "{same}");
+        let zero = check_data_port(5201, Some(0)).unwrap_err();
+        assert!(zero.contains("not a fixed port"), "{zero}");
+    }
 }

@@ -3,6 +3,7 @@
 //! ([`Roles`]); it never computes figures. Threads of this process are the first
 //! placement; a child process and a remote host are the next ones, behind the same trait.
 
+pub mod data_port;
 pub mod remote;
 pub mod split;
 pub mod threads;

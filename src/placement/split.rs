@@ -16,6 +16,11 @@
 //! past the run's deadline: its blocked roles are woken by shutting their sockets down
 //! (through duplicates of the descriptors, so no descriptor another test reuses is ever
 //! touched).
+//!
+//! A server with `--data-port` listens in step 2 on that one port instead of ports the
+//! kernel picks: its TCP connections come through the server's shared listener, which
+//! routes each to its run by the token (see `data_port`), and its UDP sockets join the
+//! port's `SO_REUSEPORT` group and are connected to the client's endpoints in step 4.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -27,6 +32,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 
+use super::data_port::DataPort;
 use super::threads::RunDir;
 use super::RunError;
 use crate::control::frame::FrameType;
@@ -356,6 +362,8 @@ fn run_limit(stop: Stop, max: Duration) -> Duration {
 enum Half {
     Dialled(Box<dyn Conn>),
     Listening(Box<dyn Listener>),
+    /// To come through the server's data port (`--data-port`), with the run's token.
+    OnDataPort,
     Inherited(Box<dyn Conn>),
     Accepted(Box<dyn Conn>),
 }
@@ -364,7 +372,7 @@ impl Half {
     fn conn(self) -> Box<dyn Conn> {
         match self {
             Half::Dialled(c) | Half::Inherited(c) | Half::Accepted(c) => c,
-            Half::Listening(_) => {
+            Half::Listening(_) | Half::OnDataPort => {
                 unreachable!("every listener was accepted before the ends are used")
             }
         }
@@ -464,6 +472,16 @@ pub fn bind_for(
         ),
     };
     Ok(Some(SocketAddr::new(ip, 0)))
+}
+
+/// The loopback of the family, where a run's listeners bind when the control connection
+/// has no IP address.
+fn bind_addr_default(ipv6: bool) -> IpAddr {
+    if ipv6 {
+        IpAddr::V6(std::net::Ipv6Addr::LOCALHOST)
+    } else {
+        IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)
+    }
 }
 
 /// Options for this process's transports in a run of `sc`.
@@ -733,6 +751,31 @@ pub struct ServerSide<'a> {
     pub max_duration: Duration,
     /// This host's environment, for the result.
     pub environment: &'a crate::environment::Environment,
+    /// The one port every TCP and UDP run takes its data on (`--data-port`), if any.
+    pub data_port: Option<&'a DataPort>,
+}
+
+/// The data port a run of `kind` with `wiring` uses, if the server has one: IP
+/// transports only.
+///
+/// # Errors
+/// The `connect` workload, which makes a connection per exchange on ports the kernel
+/// picks, over TCP.
+fn data_port_for<'a>(
+    side: &ServerSide<'a>,
+    kind: TransportKind,
+    wiring: Wiring,
+) -> anyhow::Result<Option<&'a DataPort>> {
+    let Some(dp) = side.data_port.filter(|_| kind.is_ip()) else {
+        return Ok(None);
+    };
+    if wiring == Wiring::ListenDial {
+        bail!(
+            "this server takes test data on its --data-port {} only, and connect over {kind} makes a connection per exchange on ports the kernel picks: run it against a server without --data-port",
+            dp.port()
+        );
+    }
+    Ok(Some(dp))
 }
 
 /// The server's half of one run of `msg` (already checked). Returns this side's role
@@ -764,6 +807,12 @@ pub fn server_run(
         sc.transport,
         TransportKind::Pipe | TransportKind::Socketpair
     );
+    let data_port = data_port_for(side, sc.transport, wiring).map_err(|e| fail(e, ctl))?;
+    let bind_ip = bind.map_or_else(|| bind_addr_default(sc.transport.is_ipv6()), |a| a.ip());
+    // TCP: connections come through the data port's listener, routed here by the token.
+    let mut on_port = data_port
+        .filter(|_| carries_token(sc.transport))
+        .map(|dp| dp.expect(&token, channels.len()));
     let mut ready = Ready {
         endpoints: Vec::new(),
         token: hex::encode(&token),
@@ -781,14 +830,29 @@ pub fn server_run(
         }
     } else {
         for (i, ch) in channels.iter().enumerate() {
-            if ch.server_listens && !anonymous {
-                let l = transport::listen(sc.transport, &opts, i).map_err(|e| fail(e, ctl))?;
-                ready.endpoints.push(Some(l.endpoint().clone()));
-                halves.push(Some(Half::Listening(l)));
-            } else {
-                ready.endpoints.push(None);
-                halves.push(None);
-            }
+            let half = match (ch.server_listens && !anonymous, data_port) {
+                (false, _) => None,
+                (true, Some(dp)) if on_port.is_some() => {
+                    let ep = dp.tcp_endpoint(bind_ip).map_err(|e| fail(e, ctl))?;
+                    ready.endpoints.push(Some(Endpoint::Address(ep)));
+                    halves.push(Some(Half::OnDataPort));
+                    continue;
+                }
+                (true, Some(dp)) => {
+                    let mut shared = opts.clone();
+                    shared.bind = Some(SocketAddr::new(bind_ip, dp.port()));
+                    let l = transport::listen_shared(sc.transport, &shared)
+                        .map_err(|e| fail(e, ctl))?;
+                    Some(l)
+                }
+                (true, None) => {
+                    Some(transport::listen(sc.transport, &opts, i).map_err(|e| fail(e, ctl))?)
+                }
+            };
+            ready
+                .endpoints
+                .push(half.as_ref().map(|l| l.endpoint().clone()));
+            halves.push(half.map(Half::Listening));
         }
     }
     ctl.send(FrameType::Ready, &ready)?;
@@ -799,6 +863,35 @@ pub fn server_run(
         let their_ep = theirs.endpoints.get(i).cloned().flatten();
         let their_local = theirs.locals.get(i).cloned().flatten();
         let half = match h {
+            Some(Half::OnDataPort) => {
+                let from = match &their_local {
+                    Some(Endpoint::Address(a)) => Some(*a),
+                    _ => None,
+                };
+                let expected = on_port.as_mut().expect("the run's registration");
+                let (sock, _) = expected
+                    .take(from, Instant::now() + STEP_DEADLINE)
+                    .map_err(|e| fail(e, ctl))?;
+                let c = transport::adopt_tcp(sock, &opts).map_err(|e| fail(e, ctl))?;
+                if let (Some(got), Some(want)) = (peer_ip(c.as_ref()), control_peer) {
+                    if got != want && !(got.is_loopback() && want.is_loopback()) {
+                        return Err(fail(
+                            anyhow!(
+                                "a data connection came from {got}, not from the client at {want}"
+                            ),
+                            ctl,
+                        ));
+                    }
+                }
+                Half::Accepted(c)
+            }
+            Some(Half::Listening(_)) if data_port.is_some() && their_local.is_none() => {
+                // An unconnected socket of the port's group would take anyone's datagrams.
+                return Err(fail(
+                    anyhow!("the client gave no UDP endpoint for channel {i}, and a server with --data-port connects each UDP socket to its peer"),
+                    ctl,
+                ));
+            }
             Some(Half::Listening(l)) => {
                 if let (Some(Endpoint::Address(a)), Some(ip)) = (&their_local, control_peer) {
                     if sc.transport.is_ip() && canonical(a.ip()) != ip && side.peer == Peer::Remote
@@ -862,6 +955,7 @@ pub fn server_run(
         conns.push(half);
     }
     drop(dir.take()); // every name in it is gone already
+    drop(on_port.take()); // every connection came: later ones with the token are dropped
     let mut wired = Wired::default();
     let sides: Vec<(Box<dyn Conn>, Option<workload::Endpoint>)> = if wiring == Wiring::ListenDial {
         if role == Role::Sender {

@@ -504,6 +504,23 @@ pub fn listen(
     }
 }
 
+/// The receiving half of a datagram transport of `kind` (udp, udp6) on a port that
+/// other runs share: see `udp::listen_shared`.
+///
+/// # Errors
+/// As [`listen`]; any other transport.
+pub fn listen_shared(
+    kind: TransportKind,
+    opts: &TransportOptions,
+) -> anyhow::Result<Box<dyn Listener>> {
+    match kind {
+        TransportKind::Udp | TransportKind::Udp6 => udp::listen_shared(kind.is_ipv6(), opts),
+        _ => anyhow::bail!("{kind} has no shared datagram port"),
+    }
+}
+
+pub use tcp::{adopt as adopt_tcp, listen_shared as listen_shared_tcp};
+
 /// The sending half: dial or open the `endpoint` a listener of `kind` published.
 ///
 /// # Errors

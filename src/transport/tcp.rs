@@ -94,6 +94,43 @@ pub fn listen(ipv6: bool, opts: &TransportOptions) -> anyhow::Result<Box<dyn Lis
     }))
 }
 
+/// The one listening socket a server with `--data-port` keeps for its whole life, at
+/// `addr` (every address of both families when it is `::`, as the control listener).
+///
+/// # Errors
+/// The port is in use or not allowed, with what to try next.
+pub fn listen_shared(addr: SocketAddr) -> anyhow::Result<Socket> {
+    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+        .context("cannot create a TCP socket")?;
+    if addr.is_ipv6() && addr.ip().is_unspecified() {
+        sock.set_only_v6(false)
+            .context("cannot take IPv4 on the IPv6 socket")?;
+    }
+    sock.set_reuse_address(true)
+        .context("cannot set SO_REUSEADDR")?;
+    if let Err(e) = sock.bind(&addr.into()) {
+        let msg = bind_error("TCP", addr, &e);
+        return Err(anyhow::Error::new(e).context(msg));
+    }
+    sock.listen(128)
+        .context("cannot listen on the TCP socket")?;
+    Ok(sock)
+}
+
+/// A connection accepted on a shared listener (see [`listen_shared`]), set up as a
+/// run's own listener would have: the run's buffers and `TCP_NODELAY`. (A buffer set now
+/// cannot change the window scale the handshake agreed on, so a large `--rcvbuf` may
+/// be used less fully than on a listener of its own.)
+///
+/// # Errors
+/// A socket option is refused.
+pub fn adopt(sock: Socket, opts: &TransportOptions) -> anyhow::Result<Box<dyn Conn>> {
+    apply_buffers(&sock, opts).context("cannot set socket buffer sizes")?;
+    sock.set_nodelay(opts.nodelay)
+        .context("cannot set TCP_NODELAY")?;
+    Ok(SocketConn::boxed(sock, false))
+}
+
 impl Listener for TcpListener {
     fn endpoint(&self) -> &Endpoint {
         &self.endpoint

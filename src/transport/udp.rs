@@ -24,15 +24,38 @@ struct UdpListener {
     /// `--connect` was given: datagrams may arrive through another local address, so the
     /// receiver stays unconnected and answers whoever wrote last.
     answer_whoever_wrote: bool,
+    /// Bound to a port other runs share (see [`listen_shared`]).
+    shared: bool,
 }
 
 /// The receiving half: bind `--bind` (or the loopback, any port).
 pub fn listen(ipv6: bool, opts: &TransportOptions) -> anyhow::Result<Box<dyn Listener>> {
+    open(ipv6, opts, false)
+}
+
+/// The receiving half on a port other runs share (a server's `--data-port`): bound with
+/// `SO_REUSEADDR` and `SO_REUSEPORT`, so that every run's sockets can hold the one port.
+/// Its [`Listener::accept`] must be given the peer's endpoint: Linux hands a datagram to
+/// the socket of the port's group that is connected to its sender, so connected sockets
+/// keep concurrent runs apart, while an unconnected one would take anyone's.
+///
+/// # Errors
+/// As [`listen`].
+pub fn listen_shared(ipv6: bool, opts: &TransportOptions) -> anyhow::Result<Box<dyn Listener>> {
+    open(ipv6, opts, true)
+}
+
+fn open(ipv6: bool, opts: &TransportOptions, shared: bool) -> anyhow::Result<Box<dyn Listener>> {
     let domain = if ipv6 { Domain::IPV6 } else { Domain::IPV4 };
     let addr = bind_addr(ipv6, opts);
     let sock = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))
         .context("cannot create a UDP socket")?;
     apply_buffers(&sock, opts).context("cannot set socket buffer sizes")?;
+    if shared {
+        sock.set_reuse_address(true)
+            .and_then(|()| sock.set_reuse_port(true))
+            .context("cannot share the UDP port (SO_REUSEADDR, SO_REUSEPORT)")?;
+    }
     if let Err(e) = sock.bind(&addr.into()) {
         let msg = bind_error("UDP", addr, &e);
         return Err(anyhow::Error::new(e).context(msg));
@@ -45,6 +68,7 @@ pub fn listen(ipv6: bool, opts: &TransportOptions) -> anyhow::Result<Box<dyn Lis
         sock,
         endpoint: Endpoint::Address(local),
         answer_whoever_wrote: opts.connect.is_some(),
+        shared,
     }))
 }
 
@@ -65,6 +89,11 @@ impl Listener for UdpListener {
                 .connect(&(*from).into())
                 .context("cannot connect the UDP receiver to its sender")?;
             answer = Some(*from);
+            if self.shared {
+                // A datagram from anyone that came before the connect is still queued:
+                // the sender has not started yet, so everything queued is a stranger's.
+                drain(&self.sock).context("cannot empty the UDP receiver's queue")?;
+            }
         }
         let info = LinkInfo {
             rcvbuf_bytes: self.sock.recv_buffer_size().ok().map(|n| n as u64),
@@ -80,6 +109,23 @@ impl Listener for UdpListener {
             info,
         ))
     }
+}
+
+/// Throw away every datagram queued on `sock`.
+fn drain(sock: &Socket) -> io::Result<()> {
+    sock.set_nonblocking(true)?;
+    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+    // Bounded: a queue holds at most a receive buffer's worth of datagrams.
+    for _ in 0..1 << 16 {
+        match sock.recv(&mut buf) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // An ICMP error queued for an earlier stranger: nothing of this run's.
+            Err(_) => {}
+        }
+    }
+    sock.set_nonblocking(false)
 }
 
 /// The sending half: a UDP socket connected to `endpoint` (or `--connect` at its port).
@@ -156,5 +202,54 @@ impl Conn for UdpReceiver {
             sock.send_buffer_size().ok().map(|n| n as u64),
             sock.recv_buffer_size().ok().map(|n| n as u64),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    /// Two runs' receivers on one port, each connected to its own sender: each gets only
+    /// its sender's datagrams, and a stranger's datagram queued before the connect is gone.
+    #[test]
+    fn receivers_sharing_a_port_get_only_their_own_senders_datagrams() {
+        let free = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let port = free.local_addr().unwrap().port();
+        drop(free);
+        let opts = TransportOptions {
+            bind: Some(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), port)),
+            ..TransportOptions::default()
+        };
+        let (la, lb) = (
+            listen_shared(false, &opts).unwrap(),
+            listen_shared(false, &opts).unwrap(),
+        );
+        assert_eq!(la.endpoint(), lb.endpoint());
+        let stranger = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        for _ in 0..4 {
+            stranger.send_to(b"stray", ("127.0.0.1", port)).unwrap();
+        }
+        let Endpoint::Address(to) = la.endpoint().clone() else {
+            panic!("an address")
+        };
+        let mut sa = connect(to, &opts).unwrap();
+        let mut sb = connect(to, &opts).unwrap();
+        let (mut ra, _) = la.accept(sa.local.as_ref()).unwrap();
+        let (mut rb, _) = lb.accept(sb.local.as_ref()).unwrap();
+        for _ in 0..20 {
+            sa.conn.send(b"a").unwrap();
+            sb.conn.send(b"b").unwrap();
+        }
+        for (r, want) in [(&mut ra, b'a'), (&mut rb, b'b')] {
+            r.set_recv_timeout(Some(Duration::from_secs(2))).unwrap();
+            for _ in 0..20 {
+                let mut buf = [0u8; 8];
+                let n = r.recv(&mut buf).unwrap();
+                assert_eq!(&buf[..n], &[want], "each receiver gets its own sender's");
+            }
+            r.set_recv_timeout(Some(Duration::from_millis(50))).unwrap();
+            assert!(r.recv(&mut [0u8; 8]).is_err(), "and nothing else");
+        }
     }
 }
