@@ -110,9 +110,11 @@ fn pair(t: &Value) -> (u64, u64) {
 fn every_ordered_pair_is_measured_once_per_test_and_no_host_is_in_two_tests_at_once() {
     let sb = Sandbox::new();
     let k = key(&sb);
+    // The agents as the Kubernetes DaemonSet runs them: control on 5290, every test's
+    // data on 5291 (TCP and UDP).
     let Some(lab) = lab(
         &sb,
-        &format!("--key-file {k}"),
+        &format!("--key-file {k} --max-clients 4 --data-port 5291"),
         "",
         &format!(
             "--key-file {k} --tests tcp-stream,udp-pingpong -d 0.3s -w 0s -P 2 --format json -q"
