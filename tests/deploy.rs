@@ -83,14 +83,24 @@ fn python() -> Option<String> {
     None
 }
 
-/// Every YAML document of stdin (safe loader, YAML 1.1 as Kubernetes reads it), as JSON.
+/// Every YAML document of each text (safe loader, YAML 1.1 as Kubernetes reads it), as
+/// JSON: stdin {name: text}, stdout {name: {"docs": [...]} or {"error": why}}.
 const TO_JSON: &str = r#"
 import json, sys, yaml
-json.dump([d for d in yaml.safe_load_all(sys.stdin) if d is not None], sys.stdout)
+out = {}
+for name, text in json.load(sys.stdin).items():
+    try:
+        out[name] = {"docs": [d for d in yaml.safe_load_all(text) if d is not None]}
+    except yaml.YAMLError as e:
+        out[name] = {"error": str(e)}
+json.dump(out, sys.stdout)
 "#;
 
-/// Parse a YAML stream into its documents.
-fn parse_yaml(python: &str, text: &str) -> Result<Vec<Value>, String> {
+/// Parse YAML streams (by name) into their documents, in one run of Python.
+fn parse_all(
+    python: &str,
+    texts: &BTreeMap<String, String>,
+) -> BTreeMap<String, Result<Vec<Value>, String>> {
     use std::io::Write;
     let mut child = Command::new(python)
         .args(["-c", TO_JSON])
@@ -98,18 +108,32 @@ fn parse_yaml(python: &str, text: &str) -> Result<Vec<Value>, String> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run {python}: {e}"))?;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .map_err(|e| e.to_string())?;
-    let out = child.wait_with_output().map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
-    }
-    serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())
+        .unwrap_or_else(|e| panic!("cannot run {python}: {e}"));
+    let input = serde_json::to_vec(texts).unwrap();
+    child.stdin.take().unwrap().write_all(&input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{python}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let parsed: BTreeMap<String, Value> = serde_json::from_slice(&out.stdout).unwrap();
+    parsed
+        .into_iter()
+        .map(|(name, v)| {
+            let r = match v.get("docs") {
+                Some(Value::Array(docs)) => Ok(docs.clone()),
+                _ => Err(v["error"].as_str().unwrap_or("?").to_string()),
+            };
+            (name, r)
+        })
+        .collect()
+}
+
+/// Parse one YAML stream into its documents.
+fn parse_yaml(python: &str, text: &str) -> Result<Vec<Value>, String> {
+    let texts = BTreeMap::from([(String::new(), text.to_string())]);
+    parse_all(python, &texts).remove("").unwrap()
 }
 
 /// What the checker reads: each manifest's text by file name, and the Dockerfile.
@@ -166,8 +190,10 @@ fn help(sub: &str) -> String {
 fn help_flags(help: &str) -> BTreeMap<String, bool> {
     let mut flags = BTreeMap::new();
     for line in help.lines() {
+        // clap puts an option at 2 spaces ("  -p, --port") or 6 ("      --once");
+        // examples and wrapped descriptions are indented further.
         let t = line.trim_start();
-        if !t.starts_with('-') {
+        if !t.starts_with('-') || line.len() - t.len() > 6 {
             continue;
         }
         let mut words = t.split_whitespace().peekable();
@@ -175,7 +201,7 @@ fn help_flags(help: &str) -> BTreeMap<String, bool> {
             let w = w.trim_end_matches(',');
             if let Some(long) = w.strip_prefix("--") {
                 let takes = words.peek().is_some_and(|n| n.starts_with('<'));
-                flags.insert(long.to_string(), takes);
+                flags.entry(long.to_string()).or_insert(takes);
                 break;
             }
             if !(w.starts_with('-') && w.len() == 2) {
@@ -335,8 +361,8 @@ fn check(python: &str, bundle: &Bundle, helps: &BTreeMap<String, String>) -> Vec
 
     // Parse every document; kinds and apiVersions.
     let mut docs: Vec<(String, Value)> = Vec::new();
-    for (file, text) in &bundle.manifests {
-        match parse_yaml(python, text) {
+    for (file, parsed) in parse_all(python, &bundle.manifests) {
+        match parsed {
             Ok(ds) => {
                 if ds.is_empty() {
                     problems.push(format!("{file}: no document"));
@@ -1054,7 +1080,7 @@ fn the_checker_reports_each_kind_of_break() {
 
 #[test]
 fn the_help_parser_finds_flags_and_defaults() {
-    let help = "Usage: x\n\nOptions:\n  -p, --port <PORT>\n          The port\n          \n          [default: 5290]\n\n      --once\n          Serve one, then --not-a-flag\n\nExamples:\n  sockbench server --fake-flag 1\n";
+    let help = "Usage: x\n\nOptions:\n  -p, --port <PORT>\n          The port\n          \n          [default: 5290]\n\n      --once\n          Serve one, then --not-a-flag\n\nExamples:\n  sockbench server --fake-flag 1\n                   --format json\n";
     let flags = help_flags(help);
     assert_eq!(
         flags,
