@@ -263,5 +263,10 @@ mod tests {
         assert!(Pairs::parse(&w("star"))
             .unwrap_err()
             .contains("all, ring or random N"));
+        // A count goes with random only.
+        assert!(Pairs::parse(&w("ring 3"))
+            .unwrap_err()
+            .contains("all, ring or random N"));
+        assert!(Pairs::parse(&w("all 2")).is_err());
     }
 }
