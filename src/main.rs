@@ -111,6 +111,7 @@ fn command_first_tip(e: &clap::Error, argv: &[String]) -> Option<String> {
                     | "server"
                     | "listen"
                     | "swarm"
+                    | "mesh"
                     | "peer"
                     | "serve"
                     | "load"

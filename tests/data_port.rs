@@ -263,14 +263,14 @@ fn the_servers_data_sockets_sit_on_the_data_port_only() {
         &sb,
         &server,
         // At a set rate, so that the sampling thread gets a CPU on a small machine.
-        &["rate", "-t", "tcp", "-P", "4", "-d", "0.6", "--rate", "5k"],
+        &["rate", "-t", "tcp", "-P", "4", "-d", "2", "--rate", "5k"],
         "tcp",
         4,
     );
     only_the_two_ports_while(
         &sb,
         &server,
-        &["rate", "-t", "udp", "-P", "2", "-d", "0.6", "--rate", "5k"],
+        &["rate", "-t", "udp", "-P", "2", "-d", "2", "--rate", "5k"],
         "udp",
         2,
     );
