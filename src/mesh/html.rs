@@ -251,7 +251,14 @@ fn settings(out: &mut String, r: &MeshReport) {
     );
     row("tests", &s.tests.join(", "));
     row("duration", &format_seconds(s.duration_s));
-    row("warm-up", &format_seconds(s.warmup_s));
+    row(
+        "warm-up",
+        &if s.warmup_s > 0.0 {
+            format_seconds(s.warmup_s)
+        } else {
+            "none".into()
+        },
+    );
     row("parallel streams (tcp-stream)", &s.parallel.to_string());
     row(
         "message size",
