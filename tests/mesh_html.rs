@@ -249,11 +249,38 @@ fn the_mesh_page_has_a_heat_map_per_figure_and_renders_in_a_browser_offline() {
         .args(["--format", "json", "-q"])
         .output()
         .unwrap();
+    // `--format html` prints the same page on stdout.
+    let printed = sb
+        .sockbench()
+        .args([
+            "mesh",
+            "--hosts",
+            &hosts.join(","),
+            "--tests",
+            "tcp-pingpong",
+            "-d",
+            "0.2s",
+            "-w",
+            "0s",
+            "--format",
+            "html",
+            "-q",
+        ])
+        .output()
+        .unwrap();
     for mut a in agents {
         let _ = a.kill();
         let _ = a.wait();
     }
     drop(logs);
+    assert!(
+        printed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&printed.stderr)
+    );
+    let printed = String::from_utf8(printed.stdout).unwrap();
+    assert!(printed.starts_with("<!DOCTYPE html>"), "{printed}");
+    assert_all_measured(&heat_maps(&printed), "--format html");
     assert!(
         out.status.success(),
         "{}",
@@ -344,5 +371,29 @@ fn the_mesh_page_has_a_heat_map_per_figure_and_renders_in_a_browser_offline() {
     assert!(near(&pixels, [168, 240, 168]) > 200, "no green cell");
     if page.contains("data-bad=\"100\"") {
         assert!(near(&pixels, [240, 168, 168]) > 200, "no red cell");
+    }
+}
+
+#[test]
+fn csv_and_markdown_are_still_refused_for_the_mesh() {
+    let sb = Sandbox::new();
+    for args in [
+        &["--format", "csv"][..],
+        &["--format", "markdown"],
+        &["--export-csv", "x.csv"],
+        &["--export-markdown", "x.md"],
+    ] {
+        let out = sb
+            .sockbench()
+            .args(["mesh", "--hosts", "127.0.0.1:9,127.0.0.1:10"])
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("--format html") || stderr.contains("--export-html"),
+            "{stderr}"
+        );
     }
 }

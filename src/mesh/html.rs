@@ -273,6 +273,11 @@ fn settings(out: &mut String, r: &MeshReport) {
     out.push_str("</dl>\n");
 }
 
+/// Hosts up to which the page draws each heat map (10,000 cells); beyond, the spread and
+/// worst pairs stand for it, as in the terminal table over
+/// [`report::TABLE_MATRIX_MAX`].
+pub const HTML_MATRIX_MAX: usize = 100;
+
 /// One figure: its heading, the colour legend, the table, the spread and worst pairs,
 /// and (under a test's first round-trip figure) the merged round trips.
 fn heat_map(
@@ -297,6 +302,36 @@ fn heat_map(
     if let Some(sc) = &scale {
         out.push_str(&sc.legend(fig));
     }
+    if s.matrix.len() > HTML_MATRIX_MAX {
+        let _ = writeln!(
+            out,
+            "<p class=\"muted\" data-matrix-left-out=\"{0}\">({0} x {0} matrix: in --format json and --format openmetrics)</p>",
+            s.matrix.len()
+        );
+    } else {
+        table(out, r, s, fig, scale.as_ref(), index, labels);
+    }
+    let mut lines = String::new();
+    report::summary_lines(&mut lines, fig, s, labels);
+    for l in lines.lines() {
+        let _ = writeln!(out, "<p class=\"summary\">{}</p>", escape(l));
+    }
+    if let Some(m) = s.merged.as_ref().filter(|_| is_first_round_trip(r, s)) {
+        merged_chart(out, &s.test, m);
+    }
+    out.push_str("</section>\n");
+}
+
+/// The heat map's table: a row per source, a column per destination.
+fn table(
+    out: &mut String,
+    r: &MeshReport,
+    s: &FigureSummary,
+    fig: Figure,
+    scale: Option<&Scale>,
+    index: &Index<'_>,
+    labels: &[String],
+) {
     let _ = write!(
         out,
         "<div class=\"table-wrap\"><table class=\"heat\" data-test=\"{}\" data-figure=\"{}\">\n<thead><tr><th>from \\ to</th>",
@@ -319,20 +354,11 @@ fn heat_map(
         );
         for (dst, v) in row.iter().enumerate() {
             let outcome = index.get(&(s.test.as_str(), src, dst));
-            cell(out, fig, scale.as_ref(), *v, outcome, src == dst);
+            cell(out, fig, scale, *v, outcome, src == dst);
         }
         out.push_str("</tr>\n");
     }
     out.push_str("</tbody>\n</table></div>\n");
-    let mut lines = String::new();
-    report::summary_lines(&mut lines, fig, s, labels);
-    for l in lines.lines() {
-        let _ = writeln!(out, "<p class=\"summary\">{}</p>", escape(l));
-    }
-    if let Some(m) = s.merged.as_ref().filter(|_| is_first_round_trip(r, s)) {
-        merged_chart(out, &s.test, m);
-    }
-    out.push_str("</section>\n");
 }
 
 /// Whether `s` is its test's first round-trip figure (the merged chart goes once).
@@ -405,6 +431,21 @@ fn merged_chart(out: &mut String, test: &str, m: &Merged) {
     );
     for (i, b) in m.buckets.iter().enumerate() {
         let bh = b.count as f64 / max * plot_h;
+        let marks: Vec<&str> = [("p50", m.p50_ns), ("p90", m.p90_ns), ("p99", m.p99_ns)]
+            .into_iter()
+            .filter(|&(_, ns)| ns == b.le_ns)
+            .map(|(name, _)| name)
+            .collect();
+        if !marks.is_empty() {
+            let _ = writeln!(
+                out,
+                "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" fill=\"currentColor\" text-anchor=\"middle\" data-marks=\"{}\">{}</text>",
+                left + (i as f64 + 0.5) * bar,
+                (top + plot_h - bh - 3.0).max(top + 8.0),
+                marks.join(" "),
+                marks.join(" ")
+            );
+        }
         let _ = writeln!(
             out,
             "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#4e79a7\"><title>≤ {}: {}</title></rect>",
@@ -756,6 +797,44 @@ mod tests {
         let calm = html(&sample(false, false));
         assert!(!calm.contains("id=\"concurrent\""));
         assert!(!calm.contains("id=\"interrupted\""));
+    }
+
+    #[test]
+    fn the_merged_chart_marks_the_percentiles_buckets() {
+        let page = html(&sample(false, false));
+        // Merged: 16 µs 2, 20 µs 5, 25 µs 6, 50 µs 4, 80 µs 3 (20): p50 rank 10 at 25 µs,
+        // p90 rank 18 and p99 rank 20 at 80 µs.
+        assert_eq!(page.matches("<rect ").count(), 5);
+        assert!(page.contains("<title>≤ 25.0 µs: 6</title>"), "{page}");
+        assert_eq!(page.matches("data-marks=\"p50\"").count(), 1);
+        assert_eq!(page.matches("data-marks=\"p90 p99\"").count(), 1);
+    }
+
+    #[test]
+    fn a_mesh_too_wide_for_a_page_gives_its_spread_without_the_matrix() {
+        let of = |n: usize| {
+            let hosts: Vec<Host> = (0..n)
+                .map(|i| {
+                    host(
+                        &format!("h{i}"),
+                        &format!("10.0.{}.{}:5290", i / 250, i % 250),
+                        None,
+                    )
+                })
+                .collect();
+            let tests = vec![
+                pair(0, 1, "tcp-stream", stream(1e9)),
+                pair(1, 0, "tcp-stream", stream(2e9)),
+            ];
+            html(&build(Vec::new(), Settings::default(), hosts, tests, false))
+        };
+        let wide = of(HTML_MATRIX_MAX + 1);
+        assert!(!wide.contains("<table class=\"heat\""));
+        assert!(wide.contains("(101 x 101 matrix: in --format json"));
+        assert!(wide.contains("across 2 pairs: min 1.00 Gbit/s"));
+        let fits = of(HTML_MATRIX_MAX);
+        assert_eq!(fits.matches("<table class=\"heat\"").count(), 1);
+        assert!(!fits.contains("matrix: in --format json"));
     }
 
     #[test]
