@@ -12,6 +12,7 @@
 
 pub mod agent;
 pub mod coordinator;
+pub mod html;
 pub mod report;
 pub mod schedule;
 

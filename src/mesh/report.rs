@@ -140,7 +140,7 @@ pub struct Merged {
 
 /// The figures a report knows, in the order they are shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Figure {
+pub(crate) enum Figure {
     BitsPerSecond,
     MessagesPerSecond,
     RoundTripP50,
@@ -193,12 +193,12 @@ impl Figure {
         }
     }
 
-    fn from_key(key: &str) -> Option<Figure> {
+    pub(crate) fn from_key(key: &str) -> Option<Figure> {
         Figure::ALL.into_iter().find(|f| f.key() == key)
     }
 
     /// What the table calls it.
-    fn title(self) -> &'static str {
+    pub(crate) fn title(self) -> &'static str {
         match self {
             Figure::BitsPerSecond => "throughput",
             Figure::MessagesPerSecond => "messages per second",
@@ -212,7 +212,7 @@ impl Figure {
         matches!(self, Figure::BitsPerSecond | Figure::MessagesPerSecond)
     }
 
-    fn is_round_trip(self) -> bool {
+    pub(crate) fn is_round_trip(self) -> bool {
         matches!(self, Figure::RoundTripP50 | Figure::RoundTripP99)
     }
 
@@ -229,7 +229,7 @@ impl Figure {
     }
 
     /// The value for a person.
-    fn format(self, v: f64) -> String {
+    pub(crate) fn format(self, v: f64) -> String {
         match self {
             Figure::BitsPerSecond => format_bits_per_second(v),
             Figure::MessagesPerSecond => format_per_second(v),
@@ -277,7 +277,7 @@ impl Figure {
 }
 
 /// Nanoseconds as microseconds with one decimal: `21.8 µs`.
-fn micros(ns: f64) -> String {
+pub(crate) fn micros(ns: f64) -> String {
     format!("{:.1} µs", ns / 1e3)
 }
 
@@ -286,7 +286,7 @@ const CONCURRENT: &str =
     "--concurrent: every pair ran at once; these figures include the tests' interference (stress mode)";
 
 /// The pairs' outcomes by (test, source, destination); the last of a test given twice.
-type Index<'a> = BTreeMap<(&'a str, usize, usize), &'a Outcome>;
+pub(crate) type Index<'a> = BTreeMap<(&'a str, usize, usize), &'a Outcome>;
 
 /// Build the report: the matrices, spreads, worst pairs and merged round trips of every
 /// test, from the pairs' results as the coordinator gathered them.
@@ -355,7 +355,7 @@ fn check(hosts: &[Host], tests: &[PairTest]) -> Vec<String> {
 }
 
 /// The outcome of each test of each ordered pair of distinct, existing hosts.
-fn index(tests: &[PairTest], n: usize) -> Index<'_> {
+pub(crate) fn index(tests: &[PairTest], n: usize) -> Index<'_> {
     tests
         .iter()
         .filter(|t| t.source < n && t.destination < n && t.source != t.destination)
@@ -516,7 +516,7 @@ fn quantile(buckets: &[Bucket], total: u64, p: u64) -> Option<u64> {
 
 /// How the table names hosts: their names when all are short and distinct, else `h0`,
 /// `h1`, ... (the legend gives the names).
-fn labels(hosts: &[Host]) -> Vec<String> {
+pub(crate) fn labels(hosts: &[Host]) -> Vec<String> {
     let distinct = hosts.iter().map(|h| &h.name).collect::<BTreeSet<_>>().len() == hosts.len();
     let short = hosts
         .iter()
@@ -532,12 +532,12 @@ fn labels(hosts: &[Host]) -> Vec<String> {
 const SHORT_NAME: usize = 8;
 
 /// The label of host `i`, or `h{i}` if there is no such host.
-fn label(labels: &[String], i: usize) -> String {
+pub(crate) fn label(labels: &[String], i: usize) -> String {
     labels.get(i).cloned().unwrap_or_else(|| format!("h{i}"))
 }
 
 /// A matrix row's label: the source's name, after its column label if that differs.
-fn row_label(hosts: &[Host], labels: &[String], i: usize) -> String {
+pub(crate) fn row_label(hosts: &[Host], labels: &[String], i: usize) -> String {
     let l = label(labels, i);
     match hosts.get(i) {
         Some(h) if h.name != l => format!("{l} {}", h.name),
@@ -646,7 +646,7 @@ fn print_matrix(
 
 /// Under a matrix: the spread across pairs, the worst pairs, and (under a test's p50
 /// only: the same for p99) its merged round trips.
-fn summary_lines(out: &mut String, fig: Figure, s: &FigureSummary, labels: &[String]) {
+pub(crate) fn summary_lines(out: &mut String, fig: Figure, s: &FigureSummary, labels: &[String]) {
     if let Some(sp) = &s.spread {
         let f = |v: f64| fig.format(v);
         let worst: Vec<String> = s
@@ -687,7 +687,12 @@ fn summary_lines(out: &mut String, fig: Figure, s: &FigureSummary, labels: &[Str
 
 /// A matrix cell: `-` on the diagonal, `failed`, `.` for a pair not measured, `n/a` for a
 /// measured pair without this figure.
-fn cell(fig: Figure, v: Option<f64>, outcome: Option<&&Outcome>, diagonal: bool) -> String {
+pub(crate) fn cell(
+    fig: Figure,
+    v: Option<f64>,
+    outcome: Option<&&Outcome>,
+    diagonal: bool,
+) -> String {
     match (v, outcome) {
         _ if diagonal => "-".into(),
         (Some(v), _) => fig.format(v),

@@ -1,5 +1,6 @@
 //! `sockbench mesh`: read the flags, find the agents, run the mesh
-//! ([`crate::mesh::coordinator`]) and print its report ([`crate::mesh::report`]).
+//! ([`crate::mesh::coordinator`]) and print its report ([`crate::mesh::report`], or
+//! [`crate::mesh::html`]'s page).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -10,6 +11,7 @@ use crate::cli::{Format, MeshArgs, OutputArgs};
 use crate::control::auth::Key;
 use crate::measure::units::{parse_duration, parse_size};
 use crate::mesh::coordinator::{self, hosts_file_entries, hosts_from_dns, parse_hosts, Options};
+use crate::mesh::html;
 use crate::mesh::report::{self, Settings};
 use crate::mesh::schedule::Pairs;
 use crate::mesh::{Outcome, WORKLOADS};
@@ -68,15 +70,17 @@ fn hosts(args: &MeshArgs) -> Result<Vec<(String, String)>, String> {
 /// Run a mesh.
 pub fn run(args: &MeshArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode {
     let format = output.format;
-    if !matches!(format, Format::Table | Format::Json | Format::Openmetrics) {
-        return usage("mesh prints a table (the default), --format json or --format openmetrics");
-    }
-    if output.export_csv.is_some()
-        || output.export_markdown.is_some()
-        || output.export_html.is_some()
-    {
+    if !matches!(
+        format,
+        Format::Table | Format::Json | Format::Openmetrics | Format::Html
+    ) {
         return usage(
-            "mesh's report is one document: --export-json PATH or --export-openmetrics PATH",
+            "mesh prints a table (the default), --format json, --format openmetrics or --format html",
+        );
+    }
+    if output.export_csv.is_some() || output.export_markdown.is_some() {
+        return usage(
+            "mesh's report is one document: --export-json PATH, --export-openmetrics PATH or --export-html PATH",
         );
     }
     let hosts = match hosts(args) {
@@ -183,6 +187,7 @@ pub fn run(args: &MeshArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode 
     for (path, text) in [
         (&output.export_json, json(&doc)),
         (&output.export_openmetrics, report::openmetrics(&doc)),
+        (&output.export_html, html::html(&doc)),
     ] {
         if let Some(p) = path {
             if let Err(e) = write_to(p, &text) {
@@ -193,6 +198,7 @@ pub fn run(args: &MeshArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode 
     let text = match format {
         Format::Json => json(&doc),
         Format::Openmetrics => report::openmetrics(&doc),
+        Format::Html => html::html(&doc),
         _ => report::table(&doc),
     };
     if let Err(e) = std::io::stdout().lock().write_all(text.as_bytes()) {
