@@ -368,7 +368,12 @@ in two tests at once and every ordered pair is measured once per test. The coord
 never carries measured data: it asks the source's agent to run the test as a client
 against the destination's agent, and gets back that client's report. An agent that cannot
 be reached, dies or runs past --timeout fails its pairs, with the reason, and the mesh
-goes on; Ctrl-C stops after the tests under way and prints what was measured.";
+goes on; Ctrl-C stops the mesh: reports already in are kept, tests under way are marked
+interrupted (their agents stop them), and what was measured is printed.
+
+Output: a table of source x destination matrices (default), --format json (the whole
+document), --format openmetrics, --format html (heat maps); --export-json, --export-html
+and --export-openmetrics write them to files as well.";
 
 const SERVE_HELP: &str = "Examples:
   sockbench serve                               epoll model, 127.0.0.1:1085
