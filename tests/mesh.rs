@@ -111,10 +111,10 @@ fn every_ordered_pair_is_measured_once_per_test_and_no_host_is_in_two_tests_at_o
     let sb = Sandbox::new();
     let k = key(&sb);
     // The agents as the Kubernetes DaemonSet runs them: control on 5290, every test's
-    // data on 5291 (TCP and UDP).
+    // data on 5291 (TCP and UDP), its --max-clients and --max-memory.
     let Some(lab) = lab(
         &sb,
-        &format!("--key-file {k} --max-clients 4 --data-port 5291"),
+        &format!("--key-file {k} --max-clients 4 --data-port 5291 --max-memory 192M"),
         "",
         &format!(
             "--key-file {k} --tests tcp-stream,udp-pingpong -d 0.3s -w 0s -P 2 --format json -q"
@@ -238,12 +238,13 @@ fn every_ordered_pair_is_measured_once_per_test_and_no_host_is_in_two_tests_at_o
 #[test]
 fn a_host_killed_mid_mesh_fails_its_pairs_with_the_reason_and_the_others_complete() {
     let sb = Sandbox::new();
+    let k = key(&sb);
     // Agent 3 dies about a second in (each test takes about half a second).
     let Some(lab) = lab(
         &sb,
-        "",
+        &format!("--key-file {k}"),
         "(sleep 1.2; kill -9 \"$(cat $DIR/agent3.pid)\") &",
-        "--tests tcp-pingpong -d 0.3s -w 0s --format json -q",
+        &format!("--key-file {k} --tests tcp-pingpong -d 0.3s -w 0s --format json -q"),
     ) else {
         return;
     };
@@ -393,6 +394,18 @@ fn ctrl_c_stops_the_mesh_promptly_and_prints_what_was_measured() {
     kill(Pid::from_raw(mesh.id() as i32), Signal::SIGINT).unwrap();
     let out = mesh.wait_with_output().unwrap();
     let took = signalled.elapsed();
+    // The test under way was abandoned: its agent sees the coordinator gone and stops
+    // its client instead of measuring on beside the next mesh.
+    let mut stopped = false;
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !stopped && std::time::Instant::now() < until {
+        for l in &logs {
+            while let Ok(line) = l.try_recv() {
+                stopped |= line.contains("the coordinator hung up, so the test was stopped");
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     for mut a in agents {
         let _ = a.kill();
         let _ = a.wait();
@@ -419,6 +432,7 @@ fn ctrl_c_stops_the_mesh_promptly_and_prints_what_was_measured() {
         "the first round's tests are in the report: {doc}"
     );
     assert!(tests.len() < 6, "no round began after Ctrl-C: {doc}");
+    assert!(stopped, "no agent stopped the test under way");
 }
 
 #[test]

@@ -173,6 +173,15 @@ impl Session {
         }
         if f.kind == FrameType::Drive {
             let m: DriveMsg = parse(f, FrameType::Drive).map_err(|e| e.to_string())?;
+            // Without a key anyone who reaches this port could make it dial any address
+            // and send at it: only a client on this host may, which could run the test
+            // itself anyway.
+            if self.key.is_none() && self.peer == Peer::Remote {
+                return Err(
+                    "this server has no --key-file, so it drives mesh tests only for clients on its own host: start the agents with --key-file (and the coordinator with the same key)"
+                        .into(),
+                );
+            }
             crate::mesh::agent::check(&m, &self.limits)?;
             return Ok(Step::Drive(Box::new(m)));
         }
@@ -325,6 +334,42 @@ mod tests {
             Step::Reply(FrameType::Welcome, body) => serde_json::from_slice(&body).unwrap(),
             other => panic!("{other:?}"),
         }
+    }
+
+    fn drive_frame() -> Frame {
+        frame_of(
+            FrameType::Drive,
+            &DriveMsg {
+                workload: "tcp-pingpong".into(),
+                target: "127.0.0.1:5290".into(),
+                duration_s: 1.0,
+                warmup_s: 0.0,
+                parallel: 1,
+                size: None,
+            },
+        )
+    }
+
+    #[test]
+    fn a_mesh_test_is_driven_for_a_local_client_or_with_a_key_and_refused_otherwise() {
+        for (peer, driven) in [(Peer::Local, true), (Peer::Remote, false)] {
+            let mut s = Session::new(None, Limits::default(), peer).unwrap();
+            welcome(s.on_frame(&hello(&[7; 32])));
+            match s.on_frame(&drive_frame()) {
+                Step::Drive(m) if driven => assert_eq!(m.workload, "tcp-pingpong"),
+                Step::Refuse(why) if !driven => assert!(why.contains("--key-file"), "{why}"),
+                other => panic!("{peer:?}: {other:?}"),
+            }
+        }
+        // A request over the limits is refused, with the agent's reason.
+        let mut s = Session::new(None, Limits::default(), Peer::Local).unwrap();
+        welcome(s.on_frame(&hello(&[7; 32])));
+        let mut f = drive_frame();
+        f.body = String::from_utf8(f.body)
+            .unwrap()
+            .replace("tcp-pingpong", "sctp")
+            .into_bytes();
+        assert!(matches!(s.on_frame(&f), Step::Refuse(w) if w.contains("unknown mesh test")));
     }
 
     #[test]

@@ -63,6 +63,16 @@ pub fn check(m: &DriveMsg, limits: &Limits) -> Result<(), String> {
             ));
         }
     }
+    // Its message buffers, as the server's own check counts them (a sender's and a
+    // receiver's per stream; the client here holds one role of each).
+    let size = m.size.unwrap_or(128 << 10);
+    let memory = size.saturating_mul(2).saturating_mul(u64::from(m.parallel));
+    if memory > limits.max_memory {
+        return Err(format!(
+            "this test would take {memory} bytes of buffers on the agent, over its --max-memory of {} (fewer streams or smaller messages)",
+            limits.max_memory
+        ));
+    }
     target_address(&m.target)?;
     Ok(())
 }
@@ -153,12 +163,13 @@ pub fn host_meta(target: Option<SocketAddr>) -> HostMeta {
     }
 }
 
-/// Run `m` (checked with [`check`]) as a client of its target and report what it gave.
-pub fn drive(m: &DriveMsg, key_file: Option<&Path>) -> DriveReport {
+/// Run `m` (checked with [`check`]) as a client of its target and report what it gave;
+/// `gone` says whether the coordinator has hung up, which stops the test.
+pub fn drive(m: &DriveMsg, key_file: Option<&Path>, gone: &mut dyn FnMut() -> bool) -> DriveReport {
     let started_unix_ns = now_ns();
     let target = target_address(&m.target).ok();
     let host = Some(host_meta(target));
-    let (report, error) = match run_child(m, key_file) {
+    let (report, error) = match run_child(m, key_file, gone) {
         Ok(report) => {
             let error = report
                 .get("error")
@@ -178,7 +189,11 @@ pub fn drive(m: &DriveMsg, key_file: Option<&Path>) -> DriveReport {
 }
 
 /// The child's JSON report, or why there is none.
-fn run_child(m: &DriveMsg, key_file: Option<&Path>) -> Result<serde_json::Value, String> {
+fn run_child(
+    m: &DriveMsg,
+    key_file: Option<&Path>,
+    gone: &mut dyn FnMut() -> bool,
+) -> Result<serde_json::Value, String> {
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find the sockbench binary: {e}"))?;
     let mut child = Command::new(exe)
@@ -209,6 +224,9 @@ fn run_child(m: &DriveMsg, key_file: Option<&Path>) -> Result<serde_json::Value,
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Ok(status),
+            Ok(None) if gone() => {
+                break Err("the coordinator hung up, so the test was stopped".to_string())
+            }
             Ok(None) if crate::interrupt::requested() => {
                 break Err("the agent was stopped (Ctrl-C)".to_string())
             }
@@ -306,7 +324,18 @@ mod tests {
         refused(&|m| m.size = Some(0), "--max-size");
         refused(&|m| m.size = Some((64 << 20) + 1), "--max-size");
         refused(&|m| m.target = "a b:1".into(), "HOST:PORT");
+        // 128 streams of 8 MiB messages: 2 GiB of buffers, over the 1 GiB default.
+        refused(
+            &|m| {
+                m.parallel = 128;
+                m.size = Some(8 << 20);
+            },
+            "--max-memory",
+        );
         refused(&|m| m.target = "127.0.0.1".into(), "mesh target");
+        let mut m = msg("tcp-stream");
+        (m.parallel, m.size) = (128, Some(4 << 20));
+        assert_eq!(check(&m, &limits), Ok(()), "exactly 1 GiB");
         let mut m = msg("tcp-stream");
         m.duration_s = 299.5;
         m.warmup_s = 0.5;

@@ -23,6 +23,11 @@ use crate::control::{Control, ControlError};
 use crate::measure::histogram::Bucket;
 use crate::placement::remote::dial;
 
+/// Most pairs under test at once (a round of more waits for a free worker; with
+/// `--concurrent`, "every pair at once" means this many): each holds a thread and a
+/// control connection.
+pub const MAX_AT_ONCE: usize = 256;
+
 /// What a mesh runs.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -130,6 +135,11 @@ pub fn hosts_from_dns(name: &str, port: u16) -> Result<Vec<(String, String)>, St
         .to_socket_addrs()
         .map_err(|e| format!("--hosts-from-dns {name}: {e}"))?
         .collect();
+    // A dual-stack name gives each agent twice, once per family: keep IPv4 when there
+    // is any, so no agent is in the mesh twice.
+    if addrs.iter().any(SocketAddr::is_ipv4) {
+        addrs.retain(SocketAddr::is_ipv4);
+    }
     addrs.sort();
     addrs.dedup();
     Ok(addrs
@@ -165,6 +175,14 @@ pub fn figures(report: &serde_json::Value) -> Result<Figures, String> {
     if delivered.is_some_and(|d| d > 1.0) {
         return Err("the client's report has a delivered fraction above 1".into());
     }
+    // Loss from source to destination: on a pingpong the requests lost (its delivered
+    // fraction also counts replies lost on the way back, and late ones); on a rate run
+    // the messages lost.
+    let loss = match (num(r.get("requests_lost"))?, num(r.get("messages_sent"))?) {
+        (Some(lost), Some(sent)) if sent > 0.0 => Some((lost / sent).min(1.0)),
+        (Some(_), _) => Some(0.0),
+        _ => delivered.map(|d| 1.0 - d),
+    };
     let buckets: Vec<Bucket> = match r.get("latency_buckets").and_then(|b| b.get("round_trip")) {
         Some(b) => serde_json::from_value(b.clone())
             .map_err(|e| format!("the client's round-trip buckets do not parse: {e}"))?,
@@ -175,7 +193,7 @@ pub fn figures(report: &serde_json::Value) -> Result<Figures, String> {
         messages_per_second: num(r.get("messages_per_second"))?,
         round_trip_p50_ns: as_ns(num(rt.and_then(|l| l.get("p50_ns")))?),
         round_trip_p99_ns: as_ns(num(rt.and_then(|l| l.get("p99_ns")))?),
-        loss: delivered.map(|d| 1.0 - d),
+        loss,
         round_trip_buckets: buckets,
     })
 }
@@ -299,10 +317,14 @@ pub fn run(opts: &Options, key: Option<&Key>) -> Outcomes {
             plan.len(),
             round.len()
         ));
+        // A thread per pair, at most MAX_AT_ONCE of them: each takes the next pair.
+        let queue = Mutex::new(round.iter().copied());
         std::thread::scope(|s| {
-            for &(a, b) in round {
-                let state = &state;
-                s.spawn(move || {
+            for _ in 0..round.len().min(MAX_AT_ONCE) {
+                let (state, queue) = (&state, &queue);
+                s.spawn(move || loop {
+                    let next = queue.lock().expect("no panic holds it").next();
+                    let Some((a, b)) = next else { return };
                     for (src, dst) in [(a, b), (b, a)] {
                         for test in &opts.tests {
                             if crate::interrupt::requested() {
@@ -502,7 +524,15 @@ mod tests {
                 .cmp(&y.1.parse().unwrap())
         });
         assert_eq!(h, sorted);
+        // localhost is 127.0.0.1 and ::1 here: one agent, kept once, as IPv4.
+        assert!(
+            h.iter()
+                .all(|(_, a)| a.parse::<SocketAddr>().unwrap().is_ipv4()),
+            "{h:?}"
+        );
         assert!(hosts_from_dns("no-such-host.invalid", 1).is_err());
+        let v6 = hosts_from_dns("::1", 7).unwrap();
+        assert_eq!(v6, vec![("::1".to_string(), "[::1]:7".to_string())]);
     }
 
     #[test]
@@ -519,6 +549,14 @@ mod tests {
         assert_eq!(f.round_trip_p50_ns, Some(14000));
         assert_eq!(f.round_trip_p99_ns, Some(80000));
         assert_eq!(f.loss, Some(0.25));
+        // A pingpong: only the requests lost count from source to destination (its
+        // delivered fraction also counts the replies lost and late on the way back).
+        let pingpong = serde_json::json!({"results": [{
+            "messages_sent": 1000, "requests_lost": 20, "replies_lost": 30, "delivered_fraction": 0.95
+        }]});
+        assert_eq!(figures(&pingpong).unwrap().loss, Some(0.02));
+        let none_sent = serde_json::json!({"results": [{"messages_sent": 0, "requests_lost": 0}]});
+        assert_eq!(figures(&none_sent).unwrap().loss, Some(0.0));
         assert_eq!(
             f.round_trip_buckets,
             vec![

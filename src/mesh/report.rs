@@ -482,14 +482,16 @@ fn worst(mut cells: Vec<WorstPair>, higher_is_better: bool) -> Vec<WorstPair> {
 fn merge<'a>(pairs: impl Iterator<Item = &'a [Bucket]>) -> Option<Merged> {
     let mut sums: BTreeMap<u64, u64> = BTreeMap::new();
     for b in pairs.flatten() {
-        *sums.entry(b.le_ns).or_default() += b.count;
+        // Another host's counts: a sum that would wrap stays at the top instead.
+        let sum = sums.entry(b.le_ns).or_default();
+        *sum = sum.saturating_add(b.count);
     }
     let buckets: Vec<Bucket> = sums
         .into_iter()
         .filter(|&(_, count)| count > 0)
         .map(|(le_ns, count)| Bucket { le_ns, count })
         .collect();
-    let count: u64 = buckets.iter().map(|b| b.count).sum();
+    let count: u64 = buckets.iter().fold(0u64, |a, b| a.saturating_add(b.count));
     Some(Merged {
         count,
         p50_ns: quantile(&buckets, count, 50)?,
@@ -1292,5 +1294,38 @@ mod tests {
     fn the_merged_round_trips_are_printed_once_per_test() {
         let t = table(&sample(false));
         assert_eq!(t.matches("round trips merged").count(), 1, "{t}");
+    }
+
+    #[test]
+    fn counts_from_another_host_that_would_wrap_the_merge_stay_at_the_top() {
+        let hosts = vec![host("a", "a:1", None), host("b", "b:1", None)];
+        let tests = vec![
+            pair(
+                0,
+                1,
+                "udp-pingpong",
+                pingpong(10, 20, 0.0, &[(16_000, u64::MAX)]),
+            ),
+            pair(
+                1,
+                0,
+                "udp-pingpong",
+                pingpong(10, 20, 0.0, &[(16_000, 5), (20_000, 1)]),
+            ),
+        ];
+        let r = build(vec![], Settings::default(), hosts, tests, false);
+        let m = r
+            .figures
+            .iter()
+            .find_map(|f| f.merged.as_ref())
+            .expect("merged");
+        assert_eq!(m.count, u64::MAX);
+        assert_eq!(
+            m.buckets[0],
+            Bucket {
+                le_ns: 16_000,
+                count: u64::MAX
+            }
+        );
     }
 }

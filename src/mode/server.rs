@@ -508,7 +508,10 @@ fn drive_one(
     who: &str,
 ) -> anyhow::Result<()> {
     let started = Instant::now();
-    let report = crate::mesh::agent::drive(msg, shared.key_file.as_deref());
+    // The coordinator sends nothing until the report: anything else, or the end of the
+    // connection, means it is gone (a zero wait would not read at all).
+    let mut gone = || !matches!(ctl.poll(Duration::from_millis(1)), Ok(None));
+    let report = crate::mesh::agent::drive(msg, shared.key_file.as_deref(), &mut gone);
     shared.tests.fetch_add(1, Ordering::Relaxed);
     let outcome = match &report.error {
         Some(e) => format!("failed: {e}"),
