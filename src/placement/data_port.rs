@@ -48,6 +48,8 @@ struct Entry {
     id: u64,
     token: Vec<u8>,
     tx: Sender<Arrival>,
+    /// The address its data connections must come from (its control peer's), if known.
+    peer: Option<IpAddr>,
 }
 
 impl Registry {
@@ -63,6 +65,24 @@ impl Registry {
             Some(e) => e.tx.send(conn).is_ok(),
             None => false,
         }
+    }
+
+    /// Whether some run waits for connections from `ip`: a connection from anywhere else
+    /// is dropped at once, before it may hold one of the token readers.
+    fn expects_from(&self, ip: IpAddr) -> bool {
+        let ip = canonical_ip(ip);
+        self.runs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .any(|e| {
+                // A run of the other family over a loopback control connection comes
+                // from the other family's loopback (see `split::bind_for`).
+                e.peer.map_or(true, |p| {
+                    let p = canonical_ip(p);
+                    p == ip || (p.is_loopback() && ip.is_loopback())
+                })
+            })
     }
 
     fn remove(&self, id: u64) {
@@ -138,9 +158,10 @@ impl DataPort {
         }
     }
 
-    /// Register a run's token: the TCP connections that send it come to the returned
-    /// [`Expected`] until it is dropped.
-    pub fn expect(&self, token: &[u8], connections: usize) -> Expected {
+    /// Register a run's token: the TCP connections from `peer` (its control connection's
+    /// address; `None`: from anywhere) that send it come to the returned [`Expected`]
+    /// until it is dropped.
+    pub fn expect(&self, token: &[u8], connections: usize, peer: Option<IpAddr>) -> Expected {
         let id = self.registry.next.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel();
         self.registry
@@ -151,6 +172,7 @@ impl DataPort {
                 id,
                 token: token.to_vec(),
                 tx,
+                peer,
             });
         Expected {
             id,
@@ -190,6 +212,9 @@ fn accept_loop(listener: &Socket, registry: &Arc<Registry>) {
         let Some(from) = from.as_socket() else {
             continue;
         };
+        if !registry.expects_from(from.ip()) {
+            continue; // dropped: no run waits for this address
+        }
         if registry.pending.load(Ordering::Relaxed) >= MAX_PENDING {
             continue; // dropped
         }
@@ -313,8 +338,8 @@ mod tests {
     fn connections_reach_the_run_whose_token_they_send() {
         let dp = open();
         let (a, b) = ([1u8; TOKEN_BYTES], [2u8; TOKEN_BYTES]);
-        let mut ea = dp.expect(&a, 2);
-        let mut eb = dp.expect(&b, 1);
+        let mut ea = dp.expect(&a, 2, None);
+        let mut eb = dp.expect(&b, 1, None);
         let b0 = dial(&dp, &b);
         let a0 = dial(&dp, &a);
         let a1 = dial(&dp, &a);
@@ -332,10 +357,45 @@ mod tests {
     }
 
     #[test]
+    fn a_connection_from_an_address_no_run_waits_for_is_closed_at_once() {
+        let dp = open();
+        let token = [5u8; TOKEN_BYTES];
+        // The run's client is elsewhere: a connection from here, even with the token,
+        // is not its own, and is closed before it may hold a token reader.
+        let mut e = dp.expect(&token, 1, Some("192.0.2.7".parse().unwrap()));
+        let mut c = dial(&dp, &token);
+        c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let began = Instant::now();
+        let mut buf = [0u8; 1];
+        let closed = matches!(std::io::Read::read(&mut c, &mut buf), Ok(0) | Err(_));
+        assert!(
+            closed && began.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            began.elapsed()
+        );
+        assert!(e
+            .take(None, Instant::now() + Duration::from_millis(200))
+            .is_err());
+        assert_eq!(dp.registry.pending.load(Ordering::Relaxed), 0);
+        // From the run's own address it is taken, and from the other family's loopback
+        // when the run's client is on a loopback address.
+        let mut e = dp.expect(&[8u8; TOKEN_BYTES], 1, Some("::1".parse().unwrap()));
+        let _v4 = dial(&dp, &[8u8; TOKEN_BYTES]);
+        assert!(e
+            .take(None, Instant::now() + Duration::from_secs(5))
+            .is_ok());
+        let mut e = dp.expect(&[6u8; TOKEN_BYTES], 1, Some(Ipv4Addr::LOCALHOST.into()));
+        let _ok = dial(&dp, &[6u8; TOKEN_BYTES]);
+        assert!(e
+            .take(None, Instant::now() + Duration::from_secs(5))
+            .is_ok());
+    }
+
+    #[test]
     fn a_connection_with_another_token_or_none_is_dropped_and_the_run_waits_on() {
         let dp = open();
         let token = [7u8; TOKEN_BYTES];
-        let mut e = dp.expect(&token, 1);
+        let mut e = dp.expect(&token, 1, None);
         let _silent = TcpStream::connect((Ipv4Addr::LOCALHOST, dp.port())).unwrap();
         let mut wrong = dial(&dp, &[9u8; TOKEN_BYTES]);
         let short = Instant::now() + Duration::from_millis(200);
@@ -360,7 +420,7 @@ mod tests {
     fn a_translated_address_falls_back_to_arrival_order_once_all_came() {
         let dp = open();
         let token = [3u8; TOKEN_BYTES];
-        let mut e = dp.expect(&token, 1);
+        let mut e = dp.expect(&token, 1, None);
         let c = dial(&dp, &token);
         let elsewhere: SocketAddr = "192.0.2.1:1".parse().unwrap();
         let (_, from) = e
@@ -373,7 +433,7 @@ mod tests {
     fn a_runs_token_is_refused_once_its_registration_is_dropped() {
         let dp = open();
         let token = [4u8; TOKEN_BYTES];
-        drop(dp.expect(&token, 1));
+        drop(dp.expect(&token, 1, None));
         assert!(dp.registry.runs.lock().unwrap().is_empty());
         let mut late = dial(&dp, &token);
         late.set_read_timeout(Some(Duration::from_secs(2))).unwrap();

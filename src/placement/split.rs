@@ -810,9 +810,10 @@ pub fn server_run(
     let data_port = data_port_for(side, sc.transport, wiring).map_err(|e| fail(e, ctl))?;
     let bind_ip = bind.map_or_else(|| bind_addr_default(sc.transport.is_ipv6()), |a| a.ip());
     // TCP: connections come through the data port's listener, routed here by the token.
-    let mut on_port = data_port
-        .filter(|_| carries_token(sc.transport))
-        .map(|dp| dp.expect(&token, channels.len()));
+    let mut on_port = data_port.filter(|_| carries_token(sc.transport)).map(|dp| {
+        let peer = ctl.stream().peer_ip().map(canonical);
+        dp.expect(&token, channels.len(), peer)
+    });
     let mut ready = Ready {
         endpoints: Vec::new(),
         token: hex::encode(&token),
