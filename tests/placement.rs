@@ -254,8 +254,10 @@ fn counters_agree_with_the_schedulers_migrations_and_the_threads_cpu_time() {
             }
             let (perf, sched) = (u(c, "/cpu_migrations"), u(s, "/migrations"));
             if s["migrations_source"] == "sched" {
+                // Read at each edge a moment apart: a run that migrates hundreds of times
+                // (other tests beside it) can move once or twice in between.
                 assert!(
-                    perf.abs_diff(sched) <= 1,
+                    perf.abs_diff(sched) <= 1 + sched / 100,
                     "{side}: perf {perf} vs sched {sched}"
                 );
             }
