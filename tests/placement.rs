@@ -254,10 +254,13 @@ fn counters_agree_with_the_schedulers_migrations_and_the_threads_cpu_time() {
             }
             let (perf, sched) = (u(c, "/cpu_migrations"), u(s, "/migrations"));
             if s["migrations_source"] == "sched" {
-                // Read at each edge a moment apart: a run that migrates hundreds of times
-                // (other tests beside it) can move once or twice in between.
+                // Not exactly equal: perf counts a migration when the moved thread is next
+                // scheduled in (so one just before an edge lands in the next interval),
+                // the scheduler when it is moved. Unpinned pingpongs that migrate a
+                // thousand times in 0.3 s were seen up to 15% apart; every other counter
+                // (switches, faults) is far from either.
                 assert!(
-                    perf.abs_diff(sched) <= 1 + sched / 100,
+                    perf.abs_diff(sched) <= 2 + sched / 4,
                     "{side}: perf {perf} vs sched {sched}"
                 );
             }
