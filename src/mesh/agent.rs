@@ -337,6 +337,31 @@ mod tests {
         (m.parallel, m.size) = (128, Some(4 << 20));
         assert_eq!(check(&m, &limits), Ok(()), "exactly 1 GiB");
         let mut m = msg("tcp-stream");
+        (m.parallel, m.size) = (1, Some(64 << 20));
+        assert_eq!(check(&m, &limits), Ok(()), "exactly --max-size");
+        // Without a size the test's own (128 KiB) counts: 4 streams fit 1 MiB, 5 do not.
+        let small = Limits {
+            max_memory: 1 << 20,
+            ..Limits::default()
+        };
+        let mut m = msg("tcp-stream");
+        m.parallel = 4;
+        assert_eq!(check(&m, &small), Ok(()));
+        m.parallel = 5;
+        assert!(check(&m, &small).unwrap_err().contains("--max-memory"));
+        // A name too long for DNS is refused as such, not looked up.
+        let mut m = msg("tcp-stream");
+        m.target = format!("{}:1", "a".repeat(300));
+        assert_eq!(
+            check(&m, &limits),
+            Err("the mesh target must be HOST:PORT".into())
+        );
+        // 255 characters is short enough to be looked up (and found missing).
+        m.target = format!("{}:1", "a".repeat(253));
+        assert!(check(&m, &limits)
+            .unwrap_err()
+            .starts_with("mesh target aaa"));
+        let mut m = msg("tcp-stream");
         m.duration_s = 299.5;
         m.warmup_s = 0.5;
         assert_eq!(check(&m, &limits), Ok(()));
