@@ -11,9 +11,8 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use common::{assert_success, Sandbox};
+use common::{assert_success, browser, chromium, Sandbox};
 
 /// Run sockbench with `args`, writing the page to `name` in the sandbox; return the page.
 fn run_page(sb: &Sandbox, name: &str, args: &[&str]) -> String {
@@ -108,36 +107,6 @@ struct Opened {
     dom: String,
     /// Console messages (errors, warnings, logs) the page produced.
     console: Vec<String>,
-}
-
-/// The installed chromium, or `None` (with a printed reason) when it is not installed.
-fn chromium() -> Option<&'static str> {
-    let found = ["chromium", "chromium-browser"].into_iter().find(|tool| {
-        Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    if found.is_none() {
-        eprintln!(
-            "skipped the browser checks: chromium is not installed (apt-get install chromium)"
-        );
-    }
-    found
-}
-
-/// Headless chromium with a profile of its own in the sandbox.
-fn browser(sb: &Sandbox, tool: &str, profile: &str) -> Command {
-    let mut c = Command::new(tool);
-    let dir = sb.path().join(profile);
-    c.env("HOME", sb.path())
-        .arg("--headless")
-        .arg("--no-sandbox")
-        .arg("--disable-gpu")
-        .arg("--no-first-run")
-        .arg("--hide-scrollbars")
-        .arg(format!("--user-data-dir={}", dir.display()));
-    c
 }
 
 /// Open `page` in headless chromium: its DOM and what it logged on the console.

@@ -341,27 +341,14 @@ fn ctrl_c_stops_the_mesh_promptly_and_prints_what_was_measured() {
     use nix::sys::signal::{kill, Signal};
     use nix::unistd::Pid;
     let sb = Sandbox::new();
-    let mut agents = Vec::new();
-    let mut hosts = Vec::new();
-    let mut logs = Vec::new();
-    for _ in 0..3 {
-        let (child, port, lines) = common::spawn_server(sb.sockbench().args([
-            "server",
-            "--listen",
-            "127.0.0.1",
-            "--port",
-            "0",
-        ]));
-        hosts.push(format!("127.0.0.1:{port}"));
-        agents.push(child);
-        logs.push(lines);
-    }
+    let mut agents = common::Agents::start(&sb, 3, &[]);
+    let (hosts, logs) = (agents.list(), &agents.logs);
     let mesh = sb
         .sockbench()
         .args([
             "mesh",
             "--hosts",
-            &hosts.join(","),
+            &hosts,
             "--tests",
             "tcp-pingpong",
             "-d",
@@ -381,7 +368,7 @@ fn ctrl_c_stops_the_mesh_promptly_and_prints_what_was_measured() {
     let mut done = 0;
     let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while done < 2 && std::time::Instant::now() < until {
-        for l in &logs {
+        for l in logs {
             while let Ok(line) = l.try_recv() {
                 done += usize::from(line.contains("mesh test for") && line.ends_with("done"));
             }
@@ -399,17 +386,14 @@ fn ctrl_c_stops_the_mesh_promptly_and_prints_what_was_measured() {
     let mut stopped = false;
     let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
     while !stopped && std::time::Instant::now() < until {
-        for l in &logs {
+        for l in logs {
             while let Ok(line) = l.try_recv() {
                 stopped |= line.contains("the coordinator hung up, so the test was stopped");
             }
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    for mut a in agents {
-        let _ = a.kill();
-        let _ = a.wait();
-    }
+    agents.stop();
     assert_eq!(
         out.status.code(),
         Some(130),
@@ -438,30 +422,14 @@ fn ctrl_c_stops_the_mesh_promptly_and_prints_what_was_measured() {
 #[test]
 fn concurrent_runs_every_pair_at_once_and_says_so() {
     let sb = Sandbox::new();
-    let mut agents = Vec::new();
-    let mut hosts = Vec::new();
-    // Their logs are kept open: an agent whose stderr is closed cannot log its tests.
-    let mut logs = Vec::new();
-    for _ in 0..3 {
-        let (child, port, lines) = common::spawn_server(sb.sockbench().args([
-            "server",
-            "--listen",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--max-clients",
-            "8",
-        ]));
-        hosts.push(format!("127.0.0.1:{port}"));
-        agents.push(child);
-        logs.push(lines);
-    }
+    let mut agents = common::Agents::start(&sb, 3, &["--max-clients", "8"]);
+    let hosts = agents.list();
     let run = |format: &str| {
         sb.sockbench()
             .args([
                 "mesh",
                 "--hosts",
-                &hosts.join(","),
+                &hosts,
                 "--tests",
                 "tcp-pingpong",
                 "-d",
@@ -477,10 +445,7 @@ fn concurrent_runs_every_pair_at_once_and_says_so() {
     };
     let json = run("json");
     let table = run("table");
-    for mut a in agents {
-        let _ = a.kill();
-        let _ = a.wait();
-    }
+    agents.stop();
     assert_eq!(
         json.status.code(),
         Some(0),

@@ -14,42 +14,18 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::Sandbox;
+use common::{chromium, Sandbox};
 use serde_json::Value;
 
 /// Agents in the mesh.
 const HOSTS: usize = 3;
 
-/// The installed chromium, or `None` (with a printed reason) when it is not installed.
-fn chromium() -> Option<&'static str> {
-    let found = ["chromium", "chromium-browser"].into_iter().find(|tool| {
-        Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    if found.is_none() {
-        eprintln!(
-            "skipped the browser checks: chromium is not installed (apt-get install chromium)"
-        );
-    }
-    found
-}
-
-/// Headless chromium with a profile of its own in the sandbox, every host name mapped
-/// to nothing and no proxy: nothing leaves the machine, whatever a page asks for.
+/// Headless chromium (see `common::browser`) with every host name mapped to nothing and
+/// no proxy: nothing leaves the machine, whatever a page asks for.
 fn browser(sb: &Sandbox, tool: &str, profile: &str) -> Command {
-    let mut c = Command::new(tool);
-    let dir = sb.path().join(profile);
-    c.env("HOME", sb.path())
-        .arg("--headless")
-        .arg("--no-sandbox")
-        .arg("--disable-gpu")
-        .arg("--no-first-run")
-        .arg("--hide-scrollbars")
-        .arg("--host-resolver-rules=MAP * ~NOTFOUND")
-        .arg("--no-proxy-server")
-        .arg(format!("--user-data-dir={}", dir.display()));
+    let mut c = common::browser(sb, tool, profile);
+    c.arg("--host-resolver-rules=MAP * ~NOTFOUND")
+        .arg("--no-proxy-server");
     c
 }
 
@@ -213,30 +189,15 @@ fn assert_all_measured(maps: &[HeatMap], where_: &str) {
 #[test]
 fn the_mesh_page_has_a_heat_map_per_figure_and_renders_in_a_browser_offline() {
     let sb = Sandbox::new();
-    let mut agents = Vec::new();
-    let mut hosts = Vec::new();
-    // Their logs are kept open for the whole test: an agent whose stderr is closed
-    // cannot log its tests.
-    let mut logs = Vec::new();
-    for _ in 0..HOSTS {
-        let (child, port, lines) = common::spawn_server(sb.sockbench().args([
-            "server",
-            "--listen",
-            "127.0.0.1",
-            "--port",
-            "0",
-        ]));
-        hosts.push(format!("127.0.0.1:{port}"));
-        agents.push(child);
-        logs.push(lines);
-    }
+    let mut agents = common::Agents::start(&sb, HOSTS, &[]);
+    let hosts = agents.list();
     let page_path = sb.path().join("mesh.html");
     let out = sb
         .sockbench()
         .args([
             "mesh",
             "--hosts",
-            &hosts.join(","),
+            &hosts,
             "--tests",
             "tcp-pingpong",
             "-d",
@@ -255,7 +216,7 @@ fn the_mesh_page_has_a_heat_map_per_figure_and_renders_in_a_browser_offline() {
         .args([
             "mesh",
             "--hosts",
-            &hosts.join(","),
+            &hosts,
             "--tests",
             "tcp-pingpong",
             "-d",
@@ -268,11 +229,7 @@ fn the_mesh_page_has_a_heat_map_per_figure_and_renders_in_a_browser_offline() {
         ])
         .output()
         .unwrap();
-    for mut a in agents {
-        let _ = a.kill();
-        let _ = a.wait();
-    }
-    drop(logs);
+    agents.stop();
     assert!(
         printed.status.success(),
         "{}",
@@ -332,7 +289,7 @@ fn the_mesh_page_has_a_heat_map_per_figure_and_renders_in_a_browser_offline() {
         .collect();
     assert_eq!(names, figures);
     assert_all_measured(&maps, "the page");
-    for h in &hosts {
+    for h in &agents.hosts {
         assert!(page.contains(&format!("<td>{h}</td>")), "host {h} listed");
     }
 

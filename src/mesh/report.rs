@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::{Figures, Host, Outcome, PairTest, MESH_SCHEMA_VERSION};
 use crate::measure::histogram::Bucket;
 use crate::measure::units::{format_bits_per_second, format_per_second};
+use crate::report::openmetrics::{canonical, escape};
 
 /// How the mesh was run.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -821,45 +822,6 @@ fn sample(out: &mut String, name: &str, labels: &[(&str, String)], value: &str) 
         let _ = write!(out, "{{{}}}", l.join(","));
     }
     let _ = writeln!(out, " {value}");
-}
-
-/// A label value or help text escaped as the spec says: backslash, double quote and
-/// line feed (as [`crate::report::openmetrics`] does; its helper is private).
-fn escape(s: &str) -> String {
-    let mut e = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '\\' => e.push_str("\\\\"),
-            '"' => e.push_str("\\\""),
-            '\n' => e.push_str("\\n"),
-            c => e.push(c),
-        }
-    }
-    e
-}
-
-/// A float as the spec's canonical numbers have it: Go's shortest `%g` (exponent form
-/// below 1e-4 and from 1e+06, signed and at least two digits) with `.0` added to a whole
-/// number. `None` for NaN and infinities. (As in [`crate::report::openmetrics`].)
-fn canonical(x: f64) -> Option<String> {
-    if !x.is_finite() {
-        return None;
-    }
-    if x == 0.0 {
-        return Some("0.0".into());
-    }
-    let e = format!("{x:e}");
-    let (mantissa, exp) = e.split_once('e')?;
-    let exp: i32 = exp.parse().ok()?;
-    if !(-4..6).contains(&exp) {
-        return Some(format!("{mantissa}e{exp:+03}"));
-    }
-    let fixed = format!("{x}");
-    Some(if fixed.contains('.') {
-        fixed
-    } else {
-        fixed + ".0"
-    })
 }
 
 #[cfg(test)]

@@ -524,7 +524,7 @@ fn sample(out: &mut String, name: &str, labels: &[(&str, String)], value: Value)
 
 /// A label value or help text escaped as the spec says: backslash, double quote and
 /// line feed.
-fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     let mut e = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -540,7 +540,7 @@ fn escape(s: &str) -> String {
 /// A float as the spec's canonical numbers have it: Go's shortest `%g` (exponent form
 /// below 1e-4 and from 1e+06, the exponent signed and at least two digits) with `.0`
 /// added to a whole number. `None` for NaN and infinities.
-fn canonical(x: f64) -> Option<String> {
+pub(crate) fn canonical(x: f64) -> Option<String> {
     if !x.is_finite() {
         return None;
     }

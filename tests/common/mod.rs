@@ -315,3 +315,85 @@ pub fn have(tool: &str) -> bool {
     }
     ok
 }
+
+/// Mesh agents on loopback: `n` of `sockbench server --listen 127.0.0.1 --port 0 EXTRA`,
+/// killed when stopped or dropped. Their logs stay open meanwhile (an agent whose stderr
+/// is closed cannot log its tests), one line channel each.
+pub struct Agents {
+    children: Vec<std::process::Child>,
+    /// `127.0.0.1:PORT` of each.
+    pub hosts: Vec<String>,
+    /// Each agent's stderr lines, as they come.
+    pub logs: Vec<std::sync::mpsc::Receiver<String>>,
+}
+
+impl Agents {
+    /// Start `n` agents with `extra` flags.
+    pub fn start(sb: &Sandbox, n: usize, extra: &[&str]) -> Agents {
+        let mut a = Agents {
+            children: Vec::new(),
+            hosts: Vec::new(),
+            logs: Vec::new(),
+        };
+        for _ in 0..n {
+            let (child, port, lines) = spawn_server(
+                sb.sockbench()
+                    .args(["server", "--listen", "127.0.0.1", "--port", "0"])
+                    .args(extra),
+            );
+            a.hosts.push(format!("127.0.0.1:{port}"));
+            a.children.push(child);
+            a.logs.push(lines);
+        }
+        a
+    }
+
+    /// The agents as `mesh --hosts` takes them.
+    pub fn list(&self) -> String {
+        self.hosts.join(",")
+    }
+
+    /// Kill and reap every agent.
+    pub fn stop(&mut self) {
+        for mut c in self.children.drain(..) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Agents {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The installed chromium, or `None` (with a printed reason) when it is not installed.
+pub fn chromium() -> Option<&'static str> {
+    let found = ["chromium", "chromium-browser"].into_iter().find(|tool| {
+        std::process::Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if found.is_none() {
+        eprintln!(
+            "skipped the browser checks: chromium is not installed (apt-get install chromium)"
+        );
+    }
+    found
+}
+
+/// Headless chromium with a profile of its own in the sandbox.
+pub fn browser(sb: &Sandbox, tool: &str, profile: &str) -> std::process::Command {
+    let mut c = std::process::Command::new(tool);
+    let dir = sb.path().join(profile);
+    c.env("HOME", sb.path())
+        .arg("--headless")
+        .arg("--no-sandbox")
+        .arg("--disable-gpu")
+        .arg("--no-first-run")
+        .arg("--hide-scrollbars")
+        .arg(format!("--user-data-dir={}", dir.display()));
+    c
+}
