@@ -529,56 +529,12 @@ fn failures(out: &mut String, r: &MeshReport, labels: &[String]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measure::histogram::Bucket;
+    use crate::mesh::report::tests::{self as report_tests, failed, host, pair, stream};
     use crate::mesh::report::{build, Settings};
-    use crate::mesh::{Figures, Host, HostMeta, PairTest};
-
-    fn host(name: &str, address: &str, error: Option<&str>) -> Host {
-        Host {
-            name: name.into(),
-            address: address.into(),
-            meta: None,
-            error: error.map(Into::into),
-        }
-    }
-
-    fn pair(source: usize, destination: usize, test: &str, outcome: Outcome) -> PairTest {
-        PairTest {
-            source,
-            destination,
-            test: test.into(),
-            round: 0,
-            started_unix_ns: 1,
-            ended_unix_ns: 2,
-            outcome,
-        }
-    }
-
-    fn stream(bps: f64) -> Outcome {
-        Outcome::Measured(Figures {
-            bits_per_second: Some(bps),
-            ..Figures::default()
-        })
-    }
+    use crate::mesh::{Host, HostMeta};
 
     fn pingpong(p50: u64, p99: u64, buckets: &[(u64, u64)]) -> Outcome {
-        Outcome::Measured(Figures {
-            messages_per_second: Some(1000.0),
-            round_trip_p50_ns: Some(p50),
-            round_trip_p99_ns: Some(p99),
-            loss: Some(0.0),
-            round_trip_buckets: buckets
-                .iter()
-                .map(|&(le_ns, count)| Bucket { le_ns, count })
-                .collect(),
-            ..Figures::default()
-        })
-    }
-
-    fn failed(reason: &str) -> Outcome {
-        Outcome::Failed {
-            reason: reason.into(),
-        }
+        report_tests::pingpong(p50, p99, 0.0, buckets)
     }
 
     /// Three hosts, the third named with markup; tcp-stream with 2 -> 0 failed for a

@@ -825,10 +825,10 @@ fn sample(out: &mut String, name: &str, labels: &[(&str, String)], value: &str) 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn host(name: &str, address: &str, error: Option<&str>) -> Host {
+    pub(crate) fn host(name: &str, address: &str, error: Option<&str>) -> Host {
         Host {
             name: name.into(),
             address: address.into(),
@@ -837,7 +837,12 @@ mod tests {
         }
     }
 
-    fn pair(source: usize, destination: usize, test: &str, outcome: Outcome) -> PairTest {
+    pub(crate) fn pair(
+        source: usize,
+        destination: usize,
+        test: &str,
+        outcome: Outcome,
+    ) -> PairTest {
         PairTest {
             source,
             destination,
@@ -849,14 +854,14 @@ mod tests {
         }
     }
 
-    fn stream(bps: f64) -> Outcome {
+    pub(crate) fn stream(bps: f64) -> Outcome {
         Outcome::Measured(Figures {
             bits_per_second: Some(bps),
             ..Figures::default()
         })
     }
 
-    fn pingpong(p50: u64, p99: u64, loss: f64, buckets: &[(u64, u64)]) -> Outcome {
+    pub(crate) fn pingpong(p50: u64, p99: u64, loss: f64, buckets: &[(u64, u64)]) -> Outcome {
         Outcome::Measured(Figures {
             messages_per_second: Some(1000.0),
             round_trip_p50_ns: Some(p50),
@@ -870,7 +875,7 @@ mod tests {
         })
     }
 
-    fn failed(reason: &str) -> Outcome {
+    pub(crate) fn failed(reason: &str) -> Outcome {
         Outcome::Failed {
             reason: reason.into(),
         }
