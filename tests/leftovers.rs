@@ -18,6 +18,104 @@ use common::Sandbox;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
+/// Where the runs' machine-wide names live. Message queue and /dev/shm names are shared
+/// by every process on the host, and every sockbench removes the stale ones it finds: a
+/// test run beside this one may remove the very queue a check here waits to see. So each
+/// case runs in a private IPC and mount namespace (its own mqueue and /dev/shm), held open
+/// by a sleeping process, where only this test's runs are. Without the privilege for that
+/// (not root) the host's are used, and a run beside this one may still interfere.
+enum Names {
+    Private(Child),
+    Host,
+}
+
+impl Names {
+    fn new() -> Names {
+        // Where /dev/mqueue is not there (not made by this machine's init), queues cannot
+        // be listed at all, here or on the host: the mq case skips, as it says.
+        let script = "{ [ ! -d /dev/mqueue ] || mount -t mqueue mqueue /dev/mqueue; } \
+                      && mount -t tmpfs tmpfs /dev/shm && echo ready && exec sleep 600";
+        let spawned = std::process::Command::new("unshare")
+            .args([
+                "--ipc",
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                script,
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn();
+        let Ok(mut child) = spawned else {
+            eprintln!("unshare is not installed: the host's message queues and /dev/shm are used");
+            return Names::Host;
+        };
+        let mut line = String::new();
+        let _ = BufReader::new(child.stdout.take().unwrap()).read_line(&mut line);
+        if line.trim() == "ready" {
+            return Names::Private(child);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        eprintln!("no private IPC namespace (needs root): the host's queues and /dev/shm are used");
+        Names::Host
+    }
+
+    /// sockbench, run in these names' namespace, its temporary files in the sandbox.
+    fn sockbench(&self, sb: &Sandbox) -> std::process::Command {
+        match self {
+            Names::Host => sb.sockbench(),
+            // nsenter joins the namespaces and execs sockbench: the pid is sockbench's.
+            Names::Private(holder) => {
+                let mut c = sb.std_cmd("nsenter");
+                c.arg("-t")
+                    .arg(holder.id().to_string())
+                    .args(["-i", "-m", "--"])
+                    .arg(assert_cmd::cargo::cargo_bin("sockbench"));
+                c
+            }
+        }
+    }
+
+    /// `dir` (/dev/shm or /dev/mqueue) as the runs see it.
+    fn dir(&self, dir: &str) -> std::path::PathBuf {
+        match self {
+            Names::Host => Path::new(dir).to_path_buf(),
+            Names::Private(holder) => {
+                Path::new(&format!("/proc/{}/root", holder.id())).join(&dir[1..])
+            }
+        }
+    }
+
+    fn queue_exists(&self, name: &str) -> bool {
+        match self {
+            Names::Host => queue_exists(name),
+            // A thread of its own joins the namespace (an IPC namespace is a thread's).
+            Names::Private(holder) => {
+                let ns = std::fs::File::open(format!("/proc/{}/ns/ipc", holder.id())).unwrap();
+                let name = name.to_string();
+                std::thread::spawn(move || {
+                    nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWIPC).unwrap();
+                    queue_exists(&name)
+                })
+                .join()
+                .unwrap()
+            }
+        }
+    }
+}
+
+impl Drop for Names {
+    fn drop(&mut self) {
+        if let Names::Private(holder) = self {
+            let _ = holder.kill();
+            let _ = holder.wait();
+        }
+    }
+}
+
 /// A run paused at `point` (the window in which its object exists), its stderr collected.
 struct Held {
     child: Child,
@@ -25,9 +123,9 @@ struct Held {
     stderr: mpsc::Receiver<String>,
 }
 
-fn hold(sb: &Sandbox, point: &str, args: &[&str]) -> Held {
-    let mut child = sb
-        .sockbench()
+fn hold(sb: &Sandbox, names: &Names, point: &str, args: &[&str]) -> Held {
+    let mut child = names
+        .sockbench(sb)
         .args(args)
         .env("SOCKBENCH_TEST_HOLD", format!("{point}:20000"))
         .stdout(Stdio::piped())
@@ -60,7 +158,7 @@ fn hold(sb: &Sandbox, point: &str, args: &[&str]) -> Held {
 
 /// Every named object process `pid` has now: files in the sandbox (and the run directory
 /// in it) named `sb<pid>-...`, rings in /dev/shm and queues named `sockbench-<pid>-<id>`.
-fn objects_of(sb: &Sandbox, pid: u32) -> Vec<String> {
+fn objects_of(sb: &Sandbox, names: &Names, pid: u32) -> Vec<String> {
     let mut found = Vec::new();
     let mut dirs = vec![sb.path().to_path_buf()];
     while let Some(dir) = dirs.pop() {
@@ -75,10 +173,10 @@ fn objects_of(sb: &Sandbox, pid: u32) -> Vec<String> {
     }
     for id in 0..4 {
         let name = format!("sockbench-{pid}-{id}");
-        if Path::new("/dev/shm").join(&name).exists() {
+        if names.dir("/dev/shm").join(&name).exists() {
             found.push(format!("/dev/shm/{name}"));
         }
-        if queue_exists(&name) {
+        if names.queue_exists(&name) {
             found.push(format!("message queue /{name}"));
         }
     }
@@ -125,11 +223,12 @@ fn ctrl_c_or_sigterm_while_each_object_exists_removes_it() {
             Signal::SIGTERM
         };
         let sb = Sandbox::new();
+        let names = Names::new();
         let args = [
             "stream", "-t", transport, "-e", engine, "-n", "100", "-w", "0", "-q",
         ];
-        let held = hold(&sb, point, &args);
-        let before = objects_of(&sb, held.pid);
+        let held = hold(&sb, &names, point, &args);
+        let before = objects_of(&sb, &names, held.pid);
         assert!(
             !before.is_empty(),
             "{transport}: nothing of pid {} found while it was held at {point}",
@@ -145,7 +244,7 @@ fn ctrl_c_or_sigterm_while_each_object_exists_removes_it() {
         );
         assert_eq!(out.status.code(), Some(130), "{transport} {engine} {sig}");
         assert_eq!(
-            objects_of(&sb, held.pid),
+            objects_of(&sb, &names, held.pid),
             Vec::<String>::new(),
             "{transport} {engine}: {sig} left behind what existed: {before:?}"
         );
@@ -161,27 +260,31 @@ fn ctrl_c_or_sigterm_while_each_object_exists_removes_it() {
 fn what_sigkill_leaves_the_next_run_removes_and_reports() {
     for (transport, point, _) in [CASES[0], CASES[3], CASES[4], CASES[5]] {
         let sb = Sandbox::new();
+        let names = Names::new();
         let args = ["stream", "-t", transport, "-n", "100", "-w", "0", "-q"];
-        let held = hold(&sb, point, &args);
+        let held = hold(&sb, &names, point, &args);
         let pid = held.pid;
         kill(Pid::from_raw(pid as i32), Signal::SIGKILL).unwrap();
         let out = held.child.wait_with_output().unwrap();
         assert_eq!(out.status.code(), None);
         // SIGKILL cannot be caught: what existed at that moment is still there.
-        let left = objects_of(&sb, pid);
+        let left = objects_of(&sb, &names, pid);
         assert!(
             !left.is_empty(),
             "{transport}: nothing left at the held moment"
         );
-        if transport == "mq" && !Path::new("/dev/mqueue").is_dir() {
+        if transport == "mq" && !names.dir("/dev/mqueue").is_dir() {
             // The kernel lists queues only through a mounted mqueue file system.
             eprintln!("skipped: /dev/mqueue is not mounted, so a stale queue cannot be found");
-            let c = std::ffi::CString::new(format!("/sockbench-{pid}-0")).unwrap();
-            nix::mqueue::mq_unlink(c.as_c_str()).unwrap();
+            if matches!(names, Names::Host) {
+                // (A private namespace's queues go with it.)
+                let c = std::ffi::CString::new(format!("/sockbench-{pid}-0")).unwrap();
+                nix::mqueue::mq_unlink(c.as_c_str()).unwrap();
+            }
             continue;
         }
-        let next = sb
-            .cmd()
+        let next = names
+            .sockbench(&sb)
             .args(["stream", "-t", transport, "-n", "10", "-w", "0"])
             .args(["--format", "json", "-q"])
             .output()
@@ -189,13 +292,18 @@ fn what_sigkill_leaves_the_next_run_removes_and_reports() {
         assert!(next.status.success());
         let v: serde_json::Value = serde_json::from_slice(&next.stdout).unwrap();
         let notes = v["warnings"].to_string();
-        // A ring is in /dev/shm, where any sockbench starting alongside (other tests)
-        // may remove it first; files in the sandbox only this next run sees.
+        // In the private namespace only this next run sees the queue and the ring; on
+        // the host's, any sockbench starting alongside may remove them first.
         assert!(
-            transport == "shm" || notes.contains(&format!("left by sockbench process {pid}")),
+            notes.contains(&format!("left by sockbench process {pid}"))
+                || (matches!(names, Names::Host) && matches!(transport, "mq" | "shm")),
             "{transport}: {notes}"
         );
-        assert_eq!(objects_of(&sb, pid), Vec::<String>::new(), "{transport}");
+        assert_eq!(
+            objects_of(&sb, &names, pid),
+            Vec::<String>::new(),
+            "{transport}"
+        );
         assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
     }
 }

@@ -220,7 +220,12 @@ fn keeps_its_promise(line: &str, v: &Value, stdout: &[u8], dir: &std::path::Path
             assert_eq!(v["document"], "sockbench-compare");
             let c = v["comparisons"].as_array().unwrap();
             assert_eq!(c.len(), 2, "{v}");
-            let tests = ["welch", "mann-whitney-exact", "mann-whitney-normal"];
+            let tests = [
+                "welch-log",
+                "welch",
+                "mann-whitney-exact",
+                "mann-whitney-normal",
+            ];
             assert!(
                 c.iter()
                     .all(|c| tests.contains(&c["test"].as_str().unwrap_or(""))),

@@ -178,14 +178,29 @@ mod tests {
         )
     }
 
+    /// Wait (at most 10 s) until `count` reaches `at_least`.
+    fn until(count: &AtomicU64, at_least: u64) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while count.load(Ordering::Relaxed) < at_least {
+            assert!(Instant::now() < deadline, "never reached {at_least}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     #[test]
     fn batches_wait_on_a_full_or_empty_socket_and_lose_nothing() {
+        // Both waits are forced, not left to the scheduler: the reader starts only once
+        // the sender has met a full socket (its send buffer holds a few hundred of these
+        // datagrams, far below 2000), and the sender sends its second half only once the
+        // reader has met an empty one.
         let waits = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
         let (a, b) = dgram_pair();
         let mut tx = attach(a, Counted(Arc::clone(&waits))).unwrap();
         let mut rx = attach(b, Counted(Arc::clone(&waits))).unwrap();
         const N: usize = 2000;
+        let (go, start) = std::sync::mpsc::channel::<()>();
         let reader = std::thread::spawn(move || {
+            start.recv().unwrap();
             let mut store = vec![0u8; 64 * 100];
             let mut bufs: Vec<&mut [u8]> = store.chunks_mut(100).collect();
             let mut lens = [0usize; 64];
@@ -205,26 +220,37 @@ mod tests {
             assert!(t.elapsed() >= Duration::from_millis(25));
             (got, calls)
         });
-        let msg = [7u8; 100];
-        let msgs = vec![&msg[..]; 64];
-        let mut sent = 0;
-        while sent < N {
-            let n = tx.send_batch(&msgs[..(N - sent).min(64)]).unwrap();
-            assert!(n >= 1);
-            sent += n;
-        }
+        let sender_waits = Arc::clone(&waits);
+        let sender = std::thread::spawn(move || {
+            let msg = [7u8; 100];
+            let msgs = vec![&msg[..]; 64];
+            let mut sent = 0;
+            let mut half_done = false;
+            while sent < N {
+                if !half_done && sent >= N / 2 {
+                    // Hold the second half back until the reader has drained the socket
+                    // and waited on it empty.
+                    until(&sender_waits[1], 1);
+                    half_done = true;
+                }
+                let n = tx.send_batch(&msgs[..(N - sent).min(64)]).unwrap();
+                assert!(n >= 1);
+                sent += n;
+            }
+            sent
+        });
+        until(&waits[0], 1);
+        let sender_waited_before_the_reader_began = waits[0].load(Ordering::Relaxed);
+        go.send(()).unwrap();
+        assert_eq!(sender.join().unwrap(), N);
         let (got, calls) = reader.join().unwrap();
-        assert_eq!(got, N);
+        assert_eq!(got, N, "a datagram was lost");
         assert!(calls < N, "several per call: {calls}");
-        // The queue (net.unix.max_dgram_qlen) is far smaller than 2000: the sender had to
-        // wait for room, and the receiver for data.
+        assert!(sender_waited_before_the_reader_began >= 1);
+        // The reader waited on the empty socket mid-stream, and once more for the timeout.
         assert!(
-            waits[0].load(Ordering::Relaxed) > 0,
-            "the sender never waited"
-        );
-        assert!(
-            waits[1].load(Ordering::Relaxed) > 0,
-            "the receiver never waited"
+            waits[1].load(Ordering::Relaxed) >= 2,
+            "the receiver never waited on an empty socket"
         );
     }
 

@@ -341,6 +341,17 @@ pub fn welch(base: &[f64], new: &[f64]) -> Option<Welch> {
 }
 
 impl Welch {
+    /// The confidence interval at level 1 - `alpha` for the difference of means
+    /// mean(new) - mean(base), with Welch's degrees of freedom: on logarithms, the
+    /// logarithm of the ratio of geometric means. It excludes 0 exactly when the test
+    /// rejects at `alpha`.
+    pub fn difference_interval(&self, alpha: f64) -> (f64, f64) {
+        let t = t_quantile(1.0 - alpha / 2.0, self.df);
+        let half = t * (self.se2_base + self.se2_new).sqrt();
+        let diff = self.mean_new - self.mean_base;
+        (diff - half, diff + half)
+    }
+
     /// Fieller's confidence interval at level 1 - `alpha` for the ratio of means
     /// mean(new) / mean(base) (E. C. Fieller, "Some problems in interval estimation",
     /// JRSS B 16, 1954; for two independent samples, with Welch's degrees of freedom).

@@ -20,13 +20,20 @@
 //! The headline figure per run: `runs[].bits_per_second` for stream, `messages_per_second`
 //! for rate and connect (connections per second), and for pingpong the round trip's p50
 //! (`runs[].latencies.round_trip.p50_ns`), where lower is better. Base and new are the
-//! medians over runs and the ratio is new / base. The test, on the per-run values:
+//! medians over runs and the ratio is new / base. Rates and latencies vary by factors, not
+//! by amounts (a run that loses its CPU is 10 times slower, never 10 Gbit/s slower), so
+//! when every figure is positive the test is made on their logarithms: a change is a
+//! ratio, and one run 90 times off the rest cannot hide a 90-fold change behind its
+//! variance. The test, on the per-run values:
 //! - Welch's t-test when both sides have 3 runs or more and neither has an outlier (Dixon's
 //!   Q at 95% for 3 to 10 runs, a modified z-score over 3.5 beyond; never a value within
-//!   1% of the median's size of the rest: [`stats::has_outlier`]): the runs look like one
-//!   normal lump. A normal sample of 3 to 10 runs is called an outlier 5% of the time. Its interval for the
-//!   ratio is Fieller's for the ratio of means, which excludes 1 exactly when the test
-//!   rejects.
+//!   1% of the median's size of the rest: [`stats::has_outlier`]): the runs look like
+//!   one lump. A normal sample of 3 to 10 runs
+//!   is called an outlier 5% of the time. On the logarithms (`welch-log`) its interval is
+//!   the exponential of the difference of the mean logarithms' interval: the ratio of
+//!   geometric means. Where a figure is 0 or negative (never for a run that finished) it
+//!   is Welch on the values themselves (`welch`) with Fieller's interval for the ratio of
+//!   means. Either interval excludes 1 exactly when the test rejects.
 //! - Otherwise the Mann-Whitney U test (exact for small samples without values in
 //!   common), which assumes no shape; its interval is the Hodges-Lehmann one for the
 //!   ratio (on the logs of the values). When even the most extreme ordering of the runs
@@ -37,8 +44,12 @@
 //!   float) get no test: `no test`, with a note.
 //!
 //! The verdict is `faster` or `slower` when p < alpha (the direction from the test; for
-//! pingpong a higher latency is slower), else `no significant difference`; a scenario that
-//! failed (an error, or no run) on either side is `failed`.
+//! pingpong a higher latency is slower). When the test cannot tell, that is not evidence of
+//! no change: the verdict is `no significant difference` only when the ratio's interval
+//! also lies within ±[`EQUIVALENCE`] of 1 (whatever changed, it is smaller than that), and
+//! `too noisy to tell` otherwise (the interval is wide enough to hold a real change; the
+//! note says how wide and to measure more runs). A scenario that failed (an error, or no
+//! run) on either side is `failed`.
 //!
 //! # Exit status
 //! 0; 1 when `--fail-if-slower PCT` finds a scenario significantly slower by more than PCT
@@ -72,7 +83,11 @@ use crate::report::{PlacementInfo, Report, ScenarioResult, Tool};
 use crate::workload::WorkloadKind;
 
 /// Version of the compare document's shape.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// How close to 1 the ratio's whole interval must lie for `no significant difference`:
+/// within 5% either way. A wider interval is `too noisy to tell`.
+pub const EQUIVALENCE: f64 = 0.05;
 
 /// Options `--ignore-option` can leave out of a scenario's identity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -121,9 +136,15 @@ pub enum Verdict {
     /// Significantly worse than the baseline.
     #[serde(rename = "slower")]
     Slower,
-    /// The test cannot tell the runs apart at `--alpha`.
+    /// The test cannot tell the runs apart at `--alpha`, and the ratio's interval lies
+    /// within ±5% of 1: any change is smaller than that.
     #[serde(rename = "no significant difference")]
     NoSignificantDifference,
+    /// The test cannot tell the runs apart at `--alpha`, but the ratio's interval is too
+    /// wide to say there is no change: the runs are noisier than any change they could
+    /// show.
+    #[serde(rename = "too noisy to tell")]
+    TooNoisy,
     /// Too few runs on a side for a test to decide anything.
     #[serde(rename = "too few runs")]
     TooFewRuns,
@@ -143,6 +164,7 @@ impl Verdict {
             Verdict::Faster => "faster",
             Verdict::Slower => "slower",
             Verdict::NoSignificantDifference => "no significant difference",
+            Verdict::TooNoisy => "too noisy to tell",
             Verdict::TooFewRuns => "too few runs",
             Verdict::NoTest => "no test",
             Verdict::Failed => "failed",
@@ -153,9 +175,12 @@ impl Verdict {
 /// The test a comparison used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub enum TestKind {
-    /// Welch's unequal-variances t-test.
+    /// Welch's unequal-variances t-test on the figures.
     #[serde(rename = "welch")]
     Welch,
+    /// Welch's unequal-variances t-test on the figures' logarithms (a change as a ratio).
+    #[serde(rename = "welch-log")]
+    WelchLog,
     /// Mann-Whitney U with its exact distribution.
     #[serde(rename = "mann-whitney-exact")]
     MannWhitneyExact,
@@ -215,12 +240,14 @@ pub struct Comparison {
     /// The interval's confidence: 1 - alpha, or the exact level a Mann-Whitney interval
     /// reaches (at least 1 - alpha).
     pub ci_confidence: Option<f64>,
-    /// The test made: `welch`, `mann-whitney-exact`, `mann-whitney-normal`; null if none.
+    /// The test made: `welch-log`, `welch`, `mann-whitney-exact`, `mann-whitney-normal`;
+    /// null if none.
     pub test: Option<TestKind>,
     /// Its two-sided p-value.
     pub p_value: Option<f64>,
-    /// `faster`, `slower`, `no significant difference`, `too few runs`, `no test` (the
-    /// figures overflow the test's arithmetic) or `failed`.
+    /// `faster`, `slower`, `no significant difference` (the interval lies within ±5% of
+    /// 1), `too noisy to tell` (no significant change, but the interval is wider),
+    /// `too few runs`, `no test` (the figures overflow the test's arithmetic) or `failed`.
     pub verdict: Verdict,
     /// How much slower NEW is, in percent: 100 (1 - ratio) for rates, 100 (ratio - 1) for
     /// latency; negative when faster; null without a ratio.
@@ -837,7 +864,8 @@ fn decide(row: &mut Comparison, alpha: f64) {
         row.note = Some(failures.join("; "));
         return;
     }
-    let (b, n) = (&row.base.values, &row.new.values);
+    let (b, n) = (row.base.values.clone(), row.new.values.clone());
+    let (b, n) = (&b, &n);
     if b.len() < 2 || n.len() < 2 {
         row.verdict = Verdict::TooFewRuns;
         row.note = Some(format!(
@@ -848,11 +876,20 @@ fn decide(row: &mut Comparison, alpha: f64) {
         ));
         return;
     }
+    // Changes are ratios: test the logarithms when every figure has one.
+    let logs = b.iter().chain(n).all(|&v| v > 0.0);
+    let ln = |v: &[f64]| -> Vec<f64> { v.iter().map(|x| x.ln()).collect() };
+    let (tb, tn) = match logs {
+        true => (ln(b), ln(n)),
+        false => (b.clone(), n.clone()),
+    };
+    // The outlier check reads the figures themselves: its floor (a value within 1% of
+    // the median's size is never an outlier) is a floor on figures, not on logarithms.
     let welch_fits =
         b.len() >= 3 && n.len() >= 3 && !stats::has_outlier(b) && !stats::has_outlier(n);
     let new_higher;
     if welch_fits {
-        let Some(w) = stats::welch(b, n) else {
+        let Some(w) = stats::welch(&tb, &tn) else {
             row.verdict = Verdict::NoTest;
             row.note = Some(
                 "the figures are too large for Welch's t-test (their variance overflows): \
@@ -861,9 +898,19 @@ fn decide(row: &mut Comparison, alpha: f64) {
             );
             return;
         };
-        row.test = Some(TestKind::Welch);
+        row.test = Some(match logs {
+            true => TestKind::WelchLog,
+            false => TestKind::Welch,
+        });
         row.p_value = Some(w.p_value);
-        if let Some((lo, hi)) = w.ratio_interval(alpha) {
+        let interval = match logs {
+            true => {
+                let (lo, hi) = w.difference_interval(alpha);
+                Some((lo.exp(), hi.exp())).filter(|(l, h)| l.is_finite() && h.is_finite())
+            }
+            false => w.ratio_interval(alpha),
+        };
+        if let Some((lo, hi)) = interval {
             row.ratio_ci_low = Some(lo);
             row.ratio_ci_high = Some(hi);
             row.ci_confidence = Some(1.0 - alpha);
@@ -881,12 +928,8 @@ fn decide(row: &mut Comparison, alpha: f64) {
         });
         row.p_value = Some(mw.p_value);
         new_higher = mw.u > (b.len() * n.len()) as f64 / 2.0;
-        if b.iter().chain(n).all(|&v| v > 0.0) {
-            let (lb, ln): (Vec<f64>, Vec<f64>) = (
-                b.iter().map(|v| v.ln()).collect(),
-                n.iter().map(|v| v.ln()).collect(),
-            );
-            if let Some(s) = stats::hodges_lehmann(&lb, &ln, alpha) {
+        if logs {
+            if let Some(s) = stats::hodges_lehmann(&tb, &tn, alpha) {
                 row.ratio_ci_low = Some(s.low.exp());
                 row.ratio_ci_high = Some(s.high.exp());
                 row.ci_confidence = Some(s.confidence);
@@ -910,10 +953,31 @@ fn decide(row: &mut Comparison, alpha: f64) {
     }
     let significant = row.p_value.is_some_and(|p| p < alpha);
     row.verdict = match (significant, new_higher == row.higher_is_better) {
-        (false, _) => Verdict::NoSignificantDifference,
+        (false, _) if within_equivalence(row.ratio_ci_low, row.ratio_ci_high) => {
+            Verdict::NoSignificantDifference
+        }
+        (false, _) => {
+            row.note = Some(match (row.ratio_ci_low, row.ratio_ci_high) {
+                (Some(lo), Some(hi)) => format!(
+                    "the ratio lies anywhere from {lo:.3} to {hi:.3}: too wide to tell a change \
+                     from noise, or to rule one out; measure both with more --runs, on a \
+                     quieter machine"
+                ),
+                _ => "no interval for the ratio: too noisy to tell a change from noise; \
+                      measure both with more --runs"
+                    .to_string(),
+            });
+            Verdict::TooNoisy
+        }
         (true, true) => Verdict::Faster,
         (true, false) => Verdict::Slower,
     };
+}
+
+/// Whether a ratio interval lies within ±[`EQUIVALENCE`] of 1.
+fn within_equivalence(low: Option<f64>, high: Option<f64>) -> bool {
+    matches!((low, high), (Some(lo), Some(hi))
+        if lo >= 1.0 - EQUIVALENCE && hi <= 1.0 + EQUIVALENCE)
 }
 
 #[cfg(test)]

@@ -44,6 +44,7 @@ pub fn format_percent(p: f64) -> String {
 pub fn test_name(t: Option<TestKind>) -> &'static str {
     match t {
         Some(TestKind::Welch) => "Welch",
+        Some(TestKind::WelchLog) => "Welch on logs",
         Some(TestKind::MannWhitneyExact) => "Mann-Whitney",
         Some(TestKind::MannWhitneyNormal) => "Mann-Whitney (normal approx.)",
         None => "-",

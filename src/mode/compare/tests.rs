@@ -144,12 +144,9 @@ fn half_the_throughput_is_slower_by_50_percent_with_an_interval_around_one_half(
     assert_eq!(c.base.median, Some(10.0e9));
     assert_eq!(c.new.median, Some(5.0e9));
     assert_eq!(c.ratio, Some(0.5));
-    assert_eq!(c.test, Some(TestKind::Welch));
+    assert_eq!(c.test, Some(TestKind::WelchLog));
     let (lo, hi) = (c.ratio_ci_low.unwrap(), c.ratio_ci_high.unwrap());
     assert!(lo < 0.5 && 0.5 < hi && hi < 0.6, "{lo} {hi}");
-    // The same interval as Fieller's from the stats module, at 95%.
-    let w = stats::welch(&STEADY, &scaled(&STEADY, 0.5)).unwrap();
-    assert_eq!(w.ratio_interval(0.05), Some((lo, hi)));
     assert_eq!(c.ci_confidence, Some(0.95));
     assert!(c.p_value.unwrap() < 1e-6);
     assert_eq!(c.verdict, Verdict::Slower);
@@ -356,7 +353,7 @@ fn normal_looking_three_runs_a_side_take_welch() {
         vec![vec![stream(&base)], vec![stream(&scaled(&base, 0.8))]],
         &args(2, None, &[]),
     );
-    assert_eq!(d.comparisons[0].test, Some(TestKind::Welch));
+    assert_eq!(d.comparisons[0].test, Some(TestKind::WelchLog));
     assert_eq!(d.comparisons[0].verdict, Verdict::Slower);
     let ping = |v: &[f64]| with_runs(WorkloadKind::Pingpong, TransportKind::Tcp, v);
     let d = doc(
@@ -366,7 +363,7 @@ fn normal_looking_three_runs_a_side_take_welch() {
         ],
         &args(2, None, &[]),
     );
-    assert_eq!(d.comparisons[0].test, Some(TestKind::Welch));
+    assert_eq!(d.comparisons[0].test, Some(TestKind::WelchLog));
     assert_eq!(d.comparisons[0].verdict, Verdict::Slower);
 
     // Simulated: normal runs, 3 a side. Each side is called an outlier 5% of the time,
@@ -388,16 +385,29 @@ fn normal_looking_three_runs_a_side_take_welch() {
         let b: Vec<f64> = (0..3).map(|_| normal(10e9, 0.2e9)).collect();
         let n: Vec<f64> = (0..3).map(|_| normal(10e9, 0.2e9)).collect();
         let row = compare_one(&stream(&b), &stream(&n), "new.json", 0.05, None);
-        welch += usize::from(row.test == Some(TestKind::Welch));
+        welch += usize::from(row.test == Some(TestKind::WelchLog));
     }
     let share = welch as f64 / trials as f64;
     assert!((0.87..=0.93).contains(&share), "Welch in {share}");
 }
 
 #[test]
-fn figures_too_large_for_welch_get_no_test() {
+fn figures_too_large_for_welch_are_tested_on_their_logarithms() {
     let base = [1.0e308, 1.5e308, 1.7e308];
     let new = [1.1e308, 1.6e308, 1.75e308];
+    let c = compare_one(&stream(&base), &stream(&new), "new.json", 0.05, None);
+    assert_eq!(c.test, Some(TestKind::WelchLog));
+    assert!(c.p_value.is_some_and(|p| (0.0..=1.0).contains(&p)), "{c:?}");
+    assert!(
+        c.ratio_ci_low.is_some_and(f64::is_finite) && c.ratio_ci_high.is_some_and(f64::is_finite)
+    );
+}
+
+#[test]
+fn figures_too_large_for_welch_without_logarithms_get_no_test() {
+    // A figure of 0 has no logarithm: Welch on the values, whose variance overflows.
+    let base = [0.0, 1.5e308, 1.7e308];
+    let new = [0.0, 1.6e308, 1.75e308];
     let d = doc(
         vec![vec![stream(&base)], vec![stream(&new)]],
         &args(2, Some(5.0), &[]),
@@ -615,7 +625,7 @@ fn the_json_document_is_versioned_with_units_in_its_keys() {
     );
     let v = serde_json::to_value(&d).unwrap();
     assert_eq!(v["document"], "sockbench-compare");
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 2);
     assert_eq!(v["base"], "r0.json");
     assert_eq!(v["new"], serde_json::json!(["r1.json"]));
     assert_eq!(v["alpha"], 0.05);
@@ -629,4 +639,66 @@ fn the_json_document_is_versioned_with_units_in_its_keys() {
     assert_eq!(c["new"]["runs"], 1);
     assert_eq!(c["size_bytes"], 65536);
     assert!(v["error"].is_null());
+}
+
+#[test]
+fn a_ninety_fold_drop_is_slower_even_when_the_base_runs_spread_over_a_decade() {
+    // The figures seen under load: base runs from 0.3 to 7.5 Gbit/s, new ones near
+    // 35 Mbit/s. On the values Welch's variance hides it (p above 0.05); on their
+    // logarithms it is a 90-fold change, far outside the noise.
+    let base = [0.30e9, 3.14e9, 7.5e9, 0.6e9, 5.2e9];
+    let new = [35.1e6, 30.0e6, 41.0e6, 36.0e6, 33.0e6];
+    let raw = stats::welch(&base, &new).unwrap();
+    assert!(raw.p_value > 0.05, "the old test: p {}", raw.p_value);
+    let c = compare_one(&stream(&base), &stream(&new), "new.json", 0.05, Some(10.0));
+    assert_eq!(c.verdict, Verdict::Slower, "{c:?}");
+    assert!(c.p_value.unwrap() < 0.05, "{c:?}");
+    assert!(c.ratio_ci_high.unwrap() < 0.2, "{c:?}");
+    assert!(c.gate_failed);
+    // The same in the other direction is faster.
+    let c = compare_one(&stream(&new), &stream(&base), "new.json", 0.05, None);
+    assert_eq!(c.verdict, Verdict::Faster, "{c:?}");
+}
+
+#[test]
+fn welch_on_logs_gives_the_interval_of_the_geometric_means_ratio() {
+    let new = scaled(&STEADY, 0.5);
+    let c = compare_one(&stream(&STEADY), &stream(&new), "new.json", 0.05, None);
+    assert_eq!(c.test, Some(TestKind::WelchLog));
+    let ln = |v: &[f64]| -> Vec<f64> { v.iter().map(|x| x.ln()).collect() };
+    let w = stats::welch(&ln(&STEADY), &ln(&new)).unwrap();
+    let (lo, hi) = w.difference_interval(0.05);
+    assert_eq!(
+        (c.ratio_ci_low, c.ratio_ci_high),
+        (Some(lo.exp()), Some(hi.exp()))
+    );
+    // Every value halved: the log difference is ln 0.5 exactly, with no spread added.
+    assert!((lo + hi - 2.0 * 0.5f64.ln()).abs() < 1e-12, "{lo} {hi}");
+    assert!(lo.exp() < 0.5 && hi.exp() > 0.5 && hi.exp() < 0.52);
+    assert_eq!(c.p_value, Some(w.p_value));
+}
+
+#[test]
+fn no_difference_is_said_only_when_the_interval_rules_one_out() {
+    // Tight runs, the same figures: the interval lies within ±5% of 1.
+    let tight = [10.0e9, 10.05e9, 9.95e9, 10.02e9, 9.98e9];
+    let c = compare_one(&stream(&tight), &stream(&tight), "new.json", 0.05, None);
+    assert_eq!(c.verdict, Verdict::NoSignificantDifference, "{c:?}");
+    assert!(c.note.is_none());
+    // Runs spread by ±30%: no significant change, but a 20% one would hide in there.
+    let wide = [7.0e9, 13.0e9, 10.0e9, 8.0e9, 12.5e9];
+    let shuffled = [12.0e9, 7.5e9, 9.5e9, 13.0e9, 8.5e9];
+    let c = compare_one(&stream(&wide), &stream(&shuffled), "new.json", 0.05, None);
+    assert_eq!(c.verdict, Verdict::TooNoisy, "{c:?}");
+    let (lo, hi) = (c.ratio_ci_low.unwrap(), c.ratio_ci_high.unwrap());
+    assert!(lo < 0.95 && hi > 1.05, "{lo} {hi}");
+    let note = c.note.unwrap();
+    assert!(note.contains(&format!("{lo:.3} to {hi:.3}")), "{note}");
+    assert!(note.contains("--runs"), "{note}");
+    assert_eq!(Verdict::TooNoisy.text(), "too noisy to tell");
+    // The edge: an interval reaching exactly 0.95 and 1.05 still rules a change out.
+    assert!(within_equivalence(Some(0.95), Some(1.05)));
+    assert!(!within_equivalence(Some(0.949), Some(1.0)));
+    assert!(!within_equivalence(Some(1.0), Some(1.051)));
+    assert!(!within_equivalence(None, Some(1.0)));
 }
