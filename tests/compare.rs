@@ -100,10 +100,29 @@ fn set_throughput(v: &mut Value, values: &[f64]) {
     }
 }
 
-const STREAM: [&str; 13] = [
-    "stream", "-t", "tcp,unix", "-s", "64K", "-d", "0.2", "-w", "0.05", "--runs", "5", "--cpus",
-    "0,1",
-];
+/// The roles' CPUs: the first two this test may run on (one CPU twice under
+/// `taskset -c N`), so that every run of the comparison is placed alike.
+fn pin() -> String {
+    let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
+    let allowed: Vec<usize> = (0..nix::sched::CpuSet::count())
+        .filter(|&c| set.is_set(c).unwrap_or(false))
+        .take(2)
+        .collect();
+    match allowed[..] {
+        [a, b] => format!("{a},{b}"),
+        [a] => format!("{a},{a}"),
+        _ => unreachable!("a process runs on some CPU"),
+    }
+}
+
+fn stream_args(pin: &str) -> Vec<String> {
+    [
+        "stream", "-t", "tcp,unix", "-s", "64K", "-d", "0.2", "-w", "0.05", "--runs", "5",
+        "--cpus", pin,
+    ]
+    .map(String::from)
+    .to_vec()
+}
 
 /// The check, measured: the same run twice, then with --sndbuf 4K on tcp. One test
 /// so the measurements do not share the CPUs with each other.
@@ -114,9 +133,12 @@ fn the_same_run_twice_is_no_different_and_a_tiny_sndbuf_is_slower_and_fails_the_
     // a CPU between them): a pair that looks different is measured again, up to 3 times.
     let mut verdicts = Vec::new();
     let mut base = PathBuf::new();
+    let pin = pin();
+    let owned = stream_args(&pin);
+    let stream: Vec<&str> = owned.iter().map(String::as_str).collect();
     for attempt in 0..3 {
-        base = save(&sb, &format!("base{attempt}"), &STREAM);
-        let again = save(&sb, &format!("again{attempt}"), &STREAM);
+        base = save(&sb, &format!("base{attempt}"), &stream);
+        let again = save(&sb, &format!("again{attempt}"), &stream);
         let out = compare(
             &sb,
             &[
@@ -152,7 +174,7 @@ fn the_same_run_twice_is_no_different_and_a_tiny_sndbuf_is_slower_and_fails_the_
         "small",
         &[
             "stream", "-t", "tcp", "-s", "64K", "-d", "0.2", "-w", "0.05", "--runs", "5", "--cpus",
-            "0,1", "--sndbuf", "4K",
+            &pin, "--sndbuf", "4K",
         ],
     );
     let (base, small) = (base.to_str().unwrap(), small.to_str().unwrap());
@@ -168,11 +190,14 @@ fn the_same_run_twice_is_no_different_and_a_tiny_sndbuf_is_slower_and_fails_the_
     };
     assert_eq!(
         names("only_in_base"),
-        ["stream tcp 64 KiB cpus 0,1", "stream unix 64 KiB cpus 0,1"]
+        [
+            format!("stream tcp 64 KiB cpus {pin}"),
+            format!("stream unix 64 KiB cpus {pin}")
+        ]
     );
     assert_eq!(
         names("only_in_new"),
-        ["stream tcp 64 KiB sndbuf 4 KiB cpus 0,1"]
+        [format!("stream tcp 64 KiB sndbuf 4 KiB cpus {pin}")]
     );
 
     let out = compare(
@@ -189,16 +214,20 @@ fn the_same_run_twice_is_no_different_and_a_tiny_sndbuf_is_slower_and_fails_the_
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(
-        table.contains("stream tcp 64 KiB cpus 0,1 [sndbuf default → 4 KiB]"),
+        table.contains(&format!(
+            "stream tcp 64 KiB cpus {pin} [sndbuf default → 4 KiB]"
+        )),
         "{table}"
     );
     assert!(table.contains("slower (fails the gate)"), "{table}");
     assert!(
-        table.contains("only in BASE: stream unix 64 KiB cpus 0,1"),
+        table.contains(&format!("only in BASE: stream unix 64 KiB cpus {pin}")),
         "{table}"
     );
     assert!(
-        stderr(&out).contains("stream tcp 64 KiB cpus 0,1 [sndbuf default → 4 KiB] is "),
+        stderr(&out).contains(&format!(
+            "stream tcp 64 KiB cpus {pin} [sndbuf default → 4 KiB] is "
+        )),
         "{}",
         stderr(&out)
     );

@@ -62,6 +62,10 @@ pub struct Live {
     /// Whether the senders here feed the watched receivers, so their retransmissions
     /// belong with the counts (not with `--bidir`, where they feed the other direction).
     no_retransmits: bool,
+    /// How long the sampler waits for the senders' answers, in nanoseconds (0: the
+    /// default [`ACK_WAIT`]); a test lengthens it so that the wait, not a scheduling
+    /// accident, decides what it sees.
+    ack_wait_ns: AtomicU64,
 }
 
 /// The totals at one moment.
@@ -94,6 +98,14 @@ impl Live {
             no_retransmits: true,
             ..Live::default()
         })
+    }
+
+    /// How long the sampler waits for the TCP senders' answers.
+    fn ack_wait(&self) -> Duration {
+        match self.ack_wait_ns.load(Relaxed) {
+            0 => ACK_WAIT,
+            ns => Duration::from_nanos(ns),
+        }
     }
 
     fn slot(&self, role: Role) -> &Slot {
@@ -381,7 +393,8 @@ fn sample(
         live.epoch.fetch_add(1, Relaxed);
         let senders = live.tcp_senders.load(Relaxed);
         let asked = Instant::now();
-        while live.acks.load(Relaxed) < acks + senders && asked.elapsed() < ACK_WAIT {
+        let wait = live.ack_wait();
+        while live.acks.load(Relaxed) < acks + senders && asked.elapsed() < wait {
             std::thread::sleep(Duration::from_micros(200));
         }
         let now = live.totals();
@@ -767,6 +780,9 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let live = Live::new();
+        // The wait, long enough that no scheduling delay of this thread outlasts it: the
+        // answer, not the clock, ends it.
+        live.ack_wait_ns.store(10_000_000_000, Relaxed);
         let mut p = Publisher::new(Some(Arc::clone(&live)), Role::Sender, Some(s.as_raw_fd()));
         let sampler = Sampler::start(
             Arc::clone(&live),
@@ -776,15 +792,18 @@ mod tests {
             |_| {},
         )
         .unwrap();
-        live.start(Instant::now());
-        // A sender that sees the question 1 ms late and answers with 100 more bytes: the
+        let t0 = Instant::now();
+        live.start(t0);
+        // A sender that sees the question late and answers with 100 more bytes: the
         // sampler must have waited for them.
         while live.epoch.load(Relaxed) == 0 {
             std::thread::sleep(Duration::from_micros(100));
         }
-        std::thread::sleep(Duration::from_millis(1));
+        std::thread::sleep(Duration::from_millis(20));
         p.publish(100, 1);
         let sampled = sampler.finish();
+        // It stopped waiting at the answer, not at its 10 s limit.
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
         assert_eq!(sampled.len(), 1);
         assert_eq!(sampled[0].0.bytes, 100, "{sampled:?}");
         assert_eq!(sampled[0].0.retransmits, Some(0));
