@@ -30,6 +30,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# Some tests run the binary as another user (dropped privileges): let them reach it.
+chmod 755 "$work"
 git clone -q "$repo" "$work/src" || exit 1
 cd "$work/src" || exit 1
 export CARGO_TARGET_DIR="$work/target" CARGO_TERM_COLOR=never

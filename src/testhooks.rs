@@ -8,6 +8,8 @@
 //! - `SOCKBENCH_TEST_FAULT=NAME[,NAME...]`: [`fault`] returns true for each NAME.
 //! - `SOCKBENCH_TEST_HOLD=POINT:MS`: [`hold`] at POINT sleeps MS milliseconds (or until
 //!   Ctrl-C), after printing `holding POINT` to stderr.
+//! - `SOCKBENCH_TEST_FORGE_ENDPOINT=JSON`: [`forged_endpoint`], what a hostile peer
+//!   names for its data in place of its own endpoints.
 //! - Fault `alternate-cpus`: [`alternate_cpus`] pins the roles of the 1st, 3rd, ... run of
 //!   the process to CPUs 0,0 and those of the 2nd, 4th, ... to 0,1 (threads placement;
 //!   with `--warmup 0`, as a warm-up is a run too), for a bimodal result on purpose.
@@ -49,6 +51,22 @@ pub fn hold(point: &str) {
 #[cfg(not(feature = "test-hooks"))]
 #[inline(always)]
 pub fn hold(_point: &str) {}
+
+/// The endpoint a hostile peer names (`SOCKBENCH_TEST_FORGE_ENDPOINT`, an endpoint as JSON:
+/// `{"path": ...}`, `{"address": ...}`, `{"name": ...}`) in place of every endpoint this
+/// side announces for its data (a server's `Ready`, a client's `Wired`), so a test can
+/// play the peer that names what it should not.
+#[cfg(feature = "test-hooks")]
+pub fn forged_endpoint() -> Option<String> {
+    std::env::var("SOCKBENCH_TEST_FORGE_ENDPOINT").ok()
+}
+
+/// The endpoint a hostile peer names (never, in this build).
+#[cfg(not(feature = "test-hooks"))]
+#[inline(always)]
+pub fn forged_endpoint() -> Option<String> {
+    None
+}
 
 /// With fault `alternate-cpus`: the CPUs (sender, receiver) of this run, alternately
 /// 0,0 and 0,1.

@@ -63,6 +63,19 @@ fn every_readme_example_runs_as_written() {
 fn run_example(sb: &Sandbox, line: &str) {
     let words: Vec<&str> = line.split_whitespace().collect();
     assert_eq!(words[0], "sockbench", "{line}");
+    // An example pinned to CPUs this process may not use (under `taskset -c 0`, as the
+    // soak runs it) cannot run as written here: say so and move on.
+    if let Some(i) = words.iter().position(|w| *w == "--cpus") {
+        let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
+        let allowed = |c: &str| {
+            c.parse()
+                .is_ok_and(|c: usize| set.is_set(c).unwrap_or(false))
+        };
+        if !words[i + 1].split(',').all(allowed) {
+            eprintln!("skipped `{line}`: its CPUs are outside this process's affinity");
+            return;
+        }
+    }
     // As written, plus a JSON copy of the report to check what the example promises (the
     // example's own when it writes one).
     let own = words

@@ -106,6 +106,10 @@ pub enum FrameError {
         /// The type's cap.
         cap: usize,
     },
+    /// A frame of a type this side does not take at this point of the conversation (a
+    /// client's report before it has even said hello), refused on its header.
+    #[error("control frame {0:?} is not expected here")]
+    Unexpected(FrameType),
     /// Reading failed, or the stream ended inside a frame.
     #[error("control connection: {0}")]
     Io(#[from] io::Error),
@@ -160,18 +164,45 @@ pub fn read_frame(r: &mut impl Read) -> Result<Frame, FrameError> {
 }
 
 /// Frames from bytes as they arrive (for a reactor that reads whatever is ready). It holds
-/// at most one header and one capped body.
-#[derive(Debug, Default)]
+/// at most one header and one capped body, and takes only the types it is told to (all,
+/// until [`Decoder::allow`]): a frame of any other type is refused on its header, before
+/// a byte of its body is held. Memory for a body is taken as its bytes arrive, not when
+/// its header announces them.
+#[derive(Debug)]
 pub struct Decoder {
     buf: Vec<u8>,
     /// The checked header of the frame being collected.
     pending: Option<(FrameType, usize)>,
+    /// The types taken, one bit per type byte.
+    allowed: u64,
 }
+
+impl Default for Decoder {
+    fn default() -> Decoder {
+        Decoder {
+            buf: Vec::new(),
+            pending: None,
+            allowed: u64::MAX,
+        }
+    }
+}
+
+/// Memory reserved for a body ahead of its bytes.
+const RESERVE_AHEAD: usize = 16 << 10;
 
 impl Decoder {
     /// An empty decoder.
     pub fn new() -> Decoder {
         Decoder::default()
+    }
+
+    /// Take only frames of `types` from the next header on.
+    pub fn allow(&mut self, types: &[FrameType]) {
+        self.allowed = types.iter().fold(0, |m, t| m | 1u64 << (*t as u8 % 64));
+    }
+
+    fn allows(&self, kind: FrameType) -> bool {
+        self.allowed & (1u64 << (kind as u8 % 64)) != 0
     }
 
     /// Take as many bytes of `input` as the next frame needs; returns how many were taken
@@ -191,8 +222,12 @@ impl Decoder {
             }
             let header: [u8; HEADER] = self.buf[..HEADER].try_into().expect("a whole header");
             let checked = check(header)?;
+            if !self.allows(checked.0) {
+                return Err(FrameError::Unexpected(checked.0));
+            }
             self.buf.clear();
-            self.buf.reserve_exact(checked.1);
+            self.buf.shrink_to(RESERVE_AHEAD);
+            self.buf.reserve(checked.1.min(RESERVE_AHEAD));
             self.pending = Some(checked);
         }
         let (kind, len) = self.pending.expect("a checked header");
@@ -243,6 +278,48 @@ mod tests {
             kind,
             body: body.to_vec(),
         }
+    }
+
+    #[test]
+    fn a_type_not_allowed_is_refused_on_its_header_before_its_body_is_held() {
+        let mut d = Decoder::new();
+        d.allow(&[FrameType::Hello, FrameType::Bye]);
+        // An agent's 8 MiB report from a client that has not said hello.
+        let mut header = vec![FrameType::Report as u8];
+        header.extend_from_slice(&(8u32 << 20).to_be_bytes());
+        match d.feed(&header) {
+            Err(FrameError::Unexpected(FrameType::Report)) => {}
+            other => panic!("{other:?}"),
+        }
+        assert!(d.buf.capacity() <= RESERVE_AHEAD, "{}", d.buf.capacity());
+        // Allowed types still go through, whole.
+        let mut d = Decoder::new();
+        d.allow(&[FrameType::Hello]);
+        let hello = encode(FrameType::Hello, b"{}").unwrap();
+        let (_, f) = d.feed(&hello).unwrap();
+        assert_eq!(f.unwrap().kind, FrameType::Hello);
+        assert!(matches!(
+            d.feed(&encode(FrameType::Welcome, b"{}").unwrap()),
+            Err(FrameError::Unexpected(FrameType::Welcome))
+        ));
+    }
+
+    #[test]
+    fn a_large_announced_body_takes_memory_only_as_it_arrives() {
+        let mut d = Decoder::new();
+        let mut header = vec![FrameType::Result as u8];
+        header.extend_from_slice(&(4u32 << 20).to_be_bytes());
+        assert!(d.feed(&header).unwrap().1.is_none());
+        assert!(d.buf.capacity() <= RESERVE_AHEAD, "{}", d.buf.capacity());
+        // A megabyte in: about a megabyte held, not the four announced.
+        let mb = vec![1u8; 1 << 20];
+        assert!(d.feed(&mb).unwrap().1.is_none());
+        assert!(d.buf.capacity() < 3 << 20, "{}", d.buf.capacity());
+        let rest = vec![1u8; 3 << 20];
+        let (used, f) = d.feed(&rest).unwrap();
+        assert_eq!(used, 3 << 20);
+        assert_eq!(f.unwrap().body.len(), 4 << 20);
+        assert!(d.is_idle());
     }
 
     #[test]

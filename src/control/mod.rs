@@ -91,6 +91,11 @@ pub trait Stream: Read + Write + Send {
     fn peer_ip(&self) -> Option<IpAddr>;
     /// This end's IP address (None over a Unix socket).
     fn local_ip(&self) -> Option<IpAddr>;
+    /// The peer's end and this end of the connection (None over a Unix socket: an
+    /// inherited one, whose peer is this program's own parent or child).
+    fn addrs(&self) -> Option<(std::net::SocketAddr, std::net::SocketAddr)> {
+        None
+    }
     /// Close both directions now (wakes a thread blocked reading it).
     fn shutdown(&self);
 }
@@ -104,6 +109,9 @@ impl Stream for TcpStream {
     }
     fn local_ip(&self) -> Option<IpAddr> {
         self.local_addr().ok().map(|a| a.ip())
+    }
+    fn addrs(&self) -> Option<(std::net::SocketAddr, std::net::SocketAddr)> {
+        self.peer_addr().ok().zip(self.local_addr().ok())
     }
     fn shutdown(&self) {
         let _ = TcpStream::shutdown(self, std::net::Shutdown::Both);
@@ -125,6 +133,9 @@ impl Stream for UnixStream {
     }
 }
 
+/// How much a control connection reads at once (and holds, idle).
+const READ_CHUNK: usize = 16 << 10;
+
 /// One end of a control conversation: frames out, frames in, each read bounded by a
 /// deadline however the peer dribbles its bytes.
 pub struct Control {
@@ -141,8 +152,13 @@ impl Control {
             stream,
             decoder: Decoder::new(),
             queue: VecDeque::new(),
-            buf: vec![0u8; 64 << 10].into_boxed_slice(),
+            buf: vec![0u8; READ_CHUNK].into_boxed_slice(),
         }
+    }
+
+    /// Take only frames of `types` from the next header on (see [`Decoder::allow`]).
+    pub fn allow(&mut self, types: &[FrameType]) {
+        self.decoder.allow(types);
     }
 
     /// The stream, for its addresses.

@@ -97,6 +97,27 @@ impl Session {
         self.state == State::Established
     }
 
+    /// The frame types a client may send now, the rest refused on their header: before
+    /// the handshake is done only its own frames (so nothing large is held for a client
+    /// that has proved nothing), after it what a client sends in a conversation and its
+    /// runs; never the server's own frames or an agent's report.
+    pub fn accepts(&self) -> &'static [FrameType] {
+        match self.state {
+            State::Hello => &[FrameType::Hello, FrameType::Bye, FrameType::Error],
+            State::Auth => &[FrameType::Auth, FrameType::Bye, FrameType::Error],
+            State::Established => &[
+                FrameType::Scenario,
+                FrameType::Drive,
+                FrameType::Wired,
+                FrameType::Start,
+                FrameType::Signal,
+                FrameType::Bye,
+                FrameType::Error,
+            ],
+            State::Over => &[],
+        }
+    }
+
     /// The peer.
     pub fn peer(&self) -> Peer {
         self.peer

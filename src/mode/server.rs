@@ -431,6 +431,7 @@ fn converse(
                     .min(HANDSHAKE_DEADLINE.saturating_sub(accepted.elapsed()))
                     .max(Duration::from_millis(1))
             };
+            ctl.allow(session.accepts());
             let frame = match ctl.next(wait) {
                 Ok(f) => f,
                 Err(ControlError::Closed) if session.established() => return Ok(()),

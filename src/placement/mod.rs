@@ -7,6 +7,7 @@ pub mod data_port;
 pub mod remote;
 pub mod split;
 pub mod threads;
+pub mod trust;
 
 pub use remote::Remote;
 pub use threads::Threads;

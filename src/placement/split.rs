@@ -34,6 +34,7 @@ use anyhow::{anyhow, bail, Context};
 
 use super::data_port::DataPort;
 use super::threads::RunDir;
+use super::trust::{PeerTrust, Pinned};
 use super::RunError;
 use crate::control::frame::FrameType;
 use crate::control::messages::{
@@ -435,6 +436,17 @@ fn check_token(conn: &mut Box<dyn Conn>, kind: TransportKind, token: &[u8]) -> a
 
 pub use crate::transport::canonical_ip as canonical;
 
+/// A test build playing a hostile peer: every endpoint announced becomes the forged one.
+fn forge(endpoints: &mut [Option<Endpoint>]) {
+    let Some(json) = crate::testhooks::forged_endpoint() else {
+        return;
+    };
+    let forged: Endpoint = serde_json::from_str(&json).expect("SOCKBENCH_TEST_FORGE_ENDPOINT");
+    for e in endpoints.iter_mut().filter(|e| e.is_some()) {
+        *e = Some(forged.clone());
+    }
+}
+
 /// The peer address of a connected socket end.
 fn peer_ip(conn: &dyn Conn) -> Option<IpAddr> {
     let fd = conn.raw_fd()?;
@@ -494,6 +506,7 @@ fn options(sc: &Scenario, dir: Option<&RunDir>, bind: Option<SocketAddr>) -> Tra
         connect: None,
         dir: dir.map(RunDir::path).unwrap_or_default(),
         message_bytes: sc.size as usize,
+        peer_uid: None,
     }
 }
 
@@ -569,6 +582,10 @@ pub fn client_run(
         ctl.refuse(&format!("{e:#}"));
         RunError::Failed(e)
     };
+    // Nothing the server names is used unchecked; the checked files stay pinned (held
+    // open) until the run is over.
+    let trust = PeerTrust::of(ctl.stream().addrs());
+    let mut pins: Vec<Pinned> = Vec::new();
     if wiring == Wiring::ListenDial {
         dial_endpoints = ready.endpoints.clone();
     } else if ready.endpoints.len() != channels.len() {
@@ -595,10 +612,18 @@ pub fn client_run(
                     ctl,
                 ));
             };
+            let pinned = match trust.check(sc.transport, ep, "the server's endpoint") {
+                Ok(p) => p,
+                Err(e) => return Err(fail(e, ctl)),
+            };
+            let mut checked = opts.clone();
+            checked.peer_uid = pinned.owner;
             let t = Instant::now();
-            let dialled = transport::connect(sc.transport, ep, &opts).with_context(|| {
-                format!("cannot reach the server's {} endpoint {ep}", sc.transport)
-            });
+            let dialled = transport::connect(sc.transport, &pinned.endpoint, &checked)
+                .with_context(|| {
+                    format!("cannot reach the server's {} endpoint {ep}", sc.transport)
+                });
+            pins.push(pinned);
             opening += t.elapsed();
             let Connected { mut conn, local } = match dialled {
                 Ok(c) => c,
@@ -656,7 +681,13 @@ pub fn client_run(
                     ));
                 };
                 link.endpoint.get_or_insert_with(|| target.to_string());
-                match Dialer::to(sc.transport, target, &opts, sc.extras.linger0) {
+                let pinned = match trust.check(sc.transport, target, "the server's listener") {
+                    Ok(p) => p,
+                    Err(e) => return Err(fail(e, ctl)),
+                };
+                let dialer = Dialer::to(sc.transport, &pinned.endpoint, &opts, sc.extras.linger0);
+                pins.push(pinned);
+                match dialer {
                     Ok(d) => workload::Endpoint::Dial(Box::new(d)),
                     Err(e) => return Err(fail(e, ctl)),
                 }
@@ -664,6 +695,8 @@ pub fn client_run(
             dial_ends.push(Some(ep));
         }
     }
+    forge(&mut wired.endpoints);
+    forge(&mut wired.locals);
     ctl.send(FrameType::Wired, &wired).map_err(control_err)?;
     let theirs: Wired = ctl
         .expect(FrameType::Wired, STEP_DEADLINE)
@@ -677,9 +710,23 @@ pub fn client_run(
     for (i, h) in halves.into_iter().enumerate() {
         accepted.push(match h {
             Half::Listening(l) => {
-                let peer = theirs.locals.get(i).cloned().flatten();
+                let peer = match theirs.locals.get(i).cloned().flatten() {
+                    Some(ep) => {
+                        match trust.check_own_end(
+                            sc.transport,
+                            &ep,
+                            "the server's own socket",
+                            Some(l.endpoint()),
+                        ) {
+                            Ok(p) => Some(p),
+                            Err(e) => return Err(fail(e, ctl)),
+                        }
+                    }
+                    None => None,
+                };
                 let t = Instant::now();
-                let accepted = l.accept(peer.as_ref());
+                let accepted = l.accept(peer.as_ref().map(|p| &p.endpoint));
+                pins.extend(peer);
                 opening += t.elapsed();
                 match accepted {
                     Ok((c, _)) => Half::Accepted(c),
@@ -688,6 +735,13 @@ pub fn client_run(
             }
             other => other,
         });
+    }
+    // The server has answered this side's reply names (unix-dgram): they have done
+    // their work, and the server cannot remove what it only pinned.
+    for ep in wired.locals.iter().flatten() {
+        if let Endpoint::Path(p) = ep {
+            let _ = std::fs::remove_file(p);
+        }
     }
     drop(side.dir.take()); // every name in it is gone already
     if wiring == Wiring::ListenDial && my_role == Role::Sender {
@@ -856,9 +910,14 @@ pub fn server_run(
             halves.push(half.map(Half::Listening));
         }
     }
+    forge(&mut ready.endpoints);
     ctl.send(FrameType::Ready, &ready)?;
     let theirs: Wired = ctl.expect(FrameType::Wired, STEP_DEADLINE)?;
     let control_peer = ctl.stream().peer_ip().map(canonical);
+    // Nothing the client names is used unchecked; the checked files stay pinned (held
+    // open) until the run is over.
+    let trust = PeerTrust::of(ctl.stream().addrs());
+    let mut pins: Vec<Pinned> = Vec::new();
     let mut conns = Vec::with_capacity(halves.len());
     for (i, (ch, h)) in channels.iter().zip(halves).enumerate() {
         let their_ep = theirs.endpoints.get(i).cloned().flatten();
@@ -894,18 +953,23 @@ pub fn server_run(
                 ));
             }
             Some(Half::Listening(l)) => {
-                if let (Some(Endpoint::Address(a)), Some(ip)) = (&their_local, control_peer) {
-                    if sc.transport.is_ip() && canonical(a.ip()) != ip && side.peer == Peer::Remote
-                    {
-                        return Err(fail(
-                            anyhow!(
-                                "the client's data socket {a} is not at its control address {ip}"
-                            ),
-                            ctl,
-                        ));
-                    }
-                }
-                let (mut c, _) = l.accept(their_local.as_ref()).map_err(|e| fail(e, ctl))?;
+                let peer = match &their_local {
+                    Some(ep) => Some(
+                        trust
+                            .check_own_end(
+                                sc.transport,
+                                ep,
+                                "the client's own socket",
+                                Some(l.endpoint()),
+                            )
+                            .map_err(|e| fail(e, ctl))?,
+                    ),
+                    None => None,
+                };
+                let (mut c, _) = l
+                    .accept(peer.as_ref().map(|p| &p.endpoint))
+                    .map_err(|e| fail(e, ctl))?;
+                pins.extend(peer);
                 if carries_token(sc.transport) {
                     check_token(&mut c, sc.transport, &token).map_err(|e| fail(e, ctl))?;
                     if let (Some(got), Some(want)) = (peer_ip(c.as_ref()), control_peer) {
@@ -949,7 +1013,17 @@ pub fn server_run(
                         ctl,
                     ));
                 };
-                let c = transport::connect(sc.transport, &ep, &opts).map_err(|e| fail(e, ctl))?;
+                let pinned = trust
+                    .check(sc.transport, &ep, "the client's endpoint")
+                    .map_err(|e| fail(e, ctl))?;
+                let mut checked = opts.clone();
+                checked.peer_uid = pinned.owner;
+                let c = transport::connect(sc.transport, &pinned.endpoint, &checked)
+                    .with_context(|| {
+                        format!("cannot reach the client's {} endpoint {ep}", sc.transport)
+                    })
+                    .map_err(|e| fail(e, ctl))?;
+                pins.push(pinned);
                 Half::Dialled(c.conn)
             }
         };
@@ -967,8 +1041,12 @@ pub fn server_run(
                         ctl,
                     ));
                 };
-                let d = Dialer::to(sc.transport, target, &opts, sc.extras.linger0)
+                let pinned = trust
+                    .check(sc.transport, target, "the client's listener")
                     .map_err(|e| fail(e, ctl))?;
+                let d = Dialer::to(sc.transport, &pinned.endpoint, &opts, sc.extras.linger0)
+                    .map_err(|e| fail(e, ctl))?;
+                pins.push(pinned);
                 connect_ends.push(Some(workload::Endpoint::Dial(Box::new(d))));
             }
         }

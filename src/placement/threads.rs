@@ -100,6 +100,7 @@ impl Threads {
             connect: sc.connect,
             dir: dir.map(RunDir::path).unwrap_or_default(),
             message_bytes: sc.size as usize,
+            peer_uid: None,
         }
     }
 }

@@ -172,14 +172,30 @@ pub fn create(name: &str, capacity: usize) -> io::Result<Consumer> {
 }
 
 /// Open the ring `name` that [`create`] made and return its producer end, the sending
-/// half, as a second process would.
+/// half, as a second process would. With `owner`, the object must belong to that uid (a
+/// ring a peer named), checked before it is mapped.
 ///
 /// # Errors
-/// Fails if there is no such ring or it cannot be mapped.
-pub fn open(name: &str) -> io::Result<Producer> {
+/// Fails if there is no such ring, it belongs to another uid than `owner`, or it cannot
+/// be mapped.
+pub fn open(name: &str, owner: Option<u32>) -> io::Result<Producer> {
     let cname = CString::new(name).map_err(io::Error::other)?;
-    let fd = shm_open(cname.as_c_str(), OFlag::O_RDWR, Mode::empty())?;
-    let len = nix::sys::stat::fstat(fd.as_raw_fd())?.st_size as usize;
+    let fd = shm_open(
+        cname.as_c_str(),
+        OFlag::O_RDWR | OFlag::O_NOFOLLOW,
+        Mode::empty(),
+    )?;
+    let st = nix::sys::stat::fstat(fd.as_raw_fd())?;
+    if owner.is_some_and(|uid| st.st_uid != uid) {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{name} belongs to uid {}, not to the peer's uid: not mapped",
+                st.st_uid
+            ),
+        ));
+    }
+    let len = st.st_size as usize;
     if len <= HEADER || !(len - HEADER).is_power_of_two() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
@@ -208,7 +224,7 @@ pub fn unlink(name: &str) {
 #[cfg(test)]
 pub fn ring(name: &str, capacity: usize) -> io::Result<(Producer, Consumer)> {
     let consumer = create(name, capacity);
-    let producer = consumer.as_ref().ok().map(|_| open(name));
+    let producer = consumer.as_ref().ok().map(|_| open(name, None));
     unlink(name);
     Ok((producer.expect("opened after a created ring")?, consumer?))
 }
@@ -432,9 +448,9 @@ mod tests {
         let (name, _removed) = test_name("cap");
         let consumer = create(&name, 5000).unwrap();
         assert_eq!(consumer.capacity(), 8192);
-        assert!(open(&name).is_ok());
+        assert!(open(&name, None).is_ok());
         unlink(&name);
-        assert!(open(&name).is_err(), "gone once unlinked");
+        assert!(open(&name, None).is_err(), "gone once unlinked");
         // Something else in /dev/shm, too small or not a power of two past the header.
         for len in [0, HEADER as i64, (HEADER + 5000) as i64] {
             let (other, _removed) = test_name("other");
@@ -446,7 +462,7 @@ mod tests {
             )
             .unwrap();
             ftruncate(&fd, len).unwrap();
-            let e = open(&other).err().expect("not a ring");
+            let e = open(&other, None).err().expect("not a ring");
             unlink(&other);
             assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{len}: {e}");
         }

@@ -13,6 +13,7 @@
 //! This module does not time or count anything; that is the workload's job.
 
 pub mod connector;
+pub mod owner;
 pub mod route;
 
 pub use route::{canonical_ip, is_local_address, route_between, route_of};
@@ -230,6 +231,17 @@ impl TransportKind {
         }
     }
 
+    /// Whether its endpoint is a file-system path (the Unix sockets, fifo).
+    pub fn is_named_path(self) -> bool {
+        matches!(
+            self,
+            TransportKind::Unix
+                | TransportKind::UnixDgram
+                | TransportKind::UnixSeqpacket
+                | TransportKind::Fifo
+        )
+    }
+
     /// Whether `--sndbuf`/`--rcvbuf` mean socket buffers (`SO_SNDBUF`/`SO_RCVBUF`).
     pub fn is_socket(self) -> bool {
         !matches!(
@@ -286,6 +298,9 @@ pub struct TransportOptions {
     pub dir: PathBuf,
     /// Largest message the workload will send (sizes message queues).
     pub message_bytes: usize,
+    /// The uid a message queue or ring that a peer named must belong to before this side
+    /// writes it (`placement::trust`); None for the process's own objects.
+    pub peer_uid: Option<u32>,
 }
 
 /// What the kernel actually granted for a pair, for the report.
@@ -541,8 +556,8 @@ pub fn connect(
         (TransportKind::Tcp | TransportKind::Tcp6, Endpoint::Address(a)) => tcp::connect(*a, opts),
         (TransportKind::Udp | TransportKind::Udp6, Endpoint::Address(a)) => udp::connect(*a, opts),
         (TransportKind::Fifo, Endpoint::Path(p)) => pipe::connect(p),
-        (TransportKind::Mq, Endpoint::Name(n)) => mq::connect(n),
-        (TransportKind::Shm, Endpoint::Name(n)) => shm::connect(n),
+        (TransportKind::Mq, Endpoint::Name(n)) => mq::connect(n, opts.peer_uid),
+        (TransportKind::Shm, Endpoint::Name(n)) => shm::connect(n, opts.peer_uid),
         (TransportKind::Socketpair | TransportKind::Pipe, _) => Err(anonymous(kind)),
         (kind, e) => anyhow::bail!("{kind} cannot connect to {e}: not an endpoint of {kind}"),
     }

@@ -206,8 +206,9 @@ impl Listener for MqListener {
     }
 }
 
-/// The sending half: open the queue named `name` for writing.
-pub fn connect(name: &str) -> anyhow::Result<Connected> {
+/// The sending half: open the queue named `name` for writing. With `owner` (a queue a
+/// peer named), the queue must belong to that uid, checked before anything is sent.
+pub fn connect(name: &str, owner: Option<u32>) -> anyhow::Result<Connected> {
     let cname = CString::new(name)?;
     let sender = mq_open(
         cname.as_c_str(),
@@ -217,6 +218,17 @@ pub fn connect(name: &str) -> anyhow::Result<Connected> {
     )
     .map_err(io_err)
     .with_context(|| format!("cannot open message queue {name}"))?;
+    if let Some(uid) = owner {
+        use std::os::fd::AsRawFd;
+        let st = nix::sys::stat::fstat(sender.as_raw_fd()).map_err(io_err);
+        let owned = st.as_ref().is_ok_and(|st| st.st_uid == uid);
+        if !owned {
+            let _ = nix::mqueue::mq_close(sender);
+            anyhow::bail!(
+                "message queue {name} does not belong to the peer's uid {uid}: not written"
+            );
+        }
+    }
     // A second, read-only descriptor while the queue still has its name (see MqConn).
     let wake = mq_open(
         cname.as_c_str(),

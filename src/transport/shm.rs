@@ -121,9 +121,11 @@ impl Listener for ShmListener {
     }
 }
 
-/// The sending half: open the ring named `name`.
-pub fn connect(name: &str) -> anyhow::Result<Connected> {
-    let producer = open(name).with_context(|| format!("cannot open shared-memory ring {name}"))?;
+/// The sending half: open the ring named `name`. With `owner` (a ring a peer named), the
+/// object must belong to that uid, checked before it is mapped.
+pub fn connect(name: &str, owner: Option<u32>) -> anyhow::Result<Connected> {
+    let producer =
+        open(name, owner).with_context(|| format!("cannot open shared-memory ring {name}"))?;
     Ok(Connected {
         conn: Box::new(ShmSender(producer)),
         local: None,

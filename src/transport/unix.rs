@@ -164,7 +164,8 @@ impl Listener for UnixListener {
         let receiver = match (self.flavor, peer) {
             (Flavor::Dgram, Some(Endpoint::Path(back))) => {
                 // Answer the sender's own name; once connected to it, the name has done its
-                // work, and both ends are open: remove it.
+                // work, and both ends are open: remove it. (A name a peer process gave is
+                // pinned, `/proc/self/fd/N`, which cannot be removed: its owner removes it.)
                 let connected = self.sock.connect(&SockAddr::unix(back)?);
                 let _ = std::fs::remove_file(back);
                 connected
@@ -195,7 +196,8 @@ impl Listener for UnixListener {
 }
 
 /// The sending half: connect to the socket file at `path`; a datagram sender first binds
-/// a reply name of its own beside it.
+/// a reply name of its own in its own directory (`opts.dir`, else beside `path`): never in
+/// the peer's, whose directory it may not write and whose names it does not make.
 pub fn connect(flavor: Flavor, path: &Path, opts: &TransportOptions) -> anyhow::Result<Connected> {
     if flavor != Flavor::Dgram {
         let sock = connect_to(flavor.ty(), path, opts)?;
@@ -204,7 +206,13 @@ pub fn connect(flavor: Flavor, path: &Path, opts: &TransportOptions) -> anyhow::
             local: None,
         });
     }
-    let back = path.with_extension("reply.sock");
+    static REPLIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = REPLIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = match opts.dir.as_os_str().is_empty() {
+        true => path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+        false => opts.dir.clone(),
+    };
+    let back = dir.join(super::file_name("dgram", n, ".reply.sock"));
     let sender = bind(Type::DGRAM, &back, opts)?;
     let unlink_back = Unlink(&back);
     sender

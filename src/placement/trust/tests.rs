@@ -1,0 +1,320 @@
+//! Unit tests of the trust checks: a peer in this very process (its control connection
+//! over loopback, so /proc/net and /proc/PID/fd name this process), another on a remote
+//! address, and the files, sockets and names it might name.
+
+use super::*;
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::UnixListener;
+
+/// A control connection within this process: the trust the server end has in its peer
+/// (which is this process, on loopback).
+struct Control {
+    _listener: TcpListener,
+    _client: TcpStream,
+    _server: TcpStream,
+    trust: PeerTrust,
+}
+
+fn local_peer() -> Control {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (server, from) = listener.accept().unwrap();
+    let trust = PeerTrust::of(Some((from, server.local_addr().unwrap())));
+    Control {
+        _listener: listener,
+        _client: client,
+        _server: server,
+        trust,
+    }
+}
+
+fn remote_peer() -> PeerTrust {
+    PeerTrust::of(Some((
+        "192.0.2.7:40000".parse().unwrap(),
+        "192.0.2.1:5290".parse().unwrap(),
+    )))
+}
+
+fn me() -> u32 {
+    std::process::id()
+}
+
+/// A private directory (0700), as a run's own.
+fn private_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("sbtrust")
+        .tempdir()
+        .unwrap()
+}
+
+fn err(r: anyhow::Result<Pinned>) -> String {
+    format!("{:#}", r.expect_err("refused"))
+}
+
+#[test]
+fn a_remote_peer_names_only_its_own_address_and_no_file_or_object() {
+    let t = remote_peer();
+    assert!(!t.trusted());
+    let at = |a: &str| Endpoint::Address(a.parse().unwrap());
+    let ok = t
+        .check(TransportKind::Tcp, &at("192.0.2.7:5201"), "x")
+        .unwrap();
+    assert_eq!(ok.endpoint, at("192.0.2.7:5201"));
+    assert_eq!(ok.owner, None);
+    // The server's own loopback (SSRF), another host, port 0, the other family's form.
+    let e = err(t.check(
+        TransportKind::Tcp,
+        &at("127.0.0.1:22"),
+        "the client's listener",
+    ));
+    assert!(
+        e.contains("refusing the client's listener 127.0.0.1:22") && e.contains("192.0.2.7"),
+        "{e}"
+    );
+    assert!(err(t.check(TransportKind::Udp, &at("192.0.2.8:5201"), "x"))
+        .contains("not at the peer's own address"));
+    assert!(err(t.check(TransportKind::Tcp, &at("192.0.2.7:0"), "x")).contains("port 0"));
+    assert!(t
+        .check(TransportKind::Udp, &at("[::ffff:192.0.2.7]:9"), "x")
+        .is_ok());
+    let e = err(t.check(
+        TransportKind::Fifo,
+        &Endpoint::Path("/tmp/sb1-fifo-0".into()),
+        "x",
+    ));
+    assert!(e.contains("names no paths"), "{e}");
+    let e = err(t.check(
+        TransportKind::Mq,
+        &Endpoint::Name("/sockbench-1-0".into()),
+        "x",
+    ));
+    assert!(e.contains("names no message queues"), "{e}");
+    // An endpoint of another transport is refused whoever names it.
+    let e = err(t.check(TransportKind::Tcp, &Endpoint::Name("/x".into()), "x"));
+    assert!(e.contains("not an endpoint of tcp"), "{e}");
+}
+
+#[test]
+fn an_inherited_peer_is_this_program_and_is_not_checked() {
+    let t = PeerTrust::of(None);
+    assert!(t.trusted());
+    let p = t
+        .check(
+            TransportKind::Fifo,
+            &Endpoint::Path("/etc/passwd".into()),
+            "x",
+        )
+        .unwrap();
+    assert_eq!(p.endpoint, Endpoint::Path("/etc/passwd".into()));
+}
+
+#[test]
+fn a_local_peer_names_only_sockets_its_own_process_holds() {
+    let c = local_peer();
+    let mine = TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = Endpoint::Address(mine.local_addr().unwrap());
+    assert!(c.trust.check(TransportKind::Tcp, &at, "x").is_ok());
+    // A port nobody holds, and a listener of another process (a service on loopback).
+    let free = mine.local_addr().unwrap();
+    drop(mine);
+    let e = err(c
+        .trust
+        .check(TransportKind::Tcp, &Endpoint::Address(free), "x"));
+    assert!(e.contains("belongs to the peer's process"), "{e}");
+    let Ok(mut other) = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import socket,sys,time\ns=socket.socket()\ns.bind(('127.0.0.1',0))\ns.listen()\nprint(s.getsockname()[1],flush=True)\ntime.sleep(30)",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+    else {
+        eprintln!("skipped the other process's listener: no python3");
+        return;
+    };
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(other.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let port: u16 = line.trim().parse().unwrap();
+    let theirs = Endpoint::Address(SocketAddr::from(([127, 0, 0, 1], port)));
+    let e = err(c
+        .trust
+        .check(TransportKind::Tcp, &theirs, "the client's listener"));
+    let _ = other.kill();
+    let _ = other.wait();
+    assert!(
+        e.contains("no socket there belongs to the peer's process"),
+        "{e}"
+    );
+    // A UDP socket of the peer's process is its own.
+    let u = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let own = Endpoint::Address(u.local_addr().unwrap());
+    assert!(c.trust.check(TransportKind::Udp, &own, "x").is_ok());
+    assert!(
+        c.trust.check(TransportKind::Tcp, &own, "x").is_err(),
+        "not a TCP listener"
+    );
+}
+
+#[test]
+fn a_local_peers_fifo_is_pinned_and_anything_else_refused() {
+    let c = local_peer();
+    let dir = private_dir();
+    let fifo = dir.path().join(format!("sb{}-fifo-0", me()));
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let p = c
+        .trust
+        .check(TransportKind::Fifo, &Endpoint::Path(fifo.clone()), "x")
+        .unwrap();
+    let Endpoint::Path(pinned) = &p.endpoint else {
+        panic!("{p:?}")
+    };
+    assert!(pinned.starts_with("/proc/self/fd/"), "{pinned:?}");
+    // The pinned path is the FIFO checked, even once the name is replaced.
+    let moved = dir.path().join("moved");
+    std::fs::rename(&fifo, &moved).unwrap();
+    std::fs::write(&fifo, b"a regular file now").unwrap();
+    assert!(std::fs::metadata(pinned).unwrap().file_type().is_fifo());
+    let e = err(c
+        .trust
+        .check(TransportKind::Fifo, &Endpoint::Path(fifo.clone()), "x"));
+    assert!(e.contains("not a FIFO"), "{e}");
+    std::fs::remove_file(&fifo).unwrap();
+
+    // A symbolic link with the right name, to a FIFO or to a file elsewhere.
+    std::os::unix::fs::symlink(&moved, &fifo).unwrap();
+    let e = err(c
+        .trust
+        .check(TransportKind::Fifo, &Endpoint::Path(fifo.clone()), "x"));
+    assert!(e.contains("not a FIFO"), "{e}");
+    std::fs::remove_file(&fifo).unwrap();
+    // Another process's name, a name sockbench does not make, a relative path, `..`.
+    let other = dir.path().join("sb1-fifo-0");
+    nix::unistd::mkfifo(&other, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    for p in [
+        other.clone(),
+        moved.clone(),
+        PathBuf::from(format!("sb{}-fifo-0", me())),
+        dir.path()
+            .join("..")
+            .join(dir.path().file_name().unwrap())
+            .join(format!("sb{}-fifo-9", me())),
+    ] {
+        let e = err(c
+            .trust
+            .check(TransportKind::Fifo, &Endpoint::Path(p.clone()), "x"));
+        assert!(
+            e.contains("not a name sockbench made") || e.contains("not absolute"),
+            "{p:?}: {e}"
+        );
+    }
+    // A directory anyone may write (not sticky), and a socket where a FIFO belongs.
+    let open = tempfile::Builder::new()
+        .prefix("sbtrust")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(open.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let there = open.path().join(format!("sb{}-fifo-0", me()));
+    nix::unistd::mkfifo(&there, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let e = err(c
+        .trust
+        .check(TransportKind::Fifo, &Endpoint::Path(there.clone()), "x"));
+    assert!(e.contains("may be written by others"), "{e}");
+    std::fs::set_permissions(open.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    assert!(c
+        .trust
+        .check(TransportKind::Fifo, &Endpoint::Path(there), "x")
+        .is_ok());
+    let sock = dir.path().join(format!("sb{}-unix-0.sock", me()));
+    let _l = UnixListener::bind(&sock).unwrap();
+    let e = err(c
+        .trust
+        .check(TransportKind::Fifo, &Endpoint::Path(sock.clone()), "x"));
+    assert!(e.contains("not a FIFO"), "{e}");
+    let ok = c
+        .trust
+        .check(TransportKind::Unix, &Endpoint::Path(sock), "x")
+        .unwrap();
+    // Connecting through the pinned path reaches the listener checked.
+    let Endpoint::Path(pinned) = &ok.endpoint else {
+        panic!()
+    };
+    assert!(std::os::unix::net::UnixStream::connect(pinned).is_ok());
+}
+
+#[test]
+fn a_directory_reached_through_a_link_is_refused() {
+    let c = local_peer();
+    let dir = private_dir();
+    let real = dir.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let f = real.join(format!("sb{}-fifo-0", me()));
+    nix::unistd::mkfifo(&f, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let via = link.join(format!("sb{}-fifo-0", me()));
+    let e = err(c
+        .trust
+        .check(TransportKind::Fifo, &Endpoint::Path(via), "x"));
+    assert!(e.contains("symbolic link"), "{e}");
+    assert!(c
+        .trust
+        .check(TransportKind::Fifo, &Endpoint::Path(f), "x")
+        .is_ok());
+}
+
+#[test]
+fn a_local_peers_queue_or_ring_name_carries_its_pid_and_the_owner_to_check() {
+    let c = local_peer();
+    let mine = format!("/sockbench-{}-3", me());
+    let p = c
+        .trust
+        .check(TransportKind::Mq, &Endpoint::Name(mine.clone()), "x")
+        .unwrap();
+    assert_eq!(p.owner, Some(nix::unistd::geteuid().as_raw()));
+    assert!(c
+        .trust
+        .check(TransportKind::Shm, &Endpoint::Name(mine), "x")
+        .is_ok());
+    for bad in [
+        "/sockbench-1-3".to_string(),
+        format!("/sockbench-{}-", me()),
+        format!("/sockbench-{}-x", me()),
+        "/other".to_string(),
+    ] {
+        let e = err(c
+            .trust
+            .check(TransportKind::Mq, &Endpoint::Name(bad.clone()), "x"));
+        assert!(e.contains("not a name sockbench made"), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn a_queue_or_ring_of_another_uid_is_not_written() {
+    // The owner check itself, through the transport (a uid that is not ours).
+    let uid = nix::unistd::geteuid().as_raw();
+    let opts = crate::transport::TransportOptions {
+        message_bytes: 64,
+        ..Default::default()
+    };
+    for kind in [TransportKind::Mq, TransportKind::Shm] {
+        let l = crate::transport::listen(kind, &opts, 7).unwrap();
+        let ep = l.endpoint().clone();
+        let mut wrong = opts.clone();
+        wrong.peer_uid = Some(uid + 1);
+        let e = format!(
+            "{:#}",
+            crate::transport::connect(kind, &ep, &wrong).err().unwrap()
+        );
+        assert!(e.contains("peer's uid"), "{kind}: {e}");
+        let mut right = opts.clone();
+        right.peer_uid = Some(uid);
+        assert!(
+            crate::transport::connect(kind, &ep, &right).is_ok(),
+            "{kind}"
+        );
+    }
+}
