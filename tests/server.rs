@@ -739,6 +739,11 @@ fn a_server_out_of_descriptors_says_so_and_serves_again_once_they_are_free() {
         .collect();
     let log = server.log_with("accept failed");
     assert!(log.contains("accept failed: Too many open files"), "{log}");
+    assert!(log.contains("ulimit -n"), "{log}");
+    // Said once, not every 100 ms while it lasts (then every 10 s, with a count).
+    std::thread::sleep(Duration::from_millis(1500));
+    let said = server.log().matches("accept failed").count();
+    assert_eq!(said, 1, "{}", server.log());
     drop(idle);
     // The idle connections' descriptors come back as they hang up; then tests run.
     let until = Instant::now() + Duration::from_secs(5);

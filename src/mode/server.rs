@@ -12,7 +12,7 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -30,9 +30,54 @@ use crate::placement::split::{canonical, server_run, ServerSide};
 use crate::placement::threads::RunDir;
 use crate::workload::{Role, SideReport};
 
-/// Most connections that may be in their handshake at once (each has a thread for at
-/// most the handshake deadline).
-const MAX_PENDING: usize = 64;
+mod conns;
+
+use conns::{Admission, Conns, Stage, Ticket};
+
+/// One kind of accept error, logged once and then every 10 s with how often it came.
+#[derive(Default)]
+struct Repeats {
+    last: Option<(std::io::ErrorKind, Option<i32>, Instant, u64)>,
+}
+
+impl Repeats {
+    /// Note `e`; the line to log, if it is time for one.
+    fn note(&mut self, e: &std::io::Error) -> Option<String> {
+        let key = (e.kind(), e.raw_os_error());
+        match &mut self.last {
+            Some((k, c, at, n)) if (*k, *c) == key => {
+                *n += 1;
+                if at.elapsed() < Duration::from_secs(10) {
+                    return None;
+                }
+                let line = format!(
+                    "accept failed {n} more times in the last {:.0} s: {e}",
+                    at.elapsed().as_secs_f64()
+                );
+                *at = Instant::now();
+                *n = 0;
+                Some(line)
+            }
+            _ => {
+                self.last = Some((key.0, key.1, Instant::now(), 0));
+                let hint = match e.raw_os_error() {
+                    Some(nix::libc::EMFILE | nix::libc::ENFILE) => {
+                        " (out of descriptors: raise the limit with `ulimit -n`, or lower --max-clients)"
+                    }
+                    _ => "",
+                };
+                Some(format!(
+                    "accept failed: {e}{hint}; the clients already here are still served"
+                ))
+            }
+        }
+    }
+
+    /// Accepting works again.
+    fn clear(&mut self) {
+        self.last = None;
+    }
+}
 
 /// What every conversation of a server shares.
 struct Shared {
@@ -48,11 +93,8 @@ struct Shared {
     data_port: Option<DataPort>,
     /// Conversations past their handshake.
     active: AtomicUsize,
-    /// Connections still in their handshake.
-    pending: AtomicUsize,
-    /// Control sockets of live conversations, to hang up on Ctrl-C.
-    live: Mutex<Vec<(u64, TcpStream)>>,
-    next: AtomicU64,
+    /// Every control connection: bounded in total and per address, hung up on at Ctrl-C.
+    conns: Conns,
     tests: AtomicU64,
     refused: AtomicU64,
     served_one: AtomicBool,
@@ -71,9 +113,7 @@ impl Shared {
             environment: Environment::collect(),
             data_port: None,
             active: AtomicUsize::new(0),
-            pending: AtomicUsize::new(0),
-            live: Mutex::new(Vec::new()),
-            next: AtomicU64::new(0),
+            conns: Conns::default(),
             tests: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             served_one: AtomicBool::new(false),
@@ -158,6 +198,7 @@ pub fn run(args: &ServerArgs) -> ExitCode {
         return ExitCode::from(FAILED);
     }
     let mut threads = Vec::new();
+    let mut accept_errors = Repeats::default();
     loop {
         if crate::interrupt::requested() {
             break;
@@ -171,15 +212,38 @@ pub fn run(args: &ServerArgs) -> ExitCode {
         threads.retain(|h: &std::thread::JoinHandle<()>| !h.is_finished());
         match listener.accept() {
             Ok((stream, from)) => {
-                if shared.pending.load(Ordering::Relaxed) >= MAX_PENDING {
-                    log(&shared, &format!("{from} dropped: {MAX_PENDING} connections are already in their handshake"));
-                    continue;
-                }
-                shared.pending.fetch_add(1, Ordering::Relaxed);
+                let ip = canonical(from.ip());
+                let ticket = match shared.conns.admit(ip, &stream) {
+                    Admission::Out(why) => {
+                        shared.refused.fetch_add(1, Ordering::Relaxed);
+                        refuse_now(stream, &why);
+                        if shared.verbose {
+                            log(&shared, &format!("{from} refused: {why}"));
+                        }
+                        continue;
+                    }
+                    Admission::Exhausted(e) => {
+                        // As an accept at the limit: said once, then every 10 s.
+                        if let Some(line) = accept_errors.note(&e) {
+                            eprintln!("sockbench server: {line}");
+                        }
+                        continue;
+                    }
+                    Admission::In { ticket, evicted } => {
+                        accept_errors.clear();
+                        if let (Some((who, stage)), true) = (evicted, shared.verbose) {
+                            log(
+                                &shared,
+                                &format!("{who} hung up on ({stage:?}) to make room for {from}"),
+                            );
+                        }
+                        ticket
+                    }
+                };
                 let shared = Arc::clone(&shared);
                 let spawned = std::thread::Builder::new()
                     .name("sb-client".into())
-                    .spawn(move || converse_tcp(&shared, stream, from));
+                    .spawn(move || converse_tcp(&shared, stream, from, ticket));
                 match spawned {
                     Ok(h) => threads.push(h),
                     Err(e) => eprintln!("sockbench server: cannot start a thread for {from}: {e}"),
@@ -190,16 +254,17 @@ pub fn run(args: &ServerArgs) -> ExitCode {
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => {
-                // EMFILE and friends: say it and keep serving the clients already here.
-                eprintln!("sockbench server: accept failed: {e}");
+                // EMFILE and friends: say it (once, then every 10 s with a count) and keep
+                // serving the clients already here.
+                if let Some(line) = accept_errors.note(&e) {
+                    eprintln!("sockbench server: {line}");
+                }
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
     }
     // Hang up on every client (their runs end at once) and give the threads a moment.
-    for (_, s) in shared.live.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-        let _ = s.shutdown(std::net::Shutdown::Both);
-    }
+    shared.conns.hang_up_all();
     let until = Instant::now() + Duration::from_secs(3);
     while threads.iter().any(|h| !h.is_finished()) && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(10));
@@ -232,7 +297,14 @@ pub fn peer(args: &PeerArgs) -> ExitCode {
     };
     let shared = Shared::new(None, limits, args.path.clone());
     let ctl = Control::new(Box::new(stream));
-    match converse(&shared, ctl, Peer::Parent, "parent".into(), Instant::now()) {
+    match converse(
+        &shared,
+        ctl,
+        Peer::Parent,
+        "parent".into(),
+        Instant::now(),
+        None,
+    ) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("sockbench peer: {e:#}");
@@ -327,8 +399,17 @@ fn bind(listen: Option<&str>, port: u16) -> anyhow::Result<TcpListener> {
     }
 }
 
+/// Tell a connection the server did not take in why, and close it (best effort, without
+/// waiting on a peer that does not read).
+fn refuse_now(stream: TcpStream, why: &str) {
+    let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+    let mut ctl = Control::new(Box::new(stream));
+    ctl.refuse(why);
+    ctl.stream().shutdown();
+}
+
 /// One TCP client, from accept to hang-up.
-fn converse_tcp(shared: &Shared, stream: TcpStream, from: SocketAddr) {
+fn converse_tcp(shared: &Shared, stream: TcpStream, from: SocketAddr, ticket: Ticket) {
     let accepted = Instant::now();
     let peer = if crate::transport::is_local_address(from.ip()) {
         Peer::Local
@@ -336,22 +417,10 @@ fn converse_tcp(shared: &Shared, stream: TcpStream, from: SocketAddr) {
         Peer::Remote
     };
     let _ = stream.set_nodelay(true);
-    let id = shared.next.fetch_add(1, Ordering::Relaxed);
-    if let Ok(clone) = stream.try_clone() {
-        shared
-            .live
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((id, clone));
-    }
     let ctl = Control::new(Box::new(stream));
     let who = SocketAddr::new(canonical(from.ip()), from.port()).to_string();
-    let r = converse(shared, ctl, peer, who.clone(), accepted);
-    shared
-        .live
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .retain(|(i, _)| *i != id);
+    let r = converse(shared, ctl, peer, who.clone(), accepted, Some(&ticket));
+    shared.conns.remove(ticket.id);
     if let Err(e) = r {
         if e.downcast_ref::<Logged>().is_some() {
             return;
@@ -414,11 +483,16 @@ fn converse(
     peer: Peer,
     who: String,
     accepted: Instant,
+    ticket: Option<&Ticket>,
 ) -> anyhow::Result<()> {
     let mut session = Session::new(shared.key.clone(), shared.limits, peer)?;
-    // Whether this connection still counts among those in their handshake (a child's
-    // parent never did).
-    let mut pending = peer != Peer::Parent;
+    // Where the conversation is, for the table of connections (a child's parent has no
+    // place in it).
+    let stage = |s: Stage| {
+        if let Some(t) = ticket {
+            t.set(s);
+        }
+    };
     let mut slot: Option<Slot<'_>> = None;
     let result = (|| -> anyhow::Result<()> {
         loop {
@@ -461,6 +535,7 @@ fn converse(
                         slot = Some(Slot(&shared.active));
                         shared.served_one.store(true, Ordering::Relaxed);
                     }
+                    stage(Stage::Busy);
                     run_one(shared, &mut ctl, &msg, peer, &who)?;
                 }
                 Step::Drive(msg) => {
@@ -477,6 +552,7 @@ fn converse(
                         slot = Some(Slot(&shared.active));
                         shared.served_one.store(true, Ordering::Relaxed);
                     }
+                    stage(Stage::Busy);
                     drive_one(shared, &mut ctl, &msg, &who)?;
                 }
                 Step::Ignore => {}
@@ -487,15 +563,11 @@ fn converse(
                     anyhow::bail!("refused: {why}");
                 }
             }
-            if session.established() && pending {
-                shared.pending.fetch_sub(1, Ordering::Relaxed);
-                pending = false;
+            if session.established() {
+                stage(Stage::Idle);
             }
         }
     })();
-    if pending {
-        shared.pending.fetch_sub(1, Ordering::Relaxed);
-    }
     ctl.stream().shutdown();
     drop(slot);
     result
