@@ -177,6 +177,49 @@ fn a_symlink_is_followed_and_the_file_it_names_keeps_its_mode() {
 }
 
 #[test]
+fn a_symlink_another_user_planted_in_a_shared_directory_is_not_followed() {
+    // /tmp's rule (fs.protected_symlinks): in a sticky, world-writable directory a link is
+    // followed only if it is the follower's or the directory owner's. The export replaces
+    // its target by a rename, which the kernel does not check, so sockbench must.
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: planting another user's symlink needs root");
+        return;
+    }
+    let sb = Sandbox::new();
+    let shared = sb.path().join("tmp");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let victim = sb.path().join("shadow");
+    std::fs::write(&victim, "precious").unwrap();
+    let planted = shared.join("report.json");
+    std::os::unix::fs::symlink(&victim, &planted).unwrap();
+    std::os::unix::fs::lchown(&planted, Some(65534), Some(65534)).unwrap();
+    let out = sb
+        .cmd()
+        .args(QUICK)
+        .args(["-q", "--export-json"])
+        .arg(&planted)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("fs.protected_symlinks"), "{err}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    // The same link of this user's own is followed, as the shell would.
+    std::os::unix::fs::lchown(&planted, Some(0), Some(0)).unwrap();
+    sb.cmd()
+        .args(QUICK)
+        .args(["-q", "--export-json"])
+        .arg(&planted)
+        .assert()
+        .success();
+    assert_eq!(
+        report(&std::fs::read(&victim).unwrap())["schema_version"],
+        SCHEMA
+    );
+}
+
+#[test]
 fn a_new_export_gets_the_umask_mode_and_no_temporary_file_is_left() {
     let sb = Sandbox::new();
     let path = sb.path().join("r.csv");

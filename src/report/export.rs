@@ -87,11 +87,17 @@ const MAX_LINKS: usize = 40;
 const FIFO_READER_WAIT: Duration = Duration::from_secs(5);
 
 /// Follow symlinks from `path` to the name they finally lead to (which may not exist).
+/// Each link is followed only where the kernel would follow it under
+/// `fs.protected_symlinks`: in a sticky, world-writable directory (/tmp), only a link of
+/// this user's own or of the directory's owner. The target is then replaced by a rename,
+/// which the kernel does not check, so the rule is kept here: a link another user planted
+/// in /tmp never makes this process replace a file of its choosing.
 fn follow_links(path: &Path) -> std::io::Result<PathBuf> {
     let mut p = path.to_path_buf();
     for _ in 0..MAX_LINKS {
         match std::fs::symlink_metadata(&p) {
             Ok(m) if m.file_type().is_symlink() => {
+                may_follow(&p, &m)?;
                 let to = std::fs::read_link(&p)?;
                 p = match p.parent() {
                     Some(dir) if to.is_relative() => dir.join(to),
@@ -102,6 +108,25 @@ fn follow_links(path: &Path) -> std::io::Result<PathBuf> {
         }
     }
     Err(std::io::Error::from_raw_os_error(nix::libc::ELOOP))
+}
+
+/// The kernel's `may_follow_link` rule (fs/namei.c) for the link at `p`.
+fn may_follow(p: &Path, link: &std::fs::Metadata) -> std::io::Result<()> {
+    let dir = std::fs::metadata(parent(p))?;
+    let shared = dir.mode() & 0o1002 == 0o1002; // sticky and world-writable
+    let me = nix::unistd::geteuid().as_raw();
+    if !shared || link.uid() == me || link.uid() == dir.uid() {
+        return Ok(());
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::PermissionDenied,
+        format!(
+            "it is a symlink of uid {} in {}, a directory anyone may write: following it is what \
+             fs.protected_symlinks forbids (give the file's own path)",
+            link.uid(),
+            parent(p).display()
+        ),
+    ))
 }
 
 fn invalid(msg: String) -> PlanError {
