@@ -19,7 +19,7 @@ fn main() -> ExitCode {
     match &args.command {
         Some(Command::Report(r)) => mode::report::run(r, &args),
         Some(Command::Compare(c)) => mode::compare::run(c, &args.output),
-        Some(Command::Server(s)) => mode::server::run(s),
+        Some(Command::Server(s)) => mode::server::run(s, &args.output),
         Some(Command::Listen(l)) => mode::listen::run(l, &args.output),
         Some(Command::Swarm(s)) => mode::swarm::run(s, &args.output, argv),
         Some(Command::Mesh(m)) => mode::mesh::run(m, &args.output, argv),

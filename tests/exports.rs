@@ -415,3 +415,124 @@ fn a_file_beside_a_redirected_stdout_is_still_a_file_of_its_own() {
     let table = std::fs::read_to_string(sb.path().join("table.txt")).unwrap();
     assert!(table.contains("throughput") && !table.contains("schema_version"));
 }
+
+/// The commands that write one document of their own, each with a quick run.
+fn own_document_commands() -> Vec<(&'static str, Vec<&'static str>)> {
+    vec![
+        // A load against a port nobody listens on: one failed request, a document.
+        ("load", vec!["load", "http://127.0.0.1:1/", "-n", "1"]),
+        ("swarm", vec!["swarm", "-n", "2", "-d", "0.1"]),
+        (
+            "relay",
+            vec!["relay", "-t", "tcp", "-m", "read-write", "-d", "0.1"],
+        ),
+    ]
+}
+
+#[test]
+fn commands_with_their_own_document_check_exports_before_running_and_refuse_the_others() {
+    let sb = Sandbox::new();
+    for (name, args) in own_document_commands() {
+        // A directory that does not exist: refused before anything runs (exit 2).
+        let t = std::time::Instant::now();
+        let out = sb
+            .cmd()
+            .args(&args)
+            .args(["-q", "--export-json"])
+            .arg(sb.path().join("no/such/dir.json"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{name}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("does not exist"), "{name}: {err}");
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(2),
+            "{name} ran first"
+        );
+        // An export it cannot write is refused, not ignored.
+        for flag in ["--export-html", "--export-openmetrics", "--export-csv"] {
+            let out = sb
+                .cmd()
+                .args(&args)
+                .args(["-q", flag])
+                .arg(sb.path().join("x"))
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(2), "{name} {flag}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                err.contains(&format!("{flag} is not available")),
+                "{name}: {err}"
+            );
+            assert!(!sb.path().join("x").exists());
+        }
+    }
+    let out = sb
+        .cmd()
+        .args(["server", "--port", "0", "--export-json"])
+        .arg(sb.path().join("s.json"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("export from the client"));
+}
+
+#[test]
+fn commands_with_their_own_document_write_a_fifo_without_a_reader_in_bounded_time() {
+    let sb = Sandbox::new();
+    for (name, args) in own_document_commands() {
+        let fifo = sb.path().join(format!("{name}.fifo"));
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let mut child = sb
+            .sockbench()
+            .args(&args)
+            .args(["-q", "--format", "json", "--export-json"])
+            .arg(&fifo)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Nobody reads: it gives up after a few seconds (once, it blocked for ever).
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "{name} hangs on the FIFO"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(status.code(), Some(1), "{name}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("nobody read the FIFO"),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // The document still reached stdout.
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(v.is_object(), "{name}");
+        // With a reader, the reader gets the one whole document.
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(&fifo).unwrap())
+        };
+        let out = sb
+            .cmd()
+            .args(&args)
+            .args(["-q", "--export-json"])
+            .arg(&fifo)
+            .output()
+            .unwrap();
+        let got = reader.join().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&got).unwrap();
+        assert_eq!(v["command"][1], name, "{name}");
+        assert!(
+            matches!(out.status.code(), Some(0) | Some(1)),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

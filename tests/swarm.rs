@@ -248,7 +248,10 @@ fn bad_input_is_a_usage_error() {
         (&["-s", "abc"][..], "--size"),
         (&["-d", "0"][..], "--duration"),
         (&["-w", "rate"][..], "rate"),
-        (&["--export-csv", "x.csv"][..], "no CSV"),
+        (
+            &["--export-csv", "x.csv"][..],
+            "--export-csv is not available",
+        ),
     ] {
         let out = sb.cmd().arg("swarm").args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");

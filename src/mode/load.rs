@@ -7,7 +7,6 @@
 //! what to try); 2 bad usage; 130 Ctrl-C (after printing what was measured).
 
 use std::io::Write;
-use std::path::Path;
 use std::process::ExitCode;
 
 use super::{broken_pipe, FAILED, INTERRUPTED, USAGE};
@@ -220,15 +219,16 @@ fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
 
 /// Run `sockbench load`.
 pub fn run(args: &LoadArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode {
-    if !matches!(output.format, Format::Table | Format::Json)
-        || output.export_csv.is_some()
-        || output.export_markdown.is_some()
-    {
+    if !matches!(output.format, Format::Table | Format::Json) {
         return fail(
             USAGE,
             "load's report is one document: a table (the default), --format json, or --export-json PATH (no CSV or Markdown)",
         );
     }
+    let exports = match super::own_document_exports(output, "load") {
+        Ok(e) => e,
+        Err(e) => return fail(USAGE, e),
+    };
     let spec = match spec(args) {
         Ok(s) => s,
         Err(SpecError::Usage(e)) => return fail(USAGE, e),
@@ -245,10 +245,14 @@ pub fn run(args: &LoadArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode 
         Err(e) => return fail(FAILED, format!("{e:#}")),
     };
     report.command = argv;
-    if let Err(e) = print(&report, output.format, output.export_json.as_deref()) {
+    let exported = super::write_own_document(&report, &exports);
+    if let Err(e) = print(&report, output.format) {
         if !broken_pipe(&e) {
             return fail(FAILED, format!("{e:#}"));
         }
+    }
+    if let Err(e) = exported {
+        return fail(FAILED, format!("{e:#}"));
     }
     if report.interrupted {
         ExitCode::from(INTERRUPTED)
@@ -259,19 +263,8 @@ pub fn run(args: &LoadArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode 
     }
 }
 
-/// Write the export (if asked) and stdout's format.
-fn print(r: &LoadReport, format: Format, export: Option<&Path>) -> anyhow::Result<()> {
-    use anyhow::Context;
-    if let Some(path) = export {
-        let mut bytes = serde_json::to_vec_pretty(r)?;
-        bytes.push(b'\n');
-        if path.as_os_str() == "-" {
-            std::io::stdout().lock().write_all(&bytes)?;
-        } else {
-            std::fs::write(path, bytes)
-                .with_context(|| format!("cannot write {}", path.display()))?;
-        }
-    }
+/// Print stdout's format.
+fn print(r: &LoadReport, format: Format) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     match format {
         Format::Json => {

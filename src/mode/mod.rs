@@ -75,6 +75,53 @@ pub fn broken_pipe(e: &anyhow::Error) -> bool {
     e.downcast_ref::<std::io::Error>().map(|e| e.kind()) == Some(std::io::ErrorKind::BrokenPipe)
 }
 
+/// The exports of a command that writes one JSON document of its own (load, swarm,
+/// relay): `--export-json PATH` only, checked before anything runs (as a benchmark's
+/// exports are). Any other export flag is refused, never ignored.
+///
+/// # Errors
+/// The message for a usage error (exit 2).
+pub fn own_document_exports(
+    output: &crate::cli::OutputArgs,
+    command: &str,
+) -> Result<Vec<crate::report::export::Export>, String> {
+    use crate::cli::Format;
+    use crate::report::export::{self, ExportKind};
+    let others = [
+        ("--export-csv", &output.export_csv),
+        ("--export-markdown", &output.export_markdown),
+        ("--export-html", &output.export_html),
+        ("--export-openmetrics", &output.export_openmetrics),
+    ];
+    if let Some((flag, _)) = others.iter().find(|(_, p)| p.is_some()) {
+        return Err(format!(
+            "{command} writes one JSON document: --format json or --export-json PATH ({flag} is not \
+             available for it)"
+        ));
+    }
+    let wanted: Vec<_> = (output.export_json.iter())
+        .map(|p| (ExportKind::Report(Format::Json), p.clone()))
+        .collect();
+    export::prepare(&wanted).map_err(|e| e.to_string())
+}
+
+/// Write `doc` (pretty JSON and a final newline) to each of `exports`.
+///
+/// # Errors
+/// The first export that cannot be written, named.
+pub fn write_own_document(
+    doc: &impl serde::Serialize,
+    exports: &[crate::report::export::Export],
+) -> anyhow::Result<()> {
+    let mut b = serde_json::to_vec_pretty(doc)?;
+    b.push(b'\n');
+    for e in exports {
+        crate::report::export::write_document(e, &b)
+            .map_err(|err| anyhow::anyhow!("{} {}: {err:#}", e.kind.flag(), e.given.display()))?;
+    }
+    Ok(())
+}
+
 /// Write a command's own JSON document (models, relay) to `path`, pretty-printed
 /// with a final newline; `-` is stdout.
 ///

@@ -383,12 +383,8 @@ fn write_export(e: &export::Export, report: &ModelsReport) -> anyhow::Result<()>
             out.write_all(&bytes)?;
             out.flush()?;
         }
-        Target::File(p) => export::write_replacing(p, &bytes)?,
-        Target::InPlace(p) => {
-            let mut f = std::fs::OpenOptions::new().write(true).open(p)?;
-            f.write_all(&bytes)?;
-            f.flush()?;
-        }
+        // A FIFO's reader is waited for a few seconds, never forever.
+        Target::File(_) | Target::InPlace(_) => export::write_document(e, &bytes)?,
     }
     Ok(())
 }

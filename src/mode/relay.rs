@@ -418,6 +418,10 @@ pub fn run(args: &RelayArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode
         Ok(p) => p,
         Err(e) => return usage(e),
     };
+    let exports = match super::own_document_exports(output, "relay") {
+        Ok(e) => e,
+        Err(e) => return usage(e),
+    };
     if let Err(e) = crate::interrupt::install() {
         return failed(format!("cannot handle Ctrl-C: {e}"));
     }
@@ -481,17 +485,9 @@ pub fn run(args: &RelayArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode
         benchmark(&plan, args, output.quiet, &mut report)
     };
     report.interrupted = crate::interrupt::requested();
-    for (f, path) in output.report_exports() {
-        if f == Format::Json {
-            if let Err(e) = super::write_document(&report, &path) {
-                eprintln!("sockbench: error: cannot write {}: {e}", path.display());
-            }
-        } else {
-            eprintln!(
-                "sockbench: warning: relay exports JSON only; {} not written",
-                path.display()
-            );
-        }
+    let exported = super::write_own_document(&report, &exports);
+    if let Err(e) = &exported {
+        eprintln!("sockbench: error: {e:#}");
     }
     let mut out = io::stdout().lock();
     let printed = if plan.json {
@@ -511,7 +507,7 @@ pub fn run(args: &RelayArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode
     }
     if report.interrupted {
         ExitCode::from(INTERRUPTED)
-    } else if report.results.iter().any(|r| r.error.is_some()) {
+    } else if exported.is_err() || report.results.iter().any(|r| r.error.is_some()) {
         ExitCode::from(FAILED)
     } else {
         ExitCode::SUCCESS

@@ -122,7 +122,16 @@ impl Shared {
 }
 
 /// Run `sockbench server`.
-pub fn run(args: &ServerArgs) -> ExitCode {
+pub fn run(args: &ServerArgs, output: &crate::cli::OutputArgs) -> ExitCode {
+    if let Some((_, path)) = output.report_exports().first() {
+        eprintln!(
+            "sockbench: error: the server logs one line per test on stderr and writes no report \
+             ({} was given): export from the client (`sockbench stream --server HOST \
+             --export-json FILE`), where both sides' figures meet",
+            path.display()
+        );
+        return ExitCode::from(USAGE);
+    }
     let key = match &args.key_file {
         Some(p) => match Key::load(p) {
             Ok(k) => Some(k),

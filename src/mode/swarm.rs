@@ -251,10 +251,13 @@ fn spread(mut xs: Vec<f64>) -> Option<Spread> {
 /// Run `sockbench swarm`.
 pub fn run(args: &SwarmArgs, output: &crate::cli::OutputArgs, argv: Vec<String>) -> ExitCode {
     let (format, quiet) = (output.format, output.quiet);
-    if output.export_csv.is_some() || output.export_markdown.is_some() {
-        return usage("swarm's report is one document: --format json or --export-json PATH (no CSV or Markdown)");
+    if !matches!(format, Format::Table | Format::Json) {
+        return usage("swarm's report is one document: a table (the default), --format json, or --export-json PATH (no CSV or Markdown)");
     }
-    let export = output.export_json.clone();
+    let exports = match super::own_document_exports(output, "swarm") {
+        Ok(e) => e,
+        Err(e) => return usage(e),
+    };
     let names: Vec<&str> = pairs::TRANSPORTS.iter().map(|t| t.name()).collect();
     let Some(t) = pairs::TRANSPORTS
         .into_iter()
@@ -350,7 +353,9 @@ pub fn run(args: &SwarmArgs, output: &crate::cli::OutputArgs, argv: Vec<String>)
             eprintln!("sockbench: error: no pair could be set up");
             ExitCode::from(FAILED)
         };
-        print(&report, format, export.as_deref());
+        if !print(&report, format, &exports) {
+            return ExitCode::from(FAILED);
+        }
         return code;
     }
     progress(&format!(
@@ -460,14 +465,15 @@ pub fn run(args: &SwarmArgs, output: &crate::cli::OutputArgs, argv: Vec<String>)
             1,
         );
     }
-    print(&report, format, export.as_deref());
+    let exported = print(&report, format, &exports);
     if report.interrupted {
         ExitCode::from(INTERRUPTED)
-    } else if !agree
-        && report
-            .errors
-            .keys()
-            .any(|k| k.starts_with("counts disagree"))
+    } else if !exported
+        || !agree
+            && report
+                .errors
+                .keys()
+                .any(|k| k.starts_with("counts disagree"))
     {
         ExitCode::from(FAILED)
     } else {
@@ -475,22 +481,18 @@ pub fn run(args: &SwarmArgs, output: &crate::cli::OutputArgs, argv: Vec<String>)
     }
 }
 
-fn print(r: &SwarmReport, format: Format, export: Option<&std::path::Path>) {
-    if let Some(path) = export {
-        let written = serde_json::to_vec_pretty(r)
-            .map_err(std::io::Error::other)
-            .and_then(|mut b| {
-                b.push(b'\n');
-                if path.as_os_str() == "-" {
-                    std::io::stdout().lock().write_all(&b)
-                } else {
-                    std::fs::write(path, b)
-                }
-            });
-        if let Err(e) = written {
-            eprintln!("sockbench: error: cannot write {}: {e}", path.display());
-        }
+/// Write the exports and print stdout's format; false if an export could not be written
+/// (said on stderr).
+fn print(r: &SwarmReport, format: Format, exports: &[crate::report::export::Export]) -> bool {
+    let exported = super::write_own_document(r, exports);
+    if let Err(e) = &exported {
+        eprintln!("sockbench: error: {e:#}");
     }
+    print_stdout(r, format);
+    exported.is_ok()
+}
+
+fn print_stdout(r: &SwarmReport, format: Format) {
     let mut out = std::io::stdout().lock();
     if format == Format::Json {
         let _ = serde_json::to_writer_pretty(&mut out, r);

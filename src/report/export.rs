@@ -428,6 +428,25 @@ pub fn write_replacing(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Write one whole document to where `e` goes: stdout, a regular file replaced atomically,
+/// or in place (a FIFO's reader waited for at most a few seconds, never forever). For the
+/// commands that write a document of their own once, at the end.
+///
+/// # Errors
+/// As [`write_replacing`], or the target cannot be opened or written.
+pub fn write_document(e: &Export, bytes: &[u8]) -> anyhow::Result<()> {
+    match &e.target {
+        Target::Stdout => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(bytes)?;
+            out.flush()?;
+            Ok(())
+        }
+        Target::File(p) => write_replacing(p, bytes),
+        Target::InPlace(p) => write_in_place(p, bytes),
+    }
+}
+
 /// Write `bytes` into what `path` names (a FIFO, a device, a pipe), without creating or
 /// replacing anything. A FIFO without a reader is waited for, briefly.
 fn write_in_place(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
@@ -441,12 +460,17 @@ fn write_in_place(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     };
     let fifo = std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo());
     let since = Instant::now();
+    // A Ctrl-C during the wait ends it (one before it, which ended the run, does not).
+    let interrupted_before = crate::interrupt::requested();
     let mut file: File = loop {
         match open() {
             Ok(f) => break f,
             // ENXIO on a FIFO: no reader yet (elsewhere, e.g. /dev/tty without a
             // terminal, it is final).
             Err(e) if fifo && e.raw_os_error() == Some(nix::libc::ENXIO) => {
+                if crate::interrupt::requested() && !interrupted_before {
+                    anyhow::bail!("interrupted while waiting for the FIFO's reader");
+                }
                 if since.elapsed() > FIFO_READER_WAIT {
                     anyhow::bail!(
                         "nobody read the FIFO within {} s: start its reader first (e.g. `cat {} &`)",
