@@ -410,3 +410,41 @@ fn ctrl_c_during_one_huge_message_stops_promptly() {
         assert!(took < Duration::from_secs(1), "{t}: {took:?}");
     }
 }
+
+#[test]
+fn ctrl_c_while_dialling_a_server_that_drops_syns_ends_at_once_as_an_interruption() {
+    // In a private namespace the server's port drops every SYN: the connect would wait
+    // its whole timeout. Ctrl-C must end it within moments, and the report must say it
+    // was interrupted, not that the server timed out.
+    let sb = Sandbox::new();
+    let Some(out) = common::in_netns(
+        &sb,
+        "iptables -A INPUT -p tcp --dport 5999 --syn -j DROP",
+        &[
+            "stream",
+            "-t",
+            "tcp",
+            "-n",
+            "10",
+            "-w",
+            "0",
+            "-q",
+            "--format",
+            "json",
+            "--server",
+            "127.0.0.1:5999",
+        ],
+        "sleep 0.5; t0=$(date +%s%N); kill -INT $SB_PID; wait $SB_PID; rc=$?; \
+         echo ms=$(( ($(date +%s%N) - t0) / 1000000 )) > \"$TMPDIR/ms\"; (exit $rc)",
+        "cat \"$TMPDIR/ms\"",
+    ) else {
+        return;
+    };
+    let k = common::netns_figures(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(k["ms"] < 500, "Ctrl-C took {} ms: {err}", k["ms"]);
+    assert!(!err.contains("timed out"), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["interrupted"], true, "{v}");
+}

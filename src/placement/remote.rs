@@ -111,6 +111,11 @@ pub fn handshake(ctl: &mut Control, key: Option<&Key>) -> anyhow::Result<Welcome
     Ok(welcome)
 }
 
+/// Ctrl-C ended a dial: not the server's fault, and not a failure to report as one.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted (Ctrl-C) while connecting to the server")]
+pub struct Interrupted;
+
 /// A control connection to a server, handshake done.
 ///
 /// # Errors
@@ -118,7 +123,21 @@ pub fn handshake(ctl: &mut Control, key: Option<&Key>) -> anyhow::Result<Welcome
 pub fn dial(target: &str, key: Option<&Key>) -> anyhow::Result<(Control, Welcome)> {
     let mut last = None;
     for addr in resolve(target)? {
-        match TcpStream::connect_timeout(&addr, DIAL_TIMEOUT) {
+        // Ctrl-C is noticed within 50 ms, however long a host that drops SYNs keeps the
+        // connect waiting.
+        let connected = socket2::Socket::new(
+            socket2::Domain::for_address(addr),
+            socket2::Type::STREAM,
+            Some(socket2::Protocol::TCP),
+        )
+        .and_then(|s| {
+            crate::transport::connect_with_deadline(&s, &addr.into(), DIAL_TIMEOUT)?;
+            Ok(TcpStream::from(s))
+        });
+        if crate::interrupt::requested() {
+            bail!(Interrupted);
+        }
+        match connected {
             Ok(s) => {
                 s.set_nodelay(true)
                     .context("cannot set TCP_NODELAY on the control connection")?;
@@ -226,7 +245,12 @@ impl Remote {
     ) -> Result<(ClientOutcome, Option<SystemCpu>), RunError> {
         let mut guard = self.ctl.lock().unwrap_or_else(|e| e.into_inner());
         if guard.is_none() {
-            let (ctl, _) = dial(target, self.key.as_ref()).map_err(RunError::Failed)?;
+            let (ctl, _) = dial(target, self.key.as_ref()).map_err(|e| {
+                match e.downcast_ref::<Interrupted>().is_some() || crate::interrupt::requested() {
+                    true => RunError::Interrupted,
+                    false => RunError::Failed(e),
+                }
+            })?;
             *guard = Some(ctl);
         }
         let ctl = guard.as_mut().expect("connected");
