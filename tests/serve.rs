@@ -723,3 +723,48 @@ fn a_socket_path_that_is_not_utf8_is_served_and_removed() {
     assert_eq!(v["document"], "sockbench-serve");
     assert!(!path.exists(), "the socket file is left behind");
 }
+
+#[test]
+fn a_head_dribbled_a_byte_at_a_time_is_cut_off_at_the_idle_timeout_by_every_model() {
+    // Slowloris: a byte every 100 ms never lets the connection go idle, but a request
+    // that has not arrived whole within --idle-timeout of the connection's last exchange
+    // is timed out, in every model. A whole request in time is answered, and restarts
+    // the clock.
+    for model in MODELS {
+        let sb = Sandbox::new();
+        let s = Served::start(&sb, model, &["--idle-timeout", "1s"]);
+        let mut c = connect(s.port);
+        c.write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+        let got = read_answers(&mut c, 1, 13);
+        assert!(got.starts_with("HTTP/1.1 200 OK"), "{model}: {got:?}");
+        let head = b"GET / HTTP/1.1\r\nHost: a\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+        let t = Instant::now();
+        let mut closed_after = None;
+        for b in head.iter() {
+            if c.write_all(&[*b]).is_err() {
+                closed_after = Some(t.elapsed());
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+            let mut probe = [0u8; 64];
+            c.set_nonblocking(true).unwrap();
+            let r = c.read(&mut probe);
+            c.set_nonblocking(false).unwrap();
+            if matches!(r, Ok(0))
+                || matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset)
+            {
+                closed_after = Some(t.elapsed());
+                break;
+            }
+        }
+        let after =
+            closed_after.unwrap_or_else(|| panic!("{model}: a dribbled head was never cut off"));
+        assert!(
+            after < Duration::from_millis(3500),
+            "{model}: cut off only after {after:?}"
+        );
+        let (_, v) = s.stop();
+        assert_eq!(v["timed_out"], 1, "{model}: {v}");
+        assert_eq!(v["responses_2xx"], 1, "{model}: {v}");
+    }
+}

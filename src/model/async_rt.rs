@@ -397,8 +397,12 @@ mod enabled {
             match step {
                 Step::Done(Ok(0)) => s.peer_closed(),
                 Step::Done(Ok(n)) => {
-                    last = Instant::now();
                     s.received(n, &ctx.site, &mut c);
+                    // Part of a request is no sign of life (a head dribbled a byte at
+                    // a time): only a whole one restarts the idle clock.
+                    if !s.mid_request() {
+                        last = Instant::now();
+                    }
                 }
                 Step::Done(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
                 Step::Done(Err(e)) if is_hangup(&e) => {

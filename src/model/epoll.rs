@@ -142,7 +142,9 @@ fn run(listener: &Socket, ctx: &Ctx) -> anyhow::Result<Counters> {
                 Pumped::Open {
                     active: read, more, ..
                 } => {
-                    if read {
+                    // Part of a request is no sign of life: only a whole one (or a
+                    // close) restarts the idle clock.
+                    if read && !conn.session.mid_request() {
                         conn.last = now;
                     }
                     if more && !again.contains(&i) {

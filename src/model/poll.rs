@@ -155,7 +155,9 @@ pub(super) fn run<W: Waiter>(
             let conn = &mut conns[i];
             match pump(&conn.sock, &mut conn.session, &ctx.site, &mut c) {
                 Pumped::Open { active: read, .. } => {
-                    if read {
+                    // Part of a request is no sign of life: only a whole one (or a
+                    // close) restarts the idle clock.
+                    if read && !conn.session.mid_request() {
                         conn.last = now;
                     }
                 }

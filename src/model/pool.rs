@@ -171,7 +171,9 @@ fn work(
                 blocked_write,
                 ..
             } => {
-                if read {
+                // Part of a request is no sign of life: only a whole one (or a close)
+                // restarts the idle clock.
+                if read && !conn.session.mid_request() {
                     conn.last = Instant::now();
                 }
                 // Cleared before re-arming (and under the lock), so the dispatcher can

@@ -214,8 +214,14 @@ fn converse(sock: &Socket, s: &mut Session, ctx: &Ctx, c: &mut Counters) -> End 
                 s.peer_closed();
             }
             Ok(n) => {
-                last = Instant::now();
                 s.received(n, site, c);
+                // Part of a request is no sign of life (a head dribbled a byte at a
+                // time): only a whole one restarts the idle clock.
+                if !s.mid_request() {
+                    last = Instant::now();
+                } else if last.elapsed() >= ctx.idle_timeout {
+                    return End::Idle;
+                }
             }
             Err(e) if timed_out(&e) => {
                 if last.elapsed() >= ctx.idle_timeout {

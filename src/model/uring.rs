@@ -396,11 +396,15 @@ mod enabled {
                     conn.session.peer_closed();
                 }
                 Ok(r) => {
-                    conn.last = now;
                     if conn.end.is_some() {
                         ring.consume(r, |_| ());
                     } else {
                         ring.consume(r, |d| feed(conn, d, &ctx.site, c));
+                    }
+                    // Part of a request is no sign of life (a head dribbled a byte at a
+                    // time): only a whole one restarts the idle clock.
+                    if !conn.session.mid_request() {
+                        conn.last = now;
                     }
                 }
                 // Cancelled by us; or the provided buffers ran out (receive again).
