@@ -341,3 +341,88 @@ fn a_socket_file_left_by_an_earlier_process_with_the_same_pid_is_replaced() {
     );
     assert!(!stale.exists());
 }
+
+/// Run directories (`sockbench-<pid>-...`) in the sandbox.
+fn run_dirs(sb: &Sandbox) -> Vec<String> {
+    std::fs::read_dir(sb.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("sockbench-"))
+        .collect()
+}
+
+#[test]
+fn what_sigkill_leaves_of_swarm_and_relay_the_next_run_removes_and_reports() {
+    for (name, args) in [
+        ("swarm", &["swarm", "-t", "unix", "-n", "4", "-d", "20"][..]),
+        (
+            "relay",
+            &["relay", "-t", "unix", "-m", "read-write", "-d", "20"][..],
+        ),
+    ] {
+        let sb = Sandbox::new();
+        let mut child = sb
+            .sockbench()
+            .args(args)
+            .arg("-q")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let mine = format!("sockbench-{pid}-");
+        let until = Instant::now() + Duration::from_secs(10);
+        while !run_dirs(&sb).iter().any(|d| d.starts_with(&mine)) {
+            assert!(Instant::now() < until, "{name} made no run directory");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        kill(Pid::from_raw(pid as i32), Signal::SIGKILL).unwrap();
+        child.wait().unwrap();
+        assert!(
+            run_dirs(&sb).iter().any(|d| d.starts_with(&mine)),
+            "{name}: SIGKILL cannot be caught: its directory is still there"
+        );
+        // The next run of the same command finds it, removes it and says so.
+        let quick: Vec<&str> = args
+            .iter()
+            .map(|a| if *a == "20" { "0.2" } else { a })
+            .collect();
+        let out = sb
+            .sockbench()
+            .args(&quick)
+            .args(["--format", "json"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("left by sockbench process {pid}")),
+            "{name}: {err}"
+        );
+        assert_eq!(run_dirs(&sb), Vec::<String>::new(), "{name}");
+    }
+}
+
+#[test]
+fn tcp_only_swarm_and_relay_make_no_directory() {
+    for args in [
+        &["swarm", "-t", "tcp", "-n", "4", "-d", "0.3"][..],
+        &["relay", "-t", "tcp", "-m", "read-write", "-d", "0.3"][..],
+    ] {
+        let sb = Sandbox::new();
+        let mut child = sb
+            .sockbench()
+            .args(args)
+            .arg("-q")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut seen = Vec::new();
+        while child.try_wait().unwrap().is_none() {
+            seen.extend(run_dirs(&sb));
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(seen, Vec::<String>::new(), "{args:?}");
+    }
+}

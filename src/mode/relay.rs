@@ -521,18 +521,29 @@ fn benchmark(
     quiet: bool,
     report: &mut RelayReport,
 ) -> Option<ExitCode> {
-    let dir = match tempfile::Builder::new()
-        .prefix("sockbench-relay-")
-        .tempdir()
+    // A private directory of this process's (named by its pid, so the next run finds and
+    // removes it if this one is killed), only when some transport needs file names; and
+    // first, what a killed sockbench left there.
+    let named = plan.transports.iter().any(|t| t.uses_path());
+    if named {
+        for note in crate::transport::remove_stale(&crate::plan::default_dir_base()) {
+            if !quiet {
+                eprintln!("sockbench: note: {note}");
+            }
+            report.warnings.push(note);
+        }
+    }
+    let dir = match named
+        .then(|| crate::placement::threads::RunDir::open(None))
+        .transpose()
     {
         Ok(d) => d,
-        Err(e) => {
-            return Some(failed(format!(
-                "cannot make a directory for the Unix sockets in {}: {e} (set TMPDIR)",
-                std::env::temp_dir().display()
-            )))
-        }
+        Err(e) => return Some(failed(format!("{e:#}"))),
     };
+    let dir_path = dir
+        .as_ref()
+        .map(crate::placement::threads::RunDir::path)
+        .unwrap_or_default();
     let total = plan.transports.len() * plan.methods.len() * plan.sizes.len();
     let progress = crate::report::progress::Progress::new(total as u64, quiet);
     'all: for &t in &plan.transports {
@@ -546,7 +557,7 @@ fn benchmark(
                     size: size as usize,
                     shape: (plan.shape_of)(plan),
                     parallel: args.parallel as usize,
-                    dir: dir.path().to_path_buf(),
+                    dir: dir_path.clone(),
                 };
                 let mut runs = Vec::new();
                 let mut error = None;

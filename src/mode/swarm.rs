@@ -307,13 +307,24 @@ pub fn run(args: &SwarmArgs, output: &crate::cli::OutputArgs, argv: Vec<String>)
     for note in &notes {
         progress(note);
     }
-    let dir = match RunDir::open(None) {
+    // What a killed sockbench left where this run makes its socket files, and a private
+    // directory of this process's (named by its pid, so the next run finds it if this one
+    // is killed) only when the pairs need file names.
+    let base = crate::plan::default_dir_base();
+    if t.uses_path() {
+        for note in crate::transport::remove_stale(&base) {
+            progress(&note);
+            notes.push(note);
+        }
+    }
+    let dir = match t.uses_path().then(|| RunDir::open(None)).transpose() {
         Ok(d) => d,
         Err(e) => return failed(format!("{e:#}")),
     };
+    let dir_path = dir.as_ref().map(RunDir::path).unwrap_or_default();
     progress(&format!("setting up {n} {t} pairs"));
     let setup_started = Instant::now();
-    let made = match pairs::make(t, work, n, &dir.path()) {
+    let made = match pairs::make(t, work, n, &dir_path) {
         Ok(m) => m,
         Err(e) => return failed(format!("{e:#}")),
     };

@@ -146,7 +146,7 @@ impl PeerTrust {
                     .with_context(|| format!("refusing {what} {a}"))?;
                 Ok(unchecked())
             }
-            (Endpoint::Path(p), false) if kind.is_named_path() => self
+            (Endpoint::Path(p), false) if kind.uses_path() => self
                 .path(kind, p)
                 .with_context(|| format!("refusing {what} {}", p.display())),
             (Endpoint::Name(n), false)

@@ -231,17 +231,6 @@ impl TransportKind {
         }
     }
 
-    /// Whether its endpoint is a file-system path (the Unix sockets, fifo).
-    pub fn is_named_path(self) -> bool {
-        matches!(
-            self,
-            TransportKind::Unix
-                | TransportKind::UnixDgram
-                | TransportKind::UnixSeqpacket
-                | TransportKind::Fifo
-        )
-    }
-
     /// Whether `--sndbuf`/`--rcvbuf` mean socket buffers (`SO_SNDBUF`/`SO_RCVBUF`).
     pub fn is_socket(self) -> bool {
         !matches!(
