@@ -651,3 +651,49 @@ fn one_wrong_byte_fails_the_run() {
     let e = v["results"][0]["error"].as_str().unwrap();
     assert!(e.contains("at offset 5000 of a connection"), "{e}");
 }
+
+#[test]
+fn the_relay_only_form_outlasts_running_out_of_descriptors() {
+    // With 16 descriptors, a burst of idle clients exhausts them: the accepts that fail
+    // are counted, and once the clients hang up the relay serves again; it never ends on
+    // its own (once, one accept error stopped it with status 0).
+    if !common::has_prlimit() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let sink = TcpListener::bind("127.0.0.1:0").unwrap();
+    let to = sink.local_addr().unwrap().to_string();
+    let (mut child, port) = relay_only(&sb, &["prlimit", "--nofile=16"], "read-write", &to);
+    let idle: Vec<TcpStream> = (0..20)
+        .map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(child.try_wait().unwrap().is_none(), "the relay ended");
+    drop(idle);
+    // The relay still relays (its held connections end as the clients go). The sink
+    // first takes the idle clients' upstream connections, empty, then the real one.
+    let sink_thread = std::thread::spawn(move || loop {
+        let (mut s, _) = sink.accept().unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        if !got.is_empty() {
+            return got.len();
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.write_all(&vec![5u8; 100_000]).unwrap();
+    c.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut back = Vec::new();
+    let _ = c.read_to_end(&mut back);
+    assert_eq!(sink_thread.join().unwrap(), 100_000);
+    let v = stop(child);
+    let o = &v["relay_only"];
+    assert!(o["failed"].as_u64().unwrap() >= 1, "{o}");
+    assert!(
+        o["first_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("Too many open files")),
+        "{o}"
+    );
+}

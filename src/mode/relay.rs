@@ -475,9 +475,13 @@ pub fn run(args: &RelayArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode
             *duration,
             args.parallel,
         ) {
-            Ok(r) => {
+            Ok((r, fatal)) => {
                 report.relay_only = Some(r);
-                None
+                // What was relayed is printed; the status says the relay broke.
+                fatal.map(|e| {
+                    eprintln!("sockbench: error: {e}");
+                    ExitCode::from(FAILED)
+                })
             }
             Err(e) => return failed(e),
         }
@@ -983,8 +987,27 @@ fn direction(
     }
 }
 
+/// Whether an accept error leaves the listener usable: the process or the system out of
+/// descriptors, buffers or memory, or a connection aborted before it was taken.
+fn transient_accept_error(e: &io::Error) -> bool {
+    use nix::libc;
+    matches!(
+        e.raw_os_error(),
+        Some(
+            libc::EMFILE
+                | libc::ENFILE
+                | libc::ENOBUFS
+                | libc::ENOMEM
+                | libc::ECONNABORTED
+                | libc::EPROTO
+                | libc::EPERM
+        )
+    ) || e.kind() == io::ErrorKind::Interrupted
+}
+
 /// The relay alone: accept on `listen`, copy each connection both ways to `to`, until
-/// Ctrl-C or `duration`.
+/// Ctrl-C or `duration`. An accept error that leaves the listener usable (out of
+/// descriptors) is counted and the relay goes on; any other ends it with an error.
 fn relay_only(
     method: Method,
     opts: &copy::Options,
@@ -992,7 +1015,7 @@ fn relay_only(
     to: &Target,
     duration: Option<Duration>,
     parallel: u32,
-) -> Result<RelayOnly, String> {
+) -> Result<(RelayOnly, Option<String>), String> {
     // Check the method can be set up here before taking connections.
     copy::copier(method, opts).map_err(|e| format!("{method}: {e}"))?;
     let listener = Listener::bind(listen).map_err(|e| e.to_string())?;
@@ -1013,13 +1036,22 @@ fn relay_only(
             || stop.load(Ordering::Relaxed)
     };
     let live = AtomicU64::new(0);
+    let mut fatal = None;
     std::thread::scope(|scope| {
         loop {
             let client = match listener.accept_unless(&give_up) {
                 Ok(Some(c)) => c,
                 Ok(None) => break,
+                // Out of descriptors or memory, or a client gone before its accept: the
+                // relay goes on (the connections it holds end and free what they took).
+                Err(e) if transient_accept_error(&e) => {
+                    tallies.error(format!("accept: {e}"));
+                    std::thread::sleep(Duration::from_millis(50));
+                    continue;
+                }
                 Err(e) => {
                     tallies.error(format!("accept: {e}"));
+                    fatal = Some(format!("the relay stopped: accept failed: {e}"));
                     break;
                 }
             };
@@ -1096,7 +1128,7 @@ fn relay_only(
         .unwrap_or_else(|p| p.into_inner())
         .clone();
     let pipe = *tallies.pipe.lock().unwrap_or_else(|p| p.into_inner());
-    Ok(RelayOnly {
+    let only = RelayOnly {
         listen: shown,
         to: to.to_string(),
         connections: tallies.connections.load(Ordering::Relaxed),
@@ -1111,7 +1143,8 @@ fn relay_only(
         cpu_seconds_per_gb: per(cpu * 1e9),
         syscalls_per_mb: per(all.syscalls as f64 * 1e6),
         pipe_size_bytes: pipe.map(|p| p as u64),
-    })
+    };
+    Ok((only, fatal))
 }
 
 #[cfg(test)]
