@@ -35,6 +35,9 @@ struct Behaviour {
     trickle: bool,
     /// Read requests, never answer.
     silent: bool,
+    /// Bytes sent after every answer, in the same write (a body longer than its
+    /// Content-Length).
+    extra: &'static str,
 }
 
 /// What the test server counted.
@@ -174,6 +177,7 @@ fn serve_conn<S: Stream>(mut s: S, b: &Behaviour, st: &Stats) {
             let close =
                 close_req || b.no_length || (b.close_every > 0 && on_conn % b.close_every == 0);
             out.extend_from_slice(&answer(b, k, close));
+            out.extend_from_slice(b.extra.as_bytes());
             pending += 1;
             if close {
                 send(&mut s, b, &mut out, st, &mut pending);
@@ -399,6 +403,28 @@ fn server_closes_are_reconnects_and_early_closes_are_read_failures() {
     assert_eq!(r.requests_failed.read, 10);
     assert_eq!(r.failure_causes.read_eof, 10);
     assert_eq!(r.connections_opened, s.get(|s| &s.accepts));
+}
+
+#[test]
+fn bytes_after_an_answer_are_counted_and_the_reopened_connections_are_reconnects() {
+    // Once, the bytes after each keep-alive answer were dropped unsaid, and 20 requests
+    // over -k opened 20 connections while reporting none reopened.
+    let sb = Sandbox::new();
+    const EXTRA: &str = "EXTRA-GARBAGE";
+    let s = tcp_server(Behaviour {
+        extra: EXTRA,
+        ..Behaviour::default()
+    });
+    let r = load_ok(&sb, &["-n", "20", "-c", "1", "-k", &s.url]);
+    assert_eq!((r.requests_complete, failed_total(&r)), (20, 0));
+    // Each answer and its extra bytes come in one write, so they are read together.
+    assert_eq!(r.stray_closes, 20, "{r:?}");
+    assert_eq!(r.stray_bytes, 20 * EXTRA.len() as u64);
+    assert_eq!(r.reconnects, 20);
+    assert_eq!(r.connections_opened, s.get(|s| &s.accepts));
+    let said = r.warnings.join("\n");
+    assert!(said.contains("260 B that answer no request"), "{said}");
+    assert!(!said.contains("the server closed"), "{said}");
 }
 
 #[test]

@@ -154,12 +154,19 @@ pub struct LoadReport {
     pub bytes_per_second: f64,
     /// Connections made.
     pub connections_opened: u64,
-    /// Keep-alive connections the server closed (with `Connection: close` or without
-    /// a word) that were opened again; not failures.
+    /// Keep-alive connections that were opened again, not failures: the server closed
+    /// them (with `Connection: close` or without a word), or sent bytes that answer no
+    /// request (`stray_closes` of them).
     pub reconnects: u64,
     /// Pipelined requests sent again on a new connection because the server closed the
     /// old one before reading them.
     pub requests_resent: u64,
+    /// Bytes the server sent that answer no request (after a complete response, with
+    /// none in flight): counted here, not in any response; each time, the connection was
+    /// closed and opened again.
+    pub stray_bytes: u64,
+    /// Connections closed for such bytes.
+    pub stray_closes: u64,
     /// The first complete answer's body length, which the others are compared with.
     pub first_body_bytes: Option<u64>,
     /// ab's connection-times rows.
@@ -261,6 +268,8 @@ pub fn build(cx: Context<'_>, t: &Tally) -> LoadReport {
         connections_opened: t.connections_opened,
         reconnects: t.reconnects,
         requests_resent: t.resent,
+        stray_bytes: t.stray_bytes,
+        stray_closes: t.stray_closes,
         first_body_bytes: cx.first_length,
         connection_times: ConnectionTimes {
             connect: TimesRow::of(&t.connect),
@@ -325,12 +334,21 @@ fn warnings(r: &LoadReport, wall: Duration) -> Vec<String> {
             r.first_body_bytes.unwrap_or(0)
         ));
     }
-    if r.keepalive && r.reconnects > 0 {
+    let server_closed = r.reconnects.saturating_sub(r.stray_closes);
+    if r.keepalive && server_closed > 0 {
         let per = r.requests_complete as f64 / (r.reconnects + u64::from(r.connections)) as f64;
         w.push(format!(
-            "the server closed {} keep-alive connections (about {per:.0} requests each; nginx's keepalive_requests \
-             is 1000 by default): each reconnect's connect time is in the figures",
-            r.reconnects
+            "the server closed {server_closed} keep-alive connections (about {per:.0} requests each; nginx's keepalive_requests \
+             is 1000 by default): each reconnect's connect time is in the figures"
+        ));
+    }
+    if r.stray_bytes > 0 {
+        w.push(format!(
+            "the server sent {} that answer no request, after its responses ({} times): each time the \
+             connection's framing was lost, so it was closed and opened again (a Content-Length \
+             shorter than the body it sent?)",
+            crate::measure::units::format_bytes(r.stray_bytes),
+            r.stray_closes
         ));
     }
     if r.requests_resent > 0 {

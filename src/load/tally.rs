@@ -88,6 +88,11 @@ pub struct Tally {
     /// Pipelined requests the server would not answer (it closed after an earlier
     /// response) that went again on a new connection.
     pub resent: u64,
+    /// Bytes a server sent that answer no request (after a complete response, with none
+    /// in flight); the connection is closed and reopened.
+    pub stray_bytes: u64,
+    /// Connections closed for such bytes.
+    pub stray_closes: u64,
     /// ab's rows.
     pub connect: Histogram<u64>,
     /// Connected (or write start) → last byte.
@@ -138,6 +143,8 @@ impl Tally {
             connections_opened: 0,
             reconnects: 0,
             resent: 0,
+            stray_bytes: 0,
+            stray_closes: 0,
             connect: hist(),
             processing: hist(),
             waiting: hist(),
@@ -230,6 +237,8 @@ impl Tally {
         self.connections_opened += o.connections_opened;
         self.reconnects += o.reconnects;
         self.resent += o.resent;
+        self.stray_bytes += o.stray_bytes;
+        self.stray_closes += o.stray_closes;
         crate::measure::histogram::merge(&mut self.connect, &o.connect);
         crate::measure::histogram::merge(&mut self.processing, &o.processing);
         crate::measure::histogram::merge(&mut self.waiting, &o.waiting);

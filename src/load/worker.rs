@@ -700,6 +700,20 @@ impl<'a> Worker<'a> {
     fn consume(&mut self, i: usize, mut data: &[u8], t: Instant) -> Flow {
         while !data.is_empty() {
             let c = &mut self.conns[i];
+            if c.pending.is_empty() {
+                // Bytes with nothing asked (after the last answer: a body longer than
+                // its Content-Length, a server's timeout notice): they answer no
+                // request. Counted, never dropped unsaid; the connection, whose framing
+                // is lost, is closed and opened again.
+                self.tally.stray_bytes += data.len() as u64;
+                self.tally.stray_closes += 1;
+                if self.keepalive {
+                    self.tally.reconnects += 1;
+                }
+                c.close();
+                self.arm(i, t);
+                return Flow::Closed;
+            }
             c.first_byte.get_or_insert(t);
             match c.parser.feed(data) {
                 Ok((used, answer)) => {
@@ -730,7 +744,7 @@ impl<'a> Worker<'a> {
         let c = &mut self.conns[i];
         let first = c.first_byte.take().unwrap_or(t);
         let Some(times) = c.pending.pop_front() else {
-            // An answer to nothing (a server's timeout notice, say): not ours to count.
+            // Cannot happen: bytes with nothing in flight are stray (`consume`).
             c.close();
             self.arm(i, t);
             return Flow::Closed;
