@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{FAILED, INTERRUPTED, USAGE};
+use super::{FAILED, INTERRUPTED};
 use crate::cli::{Format, MeshArgs, OutputArgs};
 use crate::control::auth::Key;
 use crate::measure::units::{parse_duration, parse_size};
@@ -20,8 +20,7 @@ use crate::mesh::{Outcome, WORKLOADS};
 const MAX_HOSTS: usize = 1000;
 
 fn usage(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("sockbench: error: {msg}");
-    ExitCode::from(USAGE)
+    super::usage_error(msg)
 }
 
 fn failed(msg: impl std::fmt::Display) -> ExitCode {
