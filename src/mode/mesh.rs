@@ -10,7 +10,9 @@ use super::{FAILED, INTERRUPTED};
 use crate::cli::{Format, MeshArgs, OutputArgs};
 use crate::control::auth::Key;
 use crate::measure::units::{parse_duration, parse_size};
-use crate::mesh::coordinator::{self, hosts_file_entries, hosts_from_dns, parse_hosts, Options};
+use crate::mesh::coordinator::{
+    self, dedupe_hosts, hosts_file_entries, hosts_from_dns, parse_hosts, Options,
+};
 use crate::mesh::html;
 use crate::mesh::report::{self, Settings};
 use crate::mesh::schedule::Pairs;
@@ -50,6 +52,11 @@ fn hosts(args: &MeshArgs) -> Result<Vec<(String, String)>, String> {
             }
         }
     }
+    enough(hosts)
+}
+
+/// At least two agents and at most [`MAX_HOSTS`].
+fn enough(hosts: Vec<(String, String)>) -> Result<Vec<(String, String)>, String> {
     if hosts.len() < 2 {
         return Err(format!(
             "a mesh needs at least two agents, and {} {} given: name them with --hosts A,B,..., --hosts-file or --hosts-from-dns",
@@ -140,6 +147,16 @@ pub fn run(args: &MeshArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode 
             Err(e) => return usage(format!("{e:#}")),
         },
         None => None,
+    };
+    // One agent under two spellings (localhost and 127.0.0.1) is one host of the mesh.
+    // Names are resolved for this once every flag is known to be good.
+    let (hosts, notes) = dedupe_hosts(hosts, coordinator::resolve);
+    for n in notes {
+        eprintln!("sockbench: note: {n}");
+    }
+    let hosts = match enough(hosts) {
+        Ok(h) => h,
+        Err(e) => return usage(e),
     };
     if let Err(e) = crate::interrupt::install() {
         return failed(format!("cannot handle Ctrl-C: {e}"));
