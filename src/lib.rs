@@ -23,6 +23,7 @@
 //! - [`report`]: the report (serialized and read back) and its exporters (table, JSON,
 //!   CSV, Markdown), which know neither the plan nor the CLI;
 //! - [`copy`]: the ways a relay copies between sockets, one file per method;
+//! - [`text`]: text from elsewhere (peers, files) made safe for a terminal or Markdown;
 //! - `sys`: the only module allowed `unsafe`.
 //!
 //! Data flows one way: `Args` → command → [`plan::Host::probe`] → [`plan::Plan`] → per
@@ -51,5 +52,6 @@ pub mod runner;
 #[allow(unsafe_code)]
 pub(crate) mod sys;
 pub mod testhooks;
+pub mod text;
 pub mod transport;
 pub mod workload;

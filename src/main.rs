@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use sockbench::cli::{Args, Command};
+use sockbench::cli::{Args, Command, Format};
 use sockbench::mode::{self, print_error_document, USAGE};
 
 fn main() -> ExitCode {
@@ -16,23 +16,30 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(e) => return usage_error(e, &argv),
     };
-    match &args.command {
+    let status = match &args.command {
         Some(Command::Report(r)) => mode::report::run(r, &args),
         Some(Command::Compare(c)) => mode::compare::run(c, &args.output),
         Some(Command::Server(s)) => mode::server::run(s, &args.output),
         Some(Command::Listen(l)) => mode::listen::run(l, &args.output),
-        Some(Command::Swarm(s)) => mode::swarm::run(s, &args.output, argv),
-        Some(Command::Mesh(m)) => mode::mesh::run(m, &args.output, argv),
+        Some(Command::Swarm(s)) => mode::swarm::run(s, &args.output, argv.clone()),
+        Some(Command::Mesh(m)) => mode::mesh::run(m, &args.output, argv.clone()),
         Some(Command::Peer(p)) => mode::server::peer(p),
-        Some(Command::Serve(s)) => mode::serve::run(s, &args.output, argv),
-        Some(Command::Load(l)) => mode::load::run(l, &args.output, argv),
-        Some(Command::Models(m)) => mode::models::run(m, &args.output, argv),
-        Some(Command::Relay(r)) => mode::relay::run(r, &args.output, argv),
-        Some(Command::Suite(_)) | None => mode::suite::run(&args, argv),
+        Some(Command::Serve(s)) => mode::serve::run(s, &args.output, argv.clone()),
+        Some(Command::Load(l)) => mode::load::run(l, &args.output, argv.clone()),
+        Some(Command::Models(m)) => mode::models::run(m, &args.output, argv.clone()),
+        Some(Command::Relay(r)) => mode::relay::run(r, &args.output, argv.clone()),
+        Some(Command::Suite(_)) | None => mode::suite::run(&args, argv.clone()),
         Some(
             Command::Stream(_) | Command::Pingpong(_) | Command::Rate(_) | Command::Connect(_),
-        ) => mode::bench::run(&args, argv),
+        ) => mode::bench::run(&args, argv.clone()),
+    };
+    // A usage error a mode found (after clap): under --format json, a JSON document too.
+    if args.output.format == Format::Json {
+        if let Some(e) = mode::take_usage_error() {
+            print_error_document(&argv, &e);
+        }
     }
+    status
 }
 
 /// Whether the raw command line asks for JSON on stdout (clap could not parse it).

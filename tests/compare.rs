@@ -737,3 +737,45 @@ fn bad_usage_exits_2_and_unreadable_files_exit_1() {
     assert_success(&out);
     assert_eq!(stdout_json(&out)["base"], "-");
 }
+
+#[test]
+fn file_names_and_what_the_files_say_are_text_in_markdown_and_on_the_terminal() {
+    let sb = Sandbox::new();
+    let real = quick(&sb);
+    edit(&real, &sb.path().join("base.json"), |v| {
+        set_throughput(v, &STEADY)
+    });
+    // A NEW file whose name and failed scenario carry markup and terminal sequences.
+    let said = "<script>alert(1)</script> | `x` \u{1b}[31mred\u{1b}]0;owned\u{7}\u{9b}2J\n";
+    for name in [
+        "<img src=x onerror=alert(1)>.json",
+        "\u{1b}]0;owned\u{7}<script>.json",
+    ] {
+        edit(&real, &sb.path().join(name), |v| {
+            let tcp = &mut v["results"][0];
+            tcp["error"] = said.into();
+            tcp["runs"] = serde_json::json!([]);
+        });
+        let out = compare(&sb, &["base.json", name, "--format", "markdown"]);
+        assert_success(&out);
+        let md = String::from_utf8(out.stdout).unwrap();
+        assert!(!md.contains("<script") && !md.contains("<img"), "{md}");
+        assert!(
+            md.contains("&lt;script&gt;alert(1)&lt;/script&gt; \\| \\`x\\`"),
+            "{md}"
+        );
+        let rows: Vec<&str> = md.lines().filter(|l| l.starts_with('|')).collect();
+        let cells = |l: &str| l.replace("\\|", "").matches('|').count();
+        assert!(rows.iter().all(|l| cells(l) == cells(rows[0])), "{md}");
+        // The table and the gate's message on stderr: no terminal sequence either.
+        let out = compare(&sb, &["base.json", name, "--fail-if-slower", "5"]);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        for text in [String::from_utf8(out.stdout.clone()).unwrap(), stderr(&out)] {
+            assert!(text.contains("\\x1b[31mred"), "{text}");
+            assert!(
+                !text.contains(['\u{1b}', '\u{7}', '\u{9b}']),
+                "a control character reached the terminal: {text:?}"
+            );
+        }
+    }
+}

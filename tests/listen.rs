@@ -373,6 +373,48 @@ fn a_reset_and_a_seqpacket_client_are_logged_as_what_they_are() {
 }
 
 #[test]
+fn a_unix_clients_own_socket_path_is_logged_escaped_never_as_a_terminal_sequence() {
+    let sb = Sandbox::new();
+    // A client names its own socket: these characters would recolour the terminal, retitle
+    // it and (U+009B, a one-character CSI) clear it.
+    let hostile = |kind: &str| {
+        sb.path().join(format!(
+            "{kind}\u{1b}[31mred\u{1b}]0;owned\u{7}\u{9b}2J.sock"
+        ))
+    };
+    let shown = |kind: &str| format!("{kind}\\x1b[31mred\\x1b]0;owned\\x07\\u{{9b}}2J.sock");
+    for (transport, ty, kind) in [
+        ("unix", socket2::Type::STREAM, "stream"),
+        ("unix-dgram", socket2::Type::DGRAM, "dgram"),
+    ] {
+        let path = sb.path().join(format!("{kind}.sock"));
+        let l = Listen::start(&sb, &["-t", transport, "--path", path.to_str().unwrap()]);
+        let s = socket2::Socket::new(socket2::Domain::UNIX, ty, None).unwrap();
+        s.bind(&socket2::SockAddr::unix(hostile(kind)).unwrap())
+            .unwrap();
+        s.connect(&socket2::SockAddr::unix(&path).unwrap()).unwrap();
+        s.send(b"hi").unwrap();
+        drop(s);
+        let log = l.log_with("read 2 bytes");
+        assert!(log.contains(&shown(kind)), "{log}");
+        let (status, log, err, _) = l.stop();
+        assert!(status.success(), "{err}");
+        for text in [&log, &err] {
+            assert!(
+                !text.contains(['\u{1b}', '\u{7}', '\u{9b}']),
+                "{transport}: a control character reached the terminal: {text:?}"
+            );
+        }
+        // The summary names the peer the same way.
+        assert!(
+            log.lines()
+                .any(|l| l.starts_with('│') && l.contains(&shown(kind))),
+            "{log}"
+        );
+    }
+}
+
+#[test]
 fn bad_flags_a_busy_port_and_an_existing_file_are_errors_that_leave_everything_as_it_was() {
     let sb = Sandbox::new();
     let run = |args: &[&str]| sb.cmd().arg("listen").args(args).output().unwrap();

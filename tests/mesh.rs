@@ -309,6 +309,15 @@ fn bad_flags_are_usage_errors_that_say_what_to_do() {
     let sb = Sandbox::new();
     for (args, want) in [
         (vec!["--hosts", "127.0.0.1"], "at least two agents"),
+        // One agent under two spellings is one agent.
+        (
+            vec!["--hosts", "127.0.0.1:9,localhost:9,[::ffff:127.0.0.1]:9"],
+            "note: localhost:9 is the same agent as 127.0.0.1:9 (both reach 127.0.0.1:9): \
+             it is in the mesh once, as 127.0.0.1:9\n\
+             sockbench: note: [::ffff:127.0.0.1]:9 is the same agent as 127.0.0.1:9 (both \
+             reach 127.0.0.1:9): it is in the mesh once, as 127.0.0.1:9\n\
+             sockbench: error: a mesh needs at least two agents, and 1 was given",
+        ),
         (
             vec!["--hosts", "a,b", "--tests", "sctp"],
             "unknown test 'sctp'",

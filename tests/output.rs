@@ -363,6 +363,52 @@ fn usage_errors_under_format_json_still_print_a_json_document() {
 }
 
 #[test]
+fn every_command_prints_a_json_document_for_a_usage_error_it_finds_itself() {
+    // Values clap takes and the command refuses: each command's own check, not clap's.
+    let sb = Sandbox::new();
+    for args in [
+        &["serve", "-d", "abc", "--format", "json"][..],
+        &[
+            "load",
+            "http://127.0.0.1:9/",
+            "-d",
+            "abc",
+            "--format",
+            "json",
+        ],
+        &["swarm", "--size", "0", "--format", "json"],
+        &["relay", "-d", "abc", "--format", "json"],
+        &[
+            "mesh",
+            "--hosts",
+            "127.0.0.1:9,127.0.0.2:9",
+            "-d",
+            "0",
+            "--format=json",
+        ],
+    ] {
+        let out = sb.cmd().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: no JSON on stdout ({e}): {:?}", out.stdout));
+        let error = v["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains("--duration") || error.contains("--size"),
+            "{args:?}: {v}"
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(error), "{args:?}: {stderr}");
+        // Without --format json, stdout stays empty.
+        let plain: Vec<&str> = (args.iter().copied())
+            .filter(|a| !["--format", "json", "--format=json"].contains(a))
+            .collect();
+        let out = sb.cmd().args(&plain).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{plain:?}");
+        assert!(out.stdout.is_empty(), "{plain:?}");
+    }
+}
+
+#[test]
 fn the_engine_skip_note_names_each_engine_once() {
     let sb = Sandbox::new();
     let out = run(

@@ -151,3 +151,105 @@ fn a_file_that_is_not_a_report_of_this_version_is_a_clear_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a complete sockbench report"));
     assert!(out.stdout.is_empty(), "nothing half-printed");
 }
+
+/// What a hostile report file can say: terminal sequences (colour, title, a one-character
+/// CSI, a bell, a carriage return) and markup, in every free-text field.
+const ESCAPES: &str = "\u{1b}[31mred\u{1b}]0;owned\u{7}\u{9b}2J\r\n";
+const MARKUP: &str = "<script>alert(1)</script><img src=x onerror=alert(1)>";
+
+/// A real report with `text` in its environment, command, warnings, error, a result's
+/// error and warning, and the server placement's name and environment.
+fn hostile(sb: &Sandbox, saved: &std::path::Path, name: &str, text: &str) -> std::path::PathBuf {
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(saved).unwrap()).unwrap();
+    let t = serde_json::Value::from(text);
+    for field in ["kernel", "hostname", "cpu_model", "governor"] {
+        v["environment"][field] = t.clone();
+    }
+    v["command"] = serde_json::json!(["sockbench", text]);
+    v["warnings"] = serde_json::json!([text]);
+    v["error"] = t.clone();
+    v["results"][0]["error"] = t.clone();
+    v["results"][0]["warnings"] = serde_json::json!([{"kind": "cpu-bound", "message": text}]);
+    v["placement"]["name"] = "server".into();
+    v["placement"]["server"] = t.clone();
+    v["placement"]["server_environment"] = v["environment"].clone();
+    let path = sb.path().join(name);
+    std::fs::write(&path, v.to_string()).unwrap();
+    path
+}
+
+#[test]
+fn no_control_character_of_a_report_file_reaches_the_terminal_in_any_format() {
+    let sb = Sandbox::new();
+    let (_, saved) = run_and_save(&sb, "stream", RUNS[0].1);
+    let file = hostile(&sb, &saved, "escapes.json", ESCAPES);
+    for format in ["table", "markdown", "csv", "html", "openmetrics"] {
+        let out = report(&sb, &file, &["--format", format]);
+        assert_success(&out);
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        for text in [&stdout, &stderr] {
+            assert!(
+                !text.contains(['\u{1b}', '\u{7}', '\u{9b}', '\r']),
+                "{format}: a control character reached the terminal: {text:?}"
+            );
+        }
+        if format == "table" {
+            // Shown, visibly: the warning, the failed scenario and the server's kernel.
+            for said in [
+                "warning: \\x1b[31mred\\x1b]0;owned\\x07\\u{9b}2J\\r\\n",
+                "error: tcp 4 KiB: \\x1b[31mred",
+                "ran on sockbench server \\x1b[31mred",
+            ] {
+                assert!(stdout.contains(said), "{said}: {stdout}");
+            }
+        }
+    }
+    // A file the parser refuses is quoted in the error: escaped as well.
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    v["results"][0]["transport"] = ESCAPES.into();
+    std::fs::write(&file, v.to_string()).unwrap();
+    let out = report(&sb, &file, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("\\x1b[31mred"), "{stderr}");
+    assert!(
+        !stderr.contains(['\u{1b}', '\u{7}', '\u{9b}', '\r']),
+        "{stderr:?}"
+    );
+}
+
+#[test]
+fn markdown_from_a_report_file_carries_no_markup_and_no_broken_table() {
+    let sb = Sandbox::new();
+    let (_, saved) = run_and_save(&sb, "stream", RUNS[0].1);
+    let file = hostile(&sb, &saved, "markup.json", &format!("{MARKUP} | `x`\nnext"));
+    let md = sb.path().join("out.md");
+    let out = report(
+        &sb,
+        &file,
+        &[
+            "--format",
+            "markdown",
+            "--export-markdown",
+            md.to_str().unwrap(),
+        ],
+    );
+    assert_success(&out);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(std::fs::read_to_string(&md).unwrap(), stdout);
+    assert!(
+        !stdout.contains("<script") && !stdout.contains("<img"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("- warning: &lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt; \\| \\`x\\`\\\\nnext\n"),
+        "{stdout}"
+    );
+    // Every table row still has its columns: no cell break and no line break got in.
+    let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with('|')).collect();
+    let cells = |l: &str| l.replace("\\|", "").matches('|').count();
+    assert!(rows.iter().all(|l| cells(l) == cells(rows[0])), "{stdout}");
+}

@@ -388,7 +388,7 @@ mod tests {
             .unwrap();
         assert_eq!(start, messages::Start {});
         match peer.expect::<messages::Start>(FrameType::Start, Duration::from_secs(1)) {
-            Err(ControlError::Refused(why)) => assert_eq!(why, "no?[31m thanks"),
+            Err(ControlError::Refused(why)) => assert_eq!(why, "no\\x1b[31m thanks"),
             other => panic!("{other:?}"),
         }
     }
@@ -475,7 +475,7 @@ mod tests {
         let refusal = frame::encode(FrameType::Error, br#"{"message":"busy\u001b[2J"}"#).unwrap();
         peer.write_all(&refusal).unwrap();
         match c.expect::<messages::Start>(FrameType::Start, Duration::from_secs(1)) {
-            Err(ControlError::Refused(m)) => assert_eq!(m, "busy?[2J"),
+            Err(ControlError::Refused(m)) => assert_eq!(m, "busy\\x1b[2J"),
             other => panic!("{other:?}"),
         }
         peer.write_all(&frame::encode(FrameType::Bye, b"{}").unwrap())

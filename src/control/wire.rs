@@ -374,17 +374,10 @@ fn checked_send(s: SendCounts) -> Result<SendCounts, WireError> {
 }
 
 /// Text from a peer made safe to print: control characters (escape sequences, carriage
-/// returns, bells) become `?` and the text is cut at `max` characters.
+/// returns, bells) become visible escapes ([`crate::text::terminal`]: `\x1b`, `\r`) and
+/// the text is cut at `max` characters.
 pub fn clean(text: &str, max: usize) -> String {
-    let mut out: String = text
-        .chars()
-        .take(max)
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect();
-    if text.chars().count() > max {
-        out.push('…');
-    }
-    out
+    crate::text::terminal_cut(text, max)
 }
 
 #[cfg(test)]
@@ -696,7 +689,7 @@ mod tests {
     fn text_from_a_peer_loses_its_control_characters() {
         assert_eq!(
             clean("linux\u{1b}[31m 6.1\r\n\u{7}", 100),
-            "linux?[31m 6.1???"
+            "linux\\x1b[31m 6.1\\r\\n\\x07"
         );
         assert_eq!(clean("abcdef", 3), "abc…");
         assert_eq!(clean("ok", 2), "ok");

@@ -117,6 +117,62 @@ pub fn parse_hosts(entries: &[String], port: u16) -> Result<Vec<(String, String)
     Ok(out)
 }
 
+/// Every address and port `address` (`HOST:PORT`, `[V6]:PORT`) resolves to, an
+/// IPv4-mapped IPv6 address (`::ffff:10.0.0.1`) read as the IPv4 one; none when it does
+/// not resolve.
+pub fn resolve(address: &str) -> Vec<SocketAddr> {
+    let mut addrs: Vec<SocketAddr> = address
+        .to_socket_addrs()
+        .map(|a| a.map(canonical).collect())
+        .unwrap_or_default();
+    addrs.sort();
+    addrs.dedup();
+    addrs
+}
+
+/// `a` with an IPv4-mapped IPv6 address as the IPv4 address it maps.
+fn canonical(a: SocketAddr) -> SocketAddr {
+    match a {
+        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+            Some(v4) => SocketAddr::new(v4.into(), v6.port()),
+            None => a,
+        },
+        SocketAddr::V4(_) => a,
+    }
+}
+
+/// The agents with every host in them once. Two entries are the same agent when they
+/// resolve (with `resolve`, see [`resolve`]) to an address and port in common, so
+/// `127.0.0.1`, `localhost` and `::ffff:127.0.0.1` are one: the first spelling stays and
+/// the note returned with the list names each one left out and the address they share.
+/// An entry that does not resolve stays (its check says why it cannot take part).
+pub fn dedupe_hosts(
+    hosts: Vec<(String, String)>,
+    resolve: impl Fn(&str) -> Vec<SocketAddr>,
+) -> (Vec<(String, String)>, Vec<String>) {
+    // Each agent kept, with every address its entries resolved to.
+    let mut kept: Vec<((String, String), Vec<SocketAddr>)> = Vec::with_capacity(hosts.len());
+    let mut notes = Vec::new();
+    for (name, address) in hosts {
+        let addrs = resolve(&address);
+        let same = kept.iter_mut().find_map(|(k, known)| {
+            let shared = addrs.iter().find(|a| known.contains(a))?;
+            Some((k, known, *shared))
+        });
+        match same {
+            Some((k, known, shared)) => {
+                notes.push(format!(
+                    "{address} is the same agent as {} (both reach {shared}): it is in the mesh once, as {}",
+                    k.1, k.0
+                ));
+                known.extend(addrs);
+            }
+            None => kept.push(((name, address), addrs)),
+        }
+    }
+    (kept.into_iter().map(|(h, _)| h).collect(), notes)
+}
+
 /// The lines of a hosts file: one agent per line, `#` starts a comment.
 pub fn hosts_file_entries(text: &str) -> Vec<String> {
     text.lines()
@@ -499,6 +555,81 @@ mod tests {
         assert!(parse_hosts(&e(&["a b"]), 1)
             .unwrap_err()
             .contains("HOST:PORT"));
+    }
+
+    #[test]
+    fn one_host_under_two_spellings_is_in_the_mesh_once_as_first_given() {
+        let hosts = |v: &[&str]| {
+            parse_hosts(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>(), 5290).unwrap()
+        };
+        let at = |s: &str| s.parse::<SocketAddr>().unwrap();
+        // A resolver of our own: names as a DNS would give them.
+        let fake = |a: &str| match a {
+            "localhost:5290" => vec![at("127.0.0.1:5290"), at("[::1]:5290")],
+            "db:5290" => vec![at("10.0.0.1:5290")],
+            "db:7000" => vec![at("10.0.0.1:7000")],
+            "gone.invalid:5290" => vec![],
+            other => resolve(other),
+        };
+        let (kept, notes) = dedupe_hosts(
+            hosts(&[
+                "localhost",
+                "127.0.0.1",
+                "::ffff:10.0.0.1",
+                "db",
+                "db:7000",
+                "::1",
+                "gone.invalid",
+                "10.0.0.2",
+            ]),
+            fake,
+        );
+        let names: Vec<&str> = kept.iter().map(|(n, _)| n.as_str()).collect();
+        // 127.0.0.1 and ::1 are localhost; db is the mapped 10.0.0.1; another port is
+        // another agent; a name that does not resolve stays.
+        assert_eq!(
+            names,
+            [
+                "localhost",
+                "::ffff:10.0.0.1",
+                "db:7000",
+                "gone.invalid",
+                "10.0.0.2"
+            ]
+        );
+        assert_eq!(notes.len(), 3, "{notes:?}");
+        assert_eq!(
+            notes[0],
+            "127.0.0.1:5290 is the same agent as localhost:5290 (both reach 127.0.0.1:5290): \
+             it is in the mesh once, as localhost"
+        );
+        assert!(
+            notes[1].starts_with(
+                "db:5290 is the same agent as [::ffff:10.0.0.1]:5290 (both reach 10.0.0.1:5290)"
+            ),
+            "{notes:?}"
+        );
+        assert!(
+            notes[2].starts_with("[::1]:5290 is the same agent as localhost:5290"),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
+    fn localhost_and_127_0_0_1_resolve_to_one_agent() {
+        let entries = ["127.0.0.1", "localhost", "[::ffff:127.0.0.1]:5290"].map(String::from);
+        let (kept, notes) = dedupe_hosts(parse_hosts(&entries, 5290).unwrap(), resolve);
+        assert_eq!(
+            kept,
+            vec![("127.0.0.1".to_string(), "127.0.0.1:5290".to_string())]
+        );
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(notes[0].starts_with("localhost:5290 is the same agent as 127.0.0.1:5290"));
+        assert_eq!(
+            resolve("[::ffff:10.1.2.3]:9"),
+            ["10.1.2.3:9".parse().unwrap()]
+        );
+        assert_eq!(resolve("no-such-host.invalid:9"), []);
     }
 
     #[test]

@@ -11,6 +11,7 @@ use super::{Figures, Host, Outcome, PairTest, MESH_SCHEMA_VERSION};
 use crate::measure::histogram::Bucket;
 use crate::measure::units::{format_bits_per_second, format_per_second};
 use crate::report::openmetrics::{canonical, escape};
+use crate::text::terminal as shown;
 
 /// How the mesh was run.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -523,9 +524,10 @@ pub(crate) fn labels(hosts: &[Host]) -> Vec<String> {
     let distinct = hosts.iter().map(|h| &h.name).collect::<BTreeSet<_>>().len() == hosts.len();
     let short = hosts
         .iter()
-        .all(|h| !h.name.is_empty() && h.name.chars().count() <= SHORT_NAME);
+        .map(|h| shown(&h.name))
+        .all(|n| !n.is_empty() && n.chars().count() <= SHORT_NAME);
     if distinct && short {
-        hosts.iter().map(|h| h.name.clone()).collect()
+        hosts.iter().map(|h| shown(&h.name)).collect()
     } else {
         (0..hosts.len()).map(|i| format!("h{i}")).collect()
     }
@@ -543,14 +545,15 @@ pub(crate) fn label(labels: &[String], i: usize) -> String {
 pub(crate) fn row_label(hosts: &[Host], labels: &[String], i: usize) -> String {
     let l = label(labels, i);
     match hosts.get(i) {
-        Some(h) if h.name != l => format!("{l} {}", h.name),
+        Some(h) if shown(&h.name) != l => format!("{l} {}", shown(&h.name)),
         _ => l,
     }
 }
 
 /// The table `sockbench mesh` prints on stdout: a legend of the hosts, each test's
 /// matrices (rows: source, columns: destination) with their spread, worst pairs and
-/// merged round trips, then what failed and the warnings.
+/// merged round trips, then what failed and the warnings. Host names, addresses and
+/// reasons pass [`crate::text::terminal`]: they are other machines' words.
 pub fn table(r: &MeshReport) -> String {
     let labels = labels(&r.hosts);
     let mut out = String::new();
@@ -570,7 +573,7 @@ pub fn table(r: &MeshReport) -> String {
         out.push('\n');
     }
     for w in &r.warnings {
-        let _ = writeln!(out, "warning: {w}");
+        let _ = writeln!(out, "warning: {}", shown(w));
     }
     out
 }
@@ -585,7 +588,13 @@ fn legend(out: &mut String, r: &MeshReport, labels: &[String]) {
         r.failed
     );
     for (i, h) in r.hosts.iter().enumerate() {
-        let _ = writeln!(out, "  {} = {} ({})", label(labels, i), h.name, h.address);
+        let _ = writeln!(
+            out,
+            "  {} = {} ({})",
+            label(labels, i),
+            shown(&h.name),
+            shown(&h.address)
+        );
     }
 }
 
@@ -720,12 +729,18 @@ fn failures(out: &mut String, r: &MeshReport, labels: &[String]) {
     for t in &r.tests {
         if let Outcome::Failed { reason } = &t.outcome {
             let (a, b) = (label(labels, t.source), label(labels, t.destination));
-            let _ = writeln!(out, "  {a} -> {b} {}: {reason}", t.test);
+            let _ = writeln!(out, "  {a} -> {b} {}: {}", shown(&t.test), shown(reason));
         }
     }
     for (i, e) in bad_hosts {
         let name = r.hosts.get(i).map_or("", |h| h.name.as_str());
-        let _ = writeln!(out, "  host {} ({name}): {e}", label(labels, i));
+        let _ = writeln!(
+            out,
+            "  host {} ({}): {}",
+            label(labels, i),
+            shown(name),
+            shown(e)
+        );
     }
 }
 

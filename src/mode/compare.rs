@@ -80,6 +80,7 @@ use crate::cli::{CompareArgs, Format, OutputArgs};
 use crate::measure::stats;
 use crate::measure::units::{format_bytes, format_per_second};
 use crate::report::{PlacementInfo, Report, ScenarioResult, Tool};
+use crate::text::terminal as shown;
 use crate::workload::WorkloadKind;
 
 /// Version of the compare document's shape.
@@ -316,7 +317,8 @@ pub struct Document {
 /// The formats compare writes.
 const FORMATS: &str = "table, json, csv, markdown or html";
 
-/// Compare saved reports.
+/// Compare saved reports. What the files say (and their names) reaches stderr through
+/// [`crate::text::terminal`], as it reaches the tables.
 pub fn run(c: &CompareArgs, output: &OutputArgs) -> ExitCode {
     if let Err(e) = check_usage(c, output) {
         print_error(c, output, &e);
@@ -330,7 +332,7 @@ pub fn run(c: &CompareArgs, output: &OutputArgs) -> ExitCode {
             Err(e) => {
                 let message = format!("{e:#}");
                 print_error(c, output, &message);
-                eprintln!("sockbench: error: {message}");
+                eprintln!("sockbench: error: {}", shown(&message));
                 return ExitCode::from(FAILED);
             }
         }
@@ -357,17 +359,17 @@ pub fn run(c: &CompareArgs, output: &OutputArgs) -> ExitCode {
         if row.verdict == Verdict::Failed {
             eprintln!(
                 "sockbench: {} failed in {} ({}): it ran in BASE, so --fail-if-slower {pct} fails",
-                row.scenario,
-                row.new_file,
-                row.note.as_deref().unwrap_or("no run finished"),
+                shown(&row.scenario),
+                shown(&row.new_file),
+                shown(row.note.as_deref().unwrap_or("no run finished")),
             );
             continue;
         }
         eprintln!(
             "sockbench: {} is {:.1}% slower in {} (p = {}, {}), more than --fail-if-slower {pct}",
-            row.scenario,
+            shown(&row.scenario),
             row.slower_percent.unwrap_or(f64::NAN),
-            row.new_file,
+            shown(&row.new_file),
             row.p_value.map_or_else(|| "-".into(), render::format_p),
             render::test_name(row.test),
         );
@@ -376,7 +378,8 @@ pub fn run(c: &CompareArgs, output: &OutputArgs) -> ExitCode {
         eprintln!(
             "sockbench: {} is missing from {}: it ran in BASE, so --fail-if-slower {pct} fails \
              (if it was renamed or its options changed on purpose, see --ignore-option)",
-            u.scenario, u.new_file,
+            shown(&u.scenario),
+            shown(&u.new_file),
         );
     }
     if doc.failed_gate {

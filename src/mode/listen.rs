@@ -186,23 +186,9 @@ pub fn run(args: &ListenArgs, output: &crate::cli::OutputArgs) -> ExitCode {
     }
 }
 
-/// Bytes as text no terminal will interpret: printable ASCII as it is, `\n` `\r` `\t`,
-/// `\\` and `\"`, anything else (control bytes, DEL, every byte of UTF-8) as `\xNN`.
-pub fn escape(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(bytes.len());
-    for &b in bytes {
-        match b {
-            b'\n' => s.push_str("\\n"),
-            b'\r' => s.push_str("\\r"),
-            b'\t' => s.push_str("\\t"),
-            b'\\' => s.push_str("\\\\"),
-            b'"' => s.push_str("\\\""),
-            0x20..=0x7e => s.push(char::from(b)),
-            _ => s.push_str(&format!("\\x{b:02x}")),
-        }
-    }
-    s
-}
+/// Bytes as text no terminal will interpret ([`crate::text::bytes`]): printable ASCII
+/// as it is, `\n` `\r` `\t`, `\\` and `\"`, anything else as `\xNN`.
+pub use crate::text::bytes as escape;
 
 /// Why a connection ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -762,10 +748,12 @@ fn plural(n: u64, what: &str) -> String {
     }
 }
 
+/// The peer as the log shows it. A Unix client names its own socket (any bytes it
+/// likes), so its path is escaped ([`crate::text::terminal`]) before it reaches a line.
 fn peer_name(a: &SockAddr) -> String {
     match (a.as_socket(), a.as_pathname()) {
         (Some(s), _) => s.to_string(),
-        (None, Some(p)) => p.display().to_string(),
+        (None, Some(p)) => crate::text::terminal(&p.to_string_lossy()),
         (None, None) => "(unnamed)".to_string(),
     }
 }

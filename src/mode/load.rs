@@ -213,6 +213,9 @@ pub fn spec(args: &LoadArgs) -> Result<Spec, SpecError> {
 }
 
 fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
+    if code == USAGE {
+        return super::usage_error(msg);
+    }
     eprintln!("sockbench: error: {msg}");
     ExitCode::from(code)
 }

@@ -6,11 +6,13 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{FAILED, INTERRUPTED, USAGE};
+use super::{FAILED, INTERRUPTED};
 use crate::cli::{Format, MeshArgs, OutputArgs};
 use crate::control::auth::Key;
 use crate::measure::units::{parse_duration, parse_size};
-use crate::mesh::coordinator::{self, hosts_file_entries, hosts_from_dns, parse_hosts, Options};
+use crate::mesh::coordinator::{
+    self, dedupe_hosts, hosts_file_entries, hosts_from_dns, parse_hosts, Options,
+};
 use crate::mesh::html;
 use crate::mesh::report::{self, Settings};
 use crate::mesh::schedule::Pairs;
@@ -20,8 +22,7 @@ use crate::mesh::{Outcome, WORKLOADS};
 const MAX_HOSTS: usize = 1000;
 
 fn usage(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("sockbench: error: {msg}");
-    ExitCode::from(USAGE)
+    super::usage_error(msg)
 }
 
 fn failed(msg: impl std::fmt::Display) -> ExitCode {
@@ -51,6 +52,11 @@ fn hosts(args: &MeshArgs) -> Result<Vec<(String, String)>, String> {
             }
         }
     }
+    enough(hosts)
+}
+
+/// At least two agents and at most [`MAX_HOSTS`].
+fn enough(hosts: Vec<(String, String)>) -> Result<Vec<(String, String)>, String> {
     if hosts.len() < 2 {
         return Err(format!(
             "a mesh needs at least two agents, and {} {} given: name them with --hosts A,B,..., --hosts-file or --hosts-from-dns",
@@ -141,6 +147,16 @@ pub fn run(args: &MeshArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode 
             Err(e) => return usage(format!("{e:#}")),
         },
         None => None,
+    };
+    // One agent under two spellings (localhost and 127.0.0.1) is one host of the mesh.
+    // Names are resolved for this once every flag is known to be good.
+    let (hosts, notes) = dedupe_hosts(hosts, coordinator::resolve);
+    for n in notes {
+        eprintln!("sockbench: note: {n}");
+    }
+    let hosts = match enough(hosts) {
+        Ok(h) => h,
+        Err(e) => return usage(e),
     };
     if let Err(e) = crate::interrupt::install() {
         return failed(format!("cannot handle Ctrl-C: {e}"));

@@ -59,6 +59,29 @@ pub fn empty_report(command: Vec<String>) -> Report {
     }
 }
 
+/// The usage error a mode reported with [`usage_error`], for `main` to print as a JSON
+/// document under `--format json`.
+static USAGE_ERROR: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// A usage error a mode finds after clap parsed the line (a bad value, flags that do not
+/// go together): said on stderr and kept for `main`, which under `--format json` prints it
+/// as a JSON document ([`print_error_document`]) on stdout, as for an error clap finds.
+/// Exit status 2. Every command that does not print its own document for a usage error
+/// reports it here, so none is left without one.
+pub fn usage_error(message: impl std::fmt::Display) -> std::process::ExitCode {
+    let message = message.to_string();
+    eprintln!("sockbench: error: {message}");
+    if let Ok(mut slot) = USAGE_ERROR.lock() {
+        *slot = Some(message);
+    }
+    std::process::ExitCode::from(USAGE)
+}
+
+/// The usage error a mode reported with [`usage_error`], if any (taken: asked again, none).
+pub fn take_usage_error() -> Option<String> {
+    USAGE_ERROR.lock().ok().and_then(|mut slot| slot.take())
+}
+
 /// Under `--format json` even an error before any run is a JSON document, with the
 /// error in it.
 pub fn print_error_document(argv: &[String], error: &str) {
@@ -139,6 +162,17 @@ pub fn write_document(doc: &impl serde::Serialize, path: &std::path::Path) -> st
 
 #[cfg(test)]
 mod document_tests {
+    #[test]
+    fn a_usage_error_is_kept_once_for_the_json_document() {
+        let status = super::usage_error("-n must be between 1 and 9");
+        assert_eq!(status, std::process::ExitCode::from(super::USAGE));
+        assert_eq!(
+            super::take_usage_error().as_deref(),
+            Some("-n must be between 1 and 9")
+        );
+        assert_eq!(super::take_usage_error(), None);
+    }
+
     #[test]
     fn a_document_is_written_whole_with_a_final_newline() {
         let dir = tempfile::tempdir().unwrap();

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use clap::ValueEnum;
 use serde::Serialize;
 
-use super::{FAILED, INTERRUPTED, USAGE};
+use super::{FAILED, INTERRUPTED};
 use crate::cli::{Format, OutputArgs, RelayArgs, RelayMode};
 use crate::copy::{self, Copied, End, Method};
 use crate::measure::units::{
@@ -218,8 +218,7 @@ struct Plan {
 }
 
 fn usage(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("sockbench: error: {msg}");
-    ExitCode::from(USAGE)
+    super::usage_error(msg)
 }
 
 fn failed(msg: impl std::fmt::Display) -> ExitCode {

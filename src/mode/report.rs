@@ -16,7 +16,11 @@ pub fn run(r: &ReportArgs, args: &Args) -> ExitCode {
     let report = match load(&r.file) {
         Ok(report) => report,
         Err(e) => {
-            eprintln!("sockbench: error: {e:#}");
+            // The file's own words (a serde message quotes them) never drive the terminal.
+            eprintln!(
+                "sockbench: error: {}",
+                crate::text::terminal(&format!("{e:#}"))
+            );
             return ExitCode::from(FAILED);
         }
     };

@@ -14,7 +14,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use socket2::{Domain, SockAddr, Socket, Type};
 
-use super::{FAILED, INTERRUPTED, USAGE};
+use super::{FAILED, INTERRUPTED};
 use crate::cli::{Format, OutputArgs, ServeArgs};
 use crate::http::{session::MAX_BODY, Counters, Site};
 use crate::measure::units::{format_bytes, format_per_second, parse_duration, parse_size};
@@ -91,8 +91,7 @@ pub struct ServeReport {
 }
 
 fn usage(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("sockbench: error: {msg}");
-    ExitCode::from(USAGE)
+    super::usage_error(msg)
 }
 
 /// The CPUs this process may run on (its affinity mask: a cpuset or `taskset` narrows it).

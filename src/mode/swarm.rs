@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::{FAILED, INTERRUPTED, USAGE};
+use super::{FAILED, INTERRUPTED};
 use crate::cli::{Format, SwarmArgs};
 use crate::measure::units::{
     format_bits_per_second, format_bytes, format_per_second, parse_duration, parse_size,
@@ -116,8 +116,7 @@ pub struct SwarmReport {
 }
 
 fn usage(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("sockbench: error: {msg}");
-    ExitCode::from(USAGE)
+    super::usage_error(msg)
 }
 
 fn failed(msg: impl std::fmt::Display) -> ExitCode {

@@ -58,7 +58,11 @@ impl Exporter for Csv {
                 opt(r.statistics.as_ref().and_then(|s| s.bits_per_second.cv)),
                 opt(first.and_then(|f| f.sndbuf_bytes)),
                 opt(first.and_then(|f| f.rcvbuf_bytes)),
-                r.error.clone().unwrap_or_default(),
+                // Free text, shown on a terminal as often as read by a program.
+                r.error
+                    .as_deref()
+                    .map(crate::text::terminal)
+                    .unwrap_or_default(),
             ])?;
         }
         Ok(w.into_inner()?)

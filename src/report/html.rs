@@ -20,7 +20,9 @@ pub struct Html {
 }
 
 /// Text made safe for HTML element content and attribute values: `&`, `<`, `>`, `"`
-/// and `'` become character references.
+/// and `'` become character references; a control character other than HTML's own
+/// white space (line feed, tab) is written as [`crate::text::terminal`] writes it
+/// (`\x1b`), so the page printed on a terminal cannot drive it.
 pub fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
@@ -30,6 +32,8 @@ pub fn escape(s: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
+            '\n' | '\t' => out.push(c),
+            c if crate::text::hidden(c) => out.push_str(&crate::text::terminal(&c.to_string())),
             c => out.push(c),
         }
     }

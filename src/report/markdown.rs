@@ -1,16 +1,15 @@
-//! A Markdown table rendered from the shared [`grid`], notes as a list below it.
+//! A Markdown table rendered from the shared [`grid`], notes as a list below it. Every
+//! title, header, cell and note is free text to Markdown ([`crate::text::markdown`]): no
+//! HTML element, cell break, code span or line break comes from a report's strings.
 
 use super::grid::{self, Align};
 use super::{Exporter, Report};
+use crate::text::markdown as escape;
 
 /// Markdown exporter.
 pub struct Markdown {
     /// Width and units.
     pub view: super::View,
-}
-
-fn escape(s: &str) -> String {
-    s.replace('|', "\\|")
 }
 
 impl Exporter for Markdown {
@@ -22,7 +21,7 @@ impl Exporter for Markdown {
                 out.push('\n');
             }
             if let Some(t) = &g.title {
-                out.push_str(&format!("### {t}\n\n"));
+                out.push_str(&format!("### {}\n\n", escape(t)));
             }
             out.push_str(&line(g.headers.iter().map(|h| escape(h)).collect()));
             out.push_str(&line(
@@ -90,6 +89,26 @@ mod tests {
         let text = render(&report);
         assert!(text.contains("bad \\| worse"), "{text}");
         assert!(!text.contains("bad | worse"), "{text}");
+    }
+
+    #[test]
+    fn markup_and_line_breaks_in_a_reports_strings_stay_text() {
+        let mut report = sample::stream();
+        report.warnings = vec!["<script>alert(1)</script>".into()];
+        report.results[0].error = Some("<img src=x onerror=alert(1)>\n| `x` &".into());
+        let text = render(&report);
+        assert!(
+            !text.contains("<script") && !text.contains("<img"),
+            "{text}"
+        );
+        assert!(
+            text.contains("- warning: &lt;script&gt;alert(1)&lt;/script&gt;\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("&lt;img src=x onerror=alert(1)&gt;\\\\n\\| \\`x\\` &amp;"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -523,7 +523,8 @@ fn sample(out: &mut String, name: &str, labels: &[(&str, String)], value: Value)
 }
 
 /// A label value or help text escaped as the spec says: backslash, double quote and
-/// line feed.
+/// line feed; any other control character is written as [`crate::text::terminal`] writes
+/// it (`\x1b`, its backslash escaped), so none reaches a terminal.
 pub(crate) fn escape(s: &str) -> String {
     let mut e = String::with_capacity(s.len());
     for c in s.chars() {
@@ -531,6 +532,10 @@ pub(crate) fn escape(s: &str) -> String {
             '\\' => e.push_str("\\\\"),
             '"' => e.push_str("\\\""),
             '\n' => e.push_str("\\n"),
+            c if crate::text::hidden(c) => {
+                e.push('\\');
+                e.push_str(&crate::text::terminal(&c.to_string()));
+            }
             c => e.push(c),
         }
     }

@@ -1,9 +1,12 @@
 //! The terminal table (stdout's default format), rendered from the shared [`grid`].
+//! Every title, header, cell and note passes [`crate::text::terminal`] on its way out:
+//! a report read from a file says what it likes, and none of it may drive the terminal.
 
 use comfy_table::{presets, CellAlignment, ContentArrangement, Table as Comfy};
 
 use super::grid::{self, Align};
 use super::{Exporter, Report};
+use crate::text::terminal as shown;
 
 /// Terminal table exporter.
 pub struct Table {
@@ -19,16 +22,16 @@ impl Exporter for Table {
                 out.push('\n');
             }
             if let Some(t) = &g.title {
-                out.push_str(t);
+                out.push_str(&shown(t));
                 out.push('\n');
             }
             if !g.rows.is_empty() {
                 let mut t = Comfy::new();
                 t.load_preset(presets::UTF8_FULL_CONDENSED)
                     .set_content_arrangement(ContentArrangement::Disabled)
-                    .set_header(&g.headers);
+                    .set_header(g.headers.iter().map(|h| shown(h)));
                 for row in &g.rows {
-                    t.add_row(row);
+                    t.add_row(row.iter().map(|c| shown(c)));
                 }
                 for (i, a) in g.align.iter().enumerate() {
                     if let Some(c) = t.column_mut(i) {
@@ -42,7 +45,7 @@ impl Exporter for Table {
                 out.push('\n');
             }
             for n in &g.notes {
-                out.push_str(n);
+                out.push_str(&shown(n));
                 out.push('\n');
             }
         }
@@ -111,6 +114,20 @@ mod tests {
             "│ tcp       ┆ 64 KiB ┆ 8.00 Gbit/s ┆   1.00 k/s ┆     90%/40% ┆            0.500 │"
         );
         assert_eq!(rows.len(), 6, "{text}");
+    }
+
+    #[test]
+    fn no_control_character_of_a_reports_strings_reaches_the_terminal() {
+        let mut report = sample::stream();
+        report.warnings = vec!["\u{1b}]0;owned\u{7}".into()];
+        report.results[0].error = Some("\u{1b}[31mred\r\n\u{9b}2J".into());
+        let text = render(&report, View::default());
+        assert!(
+            !text.contains(['\u{1b}', '\u{7}', '\u{9b}', '\r']),
+            "{text:?}"
+        );
+        assert!(text.contains("warning: \\x1b]0;owned\\x07"), "{text}");
+        assert!(text.contains("\\x1b[31mred\\r\\n\\u{9b}2J"), "{text}");
     }
 
     #[test]

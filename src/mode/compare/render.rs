@@ -4,6 +4,7 @@
 //! and their intervals; CSS for light and dark) or CSV (one row per comparison).
 
 use crate::report::html::escape as html_escape;
+use crate::text::{markdown as md_escape, terminal as shown};
 use comfy_table::{presets, CellAlignment, ContentArrangement, Table as Comfy};
 
 use super::{Comparison, Document, TestKind};
@@ -218,22 +219,23 @@ fn footer(doc: &Document) -> Vec<String> {
     notes
 }
 
-/// The terminal table.
+/// The terminal table; every string passes [`crate::text::terminal`] (file names and
+/// what the reports say are not sockbench's words).
 pub fn table(doc: &Document, view: View) -> String {
     let mut out = String::new();
     for (i, b) in blocks(doc, view).iter().enumerate() {
         if i > 0 {
             out.push('\n');
         }
-        out.push_str(&b.title);
+        out.push_str(&shown(&b.title));
         out.push('\n');
         if !b.rows.is_empty() {
             let mut t = Comfy::new();
             t.load_preset(presets::UTF8_FULL_CONDENSED)
                 .set_content_arrangement(ContentArrangement::Disabled)
-                .set_header(&b.headers);
+                .set_header(b.headers.iter().map(|h| shown(h)));
             for r in &b.rows {
-                t.add_row(r);
+                t.add_row(r.iter().map(|c| shown(c)));
             }
             for (i, &right) in b.right.iter().enumerate() {
                 if let Some(c) = t.column_mut(i) {
@@ -249,7 +251,7 @@ pub fn table(doc: &Document, view: View) -> String {
             out.push_str("no scenario in common\n");
         }
         for n in &b.notes {
-            out.push_str(n);
+            out.push_str(&shown(n));
             out.push('\n');
         }
     }
@@ -258,17 +260,14 @@ pub fn table(doc: &Document, view: View) -> String {
         out.push('\n');
     }
     for n in footer {
-        out.push_str(&n);
+        out.push_str(&shown(&n));
         out.push('\n');
     }
     out
 }
 
-fn md_escape(s: &str) -> String {
-    s.replace('|', "\\|")
-}
-
-/// Markdown: a heading and a table per block, notes as lists.
+/// Markdown: a heading and a table per block, notes as lists; every string is Markdown
+/// text ([`crate::text::markdown`]: no HTML element, cell break or line break).
 pub fn markdown(doc: &Document, view: View) -> String {
     let mut out = String::new();
     let line = |cells: Vec<String>| format!("| {} |\n", cells.join(" | "));
@@ -502,9 +501,9 @@ pub fn csv(doc: &Document) -> anyhow::Result<Vec<u8>> {
     let name = |v: serde_json::Value| v.as_str().unwrap_or_default().to_string();
     for c in &doc.comparisons {
         w.write_record([
-            doc.base.clone(),
-            c.new_file.clone(),
-            c.scenario.clone(),
+            shown(&doc.base),
+            shown(&c.new_file),
+            shown(&c.scenario),
             c.workload.to_string(),
             c.transport.to_string(),
             c.engine.to_string(),
@@ -526,7 +525,7 @@ pub fn csv(doc: &Document) -> anyhow::Result<Vec<u8>> {
             c.verdict.text().to_string(),
             num(c.slower_percent),
             c.gate_failed.to_string(),
-            c.note.clone().unwrap_or_default(),
+            c.note.as_deref().map(shown).unwrap_or_default(),
         ])?;
     }
     Ok(w.into_inner()?)
