@@ -378,6 +378,16 @@ fn every_command_prints_a_json_document_for_a_usage_error_it_finds_itself() {
         ],
         &["swarm", "--size", "0", "--format", "json"],
         &["relay", "-d", "abc", "--format", "json"],
+        &["models", "-d", "abc", "--format", "json"],
+        &[
+            "listen",
+            "--port",
+            "0",
+            "--duration",
+            "abc",
+            "--format",
+            "json",
+        ],
         &[
             "mesh",
             "--hosts",

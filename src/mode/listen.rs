@@ -20,7 +20,7 @@ use mio::{Events, Interest, Poll, Token};
 use serde_json::json;
 use socket2::{Domain, SockAddr, Socket, Type};
 
-use super::{FAILED, USAGE};
+use super::FAILED;
 use crate::cli::{Format, ListenArgs};
 use crate::measure::units::{
     format_bits_per_second, format_bytes, parse_duration, parse_size, utc_micros,
@@ -61,8 +61,7 @@ struct Setup {
 }
 
 fn usage(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("sockbench: error: {msg}");
-    ExitCode::from(USAGE)
+    super::usage_error(msg)
 }
 
 /// Check the flags.

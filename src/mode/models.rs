@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::{FAILED, INTERRUPTED, USAGE};
+use super::{FAILED, INTERRUPTED};
 use crate::cli::{Format, ModelsArgs, OutputArgs};
 use crate::measure::units::{format_per_second, parse_duration, parse_size};
 use crate::model::ModelKind;
@@ -164,8 +164,7 @@ pub struct ModelsReport {
 }
 
 fn usage(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("sockbench: error: {msg}");
-    ExitCode::from(USAGE)
+    super::usage_error(msg)
 }
 
 fn setup(args: &ModelsArgs, format: Format) -> Result<Setup, String> {
