@@ -137,8 +137,9 @@ On the client:
 
 Between hosts use tcp, tcp6, udp or udp6; with a server on the same host, unix,
 unix-dgram, unix-seqpacket, fifo, mq and shm work too (the client learns the path or
-name from the server). A key file holds at least 16 bytes, e.g.
-`head -c 32 /dev/urandom | base64 > sockbench.key`, copied to both hosts.")]
+name from the server). A key file holds at least 16 bytes and only its owner may read it,
+e.g. `(umask 077; head -c 32 /dev/urandom | base64 > sockbench.key)`, copied to both
+hosts.")]
     Server(ServerArgs),
     /// Listen on a socket and log what clients send, read by read: accept, every read
     /// (with monotonic and wall-clock times), disconnect; a summary per connection on
