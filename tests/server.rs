@@ -958,3 +958,24 @@ fn a_key_file_that_is_a_fifo_or_a_device_is_refused_at_once() {
         }
     }
 }
+
+#[test]
+fn a_server_path_that_is_no_directory_or_a_max_memory_of_0_is_a_usage_error_before_listening() {
+    let sb = Sandbox::new();
+    let file = sb.path().join("file");
+    std::fs::write(&file, "").unwrap();
+    let missing = sb.path().join("missing").display().to_string();
+    let file = file.display().to_string();
+    for (args, says) in [
+        (vec!["--path", missing.as_str()], "mkdir -p"),
+        (vec!["--path", file.as_str()], "not a directory"),
+        (vec!["--max-memory", "0"], "0 would refuse every test"),
+    ] {
+        let mut all = vec!["server", "--listen", "127.0.0.1", "--port", "0"];
+        all.extend(&args);
+        let (code, err) = refused(&sb, &all);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains("listening"), "{args:?}: {err}");
+    }
+}
