@@ -137,8 +137,9 @@ On the client:
 
 Between hosts use tcp, tcp6, udp or udp6; with a server on the same host, unix,
 unix-dgram, unix-seqpacket, fifo, mq and shm work too (the client learns the path or
-name from the server). A key file holds at least 16 bytes, e.g.
-`head -c 32 /dev/urandom | base64 > sockbench.key`, copied to both hosts.")]
+name from the server). A key file holds at least 16 bytes and only its owner may read it,
+e.g. `(umask 077; head -c 32 /dev/urandom | base64 > sockbench.key)`, copied to both
+hosts.")]
     Server(ServerArgs),
     /// Listen on a socket and log what clients send, read by read: accept, every read
     /// (with monotonic and wall-clock times), disconnect; a summary per connection on
@@ -230,16 +231,16 @@ pub struct ServerArgs {
     #[arg(long, value_name = "N", default_value_t = 128)]
     pub max_streams: u32,
     /// Most buffer memory one test may make the server allocate (message buffers and the
-    /// socket buffers a client requests, over all streams).
-    #[arg(long, value_name = "SIZE", default_value = "1G")]
+    /// socket buffers a client requests, over all streams); above 0.
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = some_memory)]
     pub max_memory: String,
     /// Require clients to prove they hold this pre-shared key (HMAC-SHA256 over fresh
     /// nonces, both ways), and prove it to them.
     #[arg(long, value_name = "FILE")]
     pub key_file: Option<PathBuf>,
     /// Directory for Unix socket files and FIFOs of local clients (default: a private
-    /// directory under $XDG_RUNTIME_DIR or /tmp).
-    #[arg(long, value_name = "DIR")]
+    /// directory under $XDG_RUNTIME_DIR or /tmp); it must exist.
+    #[arg(long, value_name = "DIR", value_parser = existing_dir)]
     pub path: Option<PathBuf>,
     /// Also log connections that never became tests (port scans, idle connections).
     #[arg(short, long)]
@@ -752,6 +753,34 @@ pub struct CompareArgs {
 }
 
 /// `connect --help`: only the transports connect can use.
+/// `server --max-memory`: a size above 0 (kept as written; the server reads it).
+fn some_memory(text: &str) -> Result<String, String> {
+    match crate::measure::units::parse_size(text)? {
+        0 => Err("0 would refuse every test (each needs memory for its buffers): give a size such as 256M, or leave the flag out for 1G".into()),
+        _ => Ok(text.to_string()),
+    }
+}
+
+/// `server --path`: a directory that exists and this user may create files in, checked
+/// before the server listens.
+fn existing_dir(text: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(text);
+    match std::fs::metadata(&path) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Err("not a directory: give a directory for the socket files and FIFOs".into()),
+        Err(e) => {
+            return Err(format!(
+                "{e}: create the directory first (mkdir -p {text}), or leave --path out for a private one"
+            ))
+        }
+    }
+    use nix::unistd::{access, AccessFlags};
+    access(&path, AccessFlags::W_OK | AccessFlags::X_OK).map_err(|e| {
+        format!("this user cannot create files there ({e}): give a directory it may write to")
+    })?;
+    Ok(path)
+}
+
 fn connect_transports_help() -> String {
     let names: Vec<&str> = crate::workload::connect::TRANSPORTS
         .iter()

@@ -24,6 +24,8 @@
 //!   CSV, Markdown), which know neither the plan nor the CLI;
 //! - [`copy`]: the ways a relay copies between sockets, one file per method;
 //! - [`text`]: text from elsewhere (peers, files) made safe for a terminal or Markdown;
+//! - [`input`]: the one way a file the user names (a report, a key, a hosts file) is
+//!   read: regular files only, never past a bound;
 //! - `sys`: the only module allowed `unsafe`.
 //!
 //! Data flows one way: `Args` → command → [`plan::Host::probe`] → [`plan::Plan`] → per
@@ -38,6 +40,7 @@ pub mod engine;
 pub mod environment;
 pub mod error;
 pub mod http;
+pub mod input;
 pub mod interrupt;
 pub mod load;
 pub mod measure;

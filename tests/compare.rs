@@ -779,3 +779,32 @@ fn file_names_and_what_the_files_say_are_text_in_markdown_and_on_the_terminal() 
         }
     }
 }
+
+#[test]
+fn a_fifo_or_a_device_as_base_or_new_is_refused_at_once_with_exit_1() {
+    let sb = Sandbox::new();
+    let real = quick(&sb);
+    let fifo = sb.path().join("fifo.json");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    for (args, says) in [
+        (
+            [real.as_path(), fifo.as_path()],
+            "fifo.json is a FIFO, not a regular file",
+        ),
+        (
+            [Path::new("/dev/zero"), real.as_path()],
+            "/dev/zero is a character device, not a regular file",
+        ),
+    ] {
+        // A minute is a hang, not a slow machine: a refusal takes no time.
+        let out = sb
+            .cmd()
+            .arg("compare")
+            .args(args)
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+    }
+}

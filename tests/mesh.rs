@@ -92,6 +92,7 @@ $BIN mesh --hosts 10.77.0.1,10.77.0.2,10.77.0.3,10.77.0.4 {mesh_args}
 fn key(sb: &Sandbox) -> String {
     let path = sb.path().join("mesh.key");
     std::fs::write(&path, "mesh-test-key-0123456789abcdef0123456789\n").unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     path.display().to_string()
 }
 
@@ -493,4 +494,37 @@ fn concurrent_runs_every_pair_at_once_and_says_so() {
         text.contains("--concurrent: every pair ran at once"),
         "{text}"
     );
+}
+
+#[test]
+fn a_hosts_file_that_is_a_fifo_a_device_or_over_1_mib_is_refused_at_once() {
+    let sb = Sandbox::new();
+    // No writer ever opens this FIFO: opening it for reading would block for ever.
+    let fifo = sb.path().join("hosts.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let big = sb.path().join("hosts.txt");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len((1 << 20) + 1)
+        .unwrap();
+    for (file, says) in [
+        (fifo.as_path(), "hosts.fifo is a FIFO, not a regular file"),
+        (
+            std::path::Path::new("/dev/zero"),
+            "/dev/zero is a character device, not a regular file",
+        ),
+        (big.as_path(), "hosts.txt is over 1 MiB: not a hosts file"),
+    ] {
+        // A minute is a hang, not a slow machine: a refusal takes no time.
+        let out = sb
+            .cmd()
+            .args(["mesh", "--hosts-file"])
+            .arg(file)
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{file:?}: {err}");
+        assert!(err.contains(says), "{file:?}: {err}");
+    }
 }

@@ -253,3 +253,57 @@ fn markdown_from_a_report_file_carries_no_markup_and_no_broken_table() {
     let cells = |l: &str| l.replace("\\|", "").matches('|').count();
     assert!(rows.iter().all(|l| cells(l) == cells(rows[0])), "{stdout}");
 }
+
+#[test]
+fn a_fifo_a_device_or_an_oversized_file_is_refused_without_waiting_or_reading_it() {
+    let sb = Sandbox::new();
+    // No writer ever opens this FIFO: opening it for reading would block for ever.
+    let fifo = sb.path().join("fifo.json");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    // Over 256 MiB, and sparse: refused by its size before any byte is read.
+    let big = sb.path().join("big.json");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len((256 << 20) + 1)
+        .unwrap();
+    for (file, says) in [
+        (fifo.as_path(), "fifo.json is a FIFO, not a regular file"),
+        (
+            std::path::Path::new("/dev/zero"),
+            "/dev/zero is a character device, not a regular file",
+        ),
+        (
+            big.as_path(),
+            "big.json is over 256 MiB: not a sockbench report",
+        ),
+    ] {
+        // A minute is a hang, not a slow machine: a refusal takes no time.
+        let out = sb
+            .cmd()
+            .arg("report")
+            .arg(file)
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{file:?}: {err}");
+        assert!(err.contains(says), "{file:?}: {err}");
+        assert!(
+            err.contains("`-`") || file == big,
+            "says how to pipe it: {err}"
+        );
+    }
+    // Standard input is read through the same bound.
+    let out = sb
+        .sockbench()
+        .args(["report", "-"])
+        .stdin(std::fs::File::open(&big).unwrap())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("standard input is over 256 MiB: not a sockbench report"),
+        "{err}"
+    );
+}

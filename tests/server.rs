@@ -319,8 +319,8 @@ fn a_key_is_required_proved_both_ways_and_never_optional() {
     let sb = Sandbox::new();
     let key = sb.path().join("k.key");
     let other = sb.path().join("other.key");
-    std::fs::write(&key, "correct horse battery staple\n").unwrap();
-    std::fs::write(&other, "not the server's key at all\n").unwrap();
+    private_key(&key, "correct horse battery staple\n");
+    private_key(&other, "not the server's key at all\n");
     let server = Server::start(&sb, &["--key-file", key.to_str().unwrap()]);
     let addr = server.addr();
     let run = |extra: &[&str]| {
@@ -856,4 +856,126 @@ fn bad_server_flags_and_unreachable_servers_say_what_to_do() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("in use"));
+}
+
+/// Write a key file as the README makes one: mode 600.
+fn private_key(path: &std::path::Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+/// `sockbench ARGS`, killed if it has not exited within a minute (a hang, not a slow
+/// machine: every case here is refused before anything is opened or listened on).
+fn refused(sb: &Sandbox, args: &[&str]) -> (Option<i32>, String) {
+    let out = sb
+        .cmd()
+        .args(args)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_key_file_others_can_read_is_refused_with_the_chmod_that_fixes_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new();
+    let key = sb.path().join("k.key");
+    let k = key.to_str().unwrap();
+    // What `head -c 32 /dev/urandom | base64 > k.key` makes under umask 022.
+    std::fs::write(&key, "correct horse battery staple\n").unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let chmod = format!("is open to others (mode 644): a key must be private; run `chmod 600 {k}`");
+    for args in [
+        vec![
+            "server",
+            "--listen",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--key-file",
+            k,
+        ],
+        vec![
+            "stream",
+            "--server",
+            "127.0.0.1:1",
+            "-n",
+            "1",
+            "--key-file",
+            k,
+        ],
+        vec!["mesh", "--hosts", "a,b", "--key-file", k],
+    ] {
+        let (code, err) = refused(&sb, &args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(&chmod), "{args:?}: {err}");
+    }
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let (code, err) = refused(&sb, &["server", "--port", "0", "--key-file", k]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("is open to its group (mode 640)"), "{err}");
+}
+
+#[test]
+fn a_key_file_that_is_a_fifo_or_a_device_is_refused_at_once() {
+    let sb = Sandbox::new();
+    // No writer ever opens this FIFO: opening it for reading would block for ever.
+    let fifo = sb.path().join("fifo.key");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let f = fifo.to_str().unwrap();
+    for (key, says) in [
+        (f, "fifo.key is a FIFO, not a regular file"),
+        ("/dev/zero", "key file /dev/zero is a character device"),
+    ] {
+        for args in [
+            vec![
+                "server",
+                "--listen",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--key-file",
+                key,
+            ],
+            vec![
+                "stream",
+                "--server",
+                "127.0.0.1:1",
+                "-n",
+                "1",
+                "--key-file",
+                key,
+            ],
+        ] {
+            let (code, err) = refused(&sb, &args);
+            assert_eq!(code, Some(2), "{args:?}: {err}");
+            assert!(err.contains(says), "{args:?}: {err}");
+        }
+    }
+}
+
+#[test]
+fn a_server_path_that_is_no_directory_or_a_max_memory_of_0_is_a_usage_error_before_listening() {
+    let sb = Sandbox::new();
+    let file = sb.path().join("file");
+    std::fs::write(&file, "").unwrap();
+    let missing = sb.path().join("missing").display().to_string();
+    let file = file.display().to_string();
+    for (args, says) in [
+        (vec!["--path", missing.as_str()], "mkdir -p"),
+        (vec!["--path", file.as_str()], "not a directory"),
+        (vec!["--max-memory", "0"], "0 would refuse every test"),
+    ] {
+        let mut all = vec!["server", "--listen", "127.0.0.1", "--port", "0"];
+        all.extend(&args);
+        let (code, err) = refused(&sb, &all);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains("listening"), "{args:?}: {err}");
+    }
 }

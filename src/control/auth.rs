@@ -14,8 +14,6 @@ use sha2::Sha256;
 pub const NONCE_BYTES: usize = 32;
 /// Fewest bytes a key file must hold (after trimming a final newline).
 pub const MIN_KEY_BYTES: usize = 16;
-/// Most bytes read from a key file.
-const MAX_KEY_BYTES: u64 = 4096;
 
 /// A pre-shared key.
 #[derive(Clone)]
@@ -35,29 +33,24 @@ impl Key {
     pub fn new(bytes: &[u8]) -> anyhow::Result<Key> {
         if bytes.len() < MIN_KEY_BYTES {
             bail!(
-                "the key is {} bytes; use at least {MIN_KEY_BYTES} (for example `head -c 32 /dev/urandom | base64 > sockbench.key`)",
+                "the key is {} bytes; use at least {MIN_KEY_BYTES} (for example `(umask 077; head -c 32 /dev/urandom | base64 > sockbench.key)`)",
                 bytes.len()
             );
         }
         Ok(Key(bytes.to_vec()))
     }
 
-    /// The key in `path` (one final newline is not part of it).
+    /// The key in `path` (one final newline is not part of it), read through
+    /// [`crate::input`]: a regular file of at most 4 KiB, private to its owner
+    /// ([`crate::input::check_private`]: `chmod 600`).
     ///
     /// # Errors
-    /// The file cannot be read, is empty or too short, or is over 4 KiB.
+    /// The file cannot be read, is not a regular file, is open to others, is empty or
+    /// too short, or is over 4 KiB.
     pub fn load(path: &Path) -> anyhow::Result<Key> {
-        let meta = std::fs::metadata(path)
-            .with_context(|| format!("cannot read key file {}", path.display()))?;
-        if meta.len() > MAX_KEY_BYTES {
-            bail!(
-                "key file {} is {} bytes; a key file holds at most {MAX_KEY_BYTES}",
-                path.display(),
-                meta.len()
-            );
-        }
-        let mut bytes = std::fs::read(path)
-            .with_context(|| format!("cannot read key file {}", path.display()))?;
+        let (file, meta) = crate::input::open_regular(path, crate::input::KEY)?;
+        crate::input::check_private(&format!("key file {}", path.display()), path, &meta)?;
+        let mut bytes = crate::input::read_opened(file, &meta, path, crate::input::KEY)?;
         if bytes.last() == Some(&b'\n') {
             bytes.pop();
             if bytes.last() == Some(&b'\r') {
@@ -140,6 +133,7 @@ pub fn same_token(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn each_side_accepts_only_the_other_sides_proof_for_these_nonces() {
@@ -168,20 +162,60 @@ mod tests {
     fn a_key_file_is_read_without_its_newline_and_must_be_long_enough() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("k");
-        std::fs::write(&p, "0123456789abcdef\n").unwrap();
+        let write = |text: &[u8]| {
+            std::fs::write(&p, text).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        };
+        write(b"0123456789abcdef\n");
         let a = Key::load(&p).unwrap();
-        std::fs::write(&p, "0123456789abcdef").unwrap();
+        write(b"0123456789abcdef");
         let b = Key::load(&p).unwrap();
         assert_eq!(a.0, b.0);
-        std::fs::write(&p, "short\n").unwrap();
+        write(b"short\n");
         let e = format!("{:#}", Key::load(&p).unwrap_err());
         assert!(e.contains("the key is 5 bytes"), "{e}");
-        std::fs::write(&p, vec![b'k'; 4096]).unwrap();
+        write(&[b'k'; 4096]);
         assert!(Key::load(&p).is_ok(), "exactly 4 KiB is allowed");
-        std::fs::write(&p, vec![b'k'; 5000]).unwrap();
-        assert!(format!("{:#}", Key::load(&p).unwrap_err()).contains("at most 4096"));
+        write(&[b'k'; 5000]);
+        let e = format!("{:#}", Key::load(&p).unwrap_err());
+        assert!(e.ends_with("k is over 4096 bytes: not a key file"), "{e}");
         let e = format!("{:#}", Key::load(&dir.path().join("none")).unwrap_err());
         assert!(e.contains("cannot read key file"), "{e}");
+    }
+
+    #[test]
+    fn a_key_file_that_never_ends_or_has_no_writer_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let e = format!("{:#}", Key::load(&fifo).unwrap_err());
+        assert!(e.contains("is a FIFO, not a regular file"), "{e}");
+        let e = format!("{:#}", Key::load(Path::new("/dev/zero")).unwrap_err());
+        assert!(
+            e.starts_with("key file /dev/zero is a character device"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_key_file_others_can_read_is_refused_with_the_chmod_that_fixes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("k");
+        std::fs::write(&p, "0123456789abcdef\n").unwrap();
+        for mode in [0o644, 0o604, 0o660, 0o640] {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+            let e = format!("{:#}", Key::load(&p).unwrap_err());
+            assert!(e.contains(&format!("(mode {mode:03o})")), "{e}");
+            assert!(
+                e.ends_with(&format!("run `chmod 600 {}`", p.display())),
+                "{e}"
+            );
+        }
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o400)).unwrap();
+        assert!(
+            Key::load(&p).is_ok(),
+            "a read-only key of its owner is private"
+        );
     }
 
     #[test]

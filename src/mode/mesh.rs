@@ -40,8 +40,8 @@ fn now_ns() -> u64 {
 fn hosts(args: &MeshArgs) -> Result<Vec<(String, String)>, String> {
     let mut entries = args.hosts.clone();
     if let Some(path) = &args.hosts_file {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("--hosts-file {}: {e}", path.display()))?;
+        let text = crate::input::read_text(path, crate::input::HOSTS)
+            .map_err(|e| format!("--hosts-file: {e:#}"))?;
         entries.extend(hosts_file_entries(&text));
     }
     let mut hosts = parse_hosts(&entries, args.port)?;

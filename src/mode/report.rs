@@ -1,7 +1,7 @@
 //! `sockbench report FILE.json`: print a saved run again, in any format, with `--wide`
 //! and `--units`, and write the `--export-*` files from it. Nothing is measured.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -63,21 +63,21 @@ pub fn run(r: &ReportArgs, args: &Args) -> ExitCode {
 pub const OLDEST_READABLE: u32 = 4;
 
 /// Read a report from `path` ("-": stdin) and check it is one this sockbench can read.
+/// At most [`crate::input::REPORT`]'s 256 MiB are read, and a path must name a regular
+/// file (a FIFO or a device is refused: pipe it to `-` instead).
 ///
 /// # Errors
-/// If the file cannot be read, is not JSON, is another schema version or not a report.
+/// If the file cannot be read, is not a regular file, is over 256 MiB, is not JSON, is
+/// another schema version or not a report.
 pub fn load(path: &Path) -> anyhow::Result<Report> {
     use anyhow::Context;
     let name = path.display();
-    let mut text = String::new();
-    if path == Path::new("-") {
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .context("cannot read the report from stdin")?;
+    let text = if path == Path::new("-") {
+        crate::input::read_stdin(crate::input::REPORT)?
     } else {
-        text = std::fs::read_to_string(path).with_context(|| format!("cannot read {name}"))?;
-    }
-    let value: serde_json::Value = serde_json::from_str(&text).with_context(|| {
+        crate::input::read_file(path, crate::input::REPORT)?
+    };
+    let value: serde_json::Value = serde_json::from_slice(&text).with_context(|| {
         format!("{name} is not JSON: give a report written by --format json or --export-json")
     })?;
     match value.get("schema_version").and_then(serde_json::Value::as_u64) {
