@@ -6,6 +6,20 @@
 
 use std::time::Duration;
 
+/// The most a figure that came from elsewhere (a peer's report, a file) may be before it
+/// is refused as no measurement: far beyond any link, CPU or clock of today, so nothing
+/// real is refused, and nothing forged prints as a 300-digit number.
+pub mod plausible {
+    /// Throughput: 1 Pbit/s.
+    pub const BITS_PER_SECOND: f64 = 1e15;
+    /// Message, request or connection rate: 10 billion per second.
+    pub const PER_SECOND: f64 = 1e10;
+    /// A latency: one hour, in nanoseconds.
+    pub const LATENCY_NS: f64 = 3.6e12;
+    /// Round trips (or messages) counted in one test: a billion a second for an hour.
+    pub const COUNT: u64 = 3_600_000_000_000;
+}
+
 /// Parse one size: a number with an optional binary suffix `K`, `M`, `G` (or `KiB`, `MiB`,
 /// `GiB`, any case) and an optional trailing `B`. `1.5M` is allowed if it is whole bytes.
 ///

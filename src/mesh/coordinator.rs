@@ -214,17 +214,21 @@ pub fn figures(report: &serde_json::Value) -> Result<Figures, String> {
         .and_then(|r| r.as_array())
         .and_then(|r| r.first())
         .ok_or("the client's report has no result")?;
-    let num = |v: Option<&serde_json::Value>| -> Result<Option<f64>, String> {
+    use crate::measure::units::plausible;
+    // A figure must be a number a measurement could give: an agent that reports 1e300
+    // bit/s has measured nothing.
+    let within = |v: Option<&serde_json::Value>, most: f64| -> Result<Option<f64>, String> {
         match v {
             None | Some(serde_json::Value::Null) => Ok(None),
             Some(v) => match v.as_f64() {
-                Some(x) if x.is_finite() && x >= 0.0 => Ok(Some(x)),
+                Some(x) if x.is_finite() && x >= 0.0 && x <= most => Ok(Some(x)),
                 _ => Err(format!(
                     "the client's report has a figure out of range: {v}"
                 )),
             },
         }
     };
+    let num = |v: Option<&serde_json::Value>| within(v, f64::MAX);
     let rt = r.get("latencies").and_then(|l| l.get("round_trip"));
     let as_ns = |x: Option<f64>| x.map(|v| v.round() as u64);
     let delivered = num(r.get("delivered_fraction"))?;
@@ -244,11 +248,29 @@ pub fn figures(report: &serde_json::Value) -> Result<Figures, String> {
             .map_err(|e| format!("the client's round-trip buckets do not parse: {e}"))?,
         None => Vec::new(),
     };
+    // Counts that no test could make (summed, they would saturate the merged figure).
+    let counted = buckets
+        .iter()
+        .try_fold(0u64, |a, b| a.checked_add(b.count))
+        .filter(|&n| n <= plausible::COUNT);
+    if counted.is_none()
+        || buckets
+            .iter()
+            .any(|b| b.le_ns as f64 > plausible::LATENCY_NS)
+    {
+        return Err("the client's round-trip buckets are out of range".into());
+    }
     Ok(Figures {
-        bits_per_second: num(r.get("bits_per_second"))?,
-        messages_per_second: num(r.get("messages_per_second"))?,
-        round_trip_p50_ns: as_ns(num(rt.and_then(|l| l.get("p50_ns")))?),
-        round_trip_p99_ns: as_ns(num(rt.and_then(|l| l.get("p99_ns")))?),
+        bits_per_second: within(r.get("bits_per_second"), plausible::BITS_PER_SECOND)?,
+        messages_per_second: within(r.get("messages_per_second"), plausible::PER_SECOND)?,
+        round_trip_p50_ns: as_ns(within(
+            rt.and_then(|l| l.get("p50_ns")),
+            plausible::LATENCY_NS,
+        )?),
+        round_trip_p99_ns: as_ns(within(
+            rt.and_then(|l| l.get("p99_ns")),
+            plausible::LATENCY_NS,
+        )?),
         loss,
         round_trip_buckets: buckets,
     })
@@ -712,8 +734,27 @@ mod tests {
             serde_json::json!({"results": [{"bits_per_second": "fast"}]}),
             serde_json::json!({"results": [{"delivered_fraction": 1.5}]}),
             serde_json::json!({"results": [{"latency_buckets": {"round_trip": [{"le": 1}]}}]}),
+            // A lying agent: figures no measurement gives, and counts that would
+            // saturate the merged histogram.
+            serde_json::json!({"results": [{"bits_per_second": 1e300}]}),
+            serde_json::json!({"results": [{"bits_per_second": 1.0001e15}]}),
+            serde_json::json!({"results": [{"messages_per_second": 1e11}]}),
+            serde_json::json!({"results": [{"latencies": {"round_trip": {"p50_ns": 1e18}}}]}),
+            serde_json::json!({"results": [{"latency_buckets": {"round_trip": [
+                {"le_ns": 16000, "count": u64::MAX}, {"le_ns": 20000, "count": 2}]}}]}),
+            serde_json::json!({"results": [{"latency_buckets": {"round_trip": [
+                {"le_ns": 16000, "count": 3_600_000_000_001u64}]}}]}),
+            serde_json::json!({"results": [{"latency_buckets": {"round_trip": [
+                {"le_ns": u64::MAX, "count": 1}]}}]}),
         ] {
-            assert!(figures(&bad).is_err(), "{bad}");
+            let e = figures(&bad)
+                .err()
+                .unwrap_or_else(|| panic!("accepted {bad}"));
+            assert!(e.len() < 200, "{e}");
         }
+        // The bounds themselves are figures.
+        let at = serde_json::json!({"results": [{"bits_per_second": 1e15,
+            "latency_buckets": {"round_trip": [{"le_ns": 16000, "count": 3_600_000_000_000u64}]}}]});
+        assert!(figures(&at).is_ok());
     }
 }

@@ -780,13 +780,29 @@ fn run_values(r: &ScenarioResult) -> Vec<f64> {
         .collect()
 }
 
+/// The most a run's headline figure of `workload` may be: beyond it the file holds no
+/// measurement (an edited or forged one), and comparing it would be comparing nothing.
+fn plausible_most(workload: WorkloadKind) -> f64 {
+    use crate::measure::units::plausible;
+    match workload {
+        WorkloadKind::Stream => plausible::BITS_PER_SECOND,
+        WorkloadKind::Rate | WorkloadKind::Connect => plausible::PER_SECOND,
+        WorkloadKind::Pingpong => plausible::LATENCY_NS,
+    }
+}
+
 /// One side of a comparison.
 fn side(r: &ScenarioResult) -> Side {
     let values = run_values(r);
-    let error = match (&r.error, values.is_empty()) {
-        (Some(e), _) => Some(e.clone()),
-        (None, true) => Some("no run finished".to_string()),
-        (None, false) => None,
+    let most = plausible_most(r.workload);
+    let wild = values.iter().find(|&&v| !(0.0..=most).contains(&v));
+    let error = match (&r.error, values.is_empty(), wild) {
+        (Some(e), _, _) => Some(e.clone()),
+        (None, true, _) => Some("no run finished".to_string()),
+        (None, false, Some(v)) => Some(format!(
+            "a run's figure is out of range ({v:e}, beyond {most:e}): not a measurement"
+        )),
+        (None, false, None) => None,
     };
     Side {
         scenario: label(r),

@@ -392,36 +392,52 @@ fn normal_looking_three_runs_a_side_take_welch() {
 }
 
 #[test]
-fn figures_too_large_for_welch_are_tested_on_their_logarithms() {
-    let base = [1.0e308, 1.5e308, 1.7e308];
-    let new = [1.1e308, 1.6e308, 1.75e308];
-    let c = compare_one(&stream(&base), &stream(&new), "new.json", 0.05, None);
-    assert_eq!(c.test, Some(TestKind::WelchLog));
-    assert!(c.p_value.is_some_and(|p| (0.0..=1.0).contains(&p)), "{c:?}");
-    assert!(
-        c.ratio_ci_low.is_some_and(f64::is_finite) && c.ratio_ci_high.is_some_and(f64::is_finite)
-    );
-}
-
-#[test]
-fn figures_too_large_for_welch_without_logarithms_get_no_test() {
-    // A figure of 0 has no logarithm: Welch on the values, whose variance overflows.
-    let base = [0.0, 1.5e308, 1.7e308];
-    let new = [0.0, 1.6e308, 1.75e308];
+fn figures_beyond_any_measurement_are_refused_not_compared() {
+    // 1e300 bit/s is no measurement (an edited or forged file): the scenario fails with
+    // the reason, rather than being tested, or printed as a 300-digit number.
+    let base = [1.0e300, 1.5e300, 1.7e300];
+    let new = [1.1e300, 1.6e300, 1.75e300];
     let d = doc(
         vec![vec![stream(&base)], vec![stream(&new)]],
         &args(2, Some(5.0), &[]),
     );
     let c = &d.comparisons[0];
-    assert_eq!(c.verdict, Verdict::NoTest);
+    assert_eq!(c.verdict, Verdict::Failed);
     assert_eq!((c.test, c.p_value), (None, None));
-    assert_eq!((c.ratio_ci_low, c.ratio_ci_high), (None, None));
-    assert!(c.note.as_ref().unwrap().contains("too large"), "{c:?}");
-    assert!(c.ratio.is_some_and(f64::is_finite));
-    assert!(!d.failed_gate);
-    let json = serde_json::to_value(&d).unwrap();
-    assert_eq!(json["comparisons"][0]["verdict"], "no test");
-    assert!(render::table(&d, View::default()).contains("no test"));
+    let note = c.note.as_ref().unwrap();
+    assert!(
+        note.contains("out of range") && note.contains("1e300"),
+        "{note}"
+    );
+    // A gate fails on a NEW that is no measurement where BASE was one.
+    let bogus_new = compare_one(&stream(&STEADY), &stream(&new), "n", 0.05, Some(5.0));
+    assert!(bogus_new.gate_failed, "{bogus_new:?}");
+    // The bound itself is a figure; one beyond it is not.
+    let at = crate::measure::units::plausible::BITS_PER_SECOND;
+    let ok = compare_one(
+        &stream(&[at, at, at]),
+        &stream(&[at, at, at]),
+        "n",
+        0.05,
+        None,
+    );
+    assert_ne!(ok.verdict, Verdict::Failed, "{ok:?}");
+    let over = compare_one(
+        &stream(&[at, at, at * 1.001]),
+        &stream(&[at; 3]),
+        "n",
+        0.05,
+        None,
+    );
+    assert_eq!(over.verdict, Verdict::Failed, "{over:?}");
+    // Latency and rates have bounds of their own.
+    let ping = |v: &[f64]| with_runs(WorkloadKind::Pingpong, TransportKind::Tcp, v);
+    let slow = compare_one(&ping(&[4.0e12; 3]), &ping(&[1.0e4; 3]), "n", 0.05, None);
+    assert_eq!(slow.verdict, Verdict::Failed);
+    let rate = |v: &[f64]| with_runs(WorkloadKind::Rate, TransportKind::Udp, v);
+    let fast = compare_one(&rate(&[1.0e6; 3]), &rate(&[2.0e10; 3]), "n", 0.05, None);
+    assert_eq!(fast.verdict, Verdict::Failed);
+    assert!(fast.note.unwrap().contains("NEW"));
 }
 
 #[test]
