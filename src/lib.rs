@@ -32,6 +32,25 @@
 //! scenario, [`placement::Placement::run`] → role reports → workload tally + common
 //! figures → diagnoses → [`report::ScenarioResult`] → exporters.
 
+// Printing never panics. std's `eprintln!` and `println!` panic when their stream
+// cannot be written (a closed pipe: `2>&1 | true`, `| head`; a full device:
+// `2>/dev/full`), which would turn any run into exit 101 and skip its cleanup. These
+// shadow them in every module below: a line that cannot be written is lost, and the run
+// goes on to its own exit status (what must reach stdout, the report, is written with
+// its errors checked).
+macro_rules! eprintln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+macro_rules! println {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 pub mod cli;
 pub mod control;
 pub mod copy;

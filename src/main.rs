@@ -2,6 +2,15 @@
 
 use std::process::ExitCode;
 
+// As in the library: a message that cannot be written (stderr closed or full) is lost,
+// never a panic.
+macro_rules! eprintln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 use clap::Parser;
 
 use sockbench::cli::{Args, Command, Format};

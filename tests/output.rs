@@ -627,3 +627,60 @@ fn a_failed_latency_scenario_says_failed_under_every_percentile() {
     assert_eq!(rows[2][p50], "failed", "{text}");
     assert!(rows[3][p50].ends_with('s'), "unix ran: {text}");
 }
+
+/// Run sockbench with stderr (or stdout) going nowhere writable: `/dev/full`, or a pipe
+/// whose reader is gone.
+fn with_broken(sb: &Sandbox, args: &[&str], stream: &str, how: &str) -> Option<i32> {
+    use std::process::Stdio;
+    let target = || -> Stdio {
+        match how {
+            "full" => std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .unwrap()
+                .into(),
+            _ => Stdio::piped(),
+        }
+    };
+    let mut cmd = sb.sockbench();
+    cmd.args(args).stdin(Stdio::null());
+    match stream {
+        "stderr" => cmd.stderr(target()).stdout(Stdio::null()),
+        _ => cmd.stdout(target()).stderr(Stdio::null()),
+    };
+    let mut child = cmd.spawn().unwrap();
+    // A closed pipe: its reader goes before anything is written.
+    drop(child.stderr.take());
+    drop(child.stdout.take());
+    child.wait().unwrap().code()
+}
+
+#[test]
+fn no_command_panics_when_stderr_or_stdout_is_closed_or_full() {
+    let sb = Sandbox::new();
+    let commands: [&[&str]; 10] = [
+        // A failed run says why on stderr.
+        &["stream", "-t", "tcp", "--bind", "203.0.113.1", "-d", "0.2"],
+        &["stream", "-t", "unix", "-n", "100", "-w", "0"],
+        &["pingpong", "-t", "udp", "-n", "100", "-w", "0"],
+        &["compare", "missing.json", "other.json"],
+        &["report", "missing.json"],
+        &["load", "http://127.0.0.1:1/", "-n", "1"],
+        &["swarm", "-n", "2", "-d", "0.1"],
+        &["relay", "-t", "tcp", "-m", "read-write", "-d", "0.1"],
+        &["serve", "--port", "0", "-d", "0.2"],
+        &["stream", "--transport", "nope"],
+    ];
+    for args in commands {
+        for stream in ["stderr", "stdout"] {
+            for how in ["full", "closed"] {
+                let code = with_broken(&sb, args, stream, how);
+                assert!(
+                    matches!(code, Some(0..=2)),
+                    "{args:?} with {stream} {how}: exit {code:?} (101 is a panic)"
+                );
+            }
+        }
+    }
+    assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
+}
