@@ -61,6 +61,15 @@ pub fn resolve(target: &str) -> anyhow::Result<Vec<SocketAddr>> {
 /// Another protocol version, a key the server does not share, a server that asks for no
 /// key when this side has one (it cannot prove itself), a deadline passing.
 pub fn handshake(ctl: &mut Control, key: Option<&Key>) -> anyhow::Result<Welcome> {
+    // Until the server has proved itself, only its handshake frames are taken (anything
+    // else, an 8 MiB report or a result, is refused on its header).
+    ctl.allow(&[FrameType::Welcome, FrameType::Auth, FrameType::Error]);
+    let welcome = handshake_steps(ctl, key)?;
+    ctl.allow(&FrameType::ALL);
+    Ok(welcome)
+}
+
+fn handshake_steps(ctl: &mut Control, key: Option<&Key>) -> anyhow::Result<Welcome> {
     let nonce = auth::random(NONCE_BYTES)?;
     ctl.send(
         FrameType::Hello,
@@ -529,5 +538,112 @@ impl Placement for Remote {
                 environment,
             }),
         })
+    }
+}
+
+#[cfg(test)]
+mod fuzz {
+    //! The client's handshake against a hostile server: random scripts of frames (valid
+    //! and random bodies of every type, and raw bytes) answer its hello. It never panics,
+    //! ends when the script does (no hang), never takes a frame over its type's cap, and
+    //! never accepts a server that did not prove the key it was given.
+
+    use super::*;
+    use crate::control::frame::encode;
+    use crate::control::messages::Limits;
+    use proptest::prelude::*;
+    use std::io::{self, Read, Write};
+    use std::net::IpAddr;
+
+    /// A server that says what its script says, then hangs up.
+    struct Scripted(io::Cursor<Vec<u8>>);
+
+    impl Read for Scripted {
+        fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+            self.0.read(b)
+        }
+    }
+
+    impl Write for Scripted {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl crate::control::Stream for Scripted {
+        fn set_read_timeout(&self, _: Option<std::time::Duration>) -> io::Result<()> {
+            Ok(())
+        }
+        fn peer_ip(&self) -> Option<IpAddr> {
+            None
+        }
+        fn local_ip(&self) -> Option<IpAddr> {
+            None
+        }
+        fn shutdown(&self) {}
+    }
+
+    fn welcome(key_required: bool) -> Vec<u8> {
+        serde_json::to_vec(&Welcome {
+            version: VERSION,
+            tool: "hostile".into(),
+            nonce: "ab".repeat(32),
+            key_required,
+            limits: Limits::default(),
+        })
+        .unwrap()
+    }
+
+    fn any_frame() -> impl Strategy<Value = Vec<u8>> {
+        let kinds = proptest::sample::select(FrameType::ALL.to_vec());
+        let body = prop_oneof![
+            Just(welcome(false)),
+            Just(welcome(true)),
+            Just(br#"{"mac":"00"}"#.to_vec()),
+            Just(br#"{"message":"go away"}"#.to_vec()),
+            proptest::collection::vec(any::<u8>(), 0..300),
+        ];
+        (kinds, body).prop_map(|(k, b)| encode(k, &b).unwrap_or_default())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(500),
+            failure_persistence: None,
+            .. ProptestConfig::default()
+        })]
+        #[test]
+        fn a_hostile_server_never_makes_the_handshake_panic_hang_or_skip_the_key(
+            frames in proptest::collection::vec(any_frame(), 0..6),
+            raw in proptest::collection::vec(any::<u8>(), 0..64),
+            raw_first in any::<bool>(),
+            keyed in any::<bool>(),
+        ) {
+            let mut script = Vec::new();
+            if raw_first {
+                script.extend_from_slice(&raw);
+            }
+            for f in &frames {
+                script.extend_from_slice(f);
+            }
+            if !raw_first {
+                script.extend_from_slice(&raw);
+            }
+            let key = keyed.then(|| Key::new(b"fuzzing key 0123456789").unwrap());
+            let mut ctl = Control::new(Box::new(Scripted(io::Cursor::new(script))));
+            let t = std::time::Instant::now();
+            let r = handshake(&mut ctl, key.as_ref());
+            // The script ends: so does the handshake, at once (no deadline waited out).
+            prop_assert!(t.elapsed() < std::time::Duration::from_secs(1));
+            if let Ok(w) = &r {
+                // Only a real welcome is taken; with a key, no script can forge the proof.
+                prop_assert!(!keyed, "a server without the key was accepted");
+                prop_assert!(!w.key_required);
+                prop_assert_eq!(w.version, VERSION);
+            }
+        }
     }
 }

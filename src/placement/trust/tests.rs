@@ -318,3 +318,54 @@ fn a_queue_or_ring_of_another_uid_is_not_written() {
         );
     }
 }
+
+mod fuzz {
+    //! Whatever a peer on another host names, only an address at its own control
+    //! address, on a port, passes.
+    use super::*;
+    use proptest::prelude::*;
+
+    fn any_endpoint() -> impl Strategy<Value = Endpoint> {
+        prop_oneof![
+            (any::<[u8; 4]>(), any::<u16>())
+                .prop_map(|(ip, port)| { Endpoint::Address(SocketAddr::from((ip, port))) }),
+            (
+                proptest::sample::select(vec![[192u8, 0, 2, 7], [127, 0, 0, 1], [0, 0, 0, 0]]),
+                any::<u16>()
+            )
+                .prop_map(|(ip, port)| Endpoint::Address(SocketAddr::from((ip, port)))),
+            (any::<[u8; 16]>(), any::<u16>()).prop_map(|(ip, port)| {
+                Endpoint::Address(SocketAddr::from((std::net::Ipv6Addr::from(ip), port)))
+            }),
+            "[ -~]{0,40}".prop_map(|p| Endpoint::Path(PathBuf::from(p))),
+            "/[a-z0-9/._-]{0,40}".prop_map(|p| Endpoint::Path(PathBuf::from(p))),
+            "[ -~]{0,40}".prop_map(Endpoint::Name),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(500),
+            failure_persistence: None,
+            .. ProptestConfig::default()
+        })]
+        #[test]
+        fn a_remote_peer_passes_only_with_an_address_of_its_own(
+            ep in any_endpoint(),
+            kind in proptest::sample::select(vec![
+                TransportKind::Tcp, TransportKind::Udp, TransportKind::Tcp6, TransportKind::Udp6,
+                TransportKind::Unix, TransportKind::UnixDgram, TransportKind::UnixSeqpacket,
+                TransportKind::Fifo, TransportKind::Mq, TransportKind::Shm, TransportKind::Pipe,
+            ]),
+        ) {
+            let t = remote_peer();
+            let own = matches!(&ep, Endpoint::Address(a)
+                if crate::transport::canonical_ip(a.ip()) == IpAddr::from([192, 0, 2, 7])
+                    && a.port() != 0);
+            let passed = t.check(kind, &ep, "x").is_ok();
+            prop_assert_eq!(passed, own && kind.is_ip(), "{:?} {:?}", kind, ep);
+            let end = t.check_own_end(kind, &ep, "x", None).is_ok();
+            prop_assert_eq!(end, own && kind.is_ip(), "{:?} {:?}", kind, ep);
+        }
+    }
+}
