@@ -48,6 +48,7 @@ fn warning(kind: &str, message: String) -> Warning {
 /// Every warning for a scenario's result: the common ones, then the workload's own.
 pub fn warnings(sc: &Scenario, r: &ScenarioResult) -> Vec<Warning> {
     let mut out = Vec::new();
+    out.extend(too_short(r));
     out.extend(unstable(r));
     out.extend(buffer_clamped(sc, r));
     for d in crate::workload::spec(sc.workload).diagnoses() {
@@ -236,6 +237,34 @@ pub fn unstable(r: &ScenarioResult) -> Option<Warning> {
                 "runs disagree: throughput varies by {:.1}% (coefficient of variation); close other programs, \
                  pin threads with --cpus, or raise --runs and --duration",
                 cv * 100.0
+            ),
+        )
+    })
+}
+
+/// Below this, a run's rate is its start-up (the first writes into empty buffers, slow
+/// start, a thread not yet scheduled), not its steady state: 1000 messages of 1 KiB over
+/// loopback take 1 to 3 ms and have given 10.4 and 1.45 Gbit/s from one command.
+pub const MIN_STEADY_SECONDS: f64 = 0.02;
+
+/// A rate measured over a run too short to have one (stream, rate, connect; a pingpong's
+/// percentiles depend on how many round trips, not how long).
+pub fn too_short(r: &ScenarioResult) -> Option<Warning> {
+    if r.workload == crate::workload::WorkloadKind::Pingpong {
+        return None;
+    }
+    let shortest = r
+        .runs
+        .iter()
+        .map(|run| run.duration_seconds)
+        .fold(f64::INFINITY, f64::min);
+    (shortest < MIN_STEADY_SECONDS).then(|| {
+        warning(
+            "too-short",
+            format!(
+                "a run took only {}: too short to measure a steady rate (start-up and scheduling \
+                 dominate it); measure for longer: -d 1, or a larger -n or -b",
+                crate::measure::units::format_seconds(shortest)
             ),
         )
     })
@@ -506,6 +535,22 @@ mod tests {
             .into_iter()
             .map(|w| w.kind)
             .collect()
+    }
+
+    #[test]
+    fn a_rate_from_a_run_of_a_few_milliseconds_is_said_to_be_too_short() {
+        let sc = scenario(&["stream", "-t", "tcp", "--runs", "2"]);
+        let r = figures(&sc, &[run(1000, 1, 0.5), run(1000, 1, 0.003)]);
+        let w = too_short(&r).expect("a 3 ms run");
+        assert_eq!(w.kind, "too-short");
+        assert!(w.message.contains("3.00 ms"), "{}", w.message);
+        assert!(kinds(&sc, &[run(1000, 1, 0.003)]).contains(&"too-short".to_string()));
+        // At the bound, and above it: a rate.
+        let r = figures(&sc, &[run(1000, 1, MIN_STEADY_SECONDS)]);
+        assert_eq!(too_short(&r), None);
+        // A pingpong's figure is its round trips, however long they took together.
+        let sc = scenario(&["pingpong", "-t", "tcp"]);
+        assert_eq!(too_short(&figures(&sc, &[run(1000, 1, 0.003)])), None);
     }
 
     #[test]
