@@ -768,3 +768,39 @@ fn a_head_dribbled_a_byte_at_a_time_is_cut_off_at_the_idle_timeout_by_every_mode
         assert_eq!(v["responses_2xx"], 1, "{model}: {v}");
     }
 }
+
+#[test]
+fn requests_per_second_is_over_the_time_the_server_was_busy_as_ab_sees_it() {
+    // Idle a second before the load and a second after it: a rate over the uptime would
+    // be a fraction of ab's; over the span from the first answer to the last it is ab's.
+    if !have("ab") {
+        eprintln!("skipped: ab is not installed (apt-get install apache2-utils)");
+        return;
+    }
+    let sb = Sandbox::new();
+    let s = Served::start(&sb, "epoll", &[]);
+    std::thread::sleep(Duration::from_secs(1));
+    let url = s.url();
+    let text = client(&["ab", "-q", "-k", "-n", "3000", "-c", "4", &url]);
+    let ab: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Requests per second:"))
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no rate in {text}"));
+    std::thread::sleep(Duration::from_secs(1));
+    let (_, v) = s.stop();
+    assert_eq!(v["schema_version"], 2);
+    let busy = v["busy_seconds"].as_f64().unwrap();
+    let uptime = v["duration_seconds"].as_f64().unwrap();
+    assert!(busy < uptime - 1.5, "busy {busy} s of {uptime} s");
+    let ours = v["requests_per_second"].as_f64().unwrap();
+    assert_eq!(ours, (v["requests"].as_f64().unwrap() - 1.0) / busy);
+    // ab times from its first connect to its last answer: the same span, give or take
+    // its own start-up; the uptime's rate would be under half of it.
+    let ratio = ours / ab;
+    assert!(
+        (0.8..1.6).contains(&ratio),
+        "serve {ours:.0}/s, ab {ab:.0}/s"
+    );
+}

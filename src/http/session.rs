@@ -151,6 +151,20 @@ pub struct Counters {
     pub closed_at_stop: u64,
     /// Connections refused by the model (select's descriptor limit, out of descriptors).
     pub refused: u64,
+    /// When the first and the last request were answered, in nanoseconds of
+    /// [`since_start`]: the span the server was busy (not its uptime).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub answered_span_ns: Option<(u64, u64)>,
+}
+
+/// Nanoseconds since this process first asked (a monotonic clock all threads share).
+pub fn since_start() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_nanos() as u64
 }
 
 impl Counters {
@@ -164,6 +178,11 @@ impl Counters {
     }
 
     fn count(&mut self, status: u16) {
+        let now = since_start();
+        self.answered_span_ns = Some(match self.answered_span_ns {
+            Some((first, last)) => (first.min(now), last.max(now)),
+            None => (now, now),
+        });
         match status {
             400 => self.responses_400 += 1,
             431 => self.responses_431 += 1,
@@ -190,6 +209,10 @@ impl std::ops::AddAssign for Counters {
         self.errors += o.errors;
         self.closed_at_stop += o.closed_at_stop;
         self.refused += o.refused;
+        self.answered_span_ns = match (self.answered_span_ns, o.answered_span_ns) {
+            (Some((a, b)), Some((c, d))) => Some((a.min(c), b.max(d))),
+            (x, None) | (None, x) => x,
+        };
     }
 }
 
@@ -610,9 +633,18 @@ mod tests {
             errors: 12,
             closed_at_stop: 14,
             refused: 13,
+            answered_span_ns: Some((100, 200)),
         };
-        let b = a;
+        let mut b = a;
+        b.answered_span_ns = Some((50, 150));
         a += b;
+        // The busy span is the union: the earliest first answer, the latest last.
+        assert_eq!(a.answered_span_ns, Some((50, 200)));
+        let mut none = Counters::default();
+        none += a;
+        assert_eq!(none.answered_span_ns, Some((50, 200)));
+        a += Counters::default();
+        assert_eq!(a.answered_span_ns, Some((50, 200)));
         assert_eq!(a.responses(), 40);
         assert_eq!(
             (a.connections, a.refused, a.errors, a.timed_out),

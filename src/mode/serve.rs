@@ -21,7 +21,7 @@ use crate::measure::units::{format_bytes, format_per_second, parse_duration, par
 use crate::model::{Ctx, Listener, ModelKind};
 
 /// Version of the serve summary's JSON document.
-pub const SERVE_SCHEMA_VERSION: u32 = 1;
+pub const SERVE_SCHEMA_VERSION: u32 = 2;
 
 /// What `serve` was asked to do, checked.
 #[derive(Debug)]
@@ -73,7 +73,12 @@ pub struct ServeReport {
     pub duration_seconds: f64,
     /// Every request answered (any status).
     pub requests: u64,
-    /// Requests answered per second over the whole time (null when no time passed).
+    /// From the first answer to the last: the time the server was busy (null with fewer
+    /// than two answers).
+    pub busy_seconds: Option<f64>,
+    /// Requests answered per second while busy (`requests` over `busy_seconds`), as a load
+    /// generator sees it; not over the uptime, which counts the wait for the first
+    /// client and the time after the last (null with fewer than two answers).
     pub requests_per_second: Option<f64>,
     /// What the server counted.
     #[serde(flatten)]
@@ -368,6 +373,10 @@ pub fn serve(setup: &Setup, command: Vec<String>) -> anyhow::Result<ServeReport>
     let elapsed = start.elapsed().as_secs_f64();
     let requests = counters.responses();
     let cpu = (u1 - u0).max(0.0) + (s1 - s0).max(0.0);
+    let busy = match counters.answered_span_ns {
+        Some((first, last)) if requests >= 2 => Some((last - first) as f64 / 1e9),
+        _ => None,
+    };
     Ok(ServeReport {
         document: "sockbench-serve".into(),
         schema_version: SERVE_SCHEMA_VERSION,
@@ -379,7 +388,9 @@ pub fn serve(setup: &Setup, command: Vec<String>) -> anyhow::Result<ServeReport>
         threads: threads.map(|t| t as u64),
         duration_seconds: elapsed,
         requests,
-        requests_per_second: (elapsed > 0.0).then(|| requests as f64 / elapsed),
+        busy_seconds: busy,
+        // n answers span n - 1 gaps: the rate between the first and the last.
+        requests_per_second: busy.filter(|&b| b > 0.0).map(|b| (requests - 1) as f64 / b),
         counters,
         cpu_user_seconds: (u1 - u0).max(0.0),
         cpu_system_seconds: (s1 - s0).max(0.0),
@@ -400,7 +411,7 @@ fn print(r: &ServeReport, json: bool) {
     let c = &r.counters;
     let refused = c.responses_400 + c.responses_431 + c.responses_501 + c.responses_505;
     eprintln!(
-        "sockbench serve: {} model served {} requests ({} 200, {refused} refused: {} 400, {} 431, {} 501, {} 505) on {} connections in {:.3} s: {}",
+        "sockbench serve: {} model served {} requests ({} 200, {refused} refused: {} 400, {} 431, {} 501, {} 505) on {} connections in {:.3} s, busy {}: {}",
         r.model,
         r.requests,
         c.responses_2xx,
@@ -410,7 +421,8 @@ fn print(r: &ServeReport, json: bool) {
         c.responses_505,
         c.connections,
         r.duration_seconds,
-        r.requests_per_second.map_or("-".into(), |v| format_per_second(v).replace("/s", " requests/s")),
+        r.busy_seconds.map_or("-".into(), crate::measure::units::format_seconds),
+        r.requests_per_second.map_or("-".into(), |v| format_per_second(v).replace("/s", " requests/s while busy")),
     );
     eprintln!(
         "  received {}, sent {}; connections closed by clients {}, by the server {}, idle {}, on errors {}, open at the stop {}; refused {}",
