@@ -118,7 +118,10 @@ pub struct Row {
     pub mean_ns: Option<u64>,
     /// Requests the server says it answered (its own count, after it stopped).
     pub server_requests: Option<u64>,
-    /// Server CPU (user + system) over the driver's run, from /proc/PID/stat.
+    /// Server CPU (user + system): the server's own getrusage over its serving time
+    /// (microseconds; it idles outside the driver's run), or where it gave none, from
+    /// /proc/PID/stat over the driver's run (clock ticks of 10 ms, too coarse for a
+    /// figure per request).
     pub server_cpu_seconds: Option<f64>,
     /// Server CPU per complete request.
     pub server_cpu_seconds_per_request: Option<f64>,
@@ -522,6 +525,17 @@ fn start_server(setup: &Setup, model: ModelKind) -> anyhow::Result<Server> {
     )
 }
 
+/// The server's CPU: from its own summary (getrusage, microseconds) when it has one, else
+/// the clock-tick difference read from /proc.
+fn server_cpu(summary: Option<&serde_json::Value>, ticks: Option<f64>) -> Option<f64> {
+    let own = summary.and_then(|v| {
+        let user = v.get("cpu_user_seconds")?.as_f64()?;
+        let system = v.get("cpu_system_seconds")?.as_f64()?;
+        Some(user + system).filter(|c| c.is_finite() && *c >= 0.0)
+    });
+    own.or(ticks)
+}
+
 /// User + system CPU of a process so far, from /proc/PID/stat (clock ticks).
 fn process_cpu(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -677,9 +691,8 @@ fn run_one(
     if let Some(mut so) = server.child.stdout.take() {
         let _ = so.read_to_string(&mut summary);
     }
-    row.server_requests = serde_json::from_str::<serde_json::Value>(&summary)
-        .ok()
-        .and_then(|v| v.get("requests")?.as_u64());
+    let summary: Option<serde_json::Value> = serde_json::from_str(&summary).ok();
+    row.server_requests = summary.as_ref().and_then(|v| v.get("requests")?.as_u64());
     let Some(m) = measured else {
         if let Some(e) = serde_json::from_str::<serde_json::Value>(&text)
             .ok()
@@ -708,8 +721,8 @@ fn run_one(
     row.p50_ns = m.p50_ns;
     row.p99_ns = m.p99_ns;
     row.mean_ns = m.mean_ns;
-    if let (Some(a), Some(b)) = (cpu0, cpu1) {
-        let cpu = (b - a).max(0.0);
+    let ticks = cpu0.zip(cpu1).map(|(a, b)| (b - a).max(0.0));
+    if let Some(cpu) = server_cpu(summary.as_ref(), ticks) {
         row.server_cpu_seconds = Some(cpu);
         row.server_cpu_seconds_per_request = (m.complete > 0).then(|| cpu / m.complete as f64);
     }
@@ -1078,6 +1091,22 @@ fn print_table(r: &ModelsReport, out: &mut impl Write) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_servers_cpu_is_its_own_microsecond_count_not_clock_ticks() {
+        // The server's summary: 0.123456 s of CPU to the microsecond, where /proc's
+        // ticks read 0.12 (10 ms steps, which made 20.0, 22.0, 24.0 us per request).
+        let summary =
+            serde_json::json!({"cpu_user_seconds": 0.100123, "cpu_system_seconds": 0.023333});
+        let cpu = server_cpu(Some(&summary), Some(0.12)).unwrap();
+        assert!((cpu - 0.123456).abs() < 1e-12, "{cpu}");
+        // No summary (a server killed at the stop), or one without the figures: ticks.
+        assert_eq!(server_cpu(None, Some(0.12)), Some(0.12));
+        let bare = serde_json::json!({"requests": 5});
+        assert_eq!(server_cpu(Some(&bare), Some(0.12)), Some(0.12));
+        let wild = serde_json::json!({"cpu_user_seconds": -1.0, "cpu_system_seconds": 0.0});
+        assert_eq!(server_cpu(Some(&wild), None), None);
+    }
 
     #[test]
     fn stat_cpu_is_read_after_the_command_name() {
