@@ -303,3 +303,38 @@ fn counters_agree_with_the_schedulers_migrations_and_the_threads_cpu_time() {
     );
     assert!(v["results"][0]["runs"][0]["sender"]["counters"].is_null());
 }
+
+#[test]
+fn a_spinning_role_that_shared_a_cpu_says_the_figure_is_the_schedulers() {
+    // Pinned together, the nonblocking engine spins through the CPU its peer needs; the
+    // row says so. Pinned apart, or with an engine that sleeps, it does not.
+    if cpus() < 2 {
+        eprintln!("skipped: needs two CPUs");
+        return;
+    }
+    let sb = Sandbox::new();
+    let kinds = |engine: &str, pin: &str| -> Vec<String> {
+        let v = json(
+            &sb,
+            &[
+                "stream", "-t", "pipe", "-e", engine, "-d", "0.2", "-w", "0", "--cpus", pin,
+            ],
+        );
+        let r = &v["results"][0];
+        assert_eq!(
+            r["runs"][0]["placement"]["class"],
+            if pin == "0,0" {
+                "same-cpu"
+            } else {
+                "across-cpus"
+            }
+        );
+        (r["warnings"].as_array().unwrap().iter())
+            .map(|w| w["kind"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let spinning = "spinning-shared-cpu".to_string();
+    assert!(kinds("nonblocking", "0,0").contains(&spinning));
+    assert!(!kinds("nonblocking", "0,1").contains(&spinning));
+    assert!(!kinds("blocking", "0,0").contains(&spinning));
+}
