@@ -26,7 +26,10 @@
 //!   anything is written to it.
 //!
 //! A peer over an inherited Unix socket (the child of `--placement processes`, or its
-//! parent) is this program itself: nothing it names is checked.
+//! parent) is this program itself: nothing it names is checked. Where this process may
+//! not see which process holds a local peer's control connection (another user's, and
+//! this one not root), the peer's uid alone decides what is its own: a socket of that
+//! uid, a name with any pid, an object of that uid.
 
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -63,7 +66,17 @@ enum Who {
 #[derive(Clone, Debug)]
 struct Local {
     uid: u32,
+    /// The processes holding the peer's control socket; empty when this process may not
+    /// see them (another user's /proc/PID/fd, without root): then the peer's uid alone
+    /// decides what is its own.
     pids: Vec<i32>,
+}
+
+impl Local {
+    /// Whether `pid` may be the peer's process.
+    fn may_be(&self, pid: i32) -> bool {
+        self.pids.is_empty() || self.pids.contains(&pid)
+    }
 }
 
 /// A checked endpoint, ready to use: for a path, the descriptor that pins the checked file
@@ -112,12 +125,6 @@ impl PeerTrust {
                 .map_err(|e| format!("cannot ask the kernel whose socket {peer} is: {e}"))?
                 .ok_or_else(|| format!("the kernel knows no socket {peer} -> {here}"))?;
             let pids = owner::holders(sock.inode, None);
-            if pids.is_empty() {
-                return Err(format!(
-                    "no process this one can see holds the peer's control connection from {peer} \
-                     (run both as the same user, or this side as root)"
-                ));
-            }
             Ok(Local {
                 uid: sock.uid,
                 pids,
@@ -258,7 +265,12 @@ impl PeerTrust {
             };
             let held = socket.is_some_and(|s| {
                 (proto == Proto::Udp || s.state == owner::LISTEN)
-                    && !owner::holders(s.inode, Some(&local.pids)).is_empty()
+                    && match local.pids.is_empty() {
+                        // Another user's process, which this one may not look into:
+                        // the socket must at least be that user's.
+                        true => s.uid == local.uid,
+                        false => !owner::holders(s.inode, Some(&local.pids)).is_empty(),
+                    }
             });
             if !held {
                 bail!(
@@ -290,7 +302,7 @@ impl PeerTrust {
             .strip_prefix("sb")
             .and_then(|r| r.split_once('-'))
             .and_then(|(pid, _)| pid.parse::<i32>().ok());
-        if !pid.is_some_and(|pid| local.pids.contains(&pid)) {
+        if !pid.is_some_and(|pid| local.may_be(pid)) {
             bail!(
                 "it is not a name sockbench made for the peer's process (sb{}-...)",
                 pid_list(&local.pids)
@@ -384,8 +396,7 @@ impl PeerTrust {
         ) else {
             bail!("it is not a name sockbench made for the peer's process");
         };
-        if !local.pids.contains(&pid)
-            || !matches!(kind, TransportKind::Unix | TransportKind::UnixSeqpacket)
+        if !local.may_be(pid) || !matches!(kind, TransportKind::Unix | TransportKind::UnixSeqpacket)
         {
             bail!(
                 "it is not a descriptor of the peer's process (/proc/{}/fd/N) holding a {kind} listener",
@@ -429,7 +440,7 @@ impl PeerTrust {
             .and_then(|r| r.split_once('-'))
             .filter(|(_, id)| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
             .and_then(|(pid, _)| pid.parse::<i32>().ok());
-        if !pid.is_some_and(|pid| local.pids.contains(&pid)) {
+        if !pid.is_some_and(|pid| local.may_be(pid)) {
             bail!(
                 "it is not a name sockbench made for the peer's process (/sockbench-{}-N)",
                 pid_list(&local.pids)
@@ -440,6 +451,9 @@ impl PeerTrust {
 }
 
 fn pid_list(pids: &[i32]) -> String {
+    if pids.is_empty() {
+        return "<pid>".into();
+    }
     let v: Vec<String> = pids.iter().map(i32::to_string).collect();
     v.join("|")
 }

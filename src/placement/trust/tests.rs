@@ -369,3 +369,68 @@ mod fuzz {
         }
     }
 }
+
+#[test]
+fn a_peer_whose_process_is_out_of_sight_is_judged_by_its_uid() {
+    // As when this side is not root and the peer is another user's process: no pids,
+    // only the uid the kernel gives its control socket.
+    let c = local_peer();
+    let uid = nix::unistd::geteuid().as_raw();
+    c.trust
+        .local
+        .set(Ok(Local {
+            uid,
+            pids: Vec::new(),
+        }))
+        .unwrap();
+    let mine = TcpListener::bind("127.0.0.1:0").unwrap();
+    assert!(c
+        .trust
+        .check(
+            TransportKind::Tcp,
+            &Endpoint::Address(mine.local_addr().unwrap()),
+            "x"
+        )
+        .is_ok());
+    // A name with any pid passes the name check; its object's uid is still checked.
+    let p = c
+        .trust
+        .check(
+            TransportKind::Mq,
+            &Endpoint::Name("/sockbench-1-0".into()),
+            "x",
+        )
+        .unwrap();
+    assert_eq!(p.owner, Some(uid));
+    // Another user's listener is refused.
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped the other user's listener: needs root");
+        return;
+    }
+    let Ok(mut other) = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c"])
+        .arg("import socket,time\ns=socket.socket()\ns.bind(('127.0.0.1',0))\ns.listen()\nprint(s.getsockname()[1],flush=True)\ntime.sleep(30)")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+    else {
+        eprintln!("skipped the other user's listener: no setpriv");
+        return;
+    };
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(other.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let Ok(port) = line.trim().parse::<u16>() else {
+        let _ = other.kill();
+        let _ = other.wait();
+        eprintln!("skipped the other user's listener: /usr/bin/python3 did not start as uid 65534");
+        return;
+    };
+    let theirs = Endpoint::Address(SocketAddr::from(([127, 0, 0, 1], port)));
+    let e = c.trust.check(TransportKind::Tcp, &theirs, "x");
+    let _ = other.kill();
+    let _ = other.wait();
+    assert!(e.is_err(), "another user's listener passed");
+}
