@@ -260,6 +260,7 @@ mod tests {
         let (a, b) = dgram_pair();
         let mut tx = attach(a, Counted(Arc::clone(&waits))).unwrap();
         let mut rx = attach(b, Counted(Arc::clone(&waits))).unwrap();
+        let (done, finished) = std::sync::mpsc::channel::<()>();
         let reader = std::thread::spawn(move || {
             let mut one = [0u8; 64];
             let n = rx.recv(&mut one).unwrap();
@@ -267,14 +268,22 @@ mod tests {
             let (x, y) = store.split_at_mut(32);
             let mut lens = [0usize; 2];
             let m = rx.recv_batch(&mut [x, y], &mut lens).unwrap();
+            // Its end stays open until the sender is done (a closed end fails its sends).
+            finished.recv().unwrap();
             (n, m, lens)
         });
-        std::thread::sleep(Duration::from_millis(30));
-        let before = waits[1].load(Ordering::Relaxed);
-        assert!(before >= 1, "the receiver spun instead of waiting");
+        // The reader waits on the empty socket (it does not spin): forced, not slept for.
+        until(&waits[1], 1);
         tx.send(&[1u8; 40]).unwrap();
-        std::thread::sleep(Duration::from_millis(30));
-        assert_eq!(tx.send_batch(&[&[2u8; 10][..], &[3u8; 20][..]]).unwrap(), 2);
+        // It took that one and waits again, for the batch.
+        until(&waits[1], 2);
+        let batch = [&[2u8; 10][..], &[3u8; 20][..]];
+        let mut sent = 0;
+        while sent < batch.len() {
+            // A batch the socket takes only part of returns that part: send the rest.
+            sent += tx.send_batch(&batch[sent..]).unwrap();
+        }
+        done.send(()).unwrap();
         let (n, m, lens) = reader.join().unwrap();
         assert_eq!(n, 40);
         assert!(m >= 1 && lens[0] == 10, "{m} {lens:?}");
