@@ -35,6 +35,38 @@ fn remote_peer() -> PeerTrust {
     )))
 }
 
+/// A TCP listener on loopback held by another process (`python` under `wrapper`): the
+/// process and the port, or None where it cannot be started.
+fn listener_elsewhere(wrapper: &[&str], python: &str) -> Option<(std::process::Child, u16)> {
+    let script = "import socket,time\ns=socket.socket()\ns.bind(('127.0.0.1',0))\ns.listen()\nprint(s.getsockname()[1],flush=True)\ntime.sleep(30)";
+    let mut cmd = match wrapper.split_first() {
+        Some((first, rest)) => {
+            let mut c = std::process::Command::new(first);
+            c.args(rest).arg(python);
+            c
+        }
+        None => std::process::Command::new(python),
+    };
+    let mut child = cmd
+        .args(["-c", script])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .ok()?;
+    let mut line = String::new();
+    let _ = std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take()?),
+        &mut line,
+    );
+    match line.trim().parse() {
+        Ok(port) => Some((child, port)),
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            None
+        }
+    }
+}
+
 fn me() -> u32 {
     std::process::id()
 }
@@ -121,24 +153,10 @@ fn a_local_peer_names_only_sockets_its_own_process_holds() {
         .trust
         .check(TransportKind::Tcp, &Endpoint::Address(free), "x"));
     assert!(e.contains("belongs to the peer's process"), "{e}");
-    let Ok(mut other) = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import socket,sys,time\ns=socket.socket()\ns.bind(('127.0.0.1',0))\ns.listen()\nprint(s.getsockname()[1],flush=True)\ntime.sleep(30)",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-    else {
+    let Some((mut other, port)) = listener_elsewhere(&[], "python3") else {
         eprintln!("skipped the other process's listener: no python3");
         return;
     };
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(other.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let port: u16 = line.trim().parse().unwrap();
     let theirs = Endpoint::Address(SocketAddr::from(([127, 0, 0, 1], port)));
     let e = err(c
         .trust
@@ -407,24 +425,13 @@ fn a_peer_whose_process_is_out_of_sight_is_judged_by_its_uid() {
         eprintln!("skipped the other user's listener: needs root");
         return;
     }
-    let Ok(mut other) = std::process::Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c"])
-        .arg("import socket,time\ns=socket.socket()\ns.bind(('127.0.0.1',0))\ns.listen()\nprint(s.getsockname()[1],flush=True)\ntime.sleep(30)")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-    else {
-        eprintln!("skipped the other user's listener: no setpriv");
-        return;
-    };
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(other.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let Ok(port) = line.trim().parse::<u16>() else {
-        let _ = other.kill();
-        let _ = other.wait();
+    let wrapper = [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+    ];
+    let Some((mut other, port)) = listener_elsewhere(&wrapper, "/usr/bin/python3") else {
         eprintln!("skipped the other user's listener: /usr/bin/python3 did not start as uid 65534");
         return;
     };
