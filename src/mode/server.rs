@@ -191,6 +191,10 @@ pub fn run(args: &ServerArgs, output: &crate::cli::OutputArgs) -> ExitCode {
         format_bytes(limits.max_size),
         limits.max_streams
     );
+    // What a killed sockbench left (queues and rings charged to this user's limits).
+    for note in crate::transport::remove_stale_ipc() {
+        eprintln!("sockbench server: note: {note}");
+    }
     if key.is_none() {
         eprintln!(
             "sockbench server: no --key-file: any client that reaches this port can run tests (set a pre-shared key with --key-file to require one)"

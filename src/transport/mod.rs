@@ -912,19 +912,27 @@ fn ipc_owner_pid(name: &str) -> Option<i32> {
 
 /// Remove the message queues and shared-memory rings a killed sockbench left (those whose
 /// owner process is gone), returning one line per removal. Rings are found in /dev/shm;
-/// queues only where the mqueue file system is mounted (/dev/mqueue), since the kernel
-/// offers no other way to list them.
+/// queues in /dev/mqueue, or, where the mqueue file system is not mounted there, through
+/// a mount of it private to one thread (needs CAP_SYS_ADMIN; see [`mq_names`]): the
+/// kernel offers no other way to list them.
 pub fn remove_stale_ipc() -> Vec<String> {
     let mut removed = Vec::new();
     for (dir, what) in [
         ("/dev/shm", "shared-memory ring"),
         ("/dev/mqueue", "message queue"),
     ] {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            continue;
+        let names: Vec<String> = if what == "message queue" {
+            mq_names()
+        } else {
+            match std::fs::read_dir(dir) {
+                Ok(entries) => entries
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect(),
+                Err(_) => continue,
+            }
         };
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
+        for name in names {
             let Some(pid) = ipc_owner_pid(&name).filter(|&p| dead(p)) else {
                 continue;
             };
@@ -944,6 +952,66 @@ pub fn remove_stale_ipc() -> Vec<String> {
         }
     }
     removed
+}
+
+/// The names of this IPC namespace's message queues: /dev/mqueue's entries where the
+/// mqueue file system is mounted there, else those of a mount of it that only one
+/// short-lived thread sees (its own mount namespace, gone with the thread). Empty when
+/// neither can be read (without CAP_SYS_ADMIN on a machine that does not mount it).
+pub fn mq_names() -> Vec<String> {
+    let list = |dir: &std::path::Path| -> Option<Vec<String>> {
+        Some(
+            std::fs::read_dir(dir)
+                .ok()?
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect(),
+        )
+    };
+    let dev = std::path::Path::new("/dev/mqueue");
+    if is_mqueue_fs(dev) {
+        return list(dev).unwrap_or_default();
+    }
+    std::thread::Builder::new()
+        .name("sb-mq-list".into())
+        .spawn(move || -> Option<Vec<String>> {
+            use nix::mount::{mount, umount2, MntFlags, MsFlags};
+            // This thread's own mount namespace (and file system context): what it
+            // mounts no other thread or process sees, and it goes when the thread ends.
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).ok()?;
+            mount(
+                None::<&str>,
+                "/",
+                None::<&str>,
+                MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+                None::<&str>,
+            )
+            .ok()?;
+            // Any existing directory serves as the mount point: the mount hides it only
+            // here.
+            let at = std::env::temp_dir();
+            mount(
+                Some("mqueue"),
+                &at,
+                Some("mqueue"),
+                MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+                None::<&str>,
+            )
+            .ok()?;
+            let names = list(&at);
+            let _ = umount2(&at, MntFlags::MNT_DETACH);
+            names
+        })
+        .ok()
+        .and_then(|t| t.join().ok().flatten())
+        .unwrap_or_default()
+}
+
+/// Whether `dir` is a mount of the mqueue file system.
+fn is_mqueue_fs(dir: &std::path::Path) -> bool {
+    // linux/magic.h's MQUEUE_MAGIC.
+    let mqueue = nix::sys::statfs::FsType(0x1980_2003);
+    nix::sys::statfs::statfs(dir).is_ok_and(|s| s.filesystem_type() == mqueue)
 }
 
 /// Remove what a killed sockbench left in `dir` (socket files, FIFOs and run directories

@@ -238,6 +238,11 @@ pub fn connect(name: &str, owner: Option<u32>) -> anyhow::Result<Connected> {
     )
     .ok()
     .map(|q| Arc::new(Queue(Some(q))));
+    // Both ends are open now (the receiver made it): the name has done its work. The
+    // receiver removes it too, but only once it accepts; if its process is killed before
+    // that, this is what keeps the queue from outliving both (a queue without a name goes
+    // with its last descriptor, a named one stays charged to RLIMIT_MSGQUEUE until reboot).
+    let _ = mq_unlink(cname.as_c_str());
     Ok(Connected {
         conn: Box::new(MqConn {
             q: Some(sender),
@@ -276,6 +281,42 @@ fn create_error(e: Errno, name: &str, msgsize: i64, maxmsg: i64) -> anyhow::Erro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_queue_loses_its_name_once_its_writer_has_opened_it() {
+        // The receiver may be killed before it accepts: the name must not outlive the
+        // moment both ends are open, or the queue stays charged to RLIMIT_MSGQUEUE.
+        let opts = TransportOptions {
+            message_bytes: 64,
+            ..TransportOptions::default()
+        };
+        let listener = listen(&opts, 900).unwrap();
+        let Endpoint::Name(name) = listener.endpoint().clone() else {
+            panic!("a queue is named")
+        };
+        let named = || {
+            let c = CString::new(name.clone()).unwrap();
+            match mq_open(c.as_c_str(), MQ_OFlag::O_RDONLY, Mode::empty(), None) {
+                Ok(q) => {
+                    let _ = nix::mqueue::mq_close(q);
+                    true
+                }
+                Err(e) => {
+                    assert_eq!(e, Errno::ENOENT);
+                    false
+                }
+            }
+        };
+        assert!(named(), "the listener's queue has no name to be opened by");
+        let mut w = connect(&name, None).unwrap().conn;
+        assert!(!named(), "{name} is still named after both ends opened it");
+        // The unnamed queue still carries the data.
+        let (mut r, _) = listener.accept(None).unwrap();
+        assert_eq!(w.send(b"ping").unwrap(), 4);
+        let mut buf = [0u8; 64];
+        assert_eq!(r.recv(&mut buf).unwrap(), 4);
+        assert_eq!(&buf[..4], b"ping");
+    }
 
     #[test]
     fn a_queue_that_cannot_be_created_says_which_limit_and_what_to_do() {

@@ -164,16 +164,81 @@ impl Listener for FifoListener {
     }
 }
 
-/// The sending half: open the FIFO at `path` for writing (its reader is open already).
+/// The sending half: open the FIFO at `path` for writing. Its reader opened it before the
+/// path was announced, so the open does not wait for one: with no reader (its process
+/// died) a blocking open would wait forever, a non-blocking one fails with ENXIO.
 pub fn connect(path: &Path) -> anyhow::Result<Connected> {
-    let w = nix::fcntl::open(path, OFlag::O_WRONLY | OFlag::O_CLOEXEC, Mode::empty())
-        .with_context(|| format!("cannot open FIFO {} for writing", path.display()))?;
+    let w = match nix::fcntl::open(
+        path,
+        OFlag::O_WRONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => own(fd),
+        Err(nix::errno::Errno::ENXIO) => anyhow::bail!(
+            "cannot open FIFO {} for writing: it has no reader (the peer went away)",
+            path.display()
+        ),
+        Err(e) => {
+            return Err(anyhow::Error::new(e)
+                .context(format!("cannot open FIFO {} for writing", path.display())))
+        }
+    };
+    fcntl(w.as_raw_fd(), FcntlArg::F_SETFL(OFlag::empty()))
+        .context("cannot make the FIFO blocking")?;
     Ok(Connected {
-        conn: Box::new(PipeWriter(Some(File::from(own(w))))),
+        conn: Box::new(PipeWriter(Some(File::from(w)))),
         local: None,
     })
 }
 
 fn own(fd: RawFd) -> OwnedFd {
     crate::sys::own_fd(fd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fifo_whose_reader_is_gone_is_refused_at_once_not_waited_for() {
+        // A server killed client's FIFO: nobody will ever open its read end again. A
+        // blocking open for writing would wait forever in the kernel (a role stuck on
+        // the server for good); this one fails and says why.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("orphan");
+        nix::unistd::mkfifo(&path, Mode::from_bits_truncate(0o600)).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = path.clone();
+        std::thread::spawn(move || tx.send(connect(&p).map(drop)));
+        let r = rx
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("opening a FIFO with no reader blocked");
+        let e = r.expect_err("a FIFO with no reader was opened");
+        assert!(format!("{e:#}").contains("no reader"), "{e:#}");
+
+        // With its reader open (as the listener leaves it), the writer gets through and
+        // writes block as usual: what it writes arrives.
+        let mut l = listen_at(&path);
+        let mut w = connect(&path).unwrap().conn;
+        let flags = fcntl(w.raw_fd().unwrap(), FcntlArg::F_GETFL).unwrap();
+        assert_eq!(
+            flags & OFlag::O_NONBLOCK.bits(),
+            0,
+            "the writer was left non-blocking"
+        );
+        assert_eq!(w.send(b"hello").unwrap(), 5);
+        let mut buf = [0u8; 8];
+        assert_eq!(l.read(&mut buf).unwrap(), 5);
+        assert_eq!(&buf[..5], b"hello");
+    }
+
+    fn listen_at(path: &Path) -> File {
+        let fd = nix::fcntl::open(
+            path,
+            OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .unwrap();
+        File::from(own(fd))
+    }
 }
