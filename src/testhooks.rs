@@ -10,6 +10,9 @@
 //!   Ctrl-C), after printing `holding POINT` to stderr.
 //! - `SOCKBENCH_TEST_FORGE_ENDPOINT=JSON`: [`forged_endpoint`], what a hostile peer
 //!   names for its data in place of its own endpoints.
+//! - Fault `shallow-queue`: every message queue this process makes holds 2 messages, as
+//!   on a machine whose `fs.mqueue.msg_max` is 2 (a server with a lower limit than its
+//!   client's).
 //! - Fault `alternate-cpus`: [`alternate_cpus`] pins the roles of the 1st, 3rd, ... run of
 //!   the process to CPUs 0,0 and those of the 2nd, 4th, ... to 0,1 (threads placement;
 //!   with `--warmup 0`, as a warm-up is a run too), for a bimodal result on purpose.

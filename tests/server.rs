@@ -657,6 +657,49 @@ fn a_killed_client_on_a_local_transport_leaves_no_role_blocked_on_the_server() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "test-hooks"),
+    ignore = "needs a test build: cargo test --features test-hooks"
+)]
+fn a_queue_the_server_made_shallower_than_asked_is_reported_as_it_was() {
+    // The server's queue depth follows the server's fs.mqueue.msg_max, which the client's
+    // plan cannot know: what the queue held comes back with the result.
+    let sb = Sandbox::new();
+    let server = Server::from_command(
+        sb.sockbench()
+            .env("SOCKBENCH_TEST_FAULT", "shallow-queue")
+            .args(["server", "--listen", "127.0.0.1", "--port", "0"]),
+    );
+    let addr = server.addr();
+    // 4 messages of 1 KiB asked for; the server's queue holds 2 (the client's limit is at
+    // least fs.mqueue.msg_max's floor of 10, so its own plan expects all 4).
+    let v = json_of(&client(
+        &sb,
+        &[
+            "stream", "--server", &addr, "-t", "mq", "-s", "1K", "--sndbuf", "4K", "-n", "50",
+            "-w", "0",
+        ],
+    ));
+    let r = &v["results"][0];
+    assert_eq!(r["runs"][0]["sndbuf_bytes"], 2048, "{r}");
+    let warnings = v["warnings"].to_string() + &r["warnings"].to_string();
+    assert!(
+        warnings.contains("asks for a queue of 4 messages, but the queue held 2"),
+        "{warnings}"
+    );
+    // The client's own queue (it receives) is what its plan expected: no such warning.
+    let v = json_of(&client(
+        &sb,
+        &[
+            "stream", "--server", &addr, "-t", "mq", "-s", "1K", "--sndbuf", "4K", "-n", "50",
+            "-w", "0", "-R",
+        ],
+    ));
+    assert_eq!(v["results"][0]["runs"][0]["sndbuf_bytes"], 4096);
+    assert!(!v.to_string().contains("the queue held"), "{v}");
+}
+
+#[test]
 fn ctrl_c_on_either_side_ends_the_test_promptly_and_the_server_reports_its_count() {
     let sb = Sandbox::new();
     let server = Server::start(&sb, &[]);

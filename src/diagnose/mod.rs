@@ -322,7 +322,31 @@ pub fn buffer_clamped(sc: &Scenario, r: &ScenarioResult) -> Vec<Warning> {
             )
         })
     };
+    // A queue is capped by the limit of the machine that made it: the plan's note knows
+    // only this one's fs.mqueue.msg_max. A queue that holds fewer messages than that
+    // allows was made by a server with a lower limit: say what it held.
+    let queue = (|| {
+        if sc.transport != crate::transport::TransportKind::Mq {
+            return None;
+        }
+        let (asked, got) = (sc.sndbuf? as u64, first.sndbuf_bytes?);
+        let message = sc.size.max(1) as u64;
+        // Depths are whole messages: asking for less than one message gets one.
+        let depth = (asked / message).max(1);
+        let expected = depth.min(crate::transport::mq_max_depth());
+        (got / message < expected).then(|| {
+            warning(
+                "buffer-clamped",
+                format!(
+                    "--sndbuf {} asks for a queue of {depth} messages, but the queue held {}                      (the fs.mqueue.msg_max of the machine that made it, the server's): raise it there                      with `sysctl -w fs.mqueue.msg_max={depth}`",
+                    format_bytes(asked),
+                    got / message
+                ),
+            )
+        })
+    })();
     [
+        queue,
         clamp(
             "--sndbuf",
             sc.sndbuf,

@@ -509,15 +509,21 @@ impl Placement for Remote {
         if senders.iter().any(|s| s.interrupted) && crate::interrupt::requested() {
             return Err(RunError::Interrupted);
         }
+        // What the server's transport granted where no socket says it (a queue the
+        // server made: its depth may be capped by the server's own fs.mqueue.msg_max),
+        // held to the same bound as the server's other counts.
+        let served = |b: Option<u64>| b.filter(|&n| n <= crate::control::wire::MAX_COUNT);
         let mut link = o.link;
         link.sndbuf_bytes = senders
             .first()
             .and_then(|s| s.socket_buffers.0)
-            .or(link.sndbuf_bytes);
+            .or(link.sndbuf_bytes)
+            .or(served(o.result.link.sndbuf_bytes));
         link.rcvbuf_bytes = receivers
             .first()
             .and_then(|r| r.socket_buffers.1)
-            .or(link.rcvbuf_bytes);
+            .or(link.rcvbuf_bytes)
+            .or(served(o.result.link.rcvbuf_bytes));
         let _ = std::io::stderr().flush();
         Ok(Roles {
             senders,

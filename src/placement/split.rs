@@ -729,7 +729,11 @@ pub fn client_run(
                 pins.extend(peer);
                 opening += t.elapsed();
                 match accepted {
-                    Ok((c, _)) => Half::Accepted(c),
+                    Ok((c, info)) => {
+                        link.sndbuf_bytes = link.sndbuf_bytes.or(info.sndbuf_bytes);
+                        link.rcvbuf_bytes = link.rcvbuf_bytes.or(info.rcvbuf_bytes);
+                        Half::Accepted(c)
+                    }
                     Err(e) => return Err(fail(e, ctl)),
                 }
             }
@@ -918,6 +922,9 @@ pub fn server_run(
     // open) until the run is over.
     let trust = PeerTrust::of(ctl.stream().addrs());
     let mut pins: Vec<Pinned> = Vec::new();
+    // What the first accepted stream's transport granted (a queue's depth has no socket
+    // to ask at the end of the run).
+    let mut granted = LinkInfo::default();
     let mut conns = Vec::with_capacity(halves.len());
     for (i, (ch, h)) in channels.iter().zip(halves).enumerate() {
         let their_ep = theirs.endpoints.get(i).cloned().flatten();
@@ -966,9 +973,11 @@ pub fn server_run(
                     ),
                     None => None,
                 };
-                let (mut c, _) = l
+                let (mut c, info) = l
                     .accept(peer.as_ref().map(|p| &p.endpoint))
                     .map_err(|e| fail(e, ctl))?;
+                granted.sndbuf_bytes = granted.sndbuf_bytes.or(info.sndbuf_bytes);
+                granted.rcvbuf_bytes = granted.rcvbuf_bytes.or(info.rcvbuf_bytes);
                 pins.extend(peer);
                 if carries_token(sc.transport) {
                     check_token(&mut c, sc.transport, &token).map_err(|e| fail(e, ctl))?;
@@ -1103,8 +1112,8 @@ pub fn server_run(
     };
     let mut link = LinkInfo::default();
     if let Some((_, r)) = reports.first() {
-        link.sndbuf_bytes = r.socket_buffers.0;
-        link.rcvbuf_bytes = r.socket_buffers.1;
+        link.sndbuf_bytes = r.socket_buffers.0.or(granted.sndbuf_bytes);
+        link.rcvbuf_bytes = r.socket_buffers.1.or(granted.rcvbuf_bytes);
     }
     let result = RunResult {
         sides: reports.iter().map(|(_, r)| WireSide::from(r)).collect(),

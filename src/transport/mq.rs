@@ -107,6 +107,10 @@ const HARD_MSGMAX: u64 = 65_536;
 /// The queue depth asked for: enough for `--sndbuf` bytes, else `fs.mqueue.msg_max` (the
 /// plan has checked, and warned, that it fits [`max_depth`]).
 pub(super) fn depth(opts: &TransportOptions) -> i64 {
+    if crate::testhooks::fault("shallow-queue") {
+        // A machine whose fs.mqueue.msg_max is 2 (a server's lower limit than the client's).
+        return 2;
+    }
     let msg_max = crate::environment::read_sysctl_u64("fs/mqueue/msg_max").unwrap_or(10) as i64;
     match opts.sndbuf {
         Some(n) => ((n / opts.message_bytes.max(1)) as i64).clamp(1, max_depth() as i64),
