@@ -329,8 +329,8 @@ pub fn buffer_clamped(sc: &Scenario, r: &ScenarioResult) -> Vec<Warning> {
         if sc.transport != crate::transport::TransportKind::Mq {
             return None;
         }
-        let (asked, got) = (sc.sndbuf? as u64, first.sndbuf_bytes?);
-        let message = sc.size.max(1) as u64;
+        let (asked, got) = (sc.sndbuf?, first.sndbuf_bytes?);
+        let message = sc.size.max(1);
         // Depths are whole messages: asking for less than one message gets one.
         let depth = (asked / message).max(1);
         let expected = depth.min(crate::transport::mq_max_depth());
