@@ -214,6 +214,49 @@ mod tests {
     }
 
     #[test]
+    fn the_reading_waits_until_the_receiver_has_taken_everything() {
+        use std::io::{Read, Write};
+        use std::os::fd::AsRawFd;
+        // A receive buffer too small for what is sent, and a receiver that starts
+        // reading only after 150 ms: until then the rest waits unsent in the sender's
+        // buffer (128 KiB fit in the send buffer even at the default net.core.wmem_max),
+        // so the sender's socket cannot settle before the receiver has read.
+        let l = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        l.set_recv_buffer_size(4096).unwrap();
+        l.bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
+            .unwrap();
+        l.listen(1).unwrap();
+        let addr = l.local_addr().unwrap().as_socket().unwrap();
+        let c = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        c.set_send_buffer_size(4 << 20).unwrap();
+        c.connect(&addr.into()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        const DELAY: Duration = Duration::from_millis(150);
+        let reader = std::thread::spawn(move || {
+            std::thread::sleep(DELAY);
+            let mut got = Vec::new();
+            std::net::TcpStream::from(s).read_to_end(&mut got).unwrap();
+            got.len()
+        });
+        let begun = Instant::now();
+        let mut c = std::net::TcpStream::from(c);
+        c.write_all(&[3u8; 128 << 10]).unwrap();
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        assert!(
+            begun.elapsed() < DELAY,
+            "the send buffer took it all at once"
+        );
+        let info = at_end(Some(c.as_raw_fd())).unwrap();
+        let waited = begun.elapsed();
+        assert!(
+            waited >= DELAY && waited < SETTLE_WAIT,
+            "read after {waited:?}: {info:?}"
+        );
+        assert!(sys::read(c.as_raw_fd()).unwrap().settled());
+        assert_eq!(reader.join().unwrap(), 128 << 10);
+    }
+
+    #[test]
     fn a_socket_that_is_not_tcp_has_no_figures_and_a_tcp_one_settles_at_once() {
         use std::io::{Read, Write};
         use std::os::fd::AsRawFd;
