@@ -296,6 +296,79 @@ fn one_percent_random_loss_is_counted_exactly_and_within_binomial_bounds() {
     assert!((130..=270).contains(&dropped), "{dropped} of {n} at 1%");
 }
 
+/// `TcpRetransSegs` of namespace `ns` (/proc/net/snmp read inside it: per-namespace).
+fn retrans_segs(lab: &Lab, ns: &str) -> u64 {
+    let out = lab.in_ns(ns, "cat /proc/net/snmp");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut tcp = text.lines().filter(|l| l.starts_with("Tcp:"));
+    let (names, values) = (tcp.next().unwrap(), tcp.next().unwrap());
+    let i = names
+        .split_whitespace()
+        .position(|n| n == "RetransSegs")
+        .unwrap();
+    values.split_whitespace().nth(i).unwrap().parse().unwrap()
+}
+
+#[test]
+fn the_servers_tcp_retransmits_are_the_ones_its_own_kernel_counted() {
+    // See: issue 29, item 4. With -R the server sends: its senders read their sockets and
+    // their figures come back in its result. The client's side drops every 50th data
+    // segment from the server's data ports (never the control connection's, whose port
+    // is the server's), so every retransmission in the server's namespace is a sender's,
+    // read once everything it sent was acknowledged (tests/tcp_info.rs says why the
+    // count is then exact).
+    let Some(lab) = Lab::new() else { return };
+    if !ok(Command::new("iptables").arg("--version")) {
+        eprintln!("skipped: iptables is not installed (apt-get install iptables)");
+        return;
+    }
+    let sb = Sandbox::new();
+    let (server, port) = lab.server(&sb, &[]);
+    let _server = Killed(server);
+    let rule = lab.in_ns(
+        &lab.a,
+        &format!(
+            "iptables -A INPUT -p tcp ! --sport {port} -m length --length 1000:65535 -m statistic \
+             --mode nth --every 50 --packet 0 -j DROP"
+        ),
+    );
+    assert!(
+        rule.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rule.stderr)
+    );
+    let before = retrans_segs(&lab, &lab.b);
+    let v = lab.client(
+        &sb,
+        &format!("{}:{port}", lab.v4.1),
+        &[
+            "stream", "-t", "tcp", "-d", "0.5", "-w", "0", "-P", "2", "-R",
+        ],
+    );
+    let kernel = retrans_segs(&lab, &lab.b) - before;
+    let r = &v["results"][0];
+    assert_eq!(v["placement"]["other_role"], "sender");
+    let tcp = &r["runs"][0]["tcp"];
+    let streams = tcp["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 2, "{tcp}");
+    for s in streams {
+        // The veth's MTU, as the server's sockets saw it.
+        assert_eq!(u(s, "/pmtu_bytes"), 1500, "{s}");
+        assert_eq!(
+            u(s, "/snd_cwnd_bytes"),
+            u(s, "/snd_cwnd_segments") * u(s, "/snd_mss_bytes")
+        );
+    }
+    let ours = u(r, "/tcp_retransmits");
+    eprintln!("server's retransmits: report {ours}, its kernel {kernel}");
+    assert!(
+        kernel >= 10,
+        "the rule must have dropped something: {kernel}"
+    );
+    assert_eq!(ours, kernel, "{tcp}");
+    assert_eq!(u(tcp, "/retransmits"), ours);
+}
+
 #[test]
 fn netem_delay_shows_in_the_round_trip_where_the_kernel_has_netem() {
     let Some(lab) = Lab::new() else { return };

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::measure::counters::Counts;
 use crate::measure::cpu::ThreadCpu;
 use crate::measure::placement::{Trace, MAX_SEGMENTS};
+use crate::measure::tcp_info::TcpInfo;
 use crate::workload::stream::{RecvCounts, SendCounts, ZerocopyCounts};
 use crate::workload::{latency_histogram, SequenceCounts, SideReport};
 
@@ -109,6 +110,62 @@ pub struct WireSide {
     /// Batches handed to the kernel (`--batch`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calls: Option<u64>,
+    /// A TCP sender's `TCP_INFO` at its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<WireTcp>,
+}
+
+/// A TCP sender's `TCP_INFO` figures as the kernel gave them (32-bit each); the window in
+/// bytes is not sent but computed by the side that receives them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireTcp {
+    /// `tcpi_total_retrans`.
+    pub retransmits: u64,
+    /// `tcpi_snd_cwnd`, in segments.
+    pub snd_cwnd_segments: u64,
+    /// `tcpi_snd_mss`.
+    pub snd_mss_bytes: u64,
+    /// `tcpi_rtt`, in microseconds.
+    pub srtt_us: u64,
+    /// `tcpi_rttvar`, in microseconds.
+    pub rttvar_us: u64,
+    /// `tcpi_pmtu`.
+    pub pmtu_bytes: u64,
+}
+
+impl From<&TcpInfo> for WireTcp {
+    fn from(t: &TcpInfo) -> WireTcp {
+        WireTcp {
+            retransmits: t.retransmits,
+            snd_cwnd_segments: t.snd_cwnd_segments,
+            snd_mss_bytes: t.snd_mss_bytes,
+            srtt_us: t.srtt_us,
+            rttvar_us: t.rttvar_us,
+            pmtu_bytes: t.pmtu_bytes,
+        }
+    }
+}
+
+impl WireTcp {
+    /// The figures, each within the 32 bits the kernel's field has.
+    fn into_info(self) -> Result<TcpInfo, WireError> {
+        let field = |what: &'static str, value: u64| {
+            u32::try_from(value).map_err(|_| WireError::OutOfRange {
+                what,
+                value,
+                limit: u64::from(u32::MAX),
+            })
+        };
+        Ok(TcpInfo::new(
+            field("TCP retransmits", self.retransmits)?,
+            field("TCP congestion window", self.snd_cwnd_segments)?,
+            field("TCP MSS", self.snd_mss_bytes)?,
+            field("TCP smoothed RTT", self.srtt_us)?,
+            field("TCP RTT variation", self.rttvar_us)?,
+            field("TCP path MTU", self.pmtu_bytes)?,
+        ))
+    }
 }
 
 fn nanos(d: Duration) -> u64 {
@@ -154,6 +211,7 @@ impl From<&SideReport> for WireSide {
             send: r.send,
             recv: r.recv,
             calls: r.calls,
+            tcp: r.tcp.as_ref().map(WireTcp::from),
         }
     }
 }
@@ -294,6 +352,7 @@ impl WireSide {
                 })
                 .transpose()?,
             calls: self.calls.map(|n| count("calls", n)).transpose()?,
+            tcp: self.tcp.map(WireTcp::into_info).transpose()?,
         })
     }
 }
@@ -471,6 +530,7 @@ mod tests {
                 map_calls: Some(9),
             }),
             calls: Some(133),
+            tcp: Some(TcpInfo::new(17, 40, 65483, 57, 12, 65536)),
         }
     }
 
@@ -498,6 +558,25 @@ mod tests {
         }
         assert_eq!(back.cpu, r.cpu);
         assert_eq!(back.elapsed, r.elapsed);
+        assert_eq!(back.tcp, r.tcp);
+    }
+
+    #[test]
+    fn the_tcp_window_in_bytes_is_computed_here_not_taken_from_the_peer() {
+        let w = WireSide::from(&sample());
+        let json = serde_json::to_value(&w).unwrap();
+        assert!(json["tcp"].get("snd_cwnd_bytes").is_none(), "{json}");
+        // A peer that claims a window in bytes is refused, as any unknown field is.
+        let mut claimed = json.clone();
+        claimed["tcp"]["snd_cwnd_bytes"] = serde_json::json!(1);
+        assert!(serde_json::from_value::<WireSide>(claimed).is_err());
+        let back = w.into_side().unwrap().tcp.unwrap();
+        assert_eq!(back.snd_cwnd_bytes, 40 * 65483);
+        // A role with no TCP figures sends none, and a report without them is read.
+        let mut none = json;
+        none.as_object_mut().unwrap().remove("tcp");
+        let side: WireSide = serde_json::from_value(none).unwrap();
+        assert_eq!(side.into_side().unwrap().tcp, None);
     }
 
     #[test]
@@ -607,6 +686,26 @@ mod tests {
                 WireSide {
                     placement: good.placement.clone().map(|t| Trace {
                         segments: t.segments.into_iter().rev().collect(),
+                        ..t
+                    }),
+                    ..good.clone()
+                },
+            ),
+            (
+                "TCP retransmits",
+                WireSide {
+                    tcp: good.tcp.map(|t| WireTcp {
+                        retransmits: u64::from(u32::MAX) + 1,
+                        ..t
+                    }),
+                    ..good.clone()
+                },
+            ),
+            (
+                "TCP congestion window",
+                WireSide {
+                    tcp: good.tcp.map(|t| WireTcp {
+                        snd_cwnd_segments: u64::MAX,
                         ..t
                     }),
                     ..good.clone()

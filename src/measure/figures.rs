@@ -144,6 +144,9 @@ pub fn run_figures(sc: &Scenario, roles: &Roles) -> RunFigures {
         sndbuf_bytes: roles.link.sndbuf_bytes,
         rcvbuf_bytes: roles.link.rcvbuf_bytes,
         mss_bytes: roles.link.mss_bytes,
+        tcp: crate::measure::tcp_info::TcpFigures::of(
+            roles.senders.iter().map(|s| s.tcp).collect(),
+        ),
         route: roles.link.route.clone(),
         mtu_bytes: roles.link.mtu_bytes,
         endpoint: roles.link.endpoint.clone(),
@@ -168,6 +171,7 @@ pub fn run_figures(sc: &Scenario, roles: &Roles) -> RunFigures {
                     messages_lost: f.messages_lost,
                     duration_seconds: f.duration_seconds,
                     bits_per_second: f.bits_per_second,
+                    tcp_retransmits: f.tcp.and_then(|t| t.retransmits),
                 }
             })
             .collect(),
@@ -285,6 +289,7 @@ pub fn figures(sc: &Scenario, raws: &[Roles]) -> ScenarioResult {
             (sent > 0).then(|| (sent - l.min(sent)) as f64 / sent as f64)
         }),
         udp_receive_buffer_errors: total_opt(&runs, |r| r.udp_receive_buffer_errors),
+        tcp_retransmits: total_opt(&runs, |r| r.tcp.as_ref().and_then(|t| t.retransmits)),
         sender_cpu_seconds_per_gb: opt_median(|r| r.sender.cpu_seconds_per_gb),
         receiver_cpu_seconds_per_gb: opt_median(|r| r.receiver.cpu_seconds_per_gb),
         latencies,
@@ -413,6 +418,60 @@ mod tests {
         assert_eq!(r.delivered_fraction, Some(1.0));
         assert_eq!(r.messages_lost, Some(0));
         assert_eq!(r.udp_receive_buffer_errors, Some(0));
+    }
+
+    #[test]
+    fn tcp_figures_are_the_senders_and_retransmits_add_up_over_streams_runs_and_directions() {
+        use crate::measure::tcp_info::TcpInfo;
+        let sc = scenario(&["stream", "-t", "tcp", "-P", "2"]);
+        let side = |tcp: Option<TcpInfo>| SideReport {
+            bytes: 1000,
+            messages: 1,
+            elapsed: Some(MS(100)),
+            tcp,
+            ..SideReport::default()
+        };
+        let run = |a: u32, b: u32| Roles {
+            senders: vec![
+                side(Some(TcpInfo::new(a, 10, 1000, 50, 5, 1500))),
+                side(Some(TcpInfo::new(b, 30, 1000, 150, 5, 1500))),
+            ],
+            // A receiver's figures (there are none today) would never count.
+            receivers: vec![side(Some(TcpInfo::new(99, 1, 1, 1, 1, 1))), side(None)],
+            ..Roles::default()
+        };
+        let r = figures(&sc, &[run(3, 4), run(0, 2)]);
+        let first = r.runs[0].tcp.as_ref().unwrap();
+        assert_eq!(first.retransmits, Some(7));
+        assert_eq!(first.snd_cwnd_bytes_max, Some(30_000));
+        assert_eq!(first.srtt_us_mean, Some(100));
+        assert_eq!(first.streams.len(), 2);
+        assert_eq!(r.runs[1].tcp.as_ref().unwrap().retransmits, Some(2));
+        assert_eq!(r.tcp_retransmits, Some(9), "the total over runs");
+        // A run whose count is unknown makes the total unknown; no TCP at all is null.
+        let unknown = Roles {
+            senders: vec![side(Some(TcpInfo::new(1, 1, 1, 1, 1, 1))), side(None)],
+            ..run(0, 0)
+        };
+        let r = figures(&sc, &[run(3, 4), unknown]);
+        assert_eq!(r.tcp_retransmits, None);
+        let unix = scenario(&["stream", "-t", "unix"]);
+        let r = figures(&unix, &[udp_raw(10, 10, None)]);
+        assert_eq!((r.tcp_retransmits, r.runs[0].tcp.as_ref()), (None, None));
+        // --bidir: each direction its own, the run both.
+        let both = Roles {
+            directions: vec![
+                ("client to server".into(), run(1, 1)),
+                ("server to client".into(), run(5, 0)),
+            ],
+            senders: [run(1, 1).senders, run(5, 0).senders].concat(),
+            receivers: [run(1, 1).receivers, run(5, 0).receivers].concat(),
+            ..Roles::default()
+        };
+        let f = run_figures(&sc, &both);
+        assert_eq!(f.tcp.unwrap().retransmits, Some(7));
+        let per: Vec<Option<u64>> = f.directions.iter().map(|d| d.tcp_retransmits).collect();
+        assert_eq!(per, [Some(2), Some(5)]);
     }
 
     #[test]

@@ -174,7 +174,7 @@ impl Publisher {
     ) -> Publisher {
         let tcp = match (&live, tcp_fd) {
             (Some(l), Some(fd)) if role == Role::Sender && !l.no_retransmits => {
-                match crate::sys::zerocopy::total_retransmits(fd) {
+                match crate::sys::tcp_info::total_retransmits(fd) {
                     Ok(n) => {
                         l.tcp_senders.fetch_add(1, Relaxed);
                         l.retransmits_known.store(true, Relaxed);
@@ -251,7 +251,7 @@ impl Publisher {
         if let Some((fd, before, seen)) = &mut self.tcp {
             let epoch = live.epoch.load(Relaxed);
             if epoch != *seen || self.last {
-                if let Ok(now) = crate::sys::zerocopy::total_retransmits(*fd) {
+                if let Ok(now) = crate::sys::tcp_info::total_retransmits(*fd) {
                     let now = u64::from(now);
                     live.retransmits
                         .fetch_add(now.saturating_sub(*before), Relaxed);

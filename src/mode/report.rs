@@ -57,9 +57,9 @@ pub fn run(r: &ReportArgs, args: &Args) -> ExitCode {
     ExitCode::from(status)
 }
 
-/// The oldest schema version `load` reads: versions 5 and 6 only added keys (5:
-/// `runs[].intervals`; 6: placement, timestamps, calls and counters), so an older report
-/// reads as a newer one without them.
+/// The oldest schema version `load` reads: versions 5 to 7 only added keys (5:
+/// `runs[].intervals`; 6: placement, timestamps, calls and counters; 7: `runs[].tcp`,
+/// `tcp_retransmits`), so an older report reads as a newer one without them.
 pub const OLDEST_READABLE: u32 = 4;
 
 /// Read a report from `path` ("-": stdin) and check it is one this sockbench can read.

@@ -406,6 +406,49 @@ fn any_finished(rs: &[ScenarioResult], has: fn(&ScenarioResult) -> bool) -> bool
     rs.iter().any(|r| !r.runs.is_empty() && has(r))
 }
 
+/// Priorities of TCP's own columns: below every other column, so they show when there is
+/// room and always with `--wide`; the retransmissions stay longest.
+const TCP_RETRANSMITS: Priority = 39;
+const TCP_SRTT: Priority = 38;
+const TCP_WINDOW: Priority = 37;
+
+/// TCP's own figures, where any scenario has them (`runs[].tcp`): `retr`, segments the
+/// senders retransmitted over all runs (`tcp_retransmits`); `cwnd` (with `window`), the
+/// median run's largest congestion window (`snd_cwnd_bytes_max`); `srtt`, the median
+/// run's mean smoothed RTT (`srtt_us_mean`).
+fn tcp_columns<'a>(rs: &[ScenarioResult], window: bool) -> Vec<Column<'a>> {
+    if !any_finished(rs, |r| r.runs.iter().any(|run| run.tcp.is_some())) {
+        return Vec::new();
+    }
+    fn median(r: &ScenarioResult) -> Option<&super::TcpFigures> {
+        r.median_run().and_then(|m| m.tcp.as_ref())
+    }
+    let mut cols = vec![column("retr", Align::Right, TCP_RETRANSMITS, |r| {
+        r.tcp_retransmits.map_or_else(dash, |n| n.to_string())
+    })];
+    if window {
+        cols.push(column("cwnd", Align::Right, TCP_WINDOW, |r| {
+            median(r)
+                .and_then(|t| t.snd_cwnd_bytes_max)
+                .map_or_else(dash, format_bytes)
+        }));
+    }
+    cols.push(column("srtt", Align::Right, TCP_SRTT, |r| {
+        median(r)
+            .and_then(|t| t.srtt_us_mean)
+            .map_or_else(dash, srtt_cell)
+    }));
+    cols
+}
+
+/// A smoothed RTT in microseconds for people; the kernel's microseconds read 0 below one.
+pub fn srtt_cell(us: u64) -> String {
+    match us {
+        0 => "<1 µs".into(),
+        us => format_ns(us.saturating_mul(1000)),
+    }
+}
+
 /// The table for a list of scenarios, as their workload declares it.
 fn list(report: &Report, view: &View) -> Grid {
     let kind = report
@@ -463,6 +506,7 @@ fn latency_list(report: &Report, view: &View) -> Grid {
             }
         }));
     }
+    cols.extend(tcp_columns(rs, false));
     let mut g = grid_of(&cols, rs, view);
     g.notes.insert(
         0,
@@ -546,6 +590,7 @@ fn throughput_list(report: &Report, view: &View) -> Grid {
             }
         }));
     }
+    cols.extend(tcp_columns(rs, true));
     // stream --send/--recv: the methods, and what zero-copy really was.
     let method = |r: &ScenarioResult| -> Option<(String, String)> {
         let name = |v: Option<String>| v.unwrap_or_else(dash);
@@ -1027,7 +1072,52 @@ mod tests {
             ("rate", sample::rate()),
             ("connect", sample::connect()),
             ("suite", sample::suite()),
+            ("stream with TCP figures", sample::stream_tcp()),
+            ("pingpong with TCP figures", sample::pingpong_tcp()),
         ]
+    }
+
+    /// The cell of `header` in each row of `g`.
+    fn column_of(g: &Grid, header: &str) -> Option<Vec<String>> {
+        let i = g.headers.iter().position(|h| h == header)?;
+        Some(g.rows.iter().map(|r| r[i].clone()).collect())
+    }
+
+    #[test]
+    fn tcp_figures_show_their_values_where_there_is_room_and_all_with_wide() {
+        let report = sample::stream_tcp();
+        let wide = &build(&report, &view(true, Units::Bits))[0];
+        assert_eq!(column_of(wide, "retr").unwrap(), ["12", "-"]);
+        // The larger of the two windows: 40 x 65483 bytes.
+        assert_eq!(column_of(wide, "cwnd").unwrap(), ["2.50 MiB", "-"]);
+        assert_eq!(format_bytes(40 * 65483), "2.50 MiB");
+        // The mean of 45 and 61 us.
+        assert_eq!(column_of(wide, "srtt").unwrap(), ["53.0 µs", "-"]);
+        // Narrow, the TCP columns are the first to leave, the retransmits the last of them.
+        let narrow = &grids(&report)[0];
+        assert!(narrow.width() <= MAX_WIDTH);
+        let shown: Vec<&String> = narrow
+            .headers
+            .iter()
+            .filter(|h| ["retr", "cwnd", "srtt"].contains(&h.as_str()))
+            .collect();
+        assert_eq!(shown, ["retr"], "{:?}", narrow.headers);
+        assert!(
+            narrow
+                .notes
+                .iter()
+                .any(|n| n == "More columns with --wide: cwnd, srtt."),
+            "{:?}",
+            narrow.notes
+        );
+        // pingpong: retransmits and RTT, no window; under 1 us reads so, not 0.
+        let pp = &build(&sample::pingpong_tcp(), &view(true, Units::Bits))[0];
+        assert_eq!(column_of(pp, "retr").unwrap(), ["1"]);
+        assert_eq!(column_of(pp, "srtt").unwrap(), ["<1 µs"]);
+        assert!(column_of(pp, "cwnd").is_none());
+        // No TCP figures in any scenario: no TCP columns, even wide.
+        let plain = &build(&sample::stream(), &view(true, Units::Bits))[0];
+        assert!(column_of(plain, "retr").is_none() && column_of(plain, "srtt").is_none());
     }
 
     #[test]

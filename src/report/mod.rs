@@ -20,6 +20,7 @@ pub mod progress;
 pub mod sample;
 pub mod table;
 
+pub use crate::measure::tcp_info::{TcpFigures, TcpInfo};
 pub use crate::workload::stream::{Phases, RecvCounts, SendCounts, ZerocopyCounts};
 pub use export::ExportManager;
 
@@ -38,7 +39,7 @@ use crate::transport::TransportKind;
 use crate::workload::WorkloadKind;
 
 /// Version of the JSON report's shape; bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 6;
+pub const SCHEMA_VERSION: u32 = 7;
 
 /// The whole report.
 #[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
@@ -285,6 +286,13 @@ pub struct RunFigures {
     pub rcvbuf_bytes: Option<u64>,
     /// TCP maximum segment size.
     pub mss_bytes: Option<u64>,
+    /// TCP (stream, rate, pingpong): each sending socket's `TCP_INFO` at the end of the
+    /// run, read after its end of data once what it sent was acknowledged (at most 1 s
+    /// later), and the streams' total retransmissions, largest window and spread of
+    /// smoothed RTTs; with another host, as the side that sent read them. Null for other
+    /// transports, connect, and where no sender's socket could be read.
+    #[serde(default)]
+    pub tcp: Option<TcpFigures>,
     /// IP transports: the device the data went through (`lo` whenever both ends are on
     /// this host, whatever the addresses), as the routing of the connection's addresses
     /// says.
@@ -372,6 +380,10 @@ pub struct Direction {
     pub duration_seconds: f64,
     /// Received payload bits per second this way.
     pub bits_per_second: f64,
+    /// TCP: segments the senders of this direction retransmitted (`runs[].tcp`); null
+    /// for other transports or where a sender's socket could not be read.
+    #[serde(default)]
+    pub tcp_retransmits: Option<u64>,
 }
 
 /// Statistics across the measured runs of a scenario.
@@ -427,6 +439,11 @@ pub struct ScenarioResult {
     pub delivered_fraction: Option<f64>,
     /// UDP: total kernel receive-buffer drops during the measured runs (system-wide).
     pub udp_receive_buffer_errors: Option<u64>,
+    /// TCP: total segments the senders retransmitted over all measured runs (the sum of
+    /// `runs[].tcp.retransmits`); null for other transports, connect, or if any run's
+    /// count is unknown.
+    #[serde(default)]
+    pub tcp_retransmits: Option<u64>,
     /// Median over runs of the sender's CPU seconds per 10^9 bytes.
     pub sender_cpu_seconds_per_gb: Option<f64>,
     /// Median over runs of the receiver's CPU seconds per 10^9 bytes.

@@ -116,6 +116,7 @@ pub fn scenario(
         sndbuf_bytes: Some(212_992),
         rcvbuf_bytes: Some(212_992),
         mss_bytes: None,
+        tcp: None,
         route: None,
         mtu_bytes: None,
         endpoint: None,
@@ -169,6 +170,7 @@ pub fn scenario(
         messages_duplicated: None,
         delivered_fraction: None,
         udp_receive_buffer_errors: None,
+        tcp_retransmits: None,
         sender_cpu_seconds_per_gb: Some(0.25),
         receiver_cpu_seconds_per_gb: Some(0.25),
         latencies: BTreeMap::new(),
@@ -282,6 +284,36 @@ pub fn stream_buffers() -> Report {
         }
     }
     report(results, Layout::List)
+}
+
+/// `stream -t tcp,unix -P 2`: tcp's two senders retransmitted 7 and 5 segments, ended
+/// with windows of 40 and 20 segments of 65483 bytes and smoothed RTTs of 45 and 61 us.
+pub fn stream_tcp() -> Report {
+    let mut results = Vec::new();
+    for t in [TransportKind::Tcp, TransportKind::Unix] {
+        let mut r = scenario(WorkloadKind::Stream, t, 64 << 10, 8e9);
+        r.options.parallel = 2;
+        if t == TransportKind::Tcp {
+            let tcp = super::TcpFigures::of(vec![
+                Some(super::TcpInfo::new(7, 40, 65483, 45, 10, 65535)),
+                Some(super::TcpInfo::new(5, 20, 65483, 61, 12, 65535)),
+            ]);
+            r.tcp_retransmits = tcp.as_ref().and_then(|t| t.retransmits);
+            r.runs[0].tcp = tcp;
+        }
+        results.push(r);
+    }
+    report(results, Layout::List)
+}
+
+/// `pingpong -t tcp`: the client retransmitted 1 segment; smoothed RTT 0 (under 1 us).
+pub fn pingpong_tcp() -> Report {
+    let mut r = scenario(WorkloadKind::Pingpong, TransportKind::Tcp, 64, 5e6);
+    r.latencies.insert("round_trip".into(), latency(15_000));
+    let tcp = super::TcpFigures::of(vec![Some(super::TcpInfo::new(1, 10, 65483, 0, 0, 65535))]);
+    r.tcp_retransmits = Some(1);
+    r.runs[0].tcp = tcp;
+    report(vec![r], Layout::List)
 }
 
 /// `stream -t tcp,udp`: tcp failed, udp lost 12 of 1000.

@@ -9,7 +9,8 @@
 //! `io-uring` and `io-uring-splice`, and `async`'s registration of borrowed sockets with
 //! tokio; the kernel timestamps of `--timestamps` ([`timestamps`]); the
 //! `sendmmsg`/`recvmmsg` arrays of `--batch` ([`mmsg`]); the per-thread counters of
-//! `--counters` ([`perf`]). Safe wrappers (`nix`, `socket2`) are used everywhere else.
+//! `--counters` ([`perf`]); `TCP_INFO` ([`tcp_info`]). Safe wrappers (`nix`, `socket2`)
+//! are used everywhere else.
 
 #[cfg(feature = "async")]
 pub mod async_fd;
@@ -17,6 +18,7 @@ pub mod ethtool;
 pub mod mmsg;
 pub mod perf;
 pub mod shm;
+pub mod tcp_info;
 pub mod timestamps;
 #[cfg(feature = "io-uring")]
 pub mod uring;

@@ -2,8 +2,8 @@
 //! behind a safe interface: sendfile(2), vmsplice(2) and splice(2) through nix; the
 //! `SO_ZEROCOPY` option, `send(MSG_ZEROCOPY)` and reading its completions from the
 //! socket's error queue (`MSG_ERRQUEUE`, `struct sock_extended_err`); `TCP_INFO`'s
-//! advertised MSS; and `TCP_ZEROCOPY_RECEIVE`, which maps received pages into a region
-//! `mmap`ed on the socket.
+//! advertised MSS (read through [`super::tcp_info`]); and `TCP_ZEROCOPY_RECEIVE`, which
+//! maps received pages into a region `mmap`ed on the socket.
 //!
 //! Every function that takes a `RawFd` needs it open for the length of the call (the
 //! callers pass the descriptor of a `Conn` they hold); only a [`ZerocopyReceiver`] keeps
@@ -286,41 +286,12 @@ pub struct SegmentPayload {
 /// # Errors
 /// As getsockopt(2).
 pub fn segment_payload(fd: RawFd) -> io::Result<SegmentPayload> {
-    let info = tcp_info(fd)?;
+    let info = super::tcp_info::raw(fd)?;
     Ok(SegmentPayload {
         advmss: info.tcpi_advmss,
         timestamps: info.tcpi_options & 1 != 0, // TCPI_OPT_TIMESTAMPS
         pmtu: info.tcpi_pmtu,
     })
-}
-
-/// `TCP_INFO`'s `tcpi_total_retrans`: segments this TCP socket has retransmitted since it
-/// was opened.
-///
-/// # Errors
-/// As getsockopt(2) (ENOPROTOOPT for a socket that is not TCP).
-pub fn total_retransmits(fd: RawFd) -> io::Result<u32> {
-    Ok(tcp_info(fd)?.tcpi_total_retrans)
-}
-
-fn tcp_info(fd: RawFd) -> io::Result<libc::tcp_info> {
-    // SAFETY: tcp_info is plain data; all-zero is a valid value.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: `info` is writable for `len` bytes; the kernel writes at most `len`.
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            std::ptr::from_mut(&mut info).cast(),
-            &mut len,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(info)
 }
 
 /// `struct tcp_zerocopy_receive` (linux/tcp.h).

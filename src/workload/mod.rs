@@ -115,6 +115,9 @@ pub struct SideReport {
     /// With `--batch`: how many batches this role handed to the kernel (system calls, or
     /// ring submissions on io-uring), for messages per call.
     pub calls: Option<u64>,
+    /// A TCP sender: its socket's `TCP_INFO` after its end of data, before it closed
+    /// (`crate::measure::tcp_info`); `None` for other roles and transports.
+    pub tcp: Option<crate::measure::tcp_info::TcpInfo>,
 }
 
 /// What a receiver learned from sequence numbers.
@@ -172,17 +175,22 @@ pub fn wait_until(due: Instant, deadline: Option<Instant>) -> bool {
 }
 
 /// End the sender's data: tell the peer over the link, then in-band (shutdown, close or
-/// end marker), repeating the marker on an unreliable transport until it is heard.
+/// end marker), repeating the marker on an unreliable transport until it is heard. On
+/// TCP, the socket's `TCP_INFO` once what it sent is acknowledged
+/// ([`crate::measure::tcp_info::at_end`]); `None` on other transports.
 ///
 /// # Errors
 /// If the transport cannot signal the end.
-pub fn end_of_data(side: &mut Side, reliable: bool) -> io::Result<()> {
+pub fn end_of_data(
+    side: &mut Side,
+    reliable: bool,
+) -> io::Result<Option<crate::measure::tcp_info::TcpInfo>> {
     side.link.signal(PeerSignal::SenderDone);
     side.conn.finish()?;
     if !reliable {
         repeat_end_marker(side);
     }
-    Ok(())
+    Ok(crate::measure::tcp_info::at_end(side.conn.send_fd()))
 }
 
 /// The sender's end of data on an unreliable transport: the end marker can be lost, so

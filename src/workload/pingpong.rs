@@ -192,8 +192,9 @@ impl PingPong {
         }
         let measured = meter.stop(Some(now), side.conn.as_ref());
         live.last(done * self.size as u64, done);
-        end_of_data(&mut side, self.reliable)?;
+        let tcp = end_of_data(&mut side, self.reliable)?;
         Ok(SideReport {
+            tcp,
             bytes: seq * self.size as u64,
             messages: seq,
             interrupted,
@@ -332,8 +333,9 @@ impl Workload for PingPong {
         }
         let measured = meter.stop(Some(now), side.conn.as_ref());
         live.last(done * self.size as u64, done);
-        end_of_data(&mut side, self.reliable)?;
+        let tcp = end_of_data(&mut side, self.reliable)?;
         Ok(SideReport {
+            tcp,
             bytes: seq * self.size as u64,
             messages: seq,
             interrupted,

@@ -161,8 +161,9 @@ impl Workload for Rate {
             }
         }
         let measured = meter.stop(None, side.conn.as_ref());
-        end_of_data(&mut side, self.reliable)?;
+        let tcp = end_of_data(&mut side, self.reliable)?;
         Ok(SideReport {
+            tcp,
             bytes: seq * self.size as u64,
             messages: seq,
             interrupted,

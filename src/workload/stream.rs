@@ -290,17 +290,22 @@ impl Workload for Stream {
         }
         side.link.signal(PeerSignal::SenderDone);
         // Closing: the end of data (shutdown, close, end marker) and releasing the socket.
+        // Between the two, outside the close time, a TCP sender waits for what it sent to
+        // be acknowledged and reads its TCP_INFO.
         let closing = Instant::now();
         side.conn.finish()?;
+        let ended = closing.elapsed();
+        let tcp = crate::measure::tcp_info::at_end(side.conn.send_fd());
         let close = if self.reliable {
+            let releasing = Instant::now();
             drop(side.conn);
-            closing.elapsed()
+            ended + releasing.elapsed()
         } else {
-            let close = closing.elapsed();
             repeat_end_marker(&mut side);
-            close
+            ended
         };
         Ok(SideReport {
+            tcp,
             bytes,
             messages,
             interrupted,
