@@ -298,3 +298,53 @@ fn async_waits_in_tokios_epoll_reactor() {
         assert_eq!(calls(s, "io_uring_enter"), 0, "{at}: {s:?}");
     });
 }
+
+#[test]
+fn latency_merged_over_streams_holds_every_round_trip_each_stream_made() {
+    // Three streams for a fixed time each make as many round trips as they can: counts
+    // that differ. The merged distribution must hold each one's round trips, as the
+    // kernel counted them (a request and an answer sent per round trip, per stream).
+    if !have_strace() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let prefix = sb.path().join("p");
+    let out = traced(
+        &sb,
+        &prefix,
+        &[
+            "pingpong", "-t", "tcp", "-P", "3", "-d", "0.5", "-w", "0", "-q", "--format", "json",
+        ],
+    )
+    .output()
+    .unwrap();
+    common::assert_success(&out);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &v["results"][0];
+    // Each stream's two role threads send once per round trip each.
+    let mut per_thread: Vec<u64> = per_process(&prefix)
+        .into_iter()
+        .flatten()
+        .map(|c| calls(&c, "sendto"))
+        .filter(|&n| n >= 50)
+        .collect();
+    per_thread.sort_unstable();
+    assert_eq!(per_thread.len(), 6, "{per_thread:?}");
+    let kernel: u64 = per_thread.iter().sum::<u64>() / 2;
+    let count = common::u(r, "/latencies/round_trip/count");
+    assert_eq!(
+        count, kernel,
+        "merged count against the kernel's: {per_thread:?}"
+    );
+    assert_eq!(common::u(r, "/messages_sent"), kernel);
+    let buckets: u64 = r["latency_buckets"]["round_trip"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        buckets, kernel,
+        "the exported buckets hold every round trip"
+    );
+}
