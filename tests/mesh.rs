@@ -528,3 +528,105 @@ fn a_hosts_file_that_is_a_fifo_a_device_or_over_1_mib_is_refused_at_once() {
         assert!(err.contains(says), "{file:?}: {err}");
     }
 }
+
+#[test]
+fn a_slow_link_out_of_one_host_shows_in_its_row_of_the_matrix_not_its_column() {
+    // An asymmetric lab: host 0 sends through a token bucket of 20 Mbit/s, every other
+    // direction is unshaped. Whatever sockbench says about direction is checked against
+    // what the kernel was told: streams from host 0 are at most the bucket's rate, those
+    // into it are not held by it. A matrix transposed anywhere (the document, the table)
+    // reads the other way.
+    let sb = Sandbox::new();
+    let json = sb.path().join("mesh.json");
+    let k = key(&sb);
+    let Some(lab) = lab(
+        &sb,
+        &format!("--key-file {k}"),
+        "ip netns exec $P-h0 tc qdisc add dev e0 root tbf rate 20mbit burst 20kb latency 100ms",
+        &format!(
+            "--key-file {k} --tests tcp-stream -d 0.5s -w 0.2s --export-json {}",
+            json.display()
+        ),
+    ) else {
+        return;
+    };
+    assert_eq!(lab.status, 0, "{}\n{}", lab.stderr, lab.stdout);
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).expect("JSON");
+    let tests = tests_of(&doc);
+    assert_eq!(tests.len(), 12, "{}", lab.stdout);
+    let mut rate = BTreeMap::new();
+    for t in tests {
+        let bps = t["outcome"]["bits_per_second"].as_f64().unwrap();
+        rate.insert(pair(t), bps);
+    }
+    for (&(s, d), &bps) in &rate {
+        if s == 0 {
+            assert!(
+                bps <= 21e6,
+                "{s}->{d}: {bps} bit/s through a 20 Mbit/s bucket"
+            );
+            assert!(
+                bps >= 10e6,
+                "{s}->{d}: {bps} bit/s, the bucket allows 20 Mbit/s"
+            );
+        } else {
+            assert!(bps > 60e6, "{s}->{d}: {bps} bit/s on an unshaped link");
+        }
+    }
+    // The table shows the same figures where it says: a row per source, a column per
+    // destination, hosts by their hN label.
+    let table = &lab.stdout;
+    let rows: Vec<Vec<String>> = table
+        .lines()
+        .filter(|l| l.starts_with('│'))
+        .map(|l| {
+            l.trim_matches('│')
+                .split('┆')
+                .map(|c| c.trim().to_string())
+                .collect()
+        })
+        .collect();
+    assert_eq!(rows.len(), 5, "{table}");
+    let host = |label: &str| -> Option<u64> {
+        label
+            .split_whitespace()
+            .next()?
+            .strip_prefix('h')?
+            .parse()
+            .ok()
+    };
+    let mut cells = 0;
+    for row in &rows[1..] {
+        let s = host(&row[0]).unwrap_or_else(|| panic!("no source host in {row:?}"));
+        for (col, cell) in row.iter().enumerate().skip(1) {
+            let d = host(&rows[0][col]).unwrap_or_else(|| panic!("header {:?}", rows[0]));
+            if d == s {
+                assert_eq!(cell, "-");
+                continue;
+            }
+            let shown = cell_bits(cell).unwrap_or_else(|| panic!("{s}->{d}: cell {cell:?}"));
+            let want = rate[&(s, d)];
+            // Three significant digits.
+            assert!(
+                (shown - want).abs() <= want * 0.01,
+                "{s}->{d}: the table shows {cell} ({shown} bit/s), the document {want}\n{table}"
+            );
+            cells += 1;
+        }
+    }
+    assert_eq!(cells, 12, "{table}");
+}
+
+/// "19.6 Mbit/s" or "1.23 Gbit/s" in bits/s.
+fn cell_bits(cell: &str) -> Option<f64> {
+    let mut it = cell.split_whitespace();
+    let n: f64 = it.next()?.parse().ok()?;
+    let scale = match it.next()? {
+        "bit/s" => 1.0,
+        "kbit/s" => 1e3,
+        "Mbit/s" => 1e6,
+        "Gbit/s" => 1e9,
+        _ => return None,
+    };
+    Some(n * scale)
+}
