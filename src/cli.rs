@@ -952,9 +952,17 @@ pub struct CommonArgs {
     /// reactor) or multi (a worker thread does, so each wake-up crosses threads).
     #[arg(help_heading = HEAD_MEASURE, long, value_enum, default_value_t = crate::engine::RuntimeKind::Current)]
     pub runtime: crate::engine::RuntimeKind,
-    /// Pin the sender thread(s) to CPU A and the receiver thread(s) to CPU B.
+    /// Pin the sender thread(s) to CPU A and the receiver thread(s) to CPU B. Both on one
+    /// CPU (A,A) is refused for a role that waits by spinning (engine nonblocking,
+    /// transport shm; under `all`, skipped): it would measure the scheduler. See
+    /// --allow-shared-cpu.
     #[arg(help_heading = HEAD_PLACEMENT, long, value_name = "A,B")]
     pub cpus: Option<String>,
+    /// With --cpus A,A: run a spinning engine (nonblocking) or transport (shm) with both
+    /// roles on one CPU anyway. The figure is then the scheduler's, and its row says so
+    /// (warning spinning-shared-cpu).
+    #[arg(help_heading = HEAD_PLACEMENT, long)]
+    pub allow_shared_cpu: bool,
     /// tcp/udp: address the receiver binds, IP or IP:PORT (default 127.0.0.1 or ::1, port
     /// chosen by the kernel). On one host, traffic between two of its own addresses goes
     /// through the loopback device whatever the address: an interface's address does not
