@@ -1059,7 +1059,9 @@ pub struct PingpongArgs {
     /// kernel->user parts, each a distribution, plus the server's turnaround (tcp, tcp6,
     /// udp, udp6 on the blocking engine; both roles on this host; at least 8 bytes). Each
     /// transmit stamp costs one more system call per message (an error-queue read, made
-    /// after the reply is in, outside the timed round trip).
+    /// after the reply is in, outside the timed round trip). A role keeps at most 16384
+    /// records per run, then 1 in 2 (1 in 4, ...): the breakdown says how many round
+    /// trips it covers of how many.
     #[arg(long, help_heading = HEAD_MEASURE)]
     pub timestamps: bool,
 }
@@ -1084,7 +1086,9 @@ pub struct RateArgs {
     /// parts, each a distribution, beside the one-way time measured from the send time
     /// each message carries (tcp, tcp6, udp, udp6 on the blocking engine; both roles on
     /// this host; at least 16 bytes; not with --batch). Each transmit stamp costs the
-    /// sender one more system call per message (an error-queue read).
+    /// sender one more system call per message (an error-queue read). A role keeps at
+    /// most 16384 records per run, then a sample: the breakdown says how many messages
+    /// it covers of how many.
     #[arg(long, help_heading = HEAD_MEASURE)]
     pub timestamps: bool,
 }
