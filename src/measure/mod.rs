@@ -11,6 +11,8 @@ pub mod histogram;
 pub mod live;
 pub mod netstat;
 pub mod placement;
+pub mod ranking;
 pub mod stats;
 pub mod timestamps;
 pub mod units;
+pub mod verdict;
