@@ -424,6 +424,7 @@ const RELAY_HELP: &str = "Examples:
   sockbench relay                               every method, tcp, 64 KiB writes, 2 s each
   sockbench relay -m splice,read-write -s 64..4M   a size sweep; prints where splice overtakes
   sockbench relay --connections 5000 -s 10K     the Go benchmark: 5000 connections of 10 KB
+  sockbench relay --connections 5000 -s 10K --runs 5   ... with the noise, to rank the methods
   sockbench relay -m read-write --buffer 1M -t unix
   sockbench relay --mode pingpong -s 64         source-to-sink latency of one message
   sockbench relay -m splice --listen 127.0.0.1:5400 --to 127.0.0.1:5201
@@ -439,7 +440,12 @@ sendfile` measures it from a file.
 
 The source, the relay and the sink are threads of this process; the relay's CPU is its
 own threads' (and its io_uring workers'), and its system calls are counted as it makes
-them.";
+them.
+
+Each row shows its runs' spread (min-max). A `ranking:` line per transport and size names
+the fastest method only when it beats every other beyond the noise of their runs (the
+test compare makes, at 0.05 over the number of comparisons); from a single run nothing
+is ranked and the crossover line says it cannot tell: give --runs 3 or more.";
 
 /// A relay's mode of work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize, schemars::JsonSchema)]
@@ -494,7 +500,8 @@ pub struct RelayArgs {
     /// pingpong: exactly N messages instead of a time.
     #[arg(short = 'n', long, value_name = "N", help_heading = HEAD_TIME)]
     pub count: Option<u64>,
-    /// Measured runs of each scenario (the table shows the median run).
+    /// Measured runs of each scenario (the table shows the median run and the runs'
+    /// spread). With one, nothing is ranked: 3 or more to tell methods apart.
     #[arg(long, value_name = "N", default_value_t = 1, help_heading = HEAD_TIME)]
     pub runs: u32,
     /// Connections at once: source connections, relay workers and sink workers (each a

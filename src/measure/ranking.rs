@@ -212,6 +212,26 @@ impl Ranking {
     }
 }
 
+/// The sentences for a list of rankings: one per ranking, but one in all when every one
+/// is a single run (the same words for each group would say nothing more).
+pub fn summaries(rankings: &[Ranking], show: &dyn Fn(f64) -> String) -> Vec<String> {
+    match rankings {
+        [] => Vec::new(),
+        [first, ..] if rankings.iter().all(|r| r.outcome == Outcome::SingleRun) => {
+            let kind = first.among.trim_end_matches('s');
+            vec![format!(
+                "single run, so the noise is unknown: no {kind} is ranked fastest{}; measure with \
+                 --runs 3 or more (5 is better) to rank them",
+                match rankings.len() {
+                    1 => format!(" ({})", first.group),
+                    _ => String::new(),
+                }
+            )]
+        }
+        _ => rankings.iter().map(|r| r.summary(show)).collect(),
+    }
+}
+
 /// A significance level as the sentence prints it: 0.05, 0.025, 0.0167, 8.3e-3.
 fn p_text(alpha: f64) -> String {
     if alpha >= 0.01 {
@@ -222,10 +242,17 @@ fn p_text(alpha: f64) -> String {
     }
 }
 
-/// An entry's spread as a table cell: `min-max` of its runs with `show`, or `1 run`.
+/// An entry's spread as a table cell: `min-max` of its runs with `show` (the unit said
+/// once when both ends share it: `318-481 Mbit/s`), `1 run`, or `-` without a run.
 pub fn spread_cell(values: &[f64], show: &dyn Fn(f64) -> String) -> String {
     match Summary::of(values) {
-        Some(s) if s.runs >= 2 => format!("{}-{}", show(s.min), show(s.max)),
+        Some(s) if s.runs >= 2 => {
+            let (lo, hi) = (show(s.min), show(s.max));
+            match (lo.rsplit_once(' '), hi.rsplit_once(' ')) {
+                (Some((a, u)), Some((b, v))) if u == v => format!("{a}-{b} {u}"),
+                _ => format!("{lo}-{hi}"),
+            }
+        }
         Some(_) => "1 run".into(),
         None => "-".into(),
     }
@@ -316,6 +343,18 @@ mod tests {
         );
         assert!(s.contains("p < 0.025"), "{s}");
         assert_eq!(spread_cell(&[19.8, 20.3], &|v| format!("{v}")), "19.8-20.3");
+        assert_eq!(
+            spread_cell(&[20.0, 3.0, 19.0], &|v| format!("{v} Mbit/s")),
+            "3-20 Mbit/s"
+        );
+        assert_eq!(
+            spread_cell(&[900.0, 1100.0], &|v| match v < 1000.0 {
+                true => format!("{v} ns"),
+                false => format!("{} µs", v / 1000.0),
+            }),
+            "900 ns-1.1 µs"
+        );
+        assert_eq!(spread_cell(&[], &show), "-");
     }
 
     #[test]
