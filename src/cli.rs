@@ -418,7 +418,12 @@ const MODELS_HELP: &str = "Examples:
   sockbench models --driver wrk -d 3 -c 100
 
 Each model runs in a child `sockbench serve` pinned to one CPU, the load on the other
-(--cpus to choose); the server's CPU is read from /proc for the measured interval.";
+(--cpus to choose); the server's CPU is read from /proc for the measured interval.
+
+With --runs N each model runs N times; the table shows the median run and the runs'
+spread (min-max), and names the fastest model only when it beats every other beyond the
+noise of their runs (the test compare makes, at 0.05 over the number of comparisons).
+From one run each, nothing is ranked.";
 
 const RELAY_HELP: &str = "Examples:
   sockbench relay                               every method, tcp, 64 KiB writes, 2 s each
@@ -696,6 +701,11 @@ pub struct ModelsArgs {
     /// CPUs for the server and the load, "S,L" (default 0,1 on a machine with two or more).
     #[arg(long, value_name = "S,L")]
     pub cpus: Option<String>,
+    /// Measured runs of each model, each with a fresh server (the table shows the median
+    /// run and the runs' spread). With one, no model is ranked fastest: 3 or more to tell
+    /// models apart.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub runs: u32,
 }
 
 /// Flags of the hidden `peer`.
