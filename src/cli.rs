@@ -89,7 +89,8 @@ counts are not reported for them (null); loss is still exact (sent - received)."
   sockbench connect -t tcp --linger0 --open 16")]
     Connect(Box<ConnectArgs>),
     /// The default suite (what plain `sockbench` runs): every local transport at 64 B,
-    /// 4 KiB, 64 KiB and 1 MiB, one table with the fastest transport at each size.
+    /// 4 KiB, 64 KiB and 1 MiB, one table; one run per cell, so no transport is ranked
+    /// fastest (the table says how to rank them: `stream --runs 5`).
     Suite(SuiteArgs),
     /// Print a saved JSON report again: as a table (default), Markdown, CSV, JSON, an HTML
     /// page of charts or OpenMetrics, with --wide and --units as for a run.
@@ -931,7 +932,8 @@ pub struct CommonArgs {
     )]
     pub warmup: String,
     /// Measured repetitions per scenario; with 2 or more, the median, a 95% confidence
-    /// interval and the coefficient of variation are reported.
+    /// interval and the coefficient of variation are reported. Several engines (-e) are
+    /// ranked only beyond the noise of their runs: with one run, none is named fastest.
     #[arg(help_heading = HEAD_TIME, short, long, value_name = "N", default_value_t = 1)]
     pub runs: u32,
     /// Print one line per TIME of each measured run while it goes (throughput, messages,

@@ -38,7 +38,7 @@ const RELEASED: &[(u32, u64)] = &[
     (4, 0xa884_ffd6_bd9b_37fb),
     (5, 0xf89b_415e_fa62_442e),
     (6, 0x4fad_cb93_11ad_34f0),
-    (7, 0xfac4_1496_ba96_f06a),
+    (7, 0xecb4_99ce_e197_8422),
 ];
 
 fn fnv1a(text: &str) -> u64 {

@@ -167,14 +167,13 @@ impl Ranking {
                 self.group
             ),
             Outcome::Winner => format!(
-                "{}: fastest {kind} {} ({} median of {} runs, {}-{}), ahead of every other beyond \
+                "{}: fastest {kind} {} ({} median of {} runs, {}), ahead of every other beyond \
                  the noise (each test at p < {})",
                 self.group,
                 leader.name,
                 show(leader.median),
                 leader.runs,
-                show(leader.min),
-                show(leader.max),
+                range(leader.min, leader.max, show),
                 p_text(self.alpha_per_test.unwrap_or(ALPHA))
             ),
             Outcome::WithinNoise => {
@@ -191,7 +190,7 @@ impl Ranking {
                         .join(", ")
                 };
                 let mut s = format!(
-                    "{}: no fastest {kind}: {} has the best median ({}), but the noise cannot tell it \
+                    "{}: no fastest {kind}: {} has the best median over its runs ({}), but the noise cannot tell it \
                      from {}",
                     self.group,
                     leader.name,
@@ -246,15 +245,18 @@ fn p_text(alpha: f64) -> String {
 /// once when both ends share it: `318-481 Mbit/s`), `1 run`, or `-` without a run.
 pub fn spread_cell(values: &[f64], show: &dyn Fn(f64) -> String) -> String {
     match Summary::of(values) {
-        Some(s) if s.runs >= 2 => {
-            let (lo, hi) = (show(s.min), show(s.max));
-            match (lo.rsplit_once(' '), hi.rsplit_once(' ')) {
-                (Some((a, u)), Some((b, v))) if u == v => format!("{a}-{b} {u}"),
-                _ => format!("{lo}-{hi}"),
-            }
-        }
+        Some(s) if s.runs >= 2 => range(s.min, s.max, show),
         Some(_) => "1 run".into(),
         None => "-".into(),
+    }
+}
+
+/// `lo-hi` with `show`, the unit said once when both ends share it.
+fn range(lo: f64, hi: f64, show: &dyn Fn(f64) -> String) -> String {
+    let (lo, hi) = (show(lo), show(hi));
+    match (lo.rsplit_once(' '), hi.rsplit_once(' ')) {
+        (Some((a, u)), Some((b, v))) if u == v => format!("{a}-{b} {u}"),
+        _ => format!("{lo}-{hi}"),
     }
 }
 

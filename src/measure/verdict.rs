@@ -19,14 +19,13 @@ use super::stats;
 /// within 5% either way. A wider interval is `too noisy to tell`.
 pub const EQUIVALENCE: f64 = 0.05;
 
-/// The outcome for one matched scenario (compare: NEW against BASE; a ranking: the
-/// leader against another entry).
+/// The outcome for one matched scenario.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum Verdict {
-    /// Significantly better than the baseline (the other entry).
+    /// Significantly better than the baseline.
     #[serde(rename = "faster")]
     Faster,
-    /// Significantly worse than the baseline (the other entry).
+    /// Significantly worse than the baseline.
     #[serde(rename = "slower")]
     Slower,
     /// The test cannot tell the runs apart at `--alpha`, and the ratio's interval lies

@@ -697,25 +697,10 @@ fn label(r: &ScenarioResult) -> String {
     s
 }
 
-/// The headline figure of a workload: its name (with unit) and whether higher is better.
+/// The headline figure of a workload: its name (with unit) and whether higher is better
+/// (the one the rankings rank, too: [`crate::report::headline`]).
 pub fn figure(workload: WorkloadKind) -> (&'static str, bool) {
-    match workload {
-        WorkloadKind::Stream => ("bits_per_second", true),
-        WorkloadKind::Rate | WorkloadKind::Connect => ("messages_per_second", true),
-        WorkloadKind::Pingpong => ("round_trip_p50_ns", false),
-    }
-}
-
-/// The headline figure of each run that has it.
-fn run_values(r: &ScenarioResult) -> Vec<f64> {
-    (r.runs.iter())
-        .filter_map(|run| match r.workload {
-            WorkloadKind::Stream => Some(run.bits_per_second),
-            WorkloadKind::Rate | WorkloadKind::Connect => Some(run.messages_per_second),
-            WorkloadKind::Pingpong => run.latencies.get("round_trip").map(|l| l.p50_ns as f64),
-        })
-        .filter(|v| v.is_finite())
-        .collect()
+    crate::report::headline(workload)
 }
 
 /// The most a run's headline figure of `workload` may be: beyond it the file holds no
@@ -731,7 +716,7 @@ fn plausible_most(workload: WorkloadKind) -> f64 {
 
 /// One side of a comparison.
 fn side(r: &ScenarioResult) -> Side {
-    let values = run_values(r);
+    let values = r.headline_runs();
     let most = plausible_most(r.workload);
     let wild = values.iter().find(|&&v| !(0.0..=most).contains(&v));
     let error = match (&r.error, values.is_empty(), wild) {
