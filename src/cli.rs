@@ -89,7 +89,8 @@ counts are not reported for them (null); loss is still exact (sent - received)."
   sockbench connect -t tcp --linger0 --open 16")]
     Connect(Box<ConnectArgs>),
     /// The default suite (what plain `sockbench` runs): every local transport at 64 B,
-    /// 4 KiB, 64 KiB and 1 MiB, one table with the fastest transport at each size.
+    /// 4 KiB, 64 KiB and 1 MiB, one table; one run per cell, so no transport is ranked
+    /// fastest (the table says how to rank them: `stream --runs 5`).
     Suite(SuiteArgs),
     /// Print a saved JSON report again: as a table (default), Markdown, CSV, JSON, an HTML
     /// page of charts or OpenMetrics, with --wide and --units as for a run.
@@ -418,12 +419,18 @@ const MODELS_HELP: &str = "Examples:
   sockbench models --driver wrk -d 3 -c 100
 
 Each model runs in a child `sockbench serve` pinned to one CPU, the load on the other
-(--cpus to choose); the server's CPU is read from /proc for the measured interval.";
+(--cpus to choose); the server's CPU is read from /proc for the measured interval.
+
+With --runs N each model runs N times; the table shows the median run and the runs'
+spread (min-max), and names the fastest model only when it beats every other beyond the
+noise of their runs (the test compare makes, at 0.05 over the number of comparisons).
+From one run each, nothing is ranked.";
 
 const RELAY_HELP: &str = "Examples:
   sockbench relay                               every method, tcp, 64 KiB writes, 2 s each
   sockbench relay -m splice,read-write -s 64..4M   a size sweep; prints where splice overtakes
   sockbench relay --connections 5000 -s 10K     the Go benchmark: 5000 connections of 10 KB
+  sockbench relay --connections 5000 -s 10K --runs 5   ... with the noise, to rank the methods
   sockbench relay -m read-write --buffer 1M -t unix
   sockbench relay --mode pingpong -s 64         source-to-sink latency of one message
   sockbench relay -m splice --listen 127.0.0.1:5400 --to 127.0.0.1:5201
@@ -439,7 +446,12 @@ sendfile` measures it from a file.
 
 The source, the relay and the sink are threads of this process; the relay's CPU is its
 own threads' (and its io_uring workers'), and its system calls are counted as it makes
-them.";
+them.
+
+Each row shows its runs' spread (min-max). A `ranking:` line per transport and size names
+the fastest method only when it beats every other beyond the noise of their runs (the
+test compare makes, at 0.05 over the number of comparisons); from a single run nothing
+is ranked and the crossover line says it cannot tell: give --runs 3 or more.";
 
 /// A relay's mode of work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize, schemars::JsonSchema)]
@@ -494,7 +506,8 @@ pub struct RelayArgs {
     /// pingpong: exactly N messages instead of a time.
     #[arg(short = 'n', long, value_name = "N", help_heading = HEAD_TIME)]
     pub count: Option<u64>,
-    /// Measured runs of each scenario (the table shows the median run).
+    /// Measured runs of each scenario (the table shows the median run and the runs'
+    /// spread). With one, nothing is ranked: 3 or more to tell methods apart.
     #[arg(long, value_name = "N", default_value_t = 1, help_heading = HEAD_TIME)]
     pub runs: u32,
     /// Connections at once: source connections, relay workers and sink workers (each a
@@ -689,6 +702,11 @@ pub struct ModelsArgs {
     /// CPUs for the server and the load, "S,L" (default 0,1 on a machine with two or more).
     #[arg(long, value_name = "S,L")]
     pub cpus: Option<String>,
+    /// Measured runs of each model, each with a fresh server (the table shows the median
+    /// run and the runs' spread). With one, no model is ranked fastest: 3 or more to tell
+    /// models apart.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub runs: u32,
 }
 
 /// Flags of the hidden `peer`.
@@ -914,7 +932,8 @@ pub struct CommonArgs {
     )]
     pub warmup: String,
     /// Measured repetitions per scenario; with 2 or more, the median, a 95% confidence
-    /// interval and the coefficient of variation are reported.
+    /// interval and the coefficient of variation are reported. Several engines (-e) are
+    /// ranked only beyond the noise of their runs: with one run, none is named fastest.
     #[arg(help_heading = HEAD_TIME, short, long, value_name = "N", default_value_t = 1)]
     pub runs: u32,
     /// Print one line per TIME of each measured run while it goes (throughput, messages,
@@ -952,9 +971,17 @@ pub struct CommonArgs {
     /// reactor) or multi (a worker thread does, so each wake-up crosses threads).
     #[arg(help_heading = HEAD_MEASURE, long, value_enum, default_value_t = crate::engine::RuntimeKind::Current)]
     pub runtime: crate::engine::RuntimeKind,
-    /// Pin the sender thread(s) to CPU A and the receiver thread(s) to CPU B.
+    /// Pin the sender thread(s) to CPU A and the receiver thread(s) to CPU B. Both on one
+    /// CPU (A,A) is refused for a role that waits by spinning (engine nonblocking,
+    /// transport shm; under `all`, skipped): it would measure the scheduler. See
+    /// --allow-shared-cpu.
     #[arg(help_heading = HEAD_PLACEMENT, long, value_name = "A,B")]
     pub cpus: Option<String>,
+    /// With --cpus A,A: run a spinning engine (nonblocking) or transport (shm) with both
+    /// roles on one CPU anyway. The figure is then the scheduler's, and its row says so
+    /// (warning spinning-shared-cpu).
+    #[arg(help_heading = HEAD_PLACEMENT, long)]
+    pub allow_shared_cpu: bool,
     /// tcp/udp: address the receiver binds, IP or IP:PORT (default 127.0.0.1 or ::1, port
     /// chosen by the kernel). On one host, traffic between two of its own addresses goes
     /// through the loopback device whatever the address: an interface's address does not
@@ -1051,7 +1078,9 @@ pub struct PingpongArgs {
     /// kernel->user parts, each a distribution, plus the server's turnaround (tcp, tcp6,
     /// udp, udp6 on the blocking engine; both roles on this host; at least 8 bytes). Each
     /// transmit stamp costs one more system call per message (an error-queue read, made
-    /// after the reply is in, outside the timed round trip).
+    /// after the reply is in, outside the timed round trip). A role keeps at most 16384
+    /// records per run, then 1 in 2 (1 in 4, ...): the breakdown says how many round
+    /// trips it covers of how many.
     #[arg(long, help_heading = HEAD_MEASURE)]
     pub timestamps: bool,
 }
@@ -1076,7 +1105,9 @@ pub struct RateArgs {
     /// parts, each a distribution, beside the one-way time measured from the send time
     /// each message carries (tcp, tcp6, udp, udp6 on the blocking engine; both roles on
     /// this host; at least 16 bytes; not with --batch). Each transmit stamp costs the
-    /// sender one more system call per message (an error-queue read).
+    /// sender one more system call per message (an error-queue read). A role keeps at
+    /// most 16384 records per run, then a sample: the breakdown says how many messages
+    /// it covers of how many.
     #[arg(long, help_heading = HEAD_MEASURE)]
     pub timestamps: bool,
 }

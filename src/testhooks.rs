@@ -16,6 +16,8 @@
 //! - Fault `alternate-cpus`: [`alternate_cpus`] pins the roles of the 1st, 3rd, ... run of
 //!   the process to CPUs 0,0 and those of the 2nd, 4th, ... to 0,1 (threads placement;
 //!   with `--warmup 0`, as a warm-up is a run too), for a bimodal result on purpose.
+//! - `SOCKBENCH_TEST_STAMP_CAP=N`: [`stamp_cap`], the most `--timestamps` records a role
+//!   keeps per run (at most the real cap), so a short run is sampled for certain.
 
 /// Whether the test asked for fault `name`.
 #[cfg(feature = "test-hooks")]
@@ -88,5 +90,24 @@ pub fn alternate_cpus() -> Option<(usize, usize)> {
 #[cfg(not(feature = "test-hooks"))]
 #[inline(always)]
 pub fn alternate_cpus() -> Option<(usize, usize)> {
+    None
+}
+
+/// `SOCKBENCH_TEST_STAMP_CAP`: the most timestamp records a role keeps (read once).
+#[cfg(feature = "test-hooks")]
+pub fn stamp_cap() -> Option<usize> {
+    static CAP: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *CAP.get_or_init(|| {
+        std::env::var("SOCKBENCH_TEST_STAMP_CAP")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&n| n > 0)
+    })
+}
+
+/// The most timestamp records a role keeps (the real cap, in this build).
+#[cfg(not(feature = "test-hooks"))]
+#[inline(always)]
+pub fn stamp_cap() -> Option<usize> {
     None
 }

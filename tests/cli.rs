@@ -471,3 +471,90 @@ fn options_without_a_command_suggest_one() {
             .stderr(predicate::str::contains("tip:").not());
     }
 }
+
+/// Issue 29: a role that waits by spinning, pinned to its peer's CPU, measures the
+/// scheduler (`stream -t pipe -e nonblocking --cpus 0,0` gave 65.6 Mbit/s against 7.95
+/// Gbit/s on two CPUs). `--cpus A,A` refuses it, a usage error in JSON too, unless
+/// `--allow-shared-cpu` asks for it; then its row keeps the warning. Under `all` it is a
+/// skip with the reason.
+#[test]
+fn both_roles_on_one_cpu_are_refused_for_a_spinning_engine_unless_allowed() {
+    let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
+    let cpu = (0..nix::sched::CpuSet::count())
+        .find(|&c| set.is_set(c).unwrap_or(false))
+        .unwrap();
+    let pin = format!("{cpu},{cpu}");
+    let run = [
+        "stream", "-t", "pipe", "-d", "0.1", "-w", "0", "-q", "--cpus", &pin,
+    ];
+    let says = ["engine nonblocking", "--allow-shared-cpu", "scheduler's"];
+    let sb = Sandbox::new();
+    let out = sb
+        .cmd()
+        .args(run)
+        .args(["-e", "nonblocking"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(says.iter().all(|s| err.contains(s)), "{err}");
+    assert!(out.stdout.is_empty());
+    let out = (sb.cmd().args(run))
+        .args(["-e", "nonblocking", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let e = v["error"].as_str().unwrap();
+    assert!(says.iter().all(|s| e.contains(s)), "{e}");
+    // Asked for: it runs, and its row says what the figure is.
+    let out = (sb.cmd().args(run))
+        .args([
+            "-e",
+            "nonblocking",
+            "--allow-shared-cpu",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kinds: Vec<&str> = (v["results"][0]["warnings"].as_array().unwrap().iter())
+        .map(|w| w["kind"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"spinning-shared-cpu"), "{kinds:?}");
+    // Under `all`: the others run, nonblocking is left out with the reason.
+    let out = (sb.cmd().args(run))
+        .args(["-e", "all", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ran: Vec<&str> = (v["results"].as_array().unwrap().iter())
+        .map(|r| r["engine"].as_str().unwrap())
+        .collect();
+    assert!(
+        ran.contains(&"blocking") && !ran.contains(&"nonblocking"),
+        "{ran:?}"
+    );
+    let skip = (v["skipped"].as_array().unwrap().iter())
+        .find(|s| s["engine"] == "nonblocking")
+        .unwrap();
+    assert!(
+        skip["reason"]
+            .as_str()
+            .unwrap()
+            .contains("--allow-shared-cpu"),
+        "{skip}"
+    );
+    assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
+}

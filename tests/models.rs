@@ -115,8 +115,10 @@ fn ab_wrk_and_h2load_drive_the_models_too() {
     }
 }
 
+/// Issue 29: commands that rank must show their noise and never name a winner inside it.
+/// From one run each the table says the noise is unknown and names no fastest model.
 #[test]
-fn the_table_names_every_model_and_the_fastest() {
+fn the_table_names_every_model_and_ranks_none_from_a_single_run() {
     let sb = Sandbox::new();
     let out = sb
         .cmd()
@@ -139,7 +141,87 @@ fn the_table_names_every_model_and_the_fastest() {
         text.contains("│ epoll ") && text.contains("│ thread "),
         "{text}"
     );
-    assert!(text.contains("fastest: "), "{text}");
+    assert!(text.contains("┆ 1 run "), "{text}");
+    assert!(
+        text.contains("ranking: single run, so the noise is unknown: no model is ranked fastest"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("fastest: ") && !text.contains("fastest model"),
+        "{text}"
+    );
+}
+
+/// With runs, each row shows their spread, its cells are the document's values, and
+/// the ranking names a winner only when the test says it beats the other beyond the
+/// noise of their runs.
+#[test]
+fn with_runs_each_model_shows_its_spread_and_a_winner_only_beyond_the_noise() {
+    use sockbench::measure::ranking::spread_cell;
+    let sb = Sandbox::new();
+    let out = sb
+        .cmd()
+        .args([
+            "models",
+            "--model",
+            "epoll,thread",
+            "-n",
+            "500",
+            "-c",
+            "5",
+            "--runs",
+            "3",
+        ])
+        .args(["-q", "--export-json", "m.json"])
+        .current_dir(sb.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(sb.path().join("m.json")).unwrap()).unwrap();
+    assert_eq!(v["runs"], 3);
+    check_rows(&v, &["epoll", "thread"], Some(500));
+    for row in v["rows"].as_array().unwrap() {
+        let each: Vec<f64> = (row["runs_requests_per_second"].as_array().unwrap().iter())
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        assert_eq!(each.len(), 3, "{row}");
+        let rps = row["requests_per_second"].as_f64().unwrap();
+        assert!(each.contains(&rps), "the row is one of its runs: {row}");
+        let model = row["model"].as_str().unwrap();
+        let cells: Vec<&str> = (text.lines())
+            .find(|l| l.starts_with(&format!("│ {model} ")))
+            .unwrap_or_else(|| panic!("{text}"))
+            .split(['│', '┆'])
+            .map(str::trim)
+            .collect();
+        assert_eq!(cells[2], format!("{rps:.0}"), "{text}");
+        assert_eq!(
+            cells[3],
+            spread_cell(&each, &|v| format!("{v:.0}")),
+            "{text}"
+        );
+    }
+    let rk = &v["ranking"];
+    let line = (text.lines())
+        .find(|l| l.starts_with("ranking: "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(rk["entries"].as_array().unwrap().len(), 2, "{rk}");
+    match rk["winner"].as_str() {
+        Some(w) => {
+            assert_eq!(rk["entries"][1]["leader_is"], "faster", "{rk}");
+            assert!(line.contains(&format!("fastest model {w} (")), "{line}");
+        }
+        None => {
+            assert_ne!(rk["entries"][1]["leader_is"], "faster", "{rk}");
+            assert!(line.contains("no fastest model"), "{line}");
+        }
+    }
 }
 
 #[test]
@@ -217,7 +299,7 @@ fn an_unwritable_export_is_refused_before_the_run_and_a_failed_write_exits_1() {
             && err.contains("No space left on device"),
         "{err}"
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("fastest: thread"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("│ thread "));
 }
 
 #[test]

@@ -188,8 +188,10 @@ fn json_on_stdout_twice_is_printed_once() {
     assert_eq!(v["results"][0]["transport"], "pipe");
 }
 
+/// The suite's matrix, its n/a cells explained, and (issue 29) no transport named the
+/// fastest from its single run per cell.
 #[test]
-fn suite_is_a_matrix_with_the_fastest_transport_per_size() {
+fn suite_is_a_matrix_that_ranks_no_transport_from_one_run() {
     let sb = Sandbox::new();
     let out = run(
         &sb,
@@ -206,8 +208,13 @@ fn suite_is_a_matrix_with_the_fastest_transport_per_size() {
         2,
         "udp cannot carry 64 KiB or 1 MiB: {udp}"
     );
-    assert!(out.contains("Fastest: 64 B"), "{out}");
-    assert!(out.contains("Fastest through the kernel: 64 B"), "{out}");
+    assert!(!out.contains("Fastest"), "{out}");
+    assert!(
+        out.contains(
+            "ranking: single run, so the noise is unknown: no transport is ranked fastest"
+        ),
+        "{out}"
+    );
     assert!(out.contains("65507"), "the n/a cells are explained: {out}");
     assert!(out.contains("Round-trip latency: pingpong"), "{out}");
     assert!(out.contains("Message rate: message transports"), "{out}");
@@ -683,4 +690,90 @@ fn no_command_panics_when_stderr_or_stdout_is_closed_or_full() {
         }
     }
     assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
+}
+
+/// Issue 29: engines side by side (`-e`) must show their noise and never name a winner
+/// inside it. With runs, each row shows its runs' spread (the cells are the document's
+/// values) and the ranking names the fastest engine only when the test says so; from one
+/// run each, nothing is ranked and the table says why.
+#[test]
+fn engines_are_ranked_only_beyond_the_noise_and_each_shows_its_runs() {
+    use sockbench::measure::ranking::spread_cell;
+    use sockbench::measure::units::format_ns;
+    let sb = Sandbox::new();
+    for runs in ["1", "3"] {
+        let out = sb
+            .cmd()
+            .args([
+                "pingpong",
+                "-t",
+                "unix",
+                "-e",
+                "blocking,epoll",
+                "-n",
+                "300",
+                "-w",
+                "0",
+            ])
+            .args(["--runs", runs, "-q", "--export-json", "r.json"])
+            .current_dir(sb.path())
+            .output()
+            .unwrap();
+        common::assert_success(&out);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(sb.path().join("r.json")).unwrap())
+                .unwrap();
+        let rk = &v["rankings"][0];
+        assert_eq!(rk["group"], "unix 64 B", "{rk}");
+        assert_eq!(rk["among"], "engines");
+        assert_eq!(rk["figure"], "round_trip_p50_ns");
+        let line = (text.lines())
+            .find(|l| l.starts_with("ranking: "))
+            .unwrap_or_else(|| panic!("{text}"));
+        if runs == "1" {
+            assert_eq!(rk["outcome"], "single run", "{rk}");
+            assert!(rk["winner"].is_null());
+            assert!(line.contains("no engine is ranked fastest"), "{line}");
+            assert!(!text.contains("p50 min-max"), "{text}");
+            continue;
+        }
+        let header: Vec<&str> = (text.lines())
+            .find(|l| l.contains("RTT p50"))
+            .unwrap()
+            .split(['│', '┆'])
+            .map(str::trim)
+            .collect();
+        let col = header.iter().position(|h| *h == "p50 min-max").unwrap();
+        for r in v["results"].as_array().unwrap() {
+            let engine = r["engine"].as_str().unwrap();
+            let each: Vec<f64> = (r["runs"].as_array().unwrap().iter())
+                .map(|run| run["latencies"]["round_trip"]["p50_ns"].as_f64().unwrap())
+                .collect();
+            let cells: Vec<&str> = (text.lines())
+                .find(|l| l.contains(&format!(" {engine} ")))
+                .unwrap()
+                .split(['│', '┆'])
+                .map(str::trim)
+                .collect();
+            let want = spread_cell(&each, &|v| format_ns(v.round() as u64));
+            assert_eq!(cells[col], want, "{engine}: {text}");
+            let e = (rk["entries"].as_array().unwrap().iter())
+                .find(|e| e["name"] == engine)
+                .unwrap();
+            let min = each.iter().copied().fold(f64::INFINITY, f64::min);
+            assert_eq!(e["min"].as_f64(), Some(min), "{e}");
+            assert_eq!(e["runs"], 3);
+        }
+        match rk["winner"].as_str() {
+            Some(w) => {
+                assert_eq!(rk["entries"][1]["leader_is"], "faster", "{rk}");
+                assert!(line.contains(&format!("fastest engine {w} (")), "{line}");
+            }
+            None => {
+                assert_ne!(rk["entries"][1]["leader_is"], "faster", "{rk}");
+                assert!(line.contains("no fastest engine"), "{line}");
+            }
+        }
+    }
 }

@@ -307,7 +307,8 @@ fn counters_agree_with_the_schedulers_migrations_and_the_threads_cpu_time() {
 #[test]
 fn a_spinning_role_that_shared_a_cpu_says_the_figure_is_the_schedulers() {
     // Pinned together, the nonblocking engine spins through the CPU its peer needs; the
-    // row says so. Pinned apart, or with an engine that sleeps, it does not.
+    // row says so (the run is refused unless asked for: --allow-shared-cpu). Pinned
+    // apart, or with an engine that sleeps, it does not.
     if cpus() < 2 {
         eprintln!("skipped: needs two CPUs");
         return;
@@ -318,7 +319,10 @@ fn a_spinning_role_that_shared_a_cpu_says_the_figure_is_the_schedulers() {
             &sb,
             &[
                 "stream", "-t", "pipe", "-e", engine, "-d", "0.2", "-w", "0", "--cpus", pin,
-            ],
+            ]
+            .into_iter()
+            .chain((pin == "0,0").then_some("--allow-shared-cpu"))
+            .collect::<Vec<_>>(),
         );
         let r = &v["results"][0];
         assert_eq!(

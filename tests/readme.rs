@@ -186,7 +186,58 @@ fn keeps_its_promise(line: &str, v: &Value, stdout: &[u8], dir: &std::path::Path
                     "parts {parts} against round trip {rtt}"
                 );
             }
-            assert!(String::from_utf8_lossy(stdout).contains("Kernel timestamps"));
+            for r in rs {
+                // What the breakdown covers, of every round trip the client made.
+                let t = &r["timestamps"];
+                assert_eq!(
+                    t["directions"][0]["messages_sent"], r["messages_sent"],
+                    "{t}"
+                );
+            }
+            let table = String::from_utf8_lossy(stdout);
+            assert!(table.contains("Kernel timestamps"), "{table}");
+            assert!(table.contains("round trips"), "{table}");
+        }
+        "sockbench pingpong -t unix -e blocking,epoll -n 2000 --runs 3" => {
+            assert!(rs.iter().all(|r| r["runs"].as_array().unwrap().len() == 3));
+            let rk = &v["rankings"][0];
+            assert_eq!(
+                (rk["group"].as_str(), rk["among"].as_str()),
+                (Some("unix 64 B"), Some("engines"))
+            );
+            // A winner only where the test found the leader faster than the other.
+            assert_eq!(
+                rk["winner"].is_null(),
+                rk["entries"][1]["leader_is"] != "faster",
+                "{rk}"
+            );
+            let table = String::from_utf8_lossy(stdout);
+            assert!(
+                table.contains("p50 min-max") && table.contains("ranking: unix 64 B: "),
+                "{table}"
+            );
+        }
+        "sockbench relay --connections 500 -s 10K -m read-write,vectored --runs 3" => {
+            assert_eq!(rs.len(), 2);
+            for r in rs {
+                assert_eq!(
+                    r["runs_bits_per_second"].as_array().unwrap().len(),
+                    3,
+                    "{r}"
+                );
+            }
+            let rk = &v["rankings"][0];
+            assert_eq!(rk["group"], "tcp 10 KiB");
+            assert_eq!(
+                rk["winner"].is_null(),
+                rk["entries"][1]["leader_is"] != "faster",
+                "{rk}"
+            );
+            let table = String::from_utf8_lossy(stdout);
+            assert!(
+                table.contains("runs min-max") && table.contains("ranking: tcp 10 KiB: "),
+                "{table}"
+            );
         }
         "sockbench stream -t tcp,pipe -s 1M -d 0.5 --placement processes" => {
             assert_eq!(transports(v), ["tcp", "pipe"]);

@@ -39,6 +39,7 @@ const RELEASED: &[(u32, u64)] = &[
     (5, 0xf89b_415e_fa62_442e),
     (6, 0x4fad_cb93_11ad_34f0),
     (7, 0x4c55_430f_0da4_b7e0),
+    (8, 0xc9bf_4968_ae4a_7848),
 ];
 
 fn fnv1a(text: &str) -> u64 {

@@ -176,11 +176,7 @@ pub fn placement_explains(sc: &Scenario, r: &ScenarioResult) -> Option<Warning> 
 /// two CPUs; a shm round trip 566 us against 522 ns).
 pub fn spinning_shared_a_cpu(sc: &Scenario, r: &ScenarioResult) -> Option<Warning> {
     use crate::measure::placement::PlacementClass;
-    let spins =
-        sc.engine == crate::engine::EngineKind::Nonblocking || sc.transport == TransportKind::Shm;
-    if !spins {
-        return None;
-    }
+    sc.spinner()?;
     let shared = (r.runs.iter())
         .filter(|run| {
             run.placement

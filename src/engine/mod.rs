@@ -106,6 +106,12 @@ impl EngineKind {
         }
     }
 
+    /// Whether a side waits by spinning on the CPU (`nonblocking` retries on EAGAIN
+    /// without sleeping), so a peer that needs that CPU cannot run.
+    pub fn spins(self) -> bool {
+        self == EngineKind::Nonblocking
+    }
+
     /// The engine implementation (the async engine with a current-thread runtime).
     pub fn engine(self) -> Box<dyn Engine> {
         self.engine_with(RuntimeKind::Current)

@@ -17,6 +17,13 @@
 //! report). Both roles apply the same rule to the same numbers, so the join keeps every
 //! message whose number is a multiple of the larger of their two steps.
 //!
+//! Each stream is sampled on its own (a stream that sent fewer messages keeps more of
+//! them), so a breakdown merged over streams and runs says what it covers: each
+//! direction's messages sent in all beside those it kept (`messages_sent`, `messages`),
+//! each stream's step and share (`streams`), and as `sampled_every` the largest step.
+//! A message sampling left out is not missing: `missing` counts the kept ones that lack
+//! a stamp.
+//!
 //! This module does no I/O (the stamps are read in `workload::stamped` through
 //! `sys::timestamps`) and formats nothing.
 
@@ -25,7 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::measure::histogram::{merge, Latency};
 use crate::plan::Scenario;
-use crate::workload::{latency_histogram, Roles, SideReport, WorkloadKind};
+use crate::workload::{latency_histogram, Roles, WorkloadKind};
 
 /// The most records one role keeps per run (so a role's log crosses the control
 /// connection in well under a megabyte).
@@ -100,7 +107,7 @@ impl StampLog {
         if r.seq % self.every != 0 {
             return;
         }
-        if self.records.len() >= CAP {
+        if self.records.len() >= crate::testhooks::stamp_cap().map_or(CAP, |c| c.min(CAP)) {
             let every = self.every * 2;
             self.records.retain(|x| x[0] % every == 0);
             self.every = every;
@@ -162,6 +169,9 @@ impl StampLog {
 pub struct DirectionStamps {
     /// `request` (client to server), `reply` (server to client) or `one-way` (rate).
     pub direction: &'static str,
+    /// Messages sent this way in all, kept by the sampling or not (the sending role's own
+    /// count; 0 until [`of_run`] sets it).
+    pub sent: u64,
     /// Messages sent this way among the sampled ones.
     pub messages: u64,
     /// Of those, messages with every stamp, in order.
@@ -180,6 +190,7 @@ impl DirectionStamps {
     fn new(direction: &'static str) -> DirectionStamps {
         DirectionStamps {
             direction,
+            sent: 0,
             messages: 0,
             stamped: 0,
             user_to_kernel: latency_histogram(),
@@ -209,6 +220,7 @@ impl DirectionStamps {
     }
 
     fn merge(&mut self, other: &DirectionStamps) {
+        self.sent = self.sent.saturating_add(other.sent);
         self.messages += other.messages;
         self.stamped += other.stamped;
         merge(&mut self.user_to_kernel, &other.user_to_kernel);
@@ -218,21 +230,39 @@ impl DirectionStamps {
     }
 }
 
+/// One stream's share of a breakdown: how finely its join was sampled and how many of
+/// its messages that kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct StampedStream {
+    /// The stream's sampling step: its records were kept for messages whose sequence
+    /// number is a multiple of this (1: every message).
+    pub sampled_every: u64,
+    /// Messages the stream's sender sent (pingpong: requests, i.e. round trips begun;
+    /// rate: messages).
+    pub messages_sent: u64,
+    /// Of those, the ones the breakdown covers (kept by the sampling on both roles).
+    pub messages: u64,
+}
+
 /// A run's (or a scenario's) joined stamps.
 #[derive(Clone, Debug)]
 pub struct RunStamps {
-    /// The sampling step of the join (the largest of any role's).
+    /// The sampling step of the join: the largest of any role's, over streams and runs
+    /// (each stream's own is in `streams`).
     pub every: u64,
     /// One entry per direction.
     pub directions: Vec<DirectionStamps>,
     /// pingpong: the server's receive return to its reply's send call.
     pub turnaround: Option<Histogram<u64>>,
+    /// One entry per stream joined (set by [`of_run`]), runs one after the other.
+    pub streams: Vec<StampedStream>,
 }
 
 impl RunStamps {
     /// Add another run's (or stream's) stamps.
     pub fn merge(&mut self, other: &RunStamps) {
         self.every = self.every.max(other.every);
+        self.streams.extend_from_slice(&other.streams);
         for (a, b) in self.directions.iter_mut().zip(&other.directions) {
             a.merge(b);
         }
@@ -268,6 +298,7 @@ pub fn join_pingpong(client: &StampLog, server: &StampLog) -> RunStamps {
         every,
         directions: vec![request, reply],
         turnaround: Some(turnaround),
+        streams: Vec::new(),
     }
 }
 
@@ -285,12 +316,15 @@ pub fn join_rate(sender: &StampLog, receiver: &StampLog) -> RunStamps {
         every,
         directions: vec![one_way],
         turnaround: None,
+        streams: Vec::new(),
     }
 }
 
 /// A run's joined stamps: each stream's sender with its receiver (the one whose link is
 /// its own; the one in the same place if none is), merged over streams; `None` without
-/// `--timestamps` or if a role kept no log.
+/// `--timestamps` or if a role kept no log. Each direction counts what its sending role
+/// sent (pingpong: the request the client's, the reply the server's; rate: the sender's),
+/// and each stream what it sent beside what its join kept.
 pub fn of_run(sc: &Scenario, roles: &Roles) -> Option<RunStamps> {
     if !sc.extras.timestamps || roles.senders.len() != roles.receivers.len() {
         return None;
@@ -300,18 +334,27 @@ pub fn of_run(sc: &Scenario, roles: &Roles) -> Option<RunStamps> {
         WorkloadKind::Rate => join_rate,
         _ => return None,
     };
-    let log = |s: &SideReport| s.stamps.clone();
     let mut out: Option<RunStamps> = None;
-    for (i, s) in roles.senders.iter().enumerate() {
-        let s = log(s)?;
-        let r = roles
-            .receivers
-            .iter()
-            .filter_map(|r| r.stamps.as_ref())
-            .find(|r| !s.link.is_empty() && r.link == s.link)
-            .cloned()
-            .or_else(|| log(&roles.receivers[i]))?;
-        let one = join(&s, &r);
+    for (i, sender) in roles.senders.iter().enumerate() {
+        let s = sender.stamps.as_ref()?;
+        let receiver = (roles.receivers.iter())
+            .find(|r| {
+                r.stamps
+                    .as_ref()
+                    .is_some_and(|r| !s.link.is_empty() && r.link == s.link)
+            })
+            .unwrap_or(&roles.receivers[i]);
+        let r = receiver.stamps.as_ref()?;
+        let mut one = join(s, r);
+        // Each direction's sender: the stream's sender, then (pingpong's reply) its receiver.
+        for (d, by) in one.directions.iter_mut().zip([sender, receiver]) {
+            d.sent = by.messages;
+        }
+        one.streams.push(StampedStream {
+            sampled_every: one.every,
+            messages_sent: sender.messages,
+            messages: one.directions[0].messages,
+        });
         match &mut out {
             Some(o) => o.merge(&one),
             None => out = Some(one),
@@ -326,12 +369,20 @@ pub struct StampedDirection {
     /// `request` (client to server) and `reply` (server to client) for pingpong;
     /// `one-way` for rate.
     pub direction: String,
-    /// Messages sent this way among the sampled ones (see `sampled_every`).
+    /// Messages sent this way in all, over every stream (and run), whether the sampling
+    /// kept them or not: pingpong's requests as the client counts them and replies as
+    /// the server does; rate's messages as the sender does.
+    #[serde(default)]
+    pub messages_sent: u64,
+    /// Of those, the messages the breakdown covers: those the sampling kept (every one
+    /// when each stream's `sampled_every` is 1).
     pub messages: u64,
     /// Of those, messages with all four clock reads, in order.
     pub stamped: u64,
-    /// Of those, messages that lack a stamp: lost on the way, or the kernel gave none
-    /// (a TCP send merged into a segment already queued loses its transmit stamp).
+    /// Of those (the kept ones), messages that lack a stamp: lost on the way, or the
+    /// kernel gave none (a TCP send merged into a segment already queued loses its
+    /// transmit stamp). Messages the sampling left out are not missing: they are
+    /// `messages_sent` - `messages`.
     pub missing: u64,
     /// The sender's send call to its kernel's transmit stamp (the packet reaches the
     /// device).
@@ -359,8 +410,15 @@ pub struct Timestamps {
     /// Why the parts use software stamps.
     pub note: String,
     /// Records are kept for messages whose sequence number is a multiple of this (1:
-    /// every message): each role keeps at most 16384 per run.
+    /// every message): each role keeps at most 16384 per run. Each stream is sampled on
+    /// its own; over several streams (or runs) this is the largest step, and `streams`
+    /// has each one's.
     pub sampled_every: u64,
+    /// One entry per stream of each run (runs one after the other): its sampling step,
+    /// the messages its sender sent and those the breakdown covers. Their `messages`
+    /// add up to the first direction's.
+    #[serde(default)]
+    pub streams: Vec<StampedStream>,
     /// One entry per direction.
     pub directions: Vec<StampedDirection>,
     /// pingpong: the server's turnaround, from its request's receive return to its
@@ -391,11 +449,13 @@ pub fn report(stamps: &RunStamps, device: Option<&str>) -> Timestamps {
         hardware_available: hw.map(|h| h.hardware),
         note,
         sampled_every: stamps.every,
+        streams: stamps.streams.clone(),
         directions: stamps
             .directions
             .iter()
             .map(|d| StampedDirection {
                 direction: d.direction.to_string(),
+                messages_sent: d.sent,
                 messages: d.messages,
                 stamped: d.stamped,
                 missing: d.messages - d.stamped,
@@ -430,6 +490,7 @@ pub fn scenario_report(sc: &Scenario, raws: &[Roles]) -> Option<Timestamps> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::SideReport;
 
     const T: u64 = 1_700_000_000_000_000_000;
 
@@ -757,6 +818,92 @@ mod tests {
         // rate joins one direction.
         let rate = crate::plan::first_scenario(&["rate", "-t", "udp", "-s", "16", "--timestamps"]);
         assert_eq!(of_run(&rate, &roles).unwrap().directions.len(), 1);
+    }
+
+    /// Issue 29: merged over streams, each sampled on its own, the breakdown keeps the
+    /// largest step, each stream's own, and every direction's count of what was sent
+    /// beside what it covers.
+    #[test]
+    fn streams_sampled_differently_merge_into_what_they_cover_of_what_was_sent() {
+        let sc = crate::plan::first_scenario(&["pingpong", "-t", "udp", "--timestamps", "-P", "2"]);
+        let rec = |seq: u64, server: bool| {
+            let t = T + seq * 1000;
+            match server {
+                false => Record {
+                    seq,
+                    tx_user: t,
+                    tx_kernel: t + 5,
+                    rx_kernel: t + 45,
+                    rx_user: t + 60,
+                    carried: 0,
+                },
+                true => Record {
+                    seq,
+                    rx_kernel: t + 10,
+                    rx_user: t + 20,
+                    tx_user: t + 30,
+                    tx_kernel: t + 40,
+                    carried: 0,
+                },
+            }
+        };
+        // Stream "a" makes CAP + 10 round trips (kept 1 in 2), stream "b" 10 (all kept).
+        let side = |link: &str, n: u64, server: bool| {
+            let mut l = StampLog::new(T);
+            l.link = link.into();
+            (0..n).for_each(|s| l.push(&rec(s, server)));
+            SideReport {
+                stamps: Some(l),
+                messages: n,
+                ..SideReport::default()
+            }
+        };
+        let big = CAP as u64 + 10;
+        let roles = Roles {
+            senders: vec![side("a", big, false), side("b", 10, false)],
+            receivers: vec![side("b", 10, true), side("a", big, true)],
+            ..Roles::default()
+        };
+        let j = of_run(&sc, &roles).unwrap();
+        assert_eq!(j.every, 2);
+        let kept = big.div_ceil(2) + 10;
+        assert_eq!(
+            j.streams,
+            [
+                StampedStream {
+                    sampled_every: 2,
+                    messages_sent: big,
+                    messages: big.div_ceil(2)
+                },
+                StampedStream {
+                    sampled_every: 1,
+                    messages_sent: 10,
+                    messages: 10
+                },
+            ]
+        );
+        for d in &j.directions {
+            assert_eq!(
+                (d.sent, d.messages, d.stamped),
+                (big + 10, kept, kept),
+                "{}",
+                d.direction
+            );
+        }
+        let r = report(&j, None);
+        assert_eq!(r.sampled_every, 2);
+        assert_eq!(r.streams, j.streams);
+        let req = &r.directions[0];
+        assert_eq!(
+            (req.messages_sent, req.messages, req.missing),
+            (big + 10, kept, 0)
+        );
+        // Over two runs: the streams of both, the counts added.
+        let two = crate::measure::figures::figures(&sc, &[roles.clone(), roles]);
+        let t = two.timestamps.unwrap();
+        assert_eq!(t.streams.len(), 4);
+        assert_eq!(t.directions[0].messages_sent, 2 * (big + 10));
+        assert_eq!(t.directions[0].messages, 2 * kept);
     }
 
     #[test]

@@ -44,6 +44,7 @@ pub fn execute(plan: Result<Plan, PlanError>, args: &Args, argv: Vec<String>) ->
     if let Err(e) = Runner::new(&plan, &exports).run(&mut report) {
         report.error = Some(format!("{e:#}"));
     }
+    report.rankings = crate::report::rankings::of(&report.results, report.layout);
     let failed = report.results.iter().filter(|r| r.error.is_some()).count();
     if report.error.is_none() && failed > 0 {
         report.error = Some(format!(

@@ -79,16 +79,16 @@ use super::{broken_pipe, FAILED, USAGE};
 use crate::cli::{CompareArgs, Format, OutputArgs};
 use crate::measure::stats;
 use crate::measure::units::{format_bytes, format_per_second};
+use crate::measure::verdict;
+#[cfg(test)]
+use crate::measure::verdict::within_equivalence;
+pub use crate::measure::verdict::{TestKind, Verdict, EQUIVALENCE};
 use crate::report::{PlacementInfo, Report, ScenarioResult, Tool};
 use crate::text::terminal as shown;
 use crate::workload::WorkloadKind;
 
 /// Version of the compare document's shape.
 pub const SCHEMA_VERSION: u32 = 2;
-
-/// How close to 1 the ratio's whole interval must lie for `no significant difference`:
-/// within 5% either way. A wider interval is `too noisy to tell`.
-pub const EQUIVALENCE: f64 = 0.05;
 
 /// Options `--ignore-option` can leave out of a scenario's identity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -126,68 +126,6 @@ impl IdentityOption {
             .map(|v| v.get_name().to_string())
             .unwrap_or_default()
     }
-}
-
-/// The outcome for one matched scenario.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub enum Verdict {
-    /// Significantly better than the baseline.
-    #[serde(rename = "faster")]
-    Faster,
-    /// Significantly worse than the baseline.
-    #[serde(rename = "slower")]
-    Slower,
-    /// The test cannot tell the runs apart at `--alpha`, and the ratio's interval lies
-    /// within ±5% of 1: any change is smaller than that.
-    #[serde(rename = "no significant difference")]
-    NoSignificantDifference,
-    /// The test cannot tell the runs apart at `--alpha`, but the ratio's interval is too
-    /// wide to say there is no change: the runs are noisier than any change they could
-    /// show.
-    #[serde(rename = "too noisy to tell")]
-    TooNoisy,
-    /// Too few runs on a side for a test to decide anything.
-    #[serde(rename = "too few runs")]
-    TooFewRuns,
-    /// The figures are beyond what the test can compute with (their variance overflows):
-    /// no test, no verdict either way.
-    #[serde(rename = "no test")]
-    NoTest,
-    /// The scenario failed on a side.
-    #[serde(rename = "failed")]
-    Failed,
-}
-
-impl Verdict {
-    /// The words the tables print (and JSON holds).
-    pub fn text(self) -> &'static str {
-        match self {
-            Verdict::Faster => "faster",
-            Verdict::Slower => "slower",
-            Verdict::NoSignificantDifference => "no significant difference",
-            Verdict::TooNoisy => "too noisy to tell",
-            Verdict::TooFewRuns => "too few runs",
-            Verdict::NoTest => "no test",
-            Verdict::Failed => "failed",
-        }
-    }
-}
-
-/// The test a comparison used.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub enum TestKind {
-    /// Welch's unequal-variances t-test on the figures.
-    #[serde(rename = "welch")]
-    Welch,
-    /// Welch's unequal-variances t-test on the figures' logarithms (a change as a ratio).
-    #[serde(rename = "welch-log")]
-    WelchLog,
-    /// Mann-Whitney U with its exact distribution.
-    #[serde(rename = "mann-whitney-exact")]
-    MannWhitneyExact,
-    /// Mann-Whitney U with the normal approximation.
-    #[serde(rename = "mann-whitney-normal")]
-    MannWhitneyNormal,
 }
 
 /// One side of a comparison: the scenario as one file has it.
@@ -759,25 +697,10 @@ fn label(r: &ScenarioResult) -> String {
     s
 }
 
-/// The headline figure of a workload: its name (with unit) and whether higher is better.
+/// The headline figure of a workload: its name (with unit) and whether higher is better
+/// (the one the rankings rank, too: [`crate::report::headline`]).
 pub fn figure(workload: WorkloadKind) -> (&'static str, bool) {
-    match workload {
-        WorkloadKind::Stream => ("bits_per_second", true),
-        WorkloadKind::Rate | WorkloadKind::Connect => ("messages_per_second", true),
-        WorkloadKind::Pingpong => ("round_trip_p50_ns", false),
-    }
-}
-
-/// The headline figure of each run that has it.
-fn run_values(r: &ScenarioResult) -> Vec<f64> {
-    (r.runs.iter())
-        .filter_map(|run| match r.workload {
-            WorkloadKind::Stream => Some(run.bits_per_second),
-            WorkloadKind::Rate | WorkloadKind::Connect => Some(run.messages_per_second),
-            WorkloadKind::Pingpong => run.latencies.get("round_trip").map(|l| l.p50_ns as f64),
-        })
-        .filter(|v| v.is_finite())
-        .collect()
+    crate::report::headline(workload)
 }
 
 /// The most a run's headline figure of `workload` may be: beyond it the file holds no
@@ -793,7 +716,7 @@ fn plausible_most(workload: WorkloadKind) -> f64 {
 
 /// One side of a comparison.
 fn side(r: &ScenarioResult) -> Side {
-    let values = run_values(r);
+    let values = r.headline_runs();
     let most = plausible_most(r.workload);
     let wild = values.iter().find(|&&v| !(0.0..=most).contains(&v));
     let error = match (&r.error, values.is_empty(), wild) {
@@ -814,14 +737,6 @@ fn side(r: &ScenarioResult) -> Side {
         values,
         error,
     }
-}
-
-/// The smallest run count per side with which the exact Mann-Whitney test can reach
-/// `alpha`.
-fn runs_needed(alpha: f64) -> usize {
-    (2..=50)
-        .find(|&k| stats::mann_whitney_min_p(k, k) <= alpha)
-        .unwrap_or(50)
 }
 
 /// Compare one matched pair.
@@ -883,120 +798,19 @@ fn decide(row: &mut Comparison, alpha: f64) {
         row.note = Some(failures.join("; "));
         return;
     }
-    let (b, n) = (row.base.values.clone(), row.new.values.clone());
-    let (b, n) = (&b, &n);
-    if b.len() < 2 || n.len() < 2 {
-        row.verdict = Verdict::TooFewRuns;
-        row.note = Some(format!(
-            "{} run(s) in BASE and {} in NEW: no test can tell a change from noise; \
-             measure both with --runs 3 or more",
-            b.len(),
-            n.len()
-        ));
-        return;
-    }
-    // Changes are ratios: test the logarithms when every figure has one.
-    let logs = b.iter().chain(n).all(|&v| v > 0.0);
-    let ln = |v: &[f64]| -> Vec<f64> { v.iter().map(|x| x.ln()).collect() };
-    let (tb, tn) = match logs {
-        true => (ln(b), ln(n)),
-        false => (b.clone(), n.clone()),
-    };
-    // The outlier check reads the figures themselves: its floor (a value within 1% of
-    // the median's size is never an outlier) is a floor on figures, not on logarithms.
-    let welch_fits =
-        b.len() >= 3 && n.len() >= 3 && !stats::has_outlier(b) && !stats::has_outlier(n);
-    let new_higher;
-    if welch_fits {
-        let Some(w) = stats::welch(&tb, &tn) else {
-            row.verdict = Verdict::NoTest;
-            row.note = Some(
-                "the figures are too large for Welch's t-test (their variance overflows): \
-                 no test; compare the medians by eye"
-                    .into(),
-            );
-            return;
-        };
-        row.test = Some(match logs {
-            true => TestKind::WelchLog,
-            false => TestKind::Welch,
-        });
-        row.p_value = Some(w.p_value);
-        let interval = match logs {
-            true => {
-                let (lo, hi) = w.difference_interval(alpha);
-                Some((lo.exp(), hi.exp())).filter(|(l, h)| l.is_finite() && h.is_finite())
-            }
-            false => w.ratio_interval(alpha),
-        };
-        if let Some((lo, hi)) = interval {
-            row.ratio_ci_low = Some(lo);
-            row.ratio_ci_high = Some(hi);
-            row.ci_confidence = Some(1.0 - alpha);
-        }
-        new_higher = w.t > 0.0;
-    } else {
-        let Some(mw) = stats::mann_whitney(b, n) else {
-            row.verdict = Verdict::NoTest;
-            row.note = Some("the Mann-Whitney test could not be computed: no test".into());
-            return;
-        };
-        row.test = Some(match mw.exact {
-            true => TestKind::MannWhitneyExact,
-            false => TestKind::MannWhitneyNormal,
-        });
-        row.p_value = Some(mw.p_value);
-        new_higher = mw.u > (b.len() * n.len()) as f64 / 2.0;
-        if logs {
-            if let Some(s) = stats::hodges_lehmann(&tb, &tn, alpha) {
-                row.ratio_ci_low = Some(s.low.exp());
-                row.ratio_ci_high = Some(s.high.exp());
-                row.ci_confidence = Some(s.confidence);
-            }
-        }
-        let why = match b.len() < 3 || n.len() < 3 {
-            true => "fewer than 3 runs on a side",
-            false => "the runs have an outlier",
-        };
-        if mw.exact && stats::mann_whitney_min_p(b.len(), n.len()) > alpha {
-            row.verdict = Verdict::TooFewRuns;
-            row.note = Some(format!(
-                "{} and {} runs: the Mann-Whitney test ({why}) cannot reach p < {alpha} \
-                 with so few: measure both with --runs {} or more",
-                b.len(),
-                n.len(),
-                runs_needed(alpha)
-            ));
-            return;
-        }
-    }
-    let significant = row.p_value.is_some_and(|p| p < alpha);
-    row.verdict = match (significant, new_higher == row.higher_is_better) {
-        (false, _) if within_equivalence(row.ratio_ci_low, row.ratio_ci_high) => {
-            Verdict::NoSignificantDifference
-        }
-        (false, _) => {
-            row.note = Some(match (row.ratio_ci_low, row.ratio_ci_high) {
-                (Some(lo), Some(hi)) => format!(
-                    "the ratio lies anywhere from {lo:.3} to {hi:.3}: too wide to tell a change \
-                     from noise, or to rule one out; measure both with more --runs, on a \
-                     quieter machine"
-                ),
-                _ => "no interval for the ratio: too noisy to tell a change from noise; \
-                      measure both with more --runs"
-                    .to_string(),
-            });
-            Verdict::TooNoisy
-        }
-        (true, true) => Verdict::Faster,
-        (true, false) => Verdict::Slower,
-    };
-}
-
-/// Whether a ratio interval lies within ±[`EQUIVALENCE`] of 1.
-fn within_equivalence(low: Option<f64>, high: Option<f64>) -> bool {
-    matches!((low, high), (Some(lo), Some(hi))
-        if lo >= 1.0 - EQUIVALENCE && hi <= 1.0 + EQUIVALENCE)
+    let j = verdict::judge(
+        &row.base.values,
+        &row.new.values,
+        row.higher_is_better,
+        alpha,
+    );
+    row.verdict = j.verdict;
+    row.test = j.test;
+    row.p_value = j.p_value;
+    row.ratio_ci_low = j.ratio_ci_low;
+    row.ratio_ci_high = j.ratio_ci_high;
+    row.ci_confidence = j.ci_confidence;
+    row.note = j.note;
 }
 
 #[cfg(test)]

@@ -55,6 +55,7 @@ pub fn empty_report(command: Vec<String>) -> Report {
         warnings: Vec::new(),
         interrupted: false,
         error: None,
+        rankings: Vec::new(),
         layout: Default::default(),
     }
 }

@@ -90,6 +90,7 @@ struct Setup {
     body_size: u64,
     backlog: u32,
     cpus: Option<(usize, usize)>,
+    runs: u32,
     json: bool,
 }
 
@@ -127,6 +128,10 @@ pub struct Row {
     pub server_cpu_seconds_per_request: Option<f64>,
     /// The driver's wall time.
     pub driver_seconds: Option<f64>,
+    /// Every run's requests per second, in order (the row's figures are the median
+    /// run's).
+    #[serde(default)]
+    pub runs_requests_per_second: Vec<f64>,
 }
 
 /// The `models` JSON document.
@@ -158,8 +163,15 @@ pub struct ModelsReport {
     pub backlog: u32,
     /// CPU of the server and of the driver, or null when not pinned.
     pub cpus: Option<[usize; 2]>,
+    /// Measured runs of each model (`--runs`).
+    #[serde(default = "one")]
+    pub runs: u32,
     /// One row per model.
     pub rows: Vec<Row>,
+    /// The models ranked by requests per second: a winner only beyond the noise of their
+    /// runs, none from single runs; null with fewer than two models that ran.
+    #[serde(default)]
+    pub ranking: Option<crate::measure::ranking::Ranking>,
     /// What to be careful of in the figures.
     pub warnings: Vec<String>,
     /// Ctrl-C cut it short.
@@ -168,6 +180,10 @@ pub struct ModelsReport {
 
 fn usage(msg: impl std::fmt::Display) -> ExitCode {
     super::usage_error(msg)
+}
+
+fn one() -> u32 {
+    1
 }
 
 fn setup(args: &ModelsArgs, format: Format) -> Result<Setup, String> {
@@ -226,6 +242,9 @@ fn setup(args: &ModelsArgs, format: Format) -> Result<Setup, String> {
     if args.backlog == 0 {
         return Err("--backlog must be at least 1".into());
     }
+    if args.runs == 0 || args.runs > 100 {
+        return Err("--runs must be between 1 and 100".into());
+    }
     let cpus = match &args.cpus {
         Some(t) => {
             let v = super::serve::parse_cpus(t, "--cpus")?;
@@ -268,6 +287,7 @@ fn setup(args: &ModelsArgs, format: Format) -> Result<Setup, String> {
         body_size,
         backlog: args.backlog.max(args.connections.min(4096)),
         cpus,
+        runs: args.runs,
         json,
     })
 }
@@ -406,7 +426,9 @@ fn run_all(setup: &Setup, argv: Vec<String>, quiet: bool) -> ModelsReport {
         body_bytes: setup.body_size,
         backlog: setup.backlog,
         cpus: setup.cpus.map(|(s, l)| [s, l]),
+        runs: setup.runs,
         rows: Vec::new(),
+        ranking: None,
         warnings: Vec::new(),
         interrupted: false,
     };
@@ -438,24 +460,70 @@ fn run_all(setup: &Setup, argv: Vec<String>, quiet: bool) -> ModelsReport {
             report.rows.push(row);
             continue;
         }
-        if let Err(e) = run_one(setup, model, &mut row, &mut report) {
-            if crate::interrupt::requested() {
-                report.interrupted = true;
-            } else {
-                row.error = Some(format!("{e:#}"));
+        // Each run with a fresh server; the row is the median run by requests/s.
+        let mut runs: Vec<Row> = Vec::new();
+        for _ in 0..setup.runs {
+            let mut one = row.clone();
+            if let Err(e) = run_one(setup, model, &mut one, &mut report) {
+                if crate::interrupt::requested() {
+                    report.interrupted = true;
+                } else {
+                    one.error = Some(format!("{e:#}"));
+                }
+            }
+            if let (Some(server), Some(done)) = (one.server_requests, one.requests_complete) {
+                if server < done {
+                    report.warnings.push(format!(
+                        "{model}: the server counted {server} answered requests but the driver {done} complete ones"
+                    ));
+                }
+            }
+            let stop = one.error.is_some() || report.interrupted;
+            runs.push(one);
+            if stop {
+                break;
             }
         }
-        if let (Some(server), Some(done)) = (row.server_requests, row.requests_complete) {
-            if server < done {
-                report.warnings.push(format!(
-                    "{model}: the server counted {server} answered requests but the driver {done} complete ones"
-                ));
-            }
-        }
-        report.rows.push(row);
+        report.rows.push(median_row(row, runs));
     }
     report.interrupted |= crate::interrupt::requested();
+    report.ranking = ranking(&report.rows);
     report
+}
+
+/// A model's row from its runs: a failed run's (the first), else the median run's by
+/// requests per second (the lower middle for an even count), with every run's figure.
+fn median_row(empty: Row, mut runs: Vec<Row>) -> Row {
+    if let Some(failed) = runs.iter().position(|r| r.error.is_some()) {
+        return runs.swap_remove(failed);
+    }
+    let each: Vec<f64> = runs.iter().filter_map(|r| r.requests_per_second).collect();
+    runs.sort_by(|a, b| {
+        let rps = |r: &Row| r.requests_per_second.unwrap_or(0.0);
+        rps(a).total_cmp(&rps(b))
+    });
+    let mid = runs.len().saturating_sub(1) / 2;
+    let mut row = match runs.into_iter().nth(mid) {
+        Some(r) => r,
+        None => empty,
+    };
+    row.runs_requests_per_second = each;
+    row
+}
+
+/// The models that ran, ranked by requests per second.
+fn ranking(rows: &[Row]) -> Option<crate::measure::ranking::Ranking> {
+    let entries: Vec<(String, Vec<f64>)> = (rows.iter())
+        .filter(|r| r.error.is_none() && r.skipped.is_none())
+        .map(|r| (r.model.clone(), r.runs_requests_per_second.clone()))
+        .collect();
+    crate::measure::ranking::rank(
+        "by requests/s",
+        "models",
+        "requests_per_second",
+        true,
+        &entries,
+    )
 }
 
 /// The child server: its process and where it listens.
@@ -1021,6 +1089,7 @@ fn print_table(r: &ModelsReport, out: &mut impl Write) -> std::io::Result<()> {
         .set_header([
             "model",
             "requests/s",
+            "runs min-max",
             "p50",
             "p99",
             "server CPU/request",
@@ -1041,6 +1110,9 @@ fn print_table(r: &ModelsReport, out: &mut impl Write) -> std::io::Result<()> {
             row.model.clone(),
             row.requests_per_second
                 .map_or("-".into(), |v| format!("{v:.0}")),
+            crate::measure::ranking::spread_cell(&row.runs_requests_per_second, &|v| {
+                format!("{v:.0}")
+            }),
             us(row.p50_ns),
             us(row.p99_ns),
             row.server_cpu_seconds_per_request
@@ -1063,18 +1135,9 @@ fn print_table(r: &ModelsReport, out: &mut impl Write) -> std::io::Result<()> {
             "note: h2load reports no latency percentiles (mean in the JSON)"
         )?;
     }
-    if let Some(best) = r
-        .rows
-        .iter()
-        .filter_map(|x| Some((x.requests_per_second?, &x.model)))
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-    {
-        writeln!(
-            out,
-            "fastest: {} at {}",
-            best.1,
-            format_per_second(best.0).replace("/s", " requests/s")
-        )?;
+    let show = |v: f64| format_per_second(v).replace("/s", " requests/s");
+    for line in crate::measure::ranking::summaries(r.ranking.as_slice(), &show) {
+        writeln!(out, "ranking: {line}")?;
     }
     for w in &r.warnings {
         writeln!(out, "warning: {w}")?;
@@ -1091,6 +1154,58 @@ fn print_table(r: &ModelsReport, out: &mut impl Write) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A model's row is its median run with every run's figure; a failed run is the row;
+    /// from single runs the ranking names no model (issue 29).
+    #[test]
+    fn a_row_is_the_median_run_and_single_runs_rank_nothing() {
+        let run = |rps: f64| Row {
+            model: "epoll".into(),
+            requests_per_second: Some(rps),
+            p50_ns: Some(rps as u64),
+            ..Row::default()
+        };
+        let row = median_row(Row::default(), vec![run(3.0), run(1.0), run(2.0)]);
+        assert_eq!((row.requests_per_second, row.p50_ns), (Some(2.0), Some(2)));
+        assert_eq!(row.runs_requests_per_second, [3.0, 1.0, 2.0]);
+        let mut bad = run(5.0);
+        bad.error = Some("boom".into());
+        let row = median_row(Row::default(), vec![run(3.0), bad]);
+        assert_eq!(row.error.as_deref(), Some("boom"));
+        let one = |m: &str, rps: f64| Row {
+            model: m.into(),
+            runs_requests_per_second: vec![rps],
+            ..run(rps)
+        };
+        let r = ranking(&[one("epoll", 100.0), one("thread", 400.0)]).unwrap();
+        assert_eq!(r.winner, None);
+        assert_eq!(r.outcome, crate::measure::ranking::Outcome::SingleRun);
+        let mut text = Vec::new();
+        let report = ModelsReport {
+            document: "sockbench-models".into(),
+            schema_version: MODELS_SCHEMA_VERSION,
+            command: Vec::new(),
+            driver: Driver::Builtin,
+            driver_command: Vec::new(),
+            requests: Some(10),
+            duration_seconds: None,
+            connections: 1,
+            keepalive: false,
+            pipeline: 1,
+            body_bytes: 13,
+            backlog: 10,
+            cpus: None,
+            runs: 1,
+            rows: vec![one("epoll", 100.0), one("thread", 400.0)],
+            ranking: Some(r),
+            warnings: Vec::new(),
+            interrupted: false,
+        };
+        print_table(&report, &mut text).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(!text.contains("fastest: "), "{text}");
+        assert!(text.contains("no model is ranked fastest"), "{text}");
+    }
 
     #[test]
     fn the_servers_cpu_is_its_own_microsecond_count_not_clock_ticks() {

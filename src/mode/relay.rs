@@ -5,7 +5,10 @@
 //! the median run's throughput beside the relay's own cost: its CPU per GB, the system
 //! calls it made per MB and per message, and (under `--mode pingpong`) the
 //! source-to-sink latency of a message; across sizes it prints where splice overtakes
-//! the copy methods. The relay-only form (`--listen ADDR --to ADDR`) is the relay alone,
+//! the copy methods. Each method's runs keep their spread, and the methods of each
+//! transport and size are ranked by [`crate::measure::ranking`]: a method is named the
+//! fastest (and splice said to overtake) only beyond the noise of the runs, never from
+//! a single run. The relay-only form (`--listen ADDR --to ADDR`) is the relay alone,
 //! for traffic between programs sockbench does not control (iperf3, a load generator):
 //! each accepted connection is copied both ways, a thread per direction, until Ctrl-C
 //! or `-d`.
@@ -23,9 +26,11 @@ use serde::Serialize;
 use super::{FAILED, INTERRUPTED};
 use crate::cli::{Format, OutputArgs, RelayArgs, RelayMode};
 use crate::copy::{self, Copied, End, Method};
+use crate::measure::ranking::{self, Ranking};
 use crate::measure::units::{
     format_bits_per_second, format_bytes, format_ns, parse_duration, parse_size, parse_size_list,
 };
+use crate::measure::verdict::{self, Verdict};
 use crate::transport::TransportKind;
 use crate::workload::relay::{self, Listener, Outcome, Shape, Target};
 use crate::workload::Stop;
@@ -91,6 +96,8 @@ pub struct RelayResult {
     pub latency_ns: Option<BTreeMap<String, u64>>,
     /// Every run's bits per second, in order.
     pub runs_bits_per_second: Vec<f64>,
+    /// Pingpong: every run's median source-to-sink time (ns), in order; empty otherwise.
+    pub runs_p50_ns: Vec<f64>,
 }
 
 /// A combination left out, with the reason.
@@ -111,8 +118,9 @@ pub struct Crossover {
     pub transport: String,
     /// The splice method.
     pub method: String,
-    /// The smallest size from which it is at least 5% faster than the best copy method at
-    /// every larger size measured; null if it never is.
+    /// The smallest size from which it is faster than the best copy method, by 5% or more
+    /// and beyond the noise of the runs, at every larger size measured; null if it never
+    /// is, or if single runs cannot tell.
     pub size_bytes: Option<u64>,
     /// The sentence the table prints.
     pub summary: String,
@@ -189,6 +197,9 @@ pub struct RelayReport {
     pub skipped: Vec<RelaySkip>,
     /// Where splice overtakes the copy methods (size sweeps).
     pub crossovers: Vec<Crossover>,
+    /// Per transport and size with two methods or more: the methods ranked by throughput
+    /// (pingpong: by the median source-to-sink time), a winner only beyond the noise.
+    pub rankings: Vec<crate::measure::ranking::Ranking>,
     /// The relay-only form's figures, or null.
     pub relay_only: Option<RelayOnly>,
     /// What to be careful of in the figures.
@@ -460,6 +471,7 @@ pub fn run(args: &RelayArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode
         results: Vec::new(),
         skipped: plan.skipped.clone(),
         crossovers: Vec::new(),
+        rankings: Vec::new(),
         relay_only: None,
         warnings: Vec::new(),
         interrupted: false,
@@ -589,6 +601,7 @@ fn benchmark(
     }
     progress.finish();
     report.crossovers = crossovers(&report.results);
+    report.rankings = rankings(&report.results, report.mode);
     let cpus = crate::mode::serve::allowed_cpus().len();
     if cpus < 3 && !report.results.is_empty() {
         report.warnings.push(format!(
@@ -623,6 +636,10 @@ fn result(
         size_bytes: size,
         error,
         runs_bits_per_second: runs.iter().map(bps).collect(),
+        runs_p50_ns: (runs.iter())
+            .filter_map(|o| o.latency.as_ref())
+            .map(|h| h.value_at_percentile(50.0) as f64)
+            .collect(),
         ..RelayResult::default()
     };
     let mut order: Vec<&Outcome> = runs.iter().collect();
@@ -671,12 +688,58 @@ fn result(
     r
 }
 
-/// How much faster than the best copy method splice must be to count as overtaking it:
-/// less is within the noise of one run on a busy machine.
+/// How much faster than the best copy method splice must be to count as overtaking it
+/// (beside being faster beyond the noise of the runs).
 const MARGIN: f64 = 1.05;
 
+/// The figure a method is ranked by, per run: throughput, or under `--mode pingpong` the
+/// median source-to-sink time (lower is better).
+fn headline(r: &RelayResult, mode: RelayMode) -> (&'static str, bool, &[f64]) {
+    match mode {
+        RelayMode::Stream => ("bits_per_second", true, &r.runs_bits_per_second),
+        RelayMode::Pingpong => ("p50_ns", false, &r.runs_p50_ns),
+    }
+}
+
+/// Per transport and size with two methods or more that ran: the methods ranked.
+fn rankings(results: &[RelayResult], mode: RelayMode) -> Vec<Ranking> {
+    let mut groups: Vec<(&str, u64)> = Vec::new();
+    for r in results {
+        if !groups.contains(&(&r.transport, r.size_bytes)) {
+            groups.push((&r.transport, r.size_bytes));
+        }
+    }
+    groups
+        .into_iter()
+        .filter_map(|(t, size)| {
+            let entries: Vec<(String, Vec<f64>)> = (results.iter())
+                .filter(|r| r.transport == t && r.size_bytes == size && r.error.is_none())
+                .map(|r| (r.method.clone(), headline(r, mode).2.to_vec()))
+                .collect();
+            let (figure, higher, _) = headline(&RelayResult::default(), mode);
+            let group = format!("{t} {}", format_bytes(size));
+            ranking::rank(&group, "methods", figure, higher, &entries)
+        })
+        .collect()
+}
+
+/// Whether `splice` is faster than `copy` by [`MARGIN`] and beyond the noise of their
+/// runs (the test `compare` makes).
+fn overtakes(splice: &RelayResult, copy: &RelayResult) -> bool {
+    splice.bits_per_second >= MARGIN * copy.bits_per_second
+        && verdict::judge(
+            &copy.runs_bits_per_second,
+            &splice.runs_bits_per_second,
+            true,
+            ranking::ALPHA,
+        )
+        .verdict
+            == Verdict::Faster
+}
+
 /// Per transport and splice method: the smallest size from which it is faster than the
-/// best copy method by [`MARGIN`] at every larger size.
+/// best copy method by [`MARGIN`] and beyond the noise at every larger size; with single
+/// runs, that this cannot be told.
 fn crossovers(results: &[RelayResult]) -> Vec<Crossover> {
     let mut out = Vec::new();
     let mut transports: Vec<&str> = results.iter().map(|r| r.transport.as_str()).collect();
@@ -717,19 +780,38 @@ fn crossovers(results: &[RelayResult]) -> Vec<Crossover> {
             if pairs.len() < 2 {
                 continue;
             }
-            // Walk down from the largest size while splice keeps up.
+            let (lo, hi) = (pairs[0].0, pairs[pairs.len() - 1].0);
+            let single = (pairs.iter()).any(|(_, sp, cp)| {
+                sp.runs_bits_per_second.len() < 2 || cp.runs_bits_per_second.len() < 2
+            });
+            if single {
+                out.push(Crossover {
+                    transport: t.to_string(),
+                    method: splice.name().into(),
+                    size_bytes: None,
+                    summary: format!(
+                        "{t}: {splice} against the copy methods from {} to {}: single run per size, so \
+                         the noise is unknown: whether (and where) it overtakes them cannot be told; \
+                         measure with --runs 3 or more",
+                        format_bytes(lo),
+                        format_bytes(hi)
+                    ),
+                });
+                continue;
+            }
+            // Walk down from the largest size while splice keeps ahead.
             let mut from = None;
             for (s, sp, cp) in pairs.iter().rev() {
-                if sp.bits_per_second >= MARGIN * cp.bits_per_second {
+                if overtakes(sp, cp) {
                     from = Some((*s, *sp, *cp));
                 } else {
                     break;
                 }
             }
-            let (lo, hi) = (pairs[0].0, pairs[pairs.len() - 1].0);
             let summary = match from {
                 Some((s, sp, cp)) => format!(
-                    "{t}: {splice} overtakes the copy methods from {} ({:.2}x {} there) up to {}",
+                    "{t}: {splice} overtakes the copy methods from {} ({:.2}x {} there, beyond the \
+                     noise) up to {}",
                     format_bytes(s),
                     sp.bits_per_second / cp.bits_per_second,
                     cp.method,
@@ -738,8 +820,8 @@ fn crossovers(results: &[RelayResult]) -> Vec<Crossover> {
                 None => {
                     let (s, sp, cp) = pairs[pairs.len() - 1];
                     format!(
-                        "{t}: {splice} does not overtake the copy methods (by 5% or more) \
-                         between {} and {} (at {}: {:.2}x {})",
+                        "{t}: {splice} does not overtake the copy methods (by 5% or more, beyond \
+                         the noise) between {} and {} (at {}: {:.2}x {})",
                         format_bytes(lo),
                         format_bytes(hi),
                         format_bytes(s),
@@ -784,9 +866,9 @@ fn print_table(r: &RelayReport, out: &mut impl Write) -> io::Result<()> {
     t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
     let mut head = vec!["transport", "method", "size"];
     if pingpong {
-        head.extend(["p50", "p99", "max"]);
+        head.extend(["p50", "p50 min-max", "p99", "max"]);
     } else {
-        head.extend(["throughput", "per message"]);
+        head.extend(["throughput", "runs min-max", "per message"]);
     }
     head.extend(["relay CPU/GB", "CPU/message", "syscalls/MB", "bytes/call"]);
     t.set_header(head);
@@ -809,9 +891,18 @@ fn print_table(r: &RelayReport, out: &mut impl Write) -> io::Result<()> {
                         .and_then(|l| l.get(k))
                         .map_or("-".into(), |&v| format_ns(v)),
                 );
+                if k == "p50" {
+                    row.push(ranking::spread_cell(&x.runs_p50_ns, &|v| {
+                        format_ns(v as u64)
+                    }));
+                }
             }
         } else {
             row.push(format_bits_per_second(x.bits_per_second));
+            row.push(ranking::spread_cell(
+                &x.runs_bits_per_second,
+                &format_bits_per_second,
+            ));
             row.push(format_ns(x.ns_per_message.round() as u64));
         }
         row.push(
@@ -846,6 +937,13 @@ fn print_table(r: &RelayReport, out: &mut impl Write) -> io::Result<()> {
     }
     for s in &r.skipped {
         writeln!(out, "skipped: {} {}: {}", s.transport, s.method, s.reason)?;
+    }
+    let show = |v: f64| match pingpong {
+        true => format_ns(v as u64),
+        false => format_bits_per_second(v),
+    };
+    for line in ranking::summaries(&r.rankings, &show) {
+        writeln!(out, "ranking: {line}")?;
     }
     for c in &r.crossovers {
         writeln!(out, "crossover: {}", c.summary)?;
@@ -1150,14 +1248,115 @@ fn relay_only(
 mod tests {
     use super::*;
 
+    /// A result of five runs within 0.5% of `bps`.
     fn res(t: &str, m: Method, size: u64, bps: f64) -> RelayResult {
         RelayResult {
             transport: t.into(),
             method: m.name().into(),
             size_bytes: size,
             bits_per_second: bps,
+            runs_bits_per_second: [1.0, 0.995, 1.005, 0.998, 1.002].map(|f| f * bps).to_vec(),
             ..RelayResult::default()
         }
+    }
+
+    /// Issue 29: splice is said to overtake only beyond the noise of the runs; a single
+    /// run per size cannot tell, and says so.
+    #[test]
+    fn a_crossover_needs_a_lead_beyond_the_noise_and_a_single_run_cannot_tell() {
+        let k = 1024;
+        let mut v = Vec::new();
+        for size in [64 * k, 1024 * k] {
+            v.push(res("tcp", Method::ReadWrite, size, 100.0));
+            let mut sp = res("tcp", Method::Splice, size, 130.0);
+            // 30% ahead by the median, but the runs overlap read-write's.
+            sp.runs_bits_per_second = vec![130.0, 60.0, 200.0, 95.0, 150.0];
+            v.push(sp);
+        }
+        let c = crossovers(&v);
+        assert_eq!(c[0].size_bytes, None, "{}", c[0].summary);
+        assert!(
+            c[0].summary.contains("does not overtake"),
+            "{}",
+            c[0].summary
+        );
+        for r in &mut v {
+            r.runs_bits_per_second.truncate(1);
+        }
+        let c = crossovers(&v);
+        assert_eq!(c[0].size_bytes, None);
+        assert!(
+            c[0].summary.contains("single run") && c[0].summary.contains("cannot be told"),
+            "{}",
+            c[0].summary
+        );
+    }
+
+    /// Issue 29: one default `relay --connections 5000 -s 10K` ranked read-write 4x
+    /// slower than vectored; with `--runs 3` they were equal. The table shows each
+    /// method's runs, and the ranking names no winner inside their noise or from one run;
+    /// the cells are the document's values.
+    #[test]
+    fn the_table_shows_each_methods_runs_and_names_no_winner_inside_the_noise() {
+        let mut rw = res("tcp", Method::ReadWrite, 10240, 100e6);
+        rw.runs_bits_per_second = vec![100e6, 30e6, 420e6];
+        let mut vec = res("tcp", Method::Vectored, 10240, 400e6);
+        vec.runs_bits_per_second = vec![400e6, 90e6, 410e6];
+        let mut r = RelayReport {
+            document: "sockbench-relay".into(),
+            schema_version: RELAY_SCHEMA_VERSION,
+            command: Vec::new(),
+            kernel: String::new(),
+            mode: RelayMode::Stream,
+            connections: Some(5000),
+            parallel: 1,
+            duration_seconds: None,
+            bytes_per_connection: None,
+            count: None,
+            buffer_bytes: 1,
+            pipe_size_requested_bytes: 1,
+            iovecs: 1,
+            runs: 3,
+            results: vec![rw, vec],
+            skipped: Vec::new(),
+            crossovers: Vec::new(),
+            rankings: Vec::new(),
+            relay_only: None,
+            warnings: Vec::new(),
+            interrupted: false,
+        };
+        r.rankings = rankings(&r.results, r.mode);
+        assert_eq!(r.rankings.len(), 1);
+        assert_eq!(r.rankings[0].winner, None);
+        let table = |r: &RelayReport| {
+            let mut out = Vec::new();
+            print_table(r, &mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        let text = table(&r);
+        assert!(text.contains("runs min-max"), "{text}");
+        assert!(
+            text.contains("30.0-420 Mbit/s") && text.contains("90.0-410 Mbit/s"),
+            "{text}"
+        );
+        let line = text.lines().find(|l| l.starts_with("ranking: ")).unwrap();
+        assert!(
+            line.contains("no fastest method: vectored has the best median"),
+            "{line}"
+        );
+        // One run each: nothing is ranked, whatever the medians.
+        for x in &mut r.results {
+            x.runs_bits_per_second.truncate(1);
+        }
+        r.rankings = rankings(&r.results, r.mode);
+        let text = table(&r);
+        assert!(text.contains("┆ 1 run "), "{text}");
+        let line = text.lines().find(|l| l.starts_with("ranking: ")).unwrap();
+        assert!(
+            line.contains("single run, so the noise is unknown"),
+            "{line}"
+        );
+        assert!(!text.contains("fastest method vectored"), "{text}");
     }
 
     #[test]
@@ -1226,6 +1425,7 @@ mod tests {
         let runs = [run(1_000_000, 100), run(1_000_000, 50), run(1_000_000, 200)];
         let r = result(TransportKind::Tcp, Method::ReadWrite, 100_000, &runs, None);
         assert_eq!(r.runs_bits_per_second.len(), 3);
+        assert!(r.runs_p50_ns.is_empty(), "no latency in a stream");
         // The median of 80, 160 and 40 Mbit/s.
         assert!(
             (r.bits_per_second - 80e6).abs() < 1.0,
@@ -1410,6 +1610,7 @@ mod tests {
             results: Vec::new(),
             skipped: Vec::new(),
             crossovers: Vec::new(),
+            rankings: Vec::new(),
             relay_only: None,
             warnings: Vec::new(),
             interrupted: false,

@@ -95,6 +95,10 @@ pub fn load(path: &Path) -> anyhow::Result<Report> {
     let mut report: Report = serde_json::from_value(value)
         .with_context(|| format!("{name} is not a complete sockbench report"))?;
     report.layout = layout_of(&report);
+    // A report from before rankings were kept: rank what it holds, by the same rule.
+    if report.rankings.is_empty() {
+        report.rankings = crate::report::rankings::of(&report.results, report.layout);
+    }
     // Read as this version (an older one lacks only what defaults to empty).
     report.schema_version = SCHEMA_VERSION;
     Ok(report)

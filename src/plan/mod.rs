@@ -151,6 +151,20 @@ pub struct Scenario {
     pub live: Option<std::sync::Arc<crate::measure::live::Live>>,
 }
 
+impl Scenario {
+    /// What in this scenario waits by spinning (the engine, else the transport), if
+    /// anything does: with both roles on one CPU it burns the time slice its peer needs.
+    pub fn spinner(&self) -> Option<String> {
+        if self.engine.spins() {
+            Some(format!("engine {}", self.engine))
+        } else if self.transport.spins() {
+            Some(format!("transport {}", self.transport))
+        } else {
+            None
+        }
+    }
+}
+
 /// A combination left out of a multi-transport plan, with the reason.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Skipped {
@@ -699,6 +713,7 @@ impl Plan {
             (WorkloadKind::Pingpong, duration / 2, &transports, &[64][..]),
             (WorkloadKind::Rate, duration / 2, &message, &[64][..]),
         ] {
+            // The suite pins nothing: no role is put on its peer's CPU.
             let axes = matrix::Axes {
                 transports,
                 engines: &[EngineKind::Blocking],
@@ -706,6 +721,7 @@ impl Plan {
                 sndbufs: &[None],
                 rcvbufs: &[None],
                 explicit: false,
+                one_cpu: None,
             };
             let (run, skipped) = matrix::expand(host, &axes, &cell(workload, duration))?;
             plan.scenarios.extend(run);
@@ -937,6 +953,17 @@ impl Plan {
             },
             live: None,
         };
+        let placement = placement_of(a)?;
+        // Both roles pinned to one CPU of this host (a server's role is not pinned).
+        let one_cpu = cpus
+            .filter(|(s, r)| s == r && !a.allow_shared_cpu)
+            .filter(|_| !matches!(placement, Where::Server { .. }))
+            .map(|(s, _)| s);
+        if a.allow_shared_cpu && !cpus.is_some_and(|(s, r)| s == r) {
+            return Err(invalid(
+                "--allow-shared-cpu applies only with both roles on one CPU (--cpus A,A): drop it",
+            ));
+        }
         let axes = matrix::Axes {
             transports: &transports,
             engines: &engines,
@@ -944,8 +971,8 @@ impl Plan {
             sndbufs: &sndbufs,
             rcvbufs: &rcvbufs,
             explicit: !(all || all_engines),
+            one_cpu,
         };
-        let placement = placement_of(a)?;
         if extras.timestamps && matches!(placement, Where::Server { .. }) {
             return Err(invalid(
                 "--timestamps needs both roles on this host: with --server the kernel->kernel part would \
@@ -1052,6 +1079,15 @@ impl Plan {
             )));
         }
         if scenarios.is_empty() {
+            // Everything left out for sharing a CPU: say why, not only that.
+            let shared = (skipped.iter())
+                .find(|s| one_cpu.is_some() && s.reason.contains("--allow-shared-cpu"));
+            if let Some(s) = shared {
+                return Err(PlanError::Unsupported(format!(
+                    "nothing to run: {}",
+                    s.reason
+                )));
+            }
             return Err(PlanError::Unsupported(
                 "nothing to run: every transport/size combination was refused".into(),
             ));
@@ -1265,6 +1301,97 @@ mod tests {
             .skipped
             .iter()
             .all(|s| s.workload == WorkloadKind::Connect && s.engine != EngineKind::Blocking));
+    }
+
+    /// Issue 29: a role that waits by spinning, pinned to its peer's CPU, measures the
+    /// scheduler; `--cpus A,A` refuses it (a skip under `all`) unless asked for.
+    #[test]
+    fn both_roles_on_one_cpu_are_refused_for_a_spinning_engine_or_transport_unless_allowed() {
+        let mut host = Host::probe();
+        host.cpus = vec![0, 1];
+        let on = |argv: &[&str]| {
+            let mut v = vec!["sockbench"];
+            v.extend_from_slice(argv);
+            Plan::from_args_on(&Args::parse_from(v), &host)
+        };
+        for (argv, names) in [
+            (
+                &["stream", "-t", "pipe", "-e", "nonblocking", "--cpus", "0,0"][..],
+                "engine nonblocking",
+            ),
+            (
+                &["pingpong", "-t", "shm", "--cpus", "1,1"][..],
+                "transport shm",
+            ),
+            (
+                &["rate", "-t", "udp", "-e", "nonblocking", "--cpus", "0"][..],
+                "engine nonblocking",
+            ),
+            (
+                &[
+                    "stream",
+                    "-t",
+                    "pipe",
+                    "-e",
+                    "nonblocking",
+                    "--cpus",
+                    "0,0",
+                    "--placement",
+                    "processes",
+                ][..],
+                "engine nonblocking",
+            ),
+        ] {
+            let e = on(argv).unwrap_err();
+            assert!(matches!(e, PlanError::Unsupported(_)), "{argv:?}: {e}");
+            let e = e.to_string();
+            assert!(e.starts_with(names), "{argv:?}: {e}");
+            assert!(e.contains("--allow-shared-cpu"), "{argv:?}: {e}");
+            let mut forced = argv.to_vec();
+            forced.push("--allow-shared-cpu");
+            assert!(on(&forced).is_ok(), "{forced:?}");
+        }
+        // Apart, or not spinning: no refusal.
+        assert!(on(&["stream", "-t", "pipe", "-e", "nonblocking", "--cpus", "0,1"]).is_ok());
+        assert!(on(&[
+            "stream",
+            "-t",
+            "pipe",
+            "-e",
+            "blocking,epoll",
+            "--cpus",
+            "0,0"
+        ])
+        .is_ok());
+        // The flag means nothing without both roles on one CPU.
+        let e = on(&[
+            "stream",
+            "-t",
+            "pipe",
+            "--cpus",
+            "0,1",
+            "--allow-shared-cpu",
+        ])
+        .unwrap_err();
+        assert!(e.to_string().contains("--cpus A,A"), "{e}");
+        // Under `all`, the spinning ones are skipped with the reason; the others run.
+        let p = on(&["stream", "-t", "pipe,shm", "-e", "all", "--cpus", "0,0"]).unwrap();
+        assert!(p.scenarios.iter().all(|s| s.spinner().is_none()));
+        assert!(p.scenarios.iter().any(|s| s.engine == EngineKind::Blocking));
+        for (t, e) in [
+            (TransportKind::Pipe, EngineKind::Nonblocking),
+            (TransportKind::Shm, EngineKind::Blocking),
+        ] {
+            let skip = p.skipped.iter().find(|s| s.transport == t && s.engine == e);
+            assert!(
+                skip.is_some_and(|s| s.reason.contains("--allow-shared-cpu")),
+                "{t} {e}: {:?}",
+                p.skipped
+            );
+        }
+        // Nothing left to run: the error says why.
+        let e = on(&["stream", "-t", "shm", "-e", "all", "--cpus", "0,0"]).unwrap_err();
+        assert!(e.to_string().contains("spinning"), "{e}");
     }
 
     #[test]

@@ -100,29 +100,13 @@ pub fn timestamps(report: &Report) -> Option<Grid> {
         .collect();
     let (_, first) = with.first()?;
     let rows: Vec<Vec<String>> = with.iter().flat_map(|(r, t)| scenario_rows(r, t)).collect();
-    let missing: u64 = with
+    let pingpong = with
         .iter()
-        .flat_map(|(_, t)| &t.directions)
-        .map(|d| d.missing)
-        .sum();
-    let messages: u64 = with
-        .iter()
-        .flat_map(|(_, t)| &t.directions)
-        .map(|d| d.messages)
-        .sum();
-    let sampled = with.iter().map(|(_, t)| t.sampled_every).max().unwrap_or(1);
-    let measured = if with
-        .iter()
-        .any(|(r, _)| r.latencies.contains_key("round_trip"))
-    {
+        .any(|(r, _)| r.latencies.contains_key("round_trip"));
+    let measured = if pingpong {
         "each message's own sum; round trip: the client's own clock"
     } else {
         "from the send time each message carries"
-    };
-    let sampled = if sampled > 1 {
-        format!(" (1 in {sampled} kept: at most 16384 per role and run)")
-    } else {
-        String::new()
     };
     let notes = vec![
         "user→kernel: send call to transmit stamp, kernel→kernel: to receive stamp, kernel→user: \
@@ -130,7 +114,8 @@ pub fn timestamps(report: &Report) -> Option<Grid> {
             .into(),
         format!("{}; each stamp costs one error-queue read.", first.note),
         format!("measured: {measured}."),
-        format!("{missing} of {messages} messages lack a stamp{sampled}."),
+        coverage(&with, if pingpong { "round trips" } else { "messages" }),
+        missing(&with),
     ];
     Some(Grid {
         title: Some("Kernel timestamps: where the one-way time goes".into()),
@@ -142,6 +127,47 @@ pub fn timestamps(report: &Report) -> Option<Grid> {
         rows,
         notes,
     })
+}
+
+/// What the breakdown covers: the first direction's messages kept (pingpong: requests,
+/// one per round trip) out of those sent, and the sampling that left the others out
+/// (each stream's step, which differs between streams that sent more and fewer).
+fn coverage(with: &[(&ScenarioResult, &Timestamps)], what: &str) -> String {
+    let first = || with.iter().filter_map(|(_, t)| t.directions.first());
+    let covered: u64 = first().map(|d| d.messages).sum();
+    let sent: u64 = first().map(|d| d.messages_sent).sum();
+    let steps: Vec<u64> = (with.iter())
+        .flat_map(|(_, t)| match t.streams.is_empty() {
+            true => vec![t.sampled_every],
+            false => t.streams.iter().map(|s| s.sampled_every).collect(),
+        })
+        .collect();
+    let (least, most) = (
+        steps.iter().copied().min().unwrap_or(1),
+        steps.iter().copied().max().unwrap_or(1),
+    );
+    let kept = match (least, most) {
+        (_, 1) => String::new(),
+        (l, m) if l == m => format!(" (1 in {m} kept: at most 16384 per role and run)"),
+        (l, m) => {
+            format!(" (1 in {l} to 1 in {m} kept, by stream: at most 16384 per role and run)")
+        }
+    };
+    match sent {
+        // A report from before the counts were kept.
+        0 => format!("Covers {covered} {what}{kept}."),
+        s if s == covered => format!("Covers all {s} {what}."),
+        s => format!("Covers {covered} of {s} {what}{kept}."),
+    }
+}
+
+/// The kept messages that lack a stamp, every direction (what sampling left out is not
+/// missing: [`coverage`] says how much that is).
+fn missing(with: &[(&ScenarioResult, &Timestamps)]) -> String {
+    let dirs = || with.iter().flat_map(|(_, t)| &t.directions);
+    let missing: u64 = dirs().map(|d| d.missing).sum();
+    let kept: u64 = dirs().map(|d| d.messages).sum();
+    format!("{missing} of the {kept} messages kept lack a stamp.")
 }
 
 #[cfg(test)]
@@ -174,7 +200,11 @@ mod tests {
                 carried: 0,
             });
         }
-        report(&join_pingpong(&c, &s), Some("lo"))
+        let mut t = report(&join_pingpong(&c, &s), Some("lo"));
+        for d in &mut t.directions {
+            d.messages_sent = n;
+        }
+        t
     }
 
     #[test]
@@ -182,9 +212,62 @@ mod tests {
         let mut r = sample::scenario(WorkloadKind::Rate, TransportKind::Udp, 64, 0.0);
         let mut t = stamped(4);
         t.sampled_every = 2;
+        t.directions[0].messages_sent = 8;
         r.timestamps = Some(t);
         let g = timestamps(&sample::report(vec![r], crate::plan::Layout::List)).unwrap();
-        assert!(g.notes[3].contains("(1 in 2 kept"), "{:?}", g.notes);
+        assert!(
+            g.notes[3].starts_with("Covers 4 of 8 messages (1 in 2 kept"),
+            "{:?}",
+            g.notes
+        );
+    }
+
+    /// Issue 29: merged over streams, the breakdown said `missing: 0` of half the round
+    /// trips and dropped the sampling note. It says what it covers of what was sent,
+    /// and each stream's step where they differ.
+    #[test]
+    fn a_breakdown_over_streams_sampled_differently_says_what_it_covers() {
+        use crate::measure::timestamps::StampedStream;
+        let mut r = sample::scenario(WorkloadKind::Pingpong, TransportKind::Udp, 64, 0.0);
+        let mut t = stamped(6);
+        // Two streams: one sent 4 and kept all, the other 8 and kept 1 in 4.
+        t.streams = vec![
+            StampedStream {
+                sampled_every: 1,
+                messages_sent: 4,
+                messages: 4,
+            },
+            StampedStream {
+                sampled_every: 4,
+                messages_sent: 8,
+                messages: 2,
+            },
+        ];
+        t.sampled_every = 4;
+        for d in &mut t.directions {
+            d.messages_sent = 12;
+        }
+        r.latencies.insert(
+            "round_trip".into(),
+            t.directions[0].one_way.clone().unwrap(),
+        );
+        r.timestamps = Some(t);
+        let g = timestamps(&sample::report(vec![r], crate::plan::Layout::List)).unwrap();
+        assert!(
+            g.notes.contains(
+                &"Covers 6 of 12 round trips (1 in 1 to 1 in 4 kept, by stream: at most 16384 per \
+                  role and run)."
+                    .to_string()
+            ),
+            "{:?}",
+            g.notes
+        );
+        assert!(
+            g.notes
+                .contains(&"0 of the 12 messages kept lack a stamp.".to_string()),
+            "{:?}",
+            g.notes
+        );
     }
 
     #[test]
@@ -221,14 +304,10 @@ mod tests {
             "{:?}",
             g.notes
         );
-        assert!(
-            g.notes[3].contains("0 of 20 messages lack a stamp"),
+        assert_eq!(g.notes[3], "Covers all 10 round trips.", "{:?}", g.notes);
+        assert_eq!(
+            g.notes[4], "0 of the 20 messages kept lack a stamp.",
             "{:?}",
-            g.notes
-        );
-        assert!(
-            !g.notes[3].contains("kept"),
-            "every message kept: {:?}",
             g.notes
         );
         assert!(

@@ -225,6 +225,14 @@ pub fn models_page(report: &crate::mode::models::ModelsReport) -> String {
         .iter()
         .map(|w| format!("<li class=\"warn\">{}</li>", escape(w)))
         .collect();
+    // The ranking, with its noise: a winner only beyond it (issue 29).
+    let show = |v: f64| crate::measure::units::format_per_second(v).replace("/s", " requests/s");
+    for line in crate::measure::ranking::summaries(report.ranking.as_slice(), &show) {
+        notes.push(format!(
+            "<li id=\"ranking\">ranking: {}</li>",
+            escape(&line)
+        ));
+    }
     for r in &report.rows {
         if let Some(e) = &r.error {
             notes.push(format!(
@@ -255,6 +263,7 @@ fn models_table(out: &mut String, rows: &[crate::mode::models::Row]) {
     let headers = [
         "model",
         "requests/s",
+        "runs min-max",
         "p50",
         "p99",
         "mean",
@@ -288,6 +297,7 @@ fn models_table(out: &mut String, rows: &[crate::mode::models::Row]) {
                 || r.requests_per_second.map_or_else(dash, format_per_second),
                 str::to_string,
             ),
+            crate::measure::ranking::spread_cell(&r.runs_requests_per_second, &format_per_second),
             r.p50_ns.map_or_else(dash, format_ns),
             r.p99_ns.map_or_else(dash, format_ns),
             r.mean_ns.map_or_else(dash, format_ns),

@@ -16,6 +16,7 @@ pub mod markdown;
 pub mod openmetrics;
 pub mod placement;
 pub mod progress;
+pub mod rankings;
 #[cfg(test)]
 pub mod sample;
 pub mod table;
@@ -39,7 +40,7 @@ use crate::transport::TransportKind;
 use crate::workload::WorkloadKind;
 
 /// Version of the JSON report's shape; bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 7;
+pub const SCHEMA_VERSION: u32 = 8;
 
 /// The whole report.
 #[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
@@ -64,6 +65,11 @@ pub struct Report {
     pub interrupted: bool,
     /// Why the run failed, if it did; null otherwise.
     pub error: Option<String>,
+    /// What the run ranked: the engines of each scenario run under several (`-e`), the
+    /// suite's transports at each size; a winner only beyond the noise of the runs, none
+    /// from single runs (see [`rankings`]).
+    #[serde(default)]
+    pub rankings: Vec<crate::measure::ranking::Ranking>,
     /// Table layout (not part of the JSON).
     #[serde(skip)]
     pub layout: Layout,
@@ -504,12 +510,21 @@ impl ScenarioResult {
 
     /// A short label: `tcp 64 KiB` (plus the engine when it is not the default).
     pub fn label(&self) -> String {
+        self.label_with(self.engine != EngineKind::Blocking)
+    }
+
+    /// The label without the engine: what the scenarios of several engines share.
+    pub fn group_label(&self) -> String {
+        self.label_with(false)
+    }
+
+    fn label_with(&self, engine: bool) -> String {
         let mut s = format!(
             "{} {}",
             self.transport,
             crate::measure::units::format_bytes(self.size_bytes)
         );
-        if self.engine != EngineKind::Blocking {
+        if engine {
             s.push_str(&format!(" ({})", self.engine));
         }
         if let Some(m) = self
@@ -538,6 +553,32 @@ impl ScenarioResult {
             }
         }
         s
+    }
+}
+
+impl ScenarioResult {
+    /// The headline figure of each run that has it (see [`headline`]): what `compare`
+    /// tests and the rankings rank.
+    pub fn headline_runs(&self) -> Vec<f64> {
+        (self.runs.iter())
+            .filter_map(|run| match self.workload {
+                WorkloadKind::Stream => Some(run.bits_per_second),
+                WorkloadKind::Rate | WorkloadKind::Connect => Some(run.messages_per_second),
+                WorkloadKind::Pingpong => run.latencies.get("round_trip").map(|l| l.p50_ns as f64),
+            })
+            .filter(|v| v.is_finite())
+            .collect()
+    }
+}
+
+/// The headline figure of a workload: its name (with unit) and whether higher is better:
+/// throughput for stream, messages (connections) per second for rate and connect, the
+/// round trip's median for pingpong (lower is better).
+pub fn headline(workload: WorkloadKind) -> (&'static str, bool) {
+    match workload {
+        WorkloadKind::Stream => ("bits_per_second", true),
+        WorkloadKind::Rate | WorkloadKind::Connect => ("messages_per_second", true),
+        WorkloadKind::Pingpong => ("round_trip_p50_ns", false),
     }
 }
 

@@ -35,6 +35,7 @@ pub fn report(results: Vec<ScenarioResult>, layout: Layout) -> Report {
             governor: None,
             sysctls: BTreeMap::new(),
         },
+        rankings: super::rankings::of(&results, layout),
         results,
         skipped: Vec::new(),
         warnings: Vec::new(),

@@ -154,6 +154,12 @@ impl TransportKind {
         )
     }
 
+    /// Whether a side waits by spinning on the CPU (shm's ring: a full or empty ring is
+    /// polled before the side yields), so a peer that needs that CPU cannot run.
+    pub fn spins(self) -> bool {
+        self == TransportKind::Shm
+    }
+
     /// Whether the transport runs over IP and so takes `--bind`/`--connect`.
     pub fn is_ip(self) -> bool {
         matches!(
