@@ -7,7 +7,8 @@
 //!
 //! - `SOCKBENCH_TEST_FAULT=NAME[,NAME...]`: [`fault`] returns true for each NAME.
 //! - `SOCKBENCH_TEST_HOLD=POINT:MS`: [`hold`] at POINT sleeps MS milliseconds (or until
-//!   Ctrl-C), after printing `holding POINT` to stderr.
+//!   Ctrl-C), after printing `holding POINT` to stderr. `relay-end`: a relay worker
+//!   (thread `sb-relay`) that has measured its CPU time and not yet ended.
 //! - `SOCKBENCH_TEST_FORGE_ENDPOINT=JSON`: [`forged_endpoint`], what a hostile peer
 //!   names for its data in place of its own endpoints.
 //! - Fault `shallow-queue`: every message queue this process makes holds 2 messages, as

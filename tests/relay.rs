@@ -822,3 +822,83 @@ fn the_relay_only_form_outlasts_running_out_of_descriptors() {
         "{o}"
     );
 }
+
+/// The relay's CPU time against the kernel's count for its thread
+/// (/proc/PID/task/TID/stat, read while the worker is held after its measurement).
+#[test]
+#[cfg_attr(
+    not(feature = "test-hooks"),
+    ignore = "needs a test build: cargo test --features test-hooks"
+)]
+fn the_relays_cpu_time_is_what_the_kernel_charged_its_thread() {
+    use std::io::BufRead;
+    let sb = Sandbox::new();
+    let mut child = sb
+        .sockbench()
+        .env("SOCKBENCH_TEST_HOLD", "relay-end:1500")
+        .args([
+            "relay",
+            "-m",
+            "read-write",
+            "-t",
+            "tcp",
+            "-d",
+            "1",
+            "--format",
+            "json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    let mut line = String::new();
+    while err.read_line(&mut line).unwrap() > 0 && !line.contains("holding relay-end") {
+        said.push_str(&line);
+        line.clear();
+    }
+    assert!(
+        line.contains("holding relay-end"),
+        "the relay never held: {said}"
+    );
+    // The worker has measured itself and waits: its CPU time is final.
+    let tick = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .unwrap()
+        .unwrap() as f64;
+    let mut kernel = None;
+    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if comm.trim() == "sb-relay" {
+            let stat = std::fs::read_to_string(t.path().join("stat")).unwrap();
+            // Past the ")" that ends the name: state is field 3, utime 14, stime 15.
+            let f: Vec<&str> = stat
+                .rsplit_once(')')
+                .unwrap()
+                .1
+                .split_whitespace()
+                .collect();
+            let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+            kernel = Some(ticks / tick);
+        }
+    }
+    let kernel = kernel.expect("a thread named sb-relay");
+    let _ = std::io::Read::read_to_end(&mut err, &mut Vec::new());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &results(&v)[0];
+    let measured = r["relay_cpu_seconds"].as_f64().unwrap();
+    // The kernel counts in ticks, from the thread's start (its setup before the run
+    // began is a few accepts and connects): within two ticks and 5%.
+    assert!(
+        (measured - kernel).abs() <= 2.0 / tick + 0.05 * kernel,
+        "sockbench says the relay used {measured} s of CPU, the kernel charged its thread {kernel} s"
+    );
+    assert!(measured > 0.05, "a 1 s relay run used {measured} s of CPU");
+    eprintln!("relay CPU: sockbench {measured:.3} s, the kernel {kernel:.3} s");
+}

@@ -628,6 +628,9 @@ fn relay_worker(
     coord: &Coord,
     line: &Barrier,
 ) -> io::Result<RelayCounts> {
+    // A name to find it by (top -H, /proc/PID/task/TID/comm; the tests read its CPU
+    // time there, outside sockbench).
+    let _ = nix::sys::prctl::set_name(c"sb-relay");
     line.wait();
     let cpu0 = ThreadCpu::now();
     let mut r = RelayCounts {
@@ -656,6 +659,7 @@ fn relay_worker(
         Ok(())
     })();
     r.cpu = ThreadCpu::now().since(&cpu0).exact;
+    crate::testhooks::hold("relay-end");
     result.map(|()| r)
 }
 
