@@ -60,7 +60,10 @@ impl Conn for MqConn {
         let wake = Arc::clone(self.wake.as_ref()?);
         let abandoned = Arc::clone(&self.abandoned);
         Some(Box::new(move || {
-            abandoned.store(true, Ordering::Relaxed);
+            // First the flag, then the marker: a receive that misses the marker (the
+            // queue was full, so the send below fails) finds a message waiting, returns,
+            // and sees the flag before it waits again.
+            abandoned.store(true, Ordering::Release);
             let Some(q) = &wake.0 else { return };
             if mq_send(q, &[], 0).is_err() {
                 // The sending end's descriptor reads: make room for a blocked send.
@@ -71,7 +74,7 @@ impl Conn for MqConn {
         }))
     }
     fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if self.abandoned.load(Ordering::Relaxed) {
+        if self.abandoned.load(Ordering::Acquire) {
             return Err(io::ErrorKind::BrokenPipe.into());
         }
         let q = self.q.as_ref().ok_or(io::ErrorKind::BrokenPipe)?;
@@ -79,6 +82,10 @@ impl Conn for MqConn {
         Ok(buf.len())
     }
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.abandoned.load(Ordering::Acquire) {
+            // As if the end marker had come: the run was abandoned.
+            return Ok(0);
+        }
         let q = self.q.as_ref().ok_or(io::ErrorKind::BrokenPipe)?;
         let mut prio = 0;
         mq_receive(q, buf, &mut prio).map_err(io_err)
@@ -320,6 +327,50 @@ mod tests {
         let mut buf = [0u8; 64];
         assert_eq!(r.recv(&mut buf).unwrap(), 4);
         assert_eq!(&buf[..4], b"ping");
+    }
+
+    #[test]
+    fn an_abandoned_receiver_ends_even_when_the_queue_was_too_full_for_the_end_marker() {
+        // The server's receiver lags, the queue is full, the client is killed: the waker
+        // cannot add its end marker. The receiver must still end, not drain the queue and
+        // then wait for good (found by tests/server.rs under load).
+        let opts = TransportOptions {
+            message_bytes: 64,
+            ..TransportOptions::default()
+        };
+        let listener = listen(&opts, 901).unwrap();
+        let Endpoint::Name(name) = listener.endpoint().clone() else {
+            panic!("a queue is named")
+        };
+        let mut w = connect(&name, None).unwrap().conn;
+        let (mut r, _) = listener.accept(None).unwrap();
+        for _ in 0..depth(&opts) {
+            assert_eq!(w.send(&[7u8; 64]).unwrap(), 64);
+        }
+        let wake = r.waker().expect("a receiving queue has a waker");
+        wake();
+        let mut buf = [0u8; 64];
+        assert_eq!(r.recv(&mut buf).unwrap(), 0, "the abandoned run went on");
+
+        // An empty queue: a receive already waiting is woken by the marker.
+        let listener = listen(&opts, 902).unwrap();
+        let Endpoint::Name(name) = listener.endpoint().clone() else {
+            panic!("a queue is named")
+        };
+        let _w = connect(&name, None).unwrap().conn;
+        let (mut r, _) = listener.accept(None).unwrap();
+        let wake = r.waker().expect("a receiving queue has a waker");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 64];
+            let _ = tx.send(r.recv(&mut buf).map_err(|e| e.kind()));
+        });
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        wake();
+        let got = rx
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("a waiting receive was not woken");
+        assert_eq!(got, Ok(0));
     }
 
     #[test]
