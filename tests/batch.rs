@@ -4,13 +4,17 @@
 //! network namespace drops a known number of datagrams, and the loss reported must be
 //! exactly that (plus what the kernel's own receive-buffer overflow counter explains).
 //! Refusals name their reason and exit 2; `--batch 1` is the one-message loop unchanged.
+//! `stream --batch N` too: each call strace decoded, with the messages it returned and
+//! each one's length, gives both sides' calls and messages per call, blocking and
+//! nonblocking, with a receiver held back (by strace's delay injection) so that batches
+//! leave in parts and the end marker comes with data.
 
 mod common;
 
 use std::collections::HashMap;
 use std::process::Command;
 
-use common::{json, json_in_netns, rule, snmp, u, Sandbox, RULE_COUNTS};
+use common::{f, json, json_in_netns, rule, snmp, u, Sandbox, RULE_COUNTS};
 use serde_json::Value;
 
 /// Per system call: (calls, errors), as `strace -c` tables them.
@@ -292,6 +296,146 @@ fn one_message_per_call_is_the_plain_loop_with_no_calls_counted() {
         .unwrap();
     common::assert_success(&out);
     assert!(String::from_utf8_lossy(&out.stdout).contains("msgs/call snd/rcv"));
+}
+
+/// One system call that moves datagrams, as `strace -ff` decoded it: its name, what it
+/// returned (messages for the batched calls, bytes for the others; negative: failed),
+/// and the length of each message it moved (the batched calls).
+#[derive(Debug)]
+struct Call {
+    name: String,
+    ret: i64,
+    lens: Vec<u64>,
+}
+
+/// `sockbench ARGS --format json -q` under `strace -ff` (with `extra` options), each
+/// batched call's messages decoded (up to 64 of them): the report and every datagram
+/// call of every thread.
+fn traced_calls(extra: &[&str], args: &[&str]) -> Option<(Value, Vec<Call>)> {
+    if !Command::new("strace")
+        .args(["-o", "/dev/null", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        eprintln!("skipped: strace is not installed or ptrace is not permitted");
+        return None;
+    }
+    let sb = Sandbox::new();
+    let prefix = sb.path().join("calls");
+    let out = sb
+        .std_cmd("strace")
+        .args([
+            "-ff",
+            "-s",
+            "64",
+            "-e",
+            "trace=sendmmsg,recvmmsg,sendto,recvfrom,sendmsg,recvmsg",
+        ])
+        .args(extra)
+        .arg("-o")
+        .arg(&prefix)
+        .arg(assert_cmd::cargo::cargo_bin("sockbench"))
+        .args(args)
+        .args(["--format", "json", "-q"])
+        .output()
+        .unwrap();
+    common::assert_success(&out);
+    let mut calls = Vec::new();
+    for e in std::fs::read_dir(sb.path()).unwrap().flatten() {
+        if !e.file_name().to_string_lossy().starts_with("calls.") {
+            continue;
+        }
+        for line in std::fs::read_to_string(e.path()).unwrap().lines() {
+            let (Some((name, _)), Some((_, ret))) = (line.split_once('('), line.rsplit_once("= "))
+            else {
+                continue;
+            };
+            let Some(ret) = ret.split_whitespace().next().and_then(|r| r.parse().ok()) else {
+                continue;
+            };
+            let lens = line
+                .split("msg_len=")
+                .skip(1)
+                .map(|l| {
+                    let digits: String = l.chars().take_while(char::is_ascii_digit).collect();
+                    digits.parse().unwrap()
+                })
+                .collect();
+            calls.push(Call {
+                name: name.to_string(),
+                ret,
+                lens,
+            });
+        }
+    }
+    Some((serde_json::from_slice(&out.stdout).unwrap(), calls))
+}
+
+/// Every receive call waits 2 ms first (strace's fault injection): the receiver stays
+/// behind a sender that fills the socket, so a blocking sender's batches arrive whole,
+/// the last call bringing the short last batch and the end marker together, and a
+/// nonblocking sender's batches meet a full socket and leave in parts.
+const SLOW_RECEIVER: [&str; 2] = ["-e", "inject=recvmmsg:delay_enter=2000"];
+
+#[test]
+fn stream_batches_carry_the_messages_per_call_strace_counted() {
+    for (transport, engine, count, extra) in [
+        ("udp", "blocking", "3200", &[][..]),
+        ("udp", "epoll", "3200", &[]),
+        ("unix-dgram", "blocking", "3200", &[]),
+        ("unix-dgram", "epoll", "3200", &[]),
+        ("unix-dgram", "blocking", "3210", &SLOW_RECEIVER[..]),
+        ("unix-dgram", "epoll", "3210", &SLOW_RECEIVER[..]),
+    ] {
+        let Some((v, calls)) = traced_calls(
+            extra,
+            &[
+                "stream", "-t", transport, "-e", engine, "-s", "64", "--batch", "32", "-n", count,
+                "-w", "0",
+            ],
+        ) else {
+            return;
+        };
+        let what = format!("{transport} {engine} -n {count} {extra:?}");
+        let r = &v["results"][0];
+        let run = &r["runs"][0];
+        let of = |name: &'static str| calls.iter().filter(move |c| c.name == name && c.ret > 0);
+        // The sender: every sendmmsg that sent something is a call, and what they
+        // returned are the messages (a nonblocking socket may take part of a batch).
+        let sends = of("sendmmsg").count() as u64;
+        let sent: i64 = of("sendmmsg").map(|c| c.ret).sum();
+        assert_eq!(u(r, "/messages_sent"), sent as u64, "{what}");
+        assert_eq!(u(run, "/sender/calls"), sends, "{what}");
+        let per_call = f(run, "/sender/messages_per_call");
+        assert!(
+            (per_call - sent as f64 / sends as f64).abs() < 1e-9,
+            "{what}: {per_call} per call, strace counted {sent} in {sends}"
+        );
+        // The receiver: every recvmmsg that brought a datagram with a payload is a call
+        // (the empty end marker is no message), those datagrams its messages.
+        let brought: Vec<u64> = of("recvmmsg")
+            .map(|c| {
+                c.lens
+                    .iter()
+                    .take(c.ret as usize)
+                    .filter(|&&l| l > 0)
+                    .count() as u64
+            })
+            .filter(|&n| n > 0)
+            .collect();
+        let (receives, received) = (brought.len() as u64, brought.iter().sum::<u64>());
+        assert_eq!(u(r, "/messages_received"), received, "{what}");
+        assert_eq!(u(run, "/receiver/calls"), receives, "{what}: {brought:?}");
+        let per_call = f(run, "/receiver/messages_per_call");
+        assert!(
+            (per_call - received as f64 / receives as f64).abs() < 1e-9,
+            "{what}: {per_call} per call, strace counted {received} in {receives}"
+        );
+        // No datagram with a payload went one by one.
+        for name in ["sendto", "sendmsg", "recvfrom", "recvmsg"] {
+            assert_eq!(of(name).count(), 0, "{what}: {name} moved data");
+        }
+    }
 }
 
 /// `sockbench ARGS`: exit status 2 and the stderr.

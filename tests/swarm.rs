@@ -1,13 +1,17 @@
 //! `sockbench swarm`: thousands of pairs at once on two epoll threads, counted exactly
 //! (against the kernel's I/O accounting of the process), limits checked first, and
-//! Ctrl-C prompt in every phase.
+//! Ctrl-C prompt in every phase. Over TCP in a private network namespace, each pair is
+//! told apart by its own port: the accepting side's counts and each pair's share
+//! (percentiles over the pairs, Jain's index) are checked against what the kernel
+//! carried from each port, counted by one iptables rule per port.
 
 mod common;
 
+use std::collections::HashMap;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{io_accounting, u, Sandbox};
+use common::{f, io_accounting, json_in_netns, snmp, u, Sandbox, RULE_COUNTS};
 use serde_json::Value;
 
 fn swarm(sb: &Sandbox, args: &[&str]) -> (Option<i32>, Value, String) {
@@ -113,6 +117,240 @@ fn pingpong_pairs_count_round_trips_and_every_answer_byte() {
         assert!(p50 > 0 && p50 <= u(&v, "/round_trip_ns/max"), "{t}");
         let per = &v["per_pair"];
         assert!(per["min"].as_f64() <= per["p50"].as_f64(), "{t}");
+    }
+}
+
+/// The first local port of a namespace's swarm: the range holds two per pair (the
+/// listener's and every connection's among them; the kernel's search for a free port
+/// does not try every port of a tight range).
+const FIRST_PORT: u64 = 40000;
+
+/// The namespace's local ports for `pairs` pairs.
+fn ports(pairs: u64) -> std::ops::RangeInclusive<u64> {
+    FIRST_PORT..=FIRST_PORT + 2 * pairs
+}
+
+/// Per port of the namespace's range: a rule counting every packet that leaves it but
+/// the handshake's SYN and SYN-ACK (`data_P`: with timestamps each has a 52-byte
+/// header, so the payload is its bytes less 52 per packet; no length match, which
+/// loopback's packets of more than 64 KiB would escape), and one counting the SYNs that
+/// leave it (`conn_P`: a pair's connecting end). No speculative retransmission (tail-loss
+/// probes, a timeout of less than a second) adds packets no pair wrote, and small send
+/// buffers keep the pairs' packets few enough for loopback's queue.
+fn per_port_setup(pairs: u64) -> String {
+    let mut setup = vec![
+        format!(
+            "sysctl -qw net.ipv4.ip_local_port_range='{} {}'",
+            ports(pairs).start(),
+            ports(pairs).end()
+        ),
+        "sysctl -qw net.ipv4.tcp_early_retrans=0".into(),
+        "{ sysctl -qw net.ipv4.tcp_rto_min_us=1000000 2>/dev/null || true; }".into(),
+        "sysctl -qw net.ipv4.tcp_wmem='4096 16384 65536'".into(),
+    ];
+    for p in ports(pairs) {
+        setup.push(common::rule(
+            "OUTPUT",
+            &format!("-p tcp --sport {p} --tcp-flags SYN NONE"),
+            &format!("data_{p}"),
+        ));
+        setup.push(common::rule(
+            "OUTPUT",
+            &format!("-p tcp --sport {p} --syn"),
+            &format!("conn_{p}"),
+        ));
+    }
+    setup.join("; ")
+}
+
+/// What the kernel counted in the namespace: the rules' counts, the connections opened
+/// each way, and segments sent again.
+fn kernel_counts() -> String {
+    format!(
+        "{RULE_COUNTS}; {}; {}; {}",
+        snmp("Tcp", "PassiveOpens", "passive_opens"),
+        snmp("Tcp", "ActiveOpens", "active_opens"),
+        snmp("Tcp", "RetransSegs", "retrans")
+    )
+}
+
+/// The pairs as the kernel carried them.
+struct Carried {
+    /// Payload bytes that left each pair's connecting end (one entry per pair).
+    connecting: Vec<u64>,
+    /// Payload bytes that left every other port: the accepted ends' (the listener's).
+    accepted: u64,
+    /// Whether no segment was sent twice: then the payload is exactly what was written;
+    /// else (loopback's queue, shared by every namespace, overflowed and dropped some)
+    /// at least that.
+    exact: bool,
+}
+
+/// The per-port counts of `pairs` pairs: `pairs` ports sent one SYN each (the
+/// connecting ends), the accepting side accepted as many connections as were opened.
+fn carried(k: &HashMap<String, u64>, pairs: u64) -> Carried {
+    let payload = |p: &u64| k[&format!("data_{p}_bytes")] - 52 * k[&format!("data_{p}")];
+    let (connecting, other): (Vec<u64>, Vec<u64>) =
+        ports(pairs).partition(|p| k[&format!("conn_{p}")] == 1);
+    assert_eq!(connecting.len() as u64, pairs, "a port per pair: {k:?}");
+    assert_eq!(k["passive_opens"], pairs, "{k:?}");
+    assert_eq!(k["active_opens"], pairs, "{k:?}");
+    let exact = k["retrans"] == 0;
+    if !exact {
+        eprintln!(
+            "note: the kernel sent {} segments again (loopback's queue overflowed): the \
+             payload it carried is at least what the pairs wrote, not exactly",
+            k["retrans"]
+        );
+    }
+    Carried {
+        connecting: connecting.iter().map(payload).collect(),
+        accepted: other.iter().map(payload).sum(),
+        exact,
+    }
+}
+
+/// `got` is what the kernel carried (`exact`), or no more than it.
+fn assert_carried(got: u64, carried: u64, exact: bool, what: &str) {
+    if exact {
+        assert_eq!(got, carried, "{what}");
+    } else {
+        assert!(got <= carried, "{what}: {got} > {carried}");
+    }
+}
+
+/// The nearest-rank percentile `p` (0 to 100) of some counts, as the swarm's document
+/// defines its per-pair figures (computed here, not by sockbench).
+fn nearest_rank(counts: &[u64], p: f64) -> u64 {
+    let mut sorted = counts.to_vec();
+    sorted.sort_unstable();
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// The per-pair figures' keys and their percentiles.
+const SPREAD: [(&str, f64); 4] = [("min", 0.0), ("p50", 50.0), ("p99", 99.0), ("max", 100.0)];
+
+#[test]
+fn the_accepting_side_read_what_the_kernel_carried_from_each_pair() {
+    let sb = Sandbox::new();
+    let pairs = 16;
+    let Some((v, k)) = json_in_netns(
+        &sb,
+        &per_port_setup(pairs),
+        &["swarm", "-n", "16", "-t", "tcp", "-s", "16K", "-d", "0.3"],
+        &kernel_counts(),
+    ) else {
+        return;
+    };
+    assert_eq!(v["errors"], serde_json::json!({}), "{v}");
+    assert_eq!(u(&v, "/pairs"), pairs);
+    let c = carried(&k, pairs);
+    // Every byte a connecting end sent, the accepting ends read (drain included), and
+    // nothing went the other way.
+    let total: u64 = c.connecting.iter().sum();
+    let received = u(&v, "/bytes_received");
+    assert_carried(received, total, c.exact, "read by the accepting ends");
+    assert_eq!(u(&v, "/bytes_sent"), received);
+    assert_eq!(c.accepted, 0, "{k:?}");
+    // What each accepting end read within the interval is at most what its pair's
+    // connecting end sent: so is each percentile over the pairs, rank by rank.
+    let secs = f(&v, "/duration_seconds");
+    let in_interval = u(&v, "/bytes_received_in_interval");
+    assert!(in_interval > 0 && in_interval <= received);
+    for (key, p) in SPREAD {
+        let read = f(&v, &format!("/per_pair/{key}")) * secs / 8.0;
+        let sent = nearest_rank(&c.connecting, p) as f64;
+        assert!(
+            read <= sent * (1.0 + 1e-9) && read >= 0.0,
+            "{key}: a pair read {read} bytes in the interval, the kernel carried {sent}: {:?}",
+            c.connecting
+        );
+    }
+    // The pairs' mean lies within their spread.
+    let mean = in_interval as f64 * 8.0 / secs / pairs as f64;
+    assert!(f(&v, "/per_pair/min") <= mean * (1.0 + 1e-9));
+    assert!(f(&v, "/per_pair/max") >= mean * (1.0 - 1e-9));
+}
+
+/// Jain's fairness index, computed here: (sum x)^2 / (n * sum x^2).
+fn jain(xs: &[f64]) -> f64 {
+    let sum: f64 = xs.iter().sum();
+    sum * sum / (xs.len() as f64 * xs.iter().map(|x| x * x).sum::<f64>())
+}
+
+#[test]
+fn each_pairs_round_trips_are_the_requests_the_kernel_carried_from_its_port() {
+    let sb = Sandbox::new();
+    let (pairs, size) = (16, 100);
+    let Some((v, k)) = json_in_netns(
+        &sb,
+        &per_port_setup(pairs),
+        &[
+            "swarm", "-n", "16", "-t", "tcp", "-w", "pingpong", "-s", "100", "-d", "0.3",
+        ],
+        &kernel_counts(),
+    ) else {
+        return;
+    };
+    assert_eq!(v["errors"], serde_json::json!({}), "{v}");
+    let c = carried(&k, pairs);
+    let requests: Vec<u64> = c.connecting.iter().map(|&b| b / size).collect();
+    let asked: u64 = requests.iter().sum();
+    // The accepting side read every request and answered each, the last included.
+    let received = u(&v, "/bytes_received");
+    assert_carried(received, asked * size, c.exact, "requests read");
+    assert_carried(received, c.accepted, c.exact, "answers sent");
+    assert_eq!(u(&v, "/bytes_sent"), received);
+    if !c.exact {
+        return; // what follows needs each pair's exact count
+    }
+    assert!(
+        c.connecting.iter().all(|b| b % size == 0),
+        "whole requests: {k:?}"
+    );
+    // A pair counts the round trips it completed within the interval: every request it
+    // sent but the one in flight when the interval ended, whose answer is read after.
+    // (A pair whose turn ran out just as it completed one, its next turn coming after
+    // the end, sent no other: its count is all it sent. The total says how many did.)
+    let trips = u(&v, "/round_trips");
+    assert!(
+        (asked - pairs..=asked).contains(&trips),
+        "{trips} round trips counted, {asked} requests sent by {pairs} pairs"
+    );
+    assert_eq!(u(&v, "/bytes_received_in_interval"), trips * 2 * size);
+    let counted: Vec<u64> = requests.iter().map(|r| r - 1).collect();
+    let secs = f(&v, "/duration_seconds");
+    let exact = trips == asked - pairs;
+    if !exact {
+        eprintln!(
+            "note: {} pairs' turns ran out as the interval ended: each figure is checked \
+             between bounds",
+            trips - (asked - pairs)
+        );
+    }
+    for (key, p) in SPREAD {
+        let figure = f(&v, &format!("/per_pair/{key}"));
+        let (lo, hi) = (
+            nearest_rank(&counted, p) as f64 / secs,
+            nearest_rank(&requests, p) as f64 / secs,
+        );
+        if exact {
+            assert!(
+                (figure - lo).abs() <= lo * 1e-12,
+                "{key}: {figure} round trips/s, the kernel's counts give {lo}: {requests:?}"
+            );
+        } else {
+            assert!(
+                figure >= lo * (1.0 - 1e-12) && figure <= hi * (1.0 + 1e-12),
+                "{key}: {figure} round trips/s, the kernel's counts give {lo} to {hi}: {requests:?}"
+            );
+        }
+    }
+    if exact {
+        let each: Vec<f64> = counted.iter().map(|&c| c as f64 / secs).collect();
+        let want = jain(&each);
+        assert!((f(&v, "/fairness_jain") - want).abs() < 1e-9, "{want}: {v}");
     }
 }
 

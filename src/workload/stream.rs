@@ -347,6 +347,10 @@ impl Workload for Stream {
                         reads += data.len() as u64;
                         bytes += data.iter().map(|&l| l as u64).sum::<u64>();
                         if end.is_some() {
+                            // The call that brought the marker brought data too: it
+                            // counts (a late receiver gets the last batch and the
+                            // marker in one call).
+                            calls += u64::from(!data.is_empty());
                             0
                         } else {
                             k
