@@ -154,11 +154,14 @@ impl Rate {
         'calls: loop {
             match side.conn.recv_batch(&mut bufs, &mut lens) {
                 Ok(got) => {
-                    calls += 1;
+                    // A call counts when it moved data (as stream counts them): one that
+                    // brings only the end marker is no transfer.
+                    let before = messages;
+                    let mut end = None;
                     for (buf, &n) in bufs.iter().zip(&lens[..got]) {
                         if n == 0 {
-                            ended = Instant::now();
-                            break 'calls;
+                            end = Some(Instant::now());
+                            break;
                         }
                         bytes += n as u64;
                         messages += 1;
@@ -170,6 +173,11 @@ impl Rate {
                             }
                         }
                         live.publish(bytes, messages);
+                    }
+                    calls += u64::from(messages > before);
+                    if let Some(at) = end {
+                        ended = at;
+                        break 'calls;
                     }
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -422,6 +430,11 @@ mod tests {
         assert_eq!(r.calls, Some(2));
         // The numbers 0, 2, 4, then 0 again: one duplicate.
         assert_eq!(r.sequence.unwrap().duplicated, 1);
+        // A call that brings only the end marker moved nothing: no call.
+        let (conn, _) = script(0, vec![Ok(vec![64, 64]), Ok(vec![0])]);
+        let (rx, _peer) = side(Box::new(conn));
+        let r = rate(4, 100, true).receiver(rx).unwrap();
+        assert_eq!((r.messages, r.calls), (2, Some(1)));
     }
 
     #[test]
