@@ -915,6 +915,7 @@ pub fn server_run(
         }
     }
     forge(&mut ready.endpoints);
+    crate::testhooks::hold("server-ready");
     ctl.send(FrameType::Ready, &ready)?;
     let theirs: Wired = ctl.expect(FrameType::Wired, STEP_DEADLINE)?;
     let control_peer = ctl.stream().peer_ip().map(canonical);
@@ -1075,6 +1076,7 @@ pub fn server_run(
         return Err(fail(e, ctl));
     }
     wired.endpoints.clear();
+    crate::testhooks::hold("server-wired");
     ctl.send(FrameType::Wired, &wired)?;
     let start: Result<Start, ControlError> = ctl.expect(FrameType::Start, STEP_DEADLINE);
     if let Err(e) = start {
@@ -1125,6 +1127,7 @@ pub fn server_run(
         udp_drops,
         environment: side.environment.clone(),
     };
+    crate::testhooks::hold("server-result");
     ctl.send(FrameType::Result, &result)?;
     Ok(reports)
 }

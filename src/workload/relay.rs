@@ -457,6 +457,7 @@ struct Source {
 impl Source {
     fn run(&self, coord: &Coord, line: &Barrier) -> io::Result<RoleCounts> {
         line.wait();
+        crate::testhooks::hold("relay-run");
         let t0 = Instant::now();
         let cpu0 = ThreadCpu::now();
         {
