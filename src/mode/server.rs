@@ -308,6 +308,11 @@ pub fn peer(args: &PeerArgs) -> ExitCode {
         max_streams: crate::plan::MAX_PARALLEL,
         max_memory: u64::MAX,
     };
+    // Ctrl-C from a terminal reaches the child too: it ends its run (within the moment
+    // its parent gives it) and removes what it made, as the parent does.
+    if let Err(e) = crate::interrupt::install() {
+        eprintln!("sockbench peer: warning: cannot catch Ctrl-C: {e}");
+    }
     let shared = Shared::new(None, limits, args.path.clone());
     let ctl = Control::new(Box::new(stream));
     match converse(
@@ -319,6 +324,8 @@ pub fn peer(args: &PeerArgs) -> ExitCode {
         None,
     ) {
         Ok(()) => ExitCode::SUCCESS,
+        // The parent says why, once.
+        Err(_) if crate::interrupt::requested() => ExitCode::from(super::INTERRUPTED),
         Err(e) => {
             eprintln!("sockbench peer: {e:#}");
             ExitCode::from(FAILED)
@@ -522,6 +529,8 @@ fn converse(
             let frame = match ctl.next(wait) {
                 Ok(f) => f,
                 Err(ControlError::Closed) if session.established() => return Ok(()),
+                // The server is stopping: it hangs up on everyone.
+                Err(ControlError::Interrupted) => return Ok(()),
                 Err(e) => {
                     if e.is_deadline() {
                         ctl.refuse("too slow: the deadline for this step passed");
