@@ -188,14 +188,18 @@ impl LocalRoles {
             wake();
         }
         self.start.open();
-        let grace = if interrupt::requested() {
-            INTERRUPTED_JOIN_GRACE
-        } else {
-            JOIN_GRACE
-        };
-        let until = Instant::now() + grace;
-        while self.handles.iter().any(|h| !h.is_finished()) && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(5));
+        let began = Instant::now();
+        while self.handles.iter().any(|h| !h.is_finished()) {
+            // A Ctrl-C during the wait (a child's, from its parent) shortens it too.
+            let grace = if interrupt::requested() {
+                INTERRUPTED_JOIN_GRACE
+            } else {
+                JOIN_GRACE
+            };
+            if began.elapsed() >= grace {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
         }
         for h in self.handles.drain(..) {
             if h.is_finished() {
