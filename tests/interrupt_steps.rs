@@ -217,7 +217,10 @@ fn stopped_within(what: &str, s: &Stopped, code: i32) {
 fn says_interrupted(what: &str, s: &Stopped) {
     if std::env::var_os("MEASURE_ONLY").is_some() {
         let doc = serde_json::from_slice::<serde_json::Value>(&s.stdout).ok();
-        eprintln!("  document interrupted: {:?}", doc.map(|v| v["interrupted"].clone()));
+        eprintln!(
+            "  document interrupted: {:?}",
+            doc.map(|v| v["interrupted"].clone())
+        );
         return;
     }
     let v = s.json();
@@ -330,12 +333,7 @@ fn bench_threads_stop_within_100_ms_at_every_step() {
             "plan:60000",
             0,
         ),
-        (
-            "suite / planning",
-            &["suite"],
-            "plan:60000",
-            0,
-        ),
+        ("suite / planning", &["suite"], "plan:60000", 0),
         (
             "stream / warm-up",
             &["stream", "-t", "tcp", "-d", "5", "-w", "10"],
@@ -411,30 +409,37 @@ fn bench_threads_stop_within_100_ms_at_every_step() {
 #[test]
 fn an_export_waiting_for_a_fifo_reader_stops_within_100_ms() {
     let sb = Sandbox::new();
-    let fifo = sb.path().join("report.json");
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-    let p = launch(sockbench(
-        &sb,
-        &[
-            "stream",
-            "-t",
-            "tcp",
-            "-n",
-            "10",
-            "-w",
-            "0",
+    let (srv, port) = serve(&sb, "epoll", &[]);
+    let url = format!("http://127.0.0.1:{port}/");
+    let cases: &[&[&str]] = &[
+        &["stream", "-t", "tcp", "-n", "10", "-w", "0"],
+        &["load", "-n", "20", &url],
+        &["swarm", "-n", "10", "-d", "0.2"],
+        &["relay", "-t", "tcp", "-m", "read-write", "-d", "0.2"],
+        &["models", "--model", "epoll", "-n", "200"],
+        // Agents that refuse at once: the mesh ends quickly, all failed.
+        &["mesh", "--hosts", "127.0.0.1:1,127.0.0.1:2", "-d", "1"],
+    ];
+    for args in cases {
+        let fifo = sb.path().join("report.json");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let mut all = args.to_vec();
+        all.extend([
             "-q",
             "--format",
             "json",
             "--export-json",
             fifo.to_str().unwrap(),
-        ],
-        Some("export-fifo:0"),
-    ));
-    p.at("export-fifo");
-    let s = p.interrupt();
-    stopped_within("stream / export to a FIFO without a reader", &s, 130);
-    std::fs::remove_file(&fifo).unwrap();
+        ]);
+        let p = launch(sockbench(&sb, &all, Some("export-fifo:0")));
+        p.at("export-fifo");
+        let s = p.interrupt();
+        let name = format!("{} / export to a FIFO without a reader", args[0]);
+        stopped_within(&name, &s, 130);
+        says_interrupted(&name, &s);
+        std::fs::remove_file(&fifo).unwrap();
+    }
+    drop(srv);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -506,6 +511,40 @@ fn a_child_peer_stops_within_100_ms_at_every_step() {
             "{name}: the child outlived its parent"
         );
     }
+    // A terminal's Ctrl-C reaches the whole process group: parent and child at once.
+    let mut cmd = sockbench(
+        &sb,
+        &[
+            "stream",
+            "-t",
+            "unix",
+            "--placement",
+            "processes",
+            "-d",
+            "10",
+            "-w",
+            "0",
+            "--format",
+            "json",
+            "-q",
+        ],
+        Some("server-ready:60000"),
+    );
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let p = launch(cmd);
+    p.at("server-ready");
+    let pid = p.pid();
+    let t = Instant::now();
+    kill(Pid::from_raw(-(pid as i32)), Signal::SIGINT).unwrap();
+    let mut s = p.signal(Signal::SIGINT);
+    s.took = t.elapsed();
+    let name = "stream --placement processes / Ctrl-C to both (the child's endpoints)";
+    stopped_within(name, &s, 130);
+    says_interrupted(name, &s);
+    assert!(
+        children_of(pid).is_empty(),
+        "{name}: the child outlived its parent"
+    );
     assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
 }
 
@@ -565,6 +604,18 @@ fn a_server_client_stops_within_100_ms_at_every_step() {
             "pingpong --server / the server's result",
             &["pingpong", "-t", "udp", "-d", "0.1"],
             "server-result:60000",
+            0,
+        ),
+        (
+            "connect --server / the server's listeners",
+            &["connect", "-t", "tcp"],
+            "server-ready:60000",
+            0,
+        ),
+        (
+            "rate --server / the server's roles at the line",
+            &["rate", "-t", "udp"],
+            "server-wired:60000",
             0,
         ),
     ];
@@ -713,33 +764,35 @@ fn serve_stops_within_100_ms_at_every_step_in_every_model() {
         "io-uring",
         "async",
     ] {
-        // Waiting for connections (three times: the stop may come anywhere in a tick).
+        // Three times each: the stop may come anywhere in a model's wait.
         for _ in 0..3 {
+            // Waiting for connections.
             let (p, _) = serve(&sb, model, &[]);
             std::thread::sleep(Duration::from_millis(30));
             let s = p.interrupt();
             let name = format!("serve -m {model} / waiting for connections");
             stopped_within(&name, &s, 130);
             says_interrupted(&name, &s);
+            // A keep-alive connection, idle after its answer.
+            let (p, port) = serve(&sb, model, &[]);
+            let _c = kept_alive(port);
+            std::thread::sleep(Duration::from_millis(30));
+            let s = p.interrupt();
+            let name = format!("serve -m {model} / an idle keep-alive connection");
+            stopped_within(&name, &s, 130);
+            says_interrupted(&name, &s);
+            // A client that asks for 64 MiB and does not read it.
+            let (mut p, port) = serve(&sb, model, &["--body-size", "64M"]);
+            let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+            p.until("filled the client's buffers", || unsent_from(port) > 0);
+            std::thread::sleep(Duration::from_millis(100));
+            let s = p.interrupt();
+            let name = format!("serve -m {model} / a client that stops reading");
+            stopped_within(&name, &s, 130);
+            says_interrupted(&name, &s);
+            drop(c);
         }
-        // A keep-alive connection, idle after its answer.
-        let (p, port) = serve(&sb, model, &[]);
-        let _c = kept_alive(port);
-        let s = p.interrupt();
-        let name = format!("serve -m {model} / an idle keep-alive connection");
-        stopped_within(&name, &s, 130);
-        says_interrupted(&name, &s);
-        // A client that asks for 64 MiB and does not read it.
-        let (mut p, port) = serve(&sb, model, &["--body-size", "64M"]);
-        let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
-        p.until("filled the client's buffers", || unsent_from(port) > 0);
-        std::thread::sleep(Duration::from_millis(100));
-        let s = p.interrupt();
-        let name = format!("serve -m {model} / a client that stops reading");
-        stopped_within(&name, &s, 130);
-        says_interrupted(&name, &s);
-        drop(c);
     }
 }
 
@@ -755,7 +808,9 @@ fn load_stops_within_100_ms_at_every_step() {
     let url = format!("http://127.0.0.1:{port}/");
     let p = launch(sockbench(
         &sb,
-        &["load", "-c", "1", "-d", "10", "--format", "json", "-q", &url],
+        &[
+            "load", "-c", "1", "-d", "10", "--format", "json", "-q", &url,
+        ],
         None,
     ));
     let (_c, request) = accepted.recv_timeout(REACH).expect("load connected");
@@ -771,7 +826,9 @@ fn load_stops_within_100_ms_at_every_step() {
     let url = format!("http://127.0.0.1:{port}/");
     let p = launch(sockbench(
         &sb,
-        &["load", "-c", "1", "-d", "10", "--format", "json", "-q", &url],
+        &[
+            "load", "-c", "1", "-d", "10", "--format", "json", "-q", &url,
+        ],
         None,
     ));
     let (mut c, _) = l.accept().unwrap();
@@ -790,7 +847,9 @@ fn load_stops_within_100_ms_at_every_step() {
     let url = format!("http://127.0.0.1:{port}/");
     let p = launch(sockbench(
         &sb,
-        &["load", "-c", "4", "-k", "-d", "10", "--format", "json", "-q", &url],
+        &[
+            "load", "-c", "4", "-k", "-d", "10", "--format", "json", "-q", &url,
+        ],
         None,
     ));
     srv.wait_line("accept");
@@ -856,16 +915,29 @@ fn models_stops_within_100_ms_at_every_step() {
 fn relay_stops_within_100_ms_at_every_step() {
     let sb = Sandbox::new();
     // The benchmark form, while it runs.
-    for m in ["read-write", "splice"] {
+    for m in [
+        "read-write",
+        "vectored",
+        "buffered",
+        "splice",
+        "io-uring",
+        "io-uring-splice",
+        "async",
+    ]
+    .into_iter()
+    .flat_map(|m| [m; 3])
+    {
         let p = launch(sockbench(
             &sb,
-            &["relay", "-t", "tcp", "-m", m, "-d", "10", "--format", "json"],
+            &[
+                "relay", "-t", "tcp", "-m", m, "-P", "4", "-d", "10", "--format", "json",
+            ],
             Some("relay-run:0"),
         ));
         p.at("relay-run");
         std::thread::sleep(Duration::from_millis(200));
         let s = p.interrupt();
-        let name = format!("relay -m {m} / run");
+        let name = format!("relay -m {m} -P 4 / run");
         stopped_within(&name, &s, 130);
         says_interrupted(&name, &s);
     }
@@ -873,7 +945,7 @@ fn relay_stops_within_100_ms_at_every_step() {
     // The relay-only form: waiting for a client.
     let sink = TcpListener::bind("127.0.0.1:0").unwrap();
     let to = sink.local_addr().unwrap().to_string();
-    let relay_only = |sb: &Sandbox| {
+    let relay_only = |sb: &Sandbox, m: &str| {
         let p = launch(sockbench(
             sb,
             &[
@@ -883,7 +955,7 @@ fn relay_stops_within_100_ms_at_every_step() {
                 "--to",
                 &to,
                 "-m",
-                "read-write",
+                m,
                 "--format",
                 "json",
             ],
@@ -899,35 +971,46 @@ fn relay_stops_within_100_ms_at_every_step() {
             .unwrap_or_else(|| panic!("no port in {line:?}"));
         (p, port)
     };
-    let (p, _) = relay_only(&sb);
+    let (p, _) = relay_only(&sb, "read-write");
     std::thread::sleep(Duration::from_millis(30));
     let s = p.interrupt();
     stopped_within("relay --listen / waiting for a client", &s, 130);
     says_interrupted("relay --listen / waiting for a client", &s);
 
     // A client connected, nothing flowing.
-    let (p, port) = relay_only(&sb);
+    let (p, port) = relay_only(&sb, "read-write");
     let _client = TcpStream::connect(("127.0.0.1", port)).unwrap();
     let (_up, _) = sink.accept().unwrap();
     let s = p.interrupt();
     stopped_within("relay --listen / an idle connection", &s, 130);
     says_interrupted("relay --listen / an idle connection", &s);
 
-    // A sink that stops reading: the client writes until nothing more goes in.
-    let (p, port) = relay_only(&sb);
-    let mut client = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    let (_up, _) = sink.accept().unwrap();
-    client
-        .set_write_timeout(Some(Duration::from_millis(100)))
-        .unwrap();
-    let chunk = vec![7u8; 64 << 10];
-    let full = Instant::now();
-    while client.write(&chunk).is_ok() {
-        assert!(full.elapsed() < REACH, "the relay kept taking data");
+    // A sink that stops reading: the client writes until nothing more goes in (every
+    // method the relay-only form takes).
+    for m in [
+        "read-write",
+        "vectored",
+        "splice",
+        "io-uring",
+        "io-uring-splice",
+        "async",
+    ] {
+        let (p, port) = relay_only(&sb, m);
+        let mut client = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let (_up, _) = sink.accept().unwrap();
+        client
+            .set_write_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let chunk = vec![7u8; 64 << 10];
+        let full = Instant::now();
+        while client.write(&chunk).is_ok() {
+            assert!(full.elapsed() < REACH, "the relay kept taking data");
+        }
+        let s = p.interrupt();
+        let name = format!("relay --listen -m {m} / a sink that stops reading");
+        stopped_within(&name, &s, 130);
+        says_interrupted(&name, &s);
     }
-    let s = p.interrupt();
-    stopped_within("relay --listen / a sink that stops reading", &s, 130);
-    says_interrupted("relay --listen / a sink that stops reading", &s);
 }
 
 #[cfg_attr(
@@ -983,7 +1066,13 @@ fn listen_stops_within_100_ms_at_every_step() {
         let line = p.wait_line("listening");
         let port: u16 = line
             .split_whitespace()
-            .filter_map(|w| w.rsplit(':').next()?.trim_end_matches([',', ';']).parse().ok())
+            .filter_map(|w| {
+                w.rsplit(':')
+                    .next()?
+                    .trim_end_matches([',', ';'])
+                    .parse()
+                    .ok()
+            })
             .next()
             .unwrap_or_else(|| panic!("no port in {line:?}"));
         (p, port)
@@ -1269,18 +1358,15 @@ fn every_dial_of_a_host_that_drops_syns_stops_within_100_ms() {
             return;
         };
         let err = String::from_utf8_lossy(&out.stderr);
-        eprintln!(
-            "stop-time {name}: {ms} ms (status {:?})",
-            out.status.code()
-        );
+        eprintln!("stop-time {name}: {ms} ms (status {:?})", out.status.code());
         if std::env::var_os("MEASURE_ONLY").is_some() {
             continue;
         }
         assert!(ms < BOUND.as_millis() as u64, "{name}: {ms} ms: {err}");
         assert_eq!(out.status.code(), Some(*code), "{name}: {err}");
         assert!(!err.contains("timed out"), "{name}: {err}");
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{name}: {e}: {err}"));
+        let v: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{name}: {e}: {err}"));
         assert_eq!(v["interrupted"], true, "{name}: {v}");
     }
 }
