@@ -272,7 +272,13 @@ pub fn run(args: &ServerArgs, output: &crate::cli::OutputArgs) -> ExitCode {
                 if let Some(line) = accept_errors.note(&e) {
                     eprintln!("sockbench server: {line}");
                 }
-                std::thread::sleep(Duration::from_millis(100));
+                // A pause before the next try, cut short by Ctrl-C.
+                for _ in 0..5 {
+                    if crate::interrupt::requested() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
             }
         }
     }
