@@ -2,8 +2,8 @@
 //! forking server, with threads). The calling thread accepts: it waits on the listener
 //! with poll(2) for at most [`STOP_CHECK`], accepts every waiting connection and starts
 //! a thread for each. A connection's thread reads and writes with SO_RCVTIMEO and
-//! SO_SNDTIMEO set to [`CALL_WAIT`], so a blocked call returns within it and the thread
-//! sees the stop flag and its idle time.
+//! SO_SNDTIMEO set to `CALL_WAIT` (50 ms), so a blocked call returns within it and the
+//! thread sees the stop flag and its idle time.
 //!
 //! Finished threads are joined at each tick (their counts added up), and when the server
 //! stops every thread is joined: none is left behind. A thread that cannot be started is

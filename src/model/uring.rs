@@ -22,8 +22,8 @@
 //!   alone would not end them: the ring holds the socket open).
 //! - The loop waits at most [`STOP_CHECK`](super::STOP_CHECK) (a timed
 //!   `io_uring_enter`), so it sees a stop within it, and sweeps idle connections every
-//!   [`TICK`](super::TICK); a signal ends the wait at once. On a stop it cancels everything and drains the ring (for at most half a
-//!   second).
+//!   [`TICK`](super::TICK); a signal ends the wait at once. On a stop it cancels
+//!   everything and drains the ring (for at most half a second).
 //!
 //! Each fallback is taken when the kernel lacks the better way: it rejects a multishot
 //! operation with `EINVAL`, will not register a provided-buffer ring, or does not offer

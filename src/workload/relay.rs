@@ -213,7 +213,7 @@ impl Listener {
     }
 
     /// Accept one connection (blocking, Nagle off for TCP), looking at `give_up` before
-    /// each try and every [`ACCEPT_TICK`] while none comes; `None` once it says so.
+    /// each try and every `ACCEPT_TICK` (5 ms) while none comes; `None` once it says so.
     ///
     /// # Errors
     /// As accept(2).
