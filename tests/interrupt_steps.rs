@@ -7,7 +7,8 @@
 //! exit status and the document's `interrupted` where the command prints one.
 //!
 //! Needs a test build for the hold points: `cargo test --features test-hooks --test
-//! interrupt_steps`.
+//! interrupt_steps`. With `MEASURE_ONLY=1` (and `-- --nocapture`) it prints every figure
+//! and asserts nothing, to see the times of a build that does not keep the promise.
 
 mod common;
 
