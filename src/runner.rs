@@ -158,8 +158,10 @@ impl<'a> Runner<'a> {
             let began = Instant::now();
             let outcome = (|| {
                 if !sc.warmup.is_zero() {
+                    crate::testhooks::hold("warmup");
                     self.placement.run(sc, Stop::Duration(sc.warmup))?;
                 }
+                crate::testhooks::hold("run");
                 self.measured(sc, run, progress)
             })();
             run_done(began.elapsed());

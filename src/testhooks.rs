@@ -7,8 +7,16 @@
 //!
 //! - `SOCKBENCH_TEST_FAULT=NAME[,NAME...]`: [`fault`] returns true for each NAME.
 //! - `SOCKBENCH_TEST_HOLD=POINT:MS`: [`hold`] at POINT sleeps MS milliseconds (or until
-//!   Ctrl-C), after printing `holding POINT` to stderr. `relay-end`: a relay worker
-//!   (thread `sb-relay`) that has measured its CPU time and not yet ended.
+//!   Ctrl-C), after printing `holding POINT` to stderr. With MS 0 it only marks the
+//!   moment. The points: `plan` (the host probed, the plan not made), `warmup` and `run`
+//!   (before a scenario's warm-up and each measured run), `unix`, `fifo`, `mq`, `shm`
+//!   (a receiving half's name made, the other end not open), `receive` (a stream
+//!   receiver at the start line, before its first read: a peer that stops reading),
+//!   `server-ready`, `server-wired`, `server-result` (a run's server side before it sends
+//!   its endpoints, its roles' readiness, its result), `export-fifo` (an export waiting
+//!   for a FIFO's reader), `serve-listen` (serve bound, before it says where),
+//!   `relay-run` (relay's sources at their start line) and `relay-end` (a relay worker,
+//!   thread `sb-relay`, that has measured its CPU time and not yet ended).
 //! - `SOCKBENCH_TEST_FORGE_ENDPOINT=JSON`: [`forged_endpoint`], what a hostile peer
 //!   names for its data in place of its own endpoints.
 //! - Fault `shallow-queue`: every message queue this process makes holds 2 messages, as

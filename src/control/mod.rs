@@ -70,6 +70,9 @@ pub enum ControlError {
     /// The peer refused, with its reason (control characters removed).
     #[error("the peer says: {0}")]
     Refused(String),
+    /// Ctrl-C (SIGTERM, SIGHUP) came while this side waited for the peer.
+    #[error("interrupted (Ctrl-C) while waiting for the peer")]
+    Interrupted,
 }
 
 impl ControlError {
@@ -135,6 +138,8 @@ impl Stream for UnixStream {
 
 /// How much a control connection reads at once (and holds, idle).
 const READ_CHUNK: usize = 16 << 10;
+/// How often a wait for the peer's next frame looks at Ctrl-C.
+const INTERRUPT_CHECK: Duration = Duration::from_millis(10);
 
 /// One end of a control conversation: frames out, frames in, each read bounded by a
 /// deadline however the peer dribbles its bytes.
@@ -230,13 +235,36 @@ impl Control {
         }
     }
 
+    /// As [`Control::poll`], but a Ctrl-C ends the wait within [`INTERRUPT_CHECK`]: a
+    /// peer that never answers must not keep a stopping process waiting for its
+    /// deadline. (A frame already here is still taken.)
+    ///
+    /// # Errors
+    /// [`ControlError::Interrupted`]; as [`Control::poll`].
+    fn poll_unless_interrupted(&mut self, wait: Duration) -> Result<Option<Frame>, ControlError> {
+        let deadline = Instant::now() + wait;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if let Some(f) = self.poll(left.min(INTERRUPT_CHECK))? {
+                return Ok(Some(f));
+            }
+            if crate::interrupt::requested() {
+                return Err(ControlError::Interrupted);
+            }
+            if left <= INTERRUPT_CHECK {
+                return Ok(None);
+            }
+        }
+    }
+
     /// The next frame, which must come within `wait` (counted from now, however many
     /// pieces it arrives in).
     ///
     /// # Errors
-    /// [`ControlError::Deadline`] when it does not; as [`Control::poll`].
+    /// [`ControlError::Deadline`] when it does not, [`ControlError::Interrupted`] when
+    /// Ctrl-C comes first; as [`Control::poll`].
     pub fn next(&mut self, wait: Duration) -> Result<Frame, ControlError> {
-        self.poll(wait)?
+        self.poll_unless_interrupted(wait)?
             .ok_or(ControlError::Deadline(wait.as_secs_f64()))
     }
 
@@ -254,7 +282,7 @@ impl Control {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let f = self
-                .poll(left)?
+                .poll_unless_interrupted(left)?
                 .ok_or(ControlError::Deadline(wait.as_secs_f64()))?;
             // A role's last signal can trail its run: outside a run, signals mean nothing.
             if f.kind == FrameType::Signal && want != FrameType::Signal {

@@ -36,8 +36,9 @@ use crate::measure::cpu::ThreadCpu;
 
 /// Bytes asked for by each read.
 const READ_SIZE: usize = 64 << 10;
-/// Longest wait in epoll, so Ctrl-C and the stop flag are seen promptly.
-const MAX_WAIT: Duration = Duration::from_millis(50);
+/// Longest wait in epoll, so Ctrl-C and the stop flag are seen promptly (the stop is
+/// promised within 100 ms, and `models` stops its server after its driver).
+const MAX_WAIT: Duration = Duration::from_millis(20);
 /// "No first response length yet."
 const NO_LENGTH: u64 = u64::MAX;
 /// The --rate timer's token (no connection's: their index is below 2^32 - 1).

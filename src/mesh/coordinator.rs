@@ -309,7 +309,7 @@ fn wait_report(ctl: &mut Control, wait: Duration) -> anyhow::Result<DriveReport>
             ));
         }
         // A report already here is taken even after Ctrl-C: that test is over.
-        match ctl.poll(left.min(Duration::from_millis(200))) {
+        match ctl.poll(left.min(Duration::from_millis(10))) {
             Ok(None) if crate::interrupt::requested() => {
                 return Err(anyhow!("interrupted (Ctrl-C)"))
             }

@@ -14,10 +14,21 @@ use crate::runner::Runner;
 
 /// Plan a measuring command and run it.
 pub fn run(args: &Args, argv: Vec<String>) -> ExitCode {
+    catch_interrupts();
     execute(Plan::from_args(args), args, argv)
 }
 
-/// Run a checked plan (or report why it could not be made) and print the report.
+/// Route Ctrl-C to the flag before planning: a Ctrl-C while the host is probed ends the
+/// run before its first scenario, with the report (which says `interrupted`), not the
+/// process at once without one.
+pub fn catch_interrupts() {
+    if let Err(e) = crate::interrupt::install() {
+        eprintln!("sockbench: warning: cannot catch Ctrl-C: {e}");
+    }
+}
+
+/// Run a checked plan (or report why it could not be made) and print the report (Ctrl-C
+/// caught already, see [`catch_interrupts`]).
 pub fn execute(plan: Result<Plan, PlanError>, args: &Args, argv: Vec<String>) -> ExitCode {
     let plan = match plan {
         Ok(p) => p,
@@ -33,9 +44,6 @@ pub fn execute(plan: Result<Plan, PlanError>, args: &Args, argv: Vec<String>) ->
             return ExitCode::from(code);
         }
     };
-    if let Err(e) = crate::interrupt::install() {
-        eprintln!("sockbench: warning: cannot catch Ctrl-C: {e}");
-    }
     let exports = ExportManager::new(plan.output.exports.clone(), plan.output.view);
     let mut report = empty_report(argv);
     report.skipped = plan.skipped.clone();
@@ -53,6 +61,9 @@ pub fn execute(plan: Result<Plan, PlanError>, args: &Args, argv: Vec<String>) ->
         ));
     }
     exports.finish(&report);
+    // A Ctrl-C after the last scenario (while an export waited for a FIFO's reader)
+    // interrupted the command too.
+    report.interrupted |= crate::interrupt::requested();
     let mut status = if report.interrupted {
         INTERRUPTED
     } else if report.error.is_some() || !exports.failures().is_empty() {

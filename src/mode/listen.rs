@@ -494,9 +494,10 @@ fn serve(setup: &Setup) -> anyhow::Result<()> {
         if crate::interrupt::requested() || until.is_some_and(|u| Instant::now() >= u) {
             break;
         }
-        let wait = until.map_or(Duration::from_millis(100), |u| {
+        // Ctrl-C is seen within 20 ms even when the signal wakes another thread.
+        let wait = until.map_or(Duration::from_millis(20), |u| {
             u.saturating_duration_since(Instant::now())
-                .min(Duration::from_millis(100))
+                .min(Duration::from_millis(20))
         });
         match poll.poll(&mut events, Some(wait)) {
             Ok(()) => {}

@@ -249,13 +249,18 @@ pub fn run(args: &LoadArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode 
     };
     report.command = argv;
     let exported = super::write_own_document(&report, &exports);
+    // A Ctrl-C while an export waited for a FIFO's reader interrupted the command too.
+    report.interrupted |= crate::interrupt::requested();
     if let Err(e) = print(&report, output.format) {
         if !broken_pipe(&e) {
             return fail(FAILED, format!("{e:#}"));
         }
     }
     if let Err(e) = exported {
-        return fail(FAILED, format!("{e:#}"));
+        if !report.interrupted {
+            return fail(FAILED, format!("{e:#}"));
+        }
+        eprintln!("sockbench: error: {e:#}");
     }
     if report.interrupted {
         ExitCode::from(INTERRUPTED)

@@ -17,6 +17,7 @@ use crate::mesh::html;
 use crate::mesh::report::{self, Settings};
 use crate::mesh::schedule::Pairs;
 use crate::mesh::{Outcome, WORKLOADS};
+use crate::report::export::{self, ExportKind};
 
 /// Most agents in one mesh.
 const MAX_HOSTS: usize = 1000;
@@ -89,6 +90,20 @@ pub fn run(args: &MeshArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode 
             "mesh's report is one document: --export-json PATH, --export-openmetrics PATH or --export-html PATH",
         );
     }
+    // Checked before anything runs, and written as every export is: a FIFO's reader is
+    // waited for a few seconds at most, and Ctrl-C ends that wait.
+    let wanted: Vec<_> = [
+        (Format::Json, &output.export_json),
+        (Format::Openmetrics, &output.export_openmetrics),
+        (Format::Html, &output.export_html),
+    ]
+    .into_iter()
+    .filter_map(|(f, p)| Some((ExportKind::Report(f), p.clone()?)))
+    .collect();
+    let exports = match export::prepare(&wanted) {
+        Ok(e) => e,
+        Err(e) => return usage(e),
+    };
     let hosts = match hosts(args) {
         Ok(h) => h,
         Err(e) => return usage(e),
@@ -198,19 +213,26 @@ pub fn run(args: &MeshArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode 
             .iter()
             .all(|t| matches!(t.outcome, Outcome::Failed { .. }));
     let nothing_ran = out.tests.is_empty();
-    let interrupted = out.interrupted;
-    let doc = report::build(argv, settings, out.hosts, out.tests, interrupted);
-    for (path, text) in [
-        (&output.export_json, json(&doc)),
-        (&output.export_openmetrics, report::openmetrics(&doc)),
-        (&output.export_html, html::html(&doc)),
-    ] {
-        if let Some(p) = path {
-            if let Err(e) = write_to(p, &text) {
-                return failed(format!("cannot write {}: {e}", p.display()));
-            }
+    let mut doc = report::build(argv, settings, out.hosts, out.tests, out.interrupted);
+    let mut not_written = false;
+    for e in &exports {
+        let text = match e.kind {
+            ExportKind::Report(Format::Openmetrics) => report::openmetrics(&doc),
+            ExportKind::Report(Format::Html) => html::html(&doc),
+            _ => json(&doc),
+        };
+        if let Err(err) = export::write_document(e, text.as_bytes()) {
+            eprintln!(
+                "sockbench: error: cannot write {} {}: {err:#}",
+                e.kind.flag(),
+                e.given.display()
+            );
+            not_written = true;
         }
     }
+    // A Ctrl-C while an export waited for a FIFO's reader interrupted the command too.
+    doc.interrupted |= crate::interrupt::requested();
+    let interrupted = doc.interrupted;
     let text = match format {
         Format::Json => json(&doc),
         Format::Openmetrics => report::openmetrics(&doc),
@@ -224,6 +246,8 @@ pub fn run(args: &MeshArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode 
     }
     if interrupted {
         ExitCode::from(INTERRUPTED)
+    } else if not_written {
+        ExitCode::from(FAILED)
     } else if all_failed || nothing_ran {
         eprintln!("sockbench: error: no test of the mesh could run: see the failures above");
         ExitCode::from(FAILED)
@@ -236,12 +260,4 @@ fn json(doc: &report::MeshReport) -> String {
     let mut s = serde_json::to_string_pretty(doc).expect("the mesh report serializes");
     s.push('\n');
     s
-}
-
-fn write_to(path: &std::path::Path, text: &str) -> std::io::Result<()> {
-    if path.as_os_str() == "-" {
-        std::io::stdout().lock().write_all(text.as_bytes())
-    } else {
-        std::fs::write(path, text)
-    }
 }

@@ -347,7 +347,7 @@ pub fn run(args: &ModelsArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCod
         eprintln!("sockbench: error: cannot handle Ctrl-C: {e}");
         return ExitCode::from(FAILED);
     }
-    let report = run_all(&setup, argv, output.quiet);
+    let mut report = run_all(&setup, argv, output.quiet);
     let mut not_written = false;
     for e in &exports {
         if let Err(err) = write_export(e, &report) {
@@ -361,6 +361,8 @@ pub fn run(args: &ModelsArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCod
             }
         }
     }
+    // A Ctrl-C while an export waited for a FIFO's reader interrupted the command too.
+    report.interrupted |= crate::interrupt::requested();
     // An export to stdout (`--export-html -`) is what stdout holds: no table after it.
     let to_stdout = exports.iter().any(|e| e.target == Target::Stdout);
     let mut out = std::io::stdout().lock();
@@ -572,7 +574,15 @@ fn start_server(setup: &Setup, model: ModelKind) -> anyhow::Result<Server> {
         stderr: rx,
     };
     while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-        match server.stderr.recv_timeout(left) {
+        // Ctrl-C is seen within 10 ms, however long the server takes to say where it is.
+        if crate::interrupt::requested() {
+            anyhow::bail!("interrupted while the {model} server started");
+        }
+        match server
+            .stderr
+            .recv_timeout(left.min(Duration::from_millis(10)))
+        {
+            Err(mpsc::RecvTimeoutError::Timeout) => continue,
             Ok(line) => {
                 if let Some(url) = line.split_whitespace().find(|w| w.starts_with("http://")) {
                     server.url = url.to_string();
@@ -753,7 +763,7 @@ fn run_one(
             ));
             break;
         }
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(Duration::from_millis(2));
     }
     let mut summary = String::new();
     if let Some(mut so) = server.child.stdout.take() {
@@ -855,7 +865,7 @@ fn run_driver(cmd: &[String], limit: Duration) -> anyhow::Result<std::process::O
                 Some(_) => {}
             }
         }
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(Duration::from_millis(2));
     };
     Ok(std::process::Output {
         status,

@@ -504,6 +504,8 @@ pub fn run(args: &RelayArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode
     if let Err(e) = &exported {
         eprintln!("sockbench: error: {e:#}");
     }
+    // A Ctrl-C while an export waited for a FIFO's reader interrupted the command too.
+    report.interrupted |= crate::interrupt::requested();
     let mut out = io::stdout().lock();
     let printed = if plan.json {
         serde_json::to_writer_pretty(&mut out, &report)

@@ -352,6 +352,7 @@ fn process_cpu() -> (f64, f64) {
 pub fn serve(setup: &Setup, command: Vec<String>) -> anyhow::Result<ServeReport> {
     let (listener, url, _file) = bind(setup)?;
     let threads = setup.model.takes_threads().then_some(setup.threads);
+    crate::testhooks::hold("serve-listen");
     eprintln!(
         "sockbench serve: {} model listening on {url} (backlog {}, body {}{}); Ctrl-C to stop",
         setup.model,

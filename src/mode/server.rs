@@ -272,7 +272,13 @@ pub fn run(args: &ServerArgs, output: &crate::cli::OutputArgs) -> ExitCode {
                 if let Some(line) = accept_errors.note(&e) {
                     eprintln!("sockbench server: {line}");
                 }
-                std::thread::sleep(Duration::from_millis(100));
+                // A pause before the next try, cut short by Ctrl-C.
+                for _ in 0..5 {
+                    if crate::interrupt::requested() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
             }
         }
     }
@@ -308,6 +314,11 @@ pub fn peer(args: &PeerArgs) -> ExitCode {
         max_streams: crate::plan::MAX_PARALLEL,
         max_memory: u64::MAX,
     };
+    // Ctrl-C from a terminal reaches the child too: it ends its run (within the moment
+    // its parent gives it) and removes what it made, as the parent does.
+    if let Err(e) = crate::interrupt::install() {
+        eprintln!("sockbench peer: warning: cannot catch Ctrl-C: {e}");
+    }
     let shared = Shared::new(None, limits, args.path.clone());
     let ctl = Control::new(Box::new(stream));
     match converse(
@@ -319,6 +330,8 @@ pub fn peer(args: &PeerArgs) -> ExitCode {
         None,
     ) {
         Ok(()) => ExitCode::SUCCESS,
+        // The parent says why, once.
+        Err(_) if crate::interrupt::requested() => ExitCode::from(super::INTERRUPTED),
         Err(e) => {
             eprintln!("sockbench peer: {e:#}");
             ExitCode::from(FAILED)
@@ -522,6 +535,8 @@ fn converse(
             let frame = match ctl.next(wait) {
                 Ok(f) => f,
                 Err(ControlError::Closed) if session.established() => return Ok(()),
+                // The server is stopping: it hangs up on everyone.
+                Err(ControlError::Interrupted) => return Ok(()),
                 Err(e) => {
                     if e.is_deadline() {
                         ctl.refuse("too slow: the deadline for this step passed");

@@ -8,5 +8,6 @@ use crate::plan::Plan;
 
 /// Plan the suite and run it as the measuring commands run.
 pub fn run(args: &Args, argv: Vec<String>) -> ExitCode {
+    super::bench::catch_interrupts();
     super::bench::execute(Plan::from_args(args), args, argv)
 }

@@ -363,7 +363,7 @@ pub fn run(args: &SwarmArgs, output: &crate::cli::OutputArgs, argv: Vec<String>)
             eprintln!("sockbench: error: no pair could be set up");
             ExitCode::from(FAILED)
         };
-        if !print(&report, format, &exports) {
+        if !print(&mut report, format, &exports) {
             return ExitCode::from(FAILED);
         }
         return code;
@@ -475,7 +475,7 @@ pub fn run(args: &SwarmArgs, output: &crate::cli::OutputArgs, argv: Vec<String>)
             1,
         );
     }
-    let exported = print(&report, format, &exports);
+    let exported = print(&mut report, format, &exports);
     if report.interrupted {
         ExitCode::from(INTERRUPTED)
     } else if !exported
@@ -493,11 +493,13 @@ pub fn run(args: &SwarmArgs, output: &crate::cli::OutputArgs, argv: Vec<String>)
 
 /// Write the exports and print stdout's format; false if an export could not be written
 /// (said on stderr).
-fn print(r: &SwarmReport, format: Format, exports: &[crate::report::export::Export]) -> bool {
+fn print(r: &mut SwarmReport, format: Format, exports: &[crate::report::export::Export]) -> bool {
     let exported = super::write_own_document(r, exports);
     if let Err(e) = &exported {
         eprintln!("sockbench: error: {e:#}");
     }
+    // A Ctrl-C while an export waited for a FIFO's reader interrupted the command too.
+    r.interrupted |= crate::interrupt::requested();
     print_stdout(r, format);
     exported.is_ok()
 }

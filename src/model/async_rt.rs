@@ -60,7 +60,7 @@ mod enabled {
 
     use super::{Ctx, Listener};
     use crate::http::{Counters, Session, Site};
-    use crate::model::{is_exhaustion, is_hangup, End, TICK};
+    use crate::model::{is_exhaustion, is_hangup, End, STOP_CHECK, TICK};
 
     /// Longest a stop waits for the connection tasks to close while none of them does
     /// (10,000 connections on one loaded CPU take longer than this to close between
@@ -150,7 +150,7 @@ mod enabled {
         shared.tasks.fetch_add(1, Ordering::AcqRel);
         rt.spawn(accept_loop(acceptor, Arc::clone(&shared), stop_rx));
         while !ctx.stopping() {
-            std::thread::sleep(TICK);
+            std::thread::sleep(STOP_CHECK);
         }
         shared.stop.store(true, Ordering::SeqCst);
         let _ = stop_tx.send(true);

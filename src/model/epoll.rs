@@ -11,7 +11,9 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use socket2::Socket;
 
-use super::{accept_nonblocking, is_exhaustion, pump, Ctx, End, Listener, Pumped, TICK};
+use super::{
+    accept_nonblocking, is_exhaustion, pump, Ctx, End, Listener, Pumped, STOP_CHECK, TICK,
+};
 use crate::http::{Counters, Session};
 
 const LISTENER: Token = Token(0);
@@ -113,7 +115,7 @@ fn run(listener: &Socket, ctx: &Ctx) -> anyhow::Result<Counters> {
     let mut pending: Vec<usize> = Vec::new();
     while !ctx.stopping() {
         let wait = if again.is_empty() {
-            TICK
+            STOP_CHECK
         } else {
             Duration::ZERO
         };

@@ -4,9 +4,10 @@
 //!
 //! A model gets the bound [`Listener`] and the shared [`Ctx`] (the answers, the stop
 //! condition, the idle timeout, the log), serves until [`Ctx::stopping`], closes every
-//! connection and returns what it counted. Every wait a model makes is bounded by
-//! [`TICK`], so a stop (Ctrl-C, `--duration`) is seen within it, and idle connections
-//! are swept at the same pace.
+//! connection and returns what it counted. Every wait a model's loops make is bounded by
+//! [`STOP_CHECK`], so a stop (Ctrl-C, `--duration`) is seen within it (Ctrl-C is promised
+//! to stop within 100 ms); idle connections are swept every [`TICK`], and an accept
+//! that ran out of descriptors is tried again a tick later.
 
 pub mod async_rt;
 pub mod epoll;
@@ -24,8 +25,11 @@ use socket2::{SockAddr, Socket};
 
 use crate::http::{Counters, Session, Site};
 
-/// Longest a model waits before looking at the stop flag and the idle connections.
+/// How often a model sweeps its idle connections (and tries an accept again after
+/// running out of descriptors).
 pub const TICK: Duration = Duration::from_millis(100);
+/// Longest a model's loop waits before looking at the stop flag.
+pub const STOP_CHECK: Duration = Duration::from_millis(20);
 
 /// The models, as `--model` names them.
 #[derive(

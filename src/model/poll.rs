@@ -1,6 +1,6 @@
 //! `poll`: one thread, poll(2), level-triggered; and the loop it shares with `select`.
 //!
-//! Each round the loop asks a `Waiter` to wait (at most [`TICK`]) for the listener and
+//! Each round the loop asks a `Waiter` to wait (at most [`STOP_CHECK`]) for the listener and
 //! its connections: a connection is watched for input only while its session reads
 //! ([`crate::http::Session::wants_read`]: not after `Connection: close`, nor while a
 //! megabyte of answers waits), and for room only while answers wait. Every ready
@@ -19,7 +19,9 @@ use anyhow::Context;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use socket2::Socket;
 
-use super::{accept_nonblocking, is_exhaustion, pump, Ctx, End, Listener, Pumped, TICK};
+use super::{
+    accept_nonblocking, is_exhaustion, pump, Ctx, End, Listener, Pumped, STOP_CHECK, TICK,
+};
 use crate::http::{Counters, Session};
 
 /// Serve with the `poll` model until [`Ctx::stopping`].
@@ -141,7 +143,7 @@ pub(super) fn run<W: Waiter>(
             accept_again = None;
         }
         let watched = accept_again.is_none().then(|| listener.as_fd());
-        let listener_ready = match waiter.wait(watched, &conns, TICK, &mut ready) {
+        let listener_ready = match waiter.wait(watched, &conns, STOP_CHECK, &mut ready) {
             Ok(r) => r,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e).with_context(|| format!("{} failed", W::NAME)),

@@ -26,7 +26,9 @@ use nix::errno::Errno;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use socket2::Socket;
 
-use super::{accept_nonblocking, is_exhaustion, pump, Ctx, End, Listener, Pumped, TICK};
+use super::{
+    accept_nonblocking, is_exhaustion, pump, Ctx, End, Listener, Pumped, STOP_CHECK, TICK,
+};
 use crate::http::{Counters, Session};
 
 /// The listener's epoll data; a connection's is its slot number plus one.
@@ -230,7 +232,7 @@ impl Dispatcher<'_, '_> {
     ) -> anyhow::Result<()> {
         let ctx = self.shared.ctx;
         let mut events = vec![EpollEvent::empty(); 1024];
-        let timeout = EpollTimeout::try_from(TICK).unwrap_or(EpollTimeout::MAX);
+        let timeout = EpollTimeout::try_from(STOP_CHECK).unwrap_or(EpollTimeout::MAX);
         let mut last_sweep = Instant::now();
         // After running out of descriptors, accepting resumes on the next tick.
         let mut accept_again: Option<Instant> = None;

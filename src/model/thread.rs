@@ -1,9 +1,9 @@
 //! `thread`: an OS thread per connection, with blocking reads and writes (the classic
 //! forking server, with threads). The calling thread accepts: it waits on the listener
-//! with poll(2) for at most [`TICK`], accepts every waiting connection and starts a
-//! thread for each. A connection's thread reads and writes with SO_RCVTIMEO and
-//! SO_SNDTIMEO set to [`TICK`], so a blocked call returns within a tick and the thread
-//! sees the stop flag and its idle time.
+//! with poll(2) for at most [`STOP_CHECK`], accepts every waiting connection and starts
+//! a thread for each. A connection's thread reads and writes with SO_RCVTIMEO and
+//! SO_SNDTIMEO set to `CALL_WAIT` (50 ms), so a blocked call returns within it and the
+//! thread sees the stop flag and its idle time.
 //!
 //! Finished threads are joined at each tick (their counts added up), and when the server
 //! stops every thread is joined: none is left behind. A thread that cannot be started is
@@ -15,14 +15,19 @@
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
 use std::thread::{Scope, ScopedJoinHandle};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use socket2::Socket;
 
-use super::{accept_nonblocking, is_exhaustion, is_hangup, Ctx, End, Listener, TICK};
+use super::{accept_nonblocking, is_exhaustion, is_hangup, Ctx, End, Listener, STOP_CHECK, TICK};
 use crate::http::{Counters, Session};
+
+/// Longest a connection's blocking call waits before its thread looks at the stop flag
+/// and its idle time: the stop joins every thread, so this bounds the stop (promised
+/// within 100 ms), and each idle connection's thread wakes this often.
+const CALL_WAIT: Duration = Duration::from_millis(50);
 
 /// Stack of each connection's thread: a session keeps its buffers on the heap, so a
 /// small stack lets thousands of connections live in little memory.
@@ -56,7 +61,7 @@ fn accept_loop<'scope>(
             break Ok(());
         }
         let readable = if accept_again.is_some_and(|t| Instant::now() < t) {
-            std::thread::sleep(TICK);
+            std::thread::sleep(STOP_CHECK);
             false
         } else {
             accept_again = None;
@@ -102,10 +107,10 @@ fn accept_loop<'scope>(
     result.map(|()| c)
 }
 
-/// Wait up to a tick for the listener to have a connection.
+/// Wait up to [`STOP_CHECK`] for the listener to have a connection.
 fn wait_readable(listener: &Socket) -> io::Result<bool> {
     let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
-    let timeout = PollTimeout::try_from(TICK).unwrap_or(PollTimeout::MAX);
+    let timeout = PollTimeout::try_from(STOP_CHECK).unwrap_or(PollTimeout::MAX);
     let n = poll(&mut fds, timeout)?;
     Ok(n > 0)
 }
@@ -160,11 +165,12 @@ fn start<'scope>(
         })
 }
 
-/// Make an accepted (nonblocking) connection blocking, each call bounded by a tick.
+/// Make an accepted (nonblocking) connection blocking, each call bounded by
+/// [`CALL_WAIT`].
 fn set_blocking(sock: &Socket) -> io::Result<()> {
     sock.set_nonblocking(false)?;
-    sock.set_read_timeout(Some(TICK))?;
-    sock.set_write_timeout(Some(TICK))
+    sock.set_read_timeout(Some(CALL_WAIT))?;
+    sock.set_write_timeout(Some(CALL_WAIT))
 }
 
 /// Whether a blocking call returned because its SO_RCVTIMEO or SO_SNDTIMEO ran out.

@@ -20,10 +20,10 @@
 //! - A connection is closed once none of its operations is in flight: its receive and
 //!   send are cancelled first, and their completions awaited (closing the descriptor
 //!   alone would not end them: the ring holds the socket open).
-//! - The loop waits at most a [`TICK`](super::TICK) (a timed `io_uring_enter`), so it
-//!   sees a stop and sweeps idle connections at that pace; a signal ends the wait at
-//!   once. On a stop it cancels everything and drains the ring (for at most half a
-//!   second).
+//! - The loop waits at most [`STOP_CHECK`](super::STOP_CHECK) (a timed
+//!   `io_uring_enter`), so it sees a stop within it, and sweeps idle connections every
+//!   [`TICK`](super::TICK); a signal ends the wait at once. On a stop it cancels
+//!   everything and drains the ring (for at most half a second).
 //!
 //! Each fallback is taken when the kernel lacks the better way: it rejects a multishot
 //! operation with `EINVAL`, will not register a provided-buffer ring, or does not offer
@@ -76,7 +76,7 @@ mod enabled {
 
     use super::{Ctx, Listener};
     use crate::http::{Counters, Session, Site};
-    use crate::model::{is_exhaustion, is_hangup, End, TICK};
+    use crate::model::{is_exhaustion, is_hangup, End, STOP_CHECK, TICK};
     use crate::sys::uring_server::{Completion, OpId, Received, ServerRing};
 
     /// Submission queue entries (completions: four times as many).
@@ -250,7 +250,9 @@ mod enabled {
                 {
                     self.arm_accept(now);
                 }
-                self.ring.wait(TICK).context("io_uring_enter failed")?;
+                self.ring
+                    .wait(STOP_CHECK)
+                    .context("io_uring_enter failed")?;
                 self.ring.completions(&mut events);
                 let now = Instant::now();
                 for ev in events.drain(..) {

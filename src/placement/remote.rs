@@ -402,9 +402,24 @@ fn inheritable(fd: RawFd, inherit: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Wait for the child (it ends when the conversation does); kill it if it lingers.
+/// How long a child gets to end after Ctrl-C (it was told, and removes what it made)
+/// before it is killed.
+const CHILD_INTERRUPT_GRACE: Duration = Duration::from_millis(40);
+
+/// Wait for the child (it ends when the conversation does); kill it if it lingers. After
+/// Ctrl-C the child is interrupted too, as a terminal's Ctrl-C would (its whole process
+/// group), and waited for only briefly.
 fn reap(child: &mut Child) {
-    let until = Instant::now() + Duration::from_secs(2);
+    let mut until = Instant::now() + Duration::from_secs(2);
+    if crate::interrupt::requested() {
+        if let Ok(pid) = i32::try_from(child.id()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGINT,
+            );
+        }
+        until = Instant::now() + CHILD_INTERRUPT_GRACE;
+    }
     loop {
         match child.try_wait() {
             Ok(Some(_)) | Err(_) => return,
@@ -413,7 +428,7 @@ fn reap(child: &mut Child) {
                 let _ = child.wait();
                 return;
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+            Ok(None) => std::thread::sleep(Duration::from_millis(1)),
         }
     }
 }
@@ -437,9 +452,18 @@ impl Placement for Remote {
         let udp_before = count_here
             .then(|| crate::measure::netstat::udp_rcvbuf_errors(udp6))
             .flatten();
-        let (o, system) = match &self.peer {
-            Peer::Server(t) => self.run_on_server(t, sc, stop)?,
-            Peer::Child => self.run_in_child(sc, stop)?,
+        let ran = match &self.peer {
+            Peer::Server(t) => self.run_on_server(t, sc, stop),
+            Peer::Child => self.run_in_child(sc, stop),
+        };
+        let (o, system) = match ran {
+            Ok(r) => r,
+            // A step cut short by Ctrl-C (a dial, an accept, a wait for the peer) is the
+            // interruption, not a failure of the run.
+            Err(RunError::Failed(_)) if crate::interrupt::requested() => {
+                return Err(RunError::Interrupted)
+            }
+            Err(e) => return Err(e),
         };
         let udp_here = udp_before
             .zip(crate::measure::netstat::udp_rcvbuf_errors(udp6))

@@ -57,10 +57,14 @@ use crate::workload::{
 pub const TOKEN_BYTES: usize = 16;
 /// How long a run may go past its planned end before it is declared stalled.
 const STALL_GRACE: Duration = Duration::from_secs(15);
-/// How long after Ctrl-C the client waits for the run to wind down before it abandons it.
-const INTERRUPT_GRACE: Duration = Duration::from_millis(600);
+/// How long after Ctrl-C the client waits for the run to wind down before it abandons it
+/// (the whole stop is promised within 100 ms).
+const INTERRUPT_GRACE: Duration = Duration::from_millis(20);
 /// How long the roles of an abandoned run get to end once their sockets are shut down.
 const JOIN_GRACE: Duration = Duration::from_secs(2);
+/// The same after Ctrl-C: the process is about to exit, and a role blocked where no
+/// waker reaches (a FIFO's write to a peer that stopped reading) ends with it.
+const INTERRUPTED_JOIN_GRACE: Duration = Duration::from_millis(20);
 /// How often the coordinating thread looks at the control connection during a run.
 const TICK: Duration = Duration::from_millis(10);
 
@@ -184,9 +188,18 @@ impl LocalRoles {
             wake();
         }
         self.start.open();
-        let until = Instant::now() + JOIN_GRACE;
-        while self.handles.iter().any(|h| !h.is_finished()) && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(5));
+        let began = Instant::now();
+        while self.handles.iter().any(|h| !h.is_finished()) {
+            // A Ctrl-C during the wait (a child's, from its parent) shortens it too.
+            let grace = if interrupt::requested() {
+                INTERRUPTED_JOIN_GRACE
+            } else {
+                JOIN_GRACE
+            };
+            if began.elapsed() >= grace {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
         }
         for h in self.handles.drain(..) {
             if h.is_finished() {
@@ -557,7 +570,10 @@ pub fn client_run(
     let server_roles = msg.server_roles();
     let my_roles: Vec<Role> = server_roles.iter().map(|r| other(*r)).collect();
     let my_role = my_roles[0];
-    let control_err = |e: ControlError| RunError::Failed(anyhow!(e));
+    let control_err = |e: ControlError| match e {
+        ControlError::Interrupted => RunError::Interrupted,
+        e => RunError::Failed(anyhow!(e)),
+    };
     ctl.send(FrameType::Scenario, &msg).map_err(control_err)?;
     let ready: Ready = ctl
         .expect(FrameType::Ready, STEP_DEADLINE)
@@ -915,6 +931,7 @@ pub fn server_run(
         }
     }
     forge(&mut ready.endpoints);
+    crate::testhooks::hold("server-ready");
     ctl.send(FrameType::Ready, &ready)?;
     let theirs: Wired = ctl.expect(FrameType::Wired, STEP_DEADLINE)?;
     let control_peer = ctl.stream().peer_ip().map(canonical);
@@ -1075,6 +1092,7 @@ pub fn server_run(
         return Err(fail(e, ctl));
     }
     wired.endpoints.clear();
+    crate::testhooks::hold("server-wired");
     ctl.send(FrameType::Wired, &wired)?;
     let start: Result<Start, ControlError> = ctl.expect(FrameType::Start, STEP_DEADLINE);
     if let Err(e) = start {
@@ -1125,6 +1143,7 @@ pub fn server_run(
         udp_drops,
         environment: side.environment.clone(),
     };
+    crate::testhooks::hold("server-result");
     ctl.send(FrameType::Result, &result)?;
     Ok(reports)
 }

@@ -26,8 +26,9 @@ use crate::workload::{
 
 /// How long a run may take beyond its planned duration before it is declared stalled.
 const STALL_GRACE: Duration = Duration::from_secs(15);
-/// How long after Ctrl-C the runner waits for the sides before it leaves them behind.
-const INTERRUPT_GRACE: Duration = Duration::from_millis(600);
+/// How long after Ctrl-C the runner waits for the sides before it leaves them behind
+/// (the process exits, and they with it: the whole stop is promised within 100 ms).
+const INTERRUPT_GRACE: Duration = Duration::from_millis(20);
 
 /// Where one run makes its socket files and FIFOs: `--path`, or a private directory that
 /// exists only while the run opens its transports (every name in it is removed as soon

@@ -553,7 +553,9 @@ impl Plan {
     /// # Errors
     /// [`PlanError`] for anything malformed, out of range or unsupported.
     pub fn from_args(args: &Args) -> Result<Plan, PlanError> {
-        Plan::from_args_on(args, &Host::probe())
+        let host = Host::probe();
+        crate::testhooks::hold("plan");
+        Plan::from_args_on(args, &host)
     }
 
     /// Check the flags and build the plan for a machine whose limits are `host`.

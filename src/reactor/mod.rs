@@ -260,7 +260,7 @@ pub fn run(
         } else {
             deadline
                 .saturating_duration_since(Instant::now())
-                .min(Duration::from_millis(50))
+                .min(Duration::from_millis(20))
         };
         match poll.poll(&mut events, Some(wait)) {
             Ok(()) => {}

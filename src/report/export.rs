@@ -462,12 +462,16 @@ fn write_in_place(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let since = Instant::now();
     // A Ctrl-C during the wait ends it (one before it, which ended the run, does not).
     let interrupted_before = crate::interrupt::requested();
+    let mut first_wait = true;
     let mut file: File = loop {
         match open() {
             Ok(f) => break f,
             // ENXIO on a FIFO: no reader yet (elsewhere, e.g. /dev/tty without a
             // terminal, it is final).
             Err(e) if fifo && e.raw_os_error() == Some(nix::libc::ENXIO) => {
+                if std::mem::take(&mut first_wait) {
+                    crate::testhooks::hold("export-fifo");
+                }
                 if crate::interrupt::requested() && !interrupted_before {
                     anyhow::bail!("interrupted while waiting for the FIFO's reader");
                 }

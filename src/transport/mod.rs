@@ -1048,7 +1048,7 @@ pub fn remove_stale(dir: &std::path::Path) -> Vec<String> {
     removed
 }
 
-/// Connect `sock` to `addr` within `timeout`, noticing Ctrl-C within 50 ms. The socket is
+/// Connect `sock` to `addr` within `timeout`, noticing Ctrl-C within 10 ms. The socket is
 /// blocking again afterwards.
 ///
 /// # Errors
@@ -1059,7 +1059,7 @@ pub(crate) fn connect_with_deadline(
     timeout: Duration,
 ) -> io::Result<()> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    const SLICE: Duration = Duration::from_millis(50);
+    const SLICE: Duration = Duration::from_millis(10);
     let deadline = std::time::Instant::now() + timeout;
     sock.set_nonblocking(true)?;
     let give_up = |what: &str| -> io::Result<()> {

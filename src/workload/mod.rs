@@ -167,7 +167,7 @@ pub fn wait_until(due: Instant, deadline: Option<Instant>) -> bool {
         let left = due - now;
         if left > Duration::from_micros(200) {
             // Nap in slices so Ctrl-C is noticed promptly even at very low rates.
-            std::thread::sleep((left - Duration::from_micros(100)).min(Duration::from_millis(50)));
+            std::thread::sleep((left - Duration::from_micros(100)).min(Duration::from_millis(20)));
         } else {
             std::hint::spin_loop();
         }

@@ -33,8 +33,13 @@ use crate::transport::TransportKind;
 
 /// The pattern's period in bytes.
 pub const PERIOD: usize = 65521;
-/// How long a blocked call waits before it looks at the stop flags again.
-pub const TICK: Duration = Duration::from_millis(100);
+/// How long a blocked call waits before it looks at the stop flags again (Ctrl-C is
+/// promised to stop a run within 100 ms).
+pub const TICK: Duration = Duration::from_millis(20);
+/// How often a waiting accept looks at its stop condition: after Ctrl-C (or the run's
+/// end) the roles stop one after another (the sources, then the relay's accepts, then
+/// the sink's), each seeing the last one's end at its next look.
+const ACCEPT_TICK: Duration = Duration::from_millis(5);
 /// How long a TCP connect may take before it is a failure (a peer that drops SYNs).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// The sink's read buffer.
@@ -114,18 +119,29 @@ impl Target {
         Ok(Target::Unix(path))
     }
 
-    /// Connect (blocking; TCP gives up after [`CONNECT_TIMEOUT`]).
+    /// Connect (blocking; gives up after [`CONNECT_TIMEOUT`], and within moments of
+    /// Ctrl-C: a target that drops SYNs, or a Unix listener whose backlog is full, does
+    /// not hold up the stop).
     ///
     /// # Errors
-    /// As connect(2).
+    /// As connect(2); `Interrupted` on Ctrl-C.
     pub fn connect(&self) -> io::Result<End> {
+        use socket2::{Domain, SockAddr, Socket, Type};
+        let (domain, addr) = match self {
+            Target::Tcp(a) => (Domain::for_address(*a), SockAddr::from(*a)),
+            Target::Unix(p) => (Domain::UNIX, SockAddr::unix(p)?),
+        };
+        let sock = Socket::new(domain, Type::STREAM, None)?;
+        crate::transport::connect_with_deadline(&sock, &addr, CONNECT_TIMEOUT)?;
         match self {
-            Target::Tcp(a) => {
-                let s = TcpStream::connect_timeout(a, CONNECT_TIMEOUT)?;
+            Target::Tcp(_) => {
+                let s = TcpStream::from(sock);
                 s.set_nodelay(true)?;
                 Ok(End::Tcp(s))
             }
-            Target::Unix(p) => Ok(End::Unix(UnixStream::connect(p)?)),
+            Target::Unix(_) => Ok(End::Unix(UnixStream::from(std::os::fd::OwnedFd::from(
+                sock,
+            )))),
         }
     }
 }
@@ -197,7 +213,7 @@ impl Listener {
     }
 
     /// Accept one connection (blocking, Nagle off for TCP), looking at `give_up` before
-    /// each try and every [`TICK`] while none comes; `None` once it says so.
+    /// each try and every `ACCEPT_TICK` (5 ms) while none comes; `None` once it says so.
     ///
     /// # Errors
     /// As accept(2).
@@ -233,7 +249,7 @@ impl Listener {
                     ) => {}
                 Err(e) => return Err(e),
             }
-            crate::sys::wait::poll_one(fd, true, Some(TICK))?;
+            crate::sys::wait::poll_one(fd, true, Some(ACCEPT_TICK))?;
         }
     }
 }
@@ -457,6 +473,7 @@ struct Source {
 impl Source {
     fn run(&self, coord: &Coord, line: &Barrier) -> io::Result<RoleCounts> {
         line.wait();
+        crate::testhooks::hold("relay-run");
         let t0 = Instant::now();
         let cpu0 = ThreadCpu::now();
         {

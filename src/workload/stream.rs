@@ -325,6 +325,8 @@ impl Workload for Stream {
             side.conn.set_recv_timeout(Some(QUIET))?;
         }
         let meter = Meter::start(&side.start);
+        // A test can make this receiver stop reading (the peer that stops reading).
+        crate::testhooks::hold("receive");
         let t0 = meter.t0();
         let mut live = Publisher::new(side.start.live(), Role::Receiver, None);
         let (mut bytes, mut reads, mut calls) = (0u64, 0u64, 0u64);

@@ -348,6 +348,11 @@ impl Agents {
         a
     }
 
+    /// The agents' process ids.
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(std::process::Child::id).collect()
+    }
+
     /// The agents as `mesh --hosts` takes them.
     pub fn list(&self) -> String {
         self.hosts.join(",")
