@@ -15,12 +15,13 @@ use anyhow::{anyhow, bail, Context};
 
 use super::split::{client_run, ClientOutcome, ClientSide};
 use super::threads::RunDir;
+use super::trust::PeerTrust;
 use super::{Placement, RunError};
 use crate::control::auth::{self, Key, NONCE_BYTES};
 use crate::control::frame::FrameType;
 use crate::control::messages::{channels_of, server_roles, Auth, Bye, Hello, Welcome};
 use crate::control::wire::{clean, WireSide};
-use crate::control::{Control, ControlError, DEFAULT_PORT, HANDSHAKE_DEADLINE, VERSION};
+use crate::control::{Control, ControlError, Deadlines, DEFAULT_PORT, HANDSHAKE_DEADLINE, VERSION};
 use crate::environment::Environment;
 use crate::measure::cpu::{SystemCpu, SystemTicks};
 use crate::plan::Scenario;
@@ -171,6 +172,20 @@ enum Peer {
     Child,
 }
 
+/// A control connection to a server, handshake done, and what this side found out about
+/// the process behind it (once, for every run over it).
+struct Conversation {
+    ctl: Control,
+    trust: PeerTrust,
+}
+
+impl Conversation {
+    fn new(ctl: Control) -> Conversation {
+        let trust = PeerTrust::of(ctl.stream().addrs());
+        Conversation { ctl, trust }
+    }
+}
+
 /// The other role in another process.
 pub struct Remote {
     peer: Peer,
@@ -178,7 +193,8 @@ pub struct Remote {
     server_role: Role,
     bidir: bool,
     path: Option<PathBuf>,
-    ctl: Mutex<Option<Control>>,
+    deadlines: Deadlines,
+    conversation: Mutex<Option<Conversation>>,
     environment: Mutex<Option<Environment>>,
 }
 
@@ -196,7 +212,8 @@ impl Remote {
             server_role,
             bidir: false,
             path,
-            ctl: Mutex::new(None),
+            deadlines: Deadlines::default(),
+            conversation: Mutex::new(None),
             environment: Mutex::new(None),
         }
     }
@@ -209,9 +226,19 @@ impl Remote {
             server_role: child_role,
             bidir: false,
             path,
-            ctl: Mutex::new(None),
+            deadlines: Deadlines::default(),
+            conversation: Mutex::new(None),
             environment: Mutex::new(None),
         }
+    }
+
+    /// Runs over `ctl` (handshake done), whose peer is known as `trust`, with `deadlines`:
+    /// what [`Placement::run`] then does is what it does after dialling the server.
+    #[cfg(test)]
+    pub(crate) fn over(self, ctl: Control, trust: PeerTrust, deadlines: Deadlines) -> Remote {
+        *self.conversation.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(Conversation { ctl, trust });
+        Remote { deadlines, ..self }
     }
 
     /// Both directions at once (`--bidir`): each stream also runs the other way.
@@ -252,7 +279,7 @@ impl Remote {
         sc: &Scenario,
         stop: Stop,
     ) -> Result<(ClientOutcome, Option<SystemCpu>), RunError> {
-        let mut guard = self.ctl.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.conversation.lock().unwrap_or_else(|e| e.into_inner());
         if guard.is_none() {
             let (ctl, _) = dial(target, self.key.as_ref()).map_err(|e| {
                 match e.downcast_ref::<Interrupted>().is_some() || crate::interrupt::requested() {
@@ -260,11 +287,17 @@ impl Remote {
                     false => RunError::Failed(e),
                 }
             })?;
-            *guard = Some(ctl);
+            *guard = Some(Conversation::new(ctl));
         }
-        let ctl = guard.as_mut().expect("connected");
+        let c = guard.as_mut().expect("connected");
         let dir = open_dir(sc, self.path.as_ref())?;
-        let outcome = self.timed_run(ctl, sc, stop, dir, Vec::new());
+        let side = ClientSide {
+            trust: &c.trust,
+            deadlines: self.deadlines,
+            dir,
+            inherited: Vec::new(),
+        };
+        let outcome = self.timed_run(&mut c.ctl, sc, stop, side);
         if outcome.is_err() {
             // The conversation may be mid-run: start the next run on a new one.
             *guard = None;
@@ -278,11 +311,9 @@ impl Remote {
         ctl: &mut Control,
         sc: &Scenario,
         stop: Stop,
-        dir: Option<RunDir>,
-        inherited: Vec<(Box<dyn Conn>, RawFd)>,
+        side: ClientSide<'_>,
     ) -> Result<(ClientOutcome, Option<SystemCpu>), RunError> {
         let t0 = SystemTicks::now();
-        let side = ClientSide { dir, inherited };
         let o = client_run(ctl, sc, stop, self.server_role, self.bidir, side)?;
         let t1 = SystemTicks::now();
         Ok((o, t0.zip(t1).and_then(|(a, b)| SystemCpu::between(&a, &b))))
@@ -338,9 +369,18 @@ impl Remote {
             handed.push((mine_end, fd));
         }
         let mut ctl = Control::new(Box::new(mine));
+        // Over an inherited socket: the child is this program, and nothing it names is
+        // checked.
+        let trust = PeerTrust::of(None);
         let outcome = (|| {
             handshake(&mut ctl, None).map_err(RunError::Failed)?;
-            let done = self.timed_run(&mut ctl, sc, stop, dir, handed)?;
+            let side = ClientSide {
+                trust: &trust,
+                deadlines: self.deadlines,
+                dir,
+                inherited: handed,
+            };
+            let done = self.timed_run(&mut ctl, sc, stop, side)?;
             let _ = ctl.send(FrameType::Bye, &Bye {});
             Ok(done)
         })();

@@ -42,7 +42,7 @@ use crate::control::messages::{
 };
 use crate::control::session::Peer;
 use crate::control::wire::WireSide;
-use crate::control::{parse, Control, ControlError, STEP_DEADLINE};
+use crate::control::{parse, Control, ControlError, Deadlines};
 use crate::interrupt;
 use crate::plan::Scenario;
 use crate::transport::connector::{self, Dialer};
@@ -55,14 +55,10 @@ use crate::workload::{
 
 /// Bytes of a run's token.
 pub const TOKEN_BYTES: usize = 16;
-/// How long a run may go past its planned end before it is declared stalled.
-const STALL_GRACE: Duration = Duration::from_secs(15);
 /// How long after Ctrl-C the client waits for the run to wind down before it abandons it.
 const INTERRUPT_GRACE: Duration = Duration::from_millis(600);
 /// How long the roles of an abandoned run get to end once their sockets are shut down.
 const JOIN_GRACE: Duration = Duration::from_secs(2);
-/// How often the coordinating thread looks at the control connection during a run.
-const TICK: Duration = Duration::from_millis(10);
 
 /// Whether a data connection of `kind` proves itself with the run's token: the
 /// connection-oriented sockets, where anyone who can reach the port could connect first.
@@ -157,8 +153,9 @@ impl LocalRoles {
         self.start.others_arrived()
     }
 
-    /// Wait (up to `wait`) until every role waits at the start line.
-    fn wait_ready(&self, wait: Duration) -> anyhow::Result<()> {
+    /// Wait (up to `wait`) until every role waits at the start line, looking every `tick`
+    /// (every millisecond at most).
+    fn wait_ready(&self, wait: Duration, tick: Duration) -> anyhow::Result<()> {
         let until = Instant::now() + wait;
         while !self.ready() {
             if Instant::now() > until {
@@ -167,7 +164,7 @@ impl LocalRoles {
             if interrupt::requested() {
                 bail!("interrupted");
             }
-            std::thread::sleep(Duration::from_millis(1));
+            std::thread::sleep(tick.min(Duration::from_millis(1)));
         }
         Ok(())
     }
@@ -274,7 +271,7 @@ fn drive(
     ctl: &mut Control,
     roles: &mut LocalRoles,
     sc: &Scenario,
-    limit: Duration,
+    (limit, deadlines): (Duration, &Deadlines),
     client: bool,
 ) -> Result<Ending, RunError> {
     let started = Instant::now();
@@ -304,7 +301,7 @@ fn drive(
             ctl.refuse(&format!(
                 "the run was abandoned after {:.0} s (a timed run's end plus {:.0} s, or the server's --max-duration)",
                 started.elapsed().as_secs_f64(),
-                STALL_GRACE.as_secs_f64()
+                deadlines.stall.as_secs_f64()
             ));
             return fail(
                 roles,
@@ -315,7 +312,7 @@ fn drive(
                 ),
             );
         }
-        let frame = match ctl.poll(TICK) {
+        let frame = match ctl.poll(deadlines.tick) {
             Ok(Some(f)) => f,
             Ok(None) => continue,
             Err(e) => {
@@ -350,11 +347,11 @@ fn drive(
     }
 }
 
-/// How long a run of `stop` may take at most: a timed run its time and a grace for a
-/// slow end; a run bounded by count or bytes, `max` (the server's --max-duration).
-fn run_limit(stop: Stop, max: Duration) -> Duration {
+/// How long a run of `stop` may take at most: a timed run its time and a grace (`stall`)
+/// for a slow end; a run bounded by count or bytes, `max` (the server's --max-duration).
+fn run_limit(stop: Stop, max: Duration, stall: Duration) -> Duration {
     match stop {
-        Stop::Duration(d) => d + STALL_GRACE,
+        Stop::Duration(d) => d.saturating_add(stall),
         _ => max,
     }
 }
@@ -421,9 +418,14 @@ fn reads(ch: &Channel, role: Role) -> bool {
 }
 
 /// Read and check the run's token on a freshly accepted connection.
-fn check_token(conn: &mut Box<dyn Conn>, kind: TransportKind, token: &[u8]) -> anyhow::Result<()> {
+fn check_token(
+    conn: &mut Box<dyn Conn>,
+    kind: TransportKind,
+    token: &[u8],
+    wait: Duration,
+) -> anyhow::Result<()> {
     let mut got = [0u8; TOKEN_BYTES];
-    conn.set_recv_timeout(Some(STEP_DEADLINE))
+    conn.set_recv_timeout(Some(wait))
         .context("cannot bound the wait for the token")?;
     let n = workload::recv_message(conn.as_mut(), &mut got, kind.framing())
         .context("no token came on a data connection")?;
@@ -511,7 +513,12 @@ fn options(sc: &Scenario, dir: Option<&RunDir>, bind: Option<SocketAddr>) -> Tra
 }
 
 /// What the client brings to a run besides the scenario.
-pub struct ClientSide {
+pub struct ClientSide<'a> {
+    /// What this side knows of the server (found once per conversation): what it names
+    /// passes these checks before it is used.
+    pub trust: &'a PeerTrust,
+    /// How long each step may take.
+    pub deadlines: Deadlines,
     /// Where this side makes names (a private directory, removed as soon as every
     /// connection is made), for transports with names in the file system.
     pub dir: Option<RunDir>,
@@ -543,8 +550,9 @@ pub fn client_run(
     stop: Stop,
     server_role: Role,
     bidir: bool,
-    mut side: ClientSide,
+    mut side: ClientSide<'_>,
 ) -> Result<ClientOutcome, RunError> {
+    let deadlines = side.deadlines;
     let mut msg_sc = sc.clone();
     msg_sc.stop = stop;
     msg_sc.bind = None;
@@ -560,7 +568,7 @@ pub fn client_run(
     let control_err = |e: ControlError| RunError::Failed(anyhow!(e));
     ctl.send(FrameType::Scenario, &msg).map_err(control_err)?;
     let ready: Ready = ctl
-        .expect(FrameType::Ready, STEP_DEADLINE)
+        .expect(FrameType::Ready, deadlines.step)
         .map_err(|e| match e {
             ControlError::Refused(why) => {
                 RunError::Failed(anyhow!("the server refused the run: {why}"))
@@ -584,7 +592,7 @@ pub fn client_run(
     };
     // Nothing the server names is used unchecked; the checked files stay pinned (held
     // open) until the run is over.
-    let trust = PeerTrust::of(ctl.stream().addrs());
+    let trust = side.trust;
     let mut pins: Vec<Pinned> = Vec::new();
     if wiring == Wiring::ListenDial {
         dial_endpoints = ready.endpoints.clone();
@@ -699,7 +707,7 @@ pub fn client_run(
     forge(&mut wired.locals);
     ctl.send(FrameType::Wired, &wired).map_err(control_err)?;
     let theirs: Wired = ctl
-        .expect(FrameType::Wired, STEP_DEADLINE)
+        .expect(FrameType::Wired, deadlines.step)
         .map_err(|e| match e {
             ControlError::Refused(why) => {
                 RunError::Failed(anyhow!("the server could not set up the run: {why}"))
@@ -771,7 +779,7 @@ pub fn client_run(
         }
     }
     let mut roles = LocalRoles::spawn(sc, stop, &my_roles, sides).map_err(|e| fail(e, ctl))?;
-    if let Err(e) = roles.wait_ready(STEP_DEADLINE) {
+    if let Err(e) = roles.wait_ready(deadlines.step, deadlines.tick) {
         roles.abort();
         if interrupt::requested() {
             ctl.refuse("the client was interrupted (Ctrl-C)");
@@ -781,8 +789,12 @@ pub fn client_run(
     }
     ctl.send(FrameType::Start, &Start {}).map_err(control_err)?;
     roles.open();
-    let limit = run_limit(stop, Duration::from_secs(u64::from(u32::MAX)));
-    match drive(ctl, &mut roles, sc, limit, true)? {
+    let limit = run_limit(
+        stop,
+        Duration::from_secs(u64::from(u32::MAX)),
+        deadlines.stall,
+    );
+    match drive(ctl, &mut roles, sc, (limit, &deadlines), true)? {
         Ending::Interrupted => Err(RunError::Interrupted),
         Ending::Done(_, None) => Err(RunError::Failed(anyhow!("the server sent no result"))),
         Ending::Done(reports, Some(result)) => {
@@ -801,6 +813,11 @@ pub fn client_run(
 pub struct ServerSide<'a> {
     /// Who the client is.
     pub peer: Peer,
+    /// What this side knows of the client (found once per conversation): what it names
+    /// passes these checks before it is used.
+    pub trust: &'a PeerTrust,
+    /// How long each step may take.
+    pub deadlines: Deadlines,
     /// The longest a run may take.
     pub max_duration: Duration,
     /// This host's environment, for the result.
@@ -912,11 +929,12 @@ pub fn server_run(
     }
     forge(&mut ready.endpoints);
     ctl.send(FrameType::Ready, &ready)?;
-    let theirs: Wired = ctl.expect(FrameType::Wired, STEP_DEADLINE)?;
+    let deadlines = side.deadlines;
+    let theirs: Wired = ctl.expect(FrameType::Wired, deadlines.step)?;
     let control_peer = ctl.stream().peer_ip().map(canonical);
     // Nothing the client names is used unchecked; the checked files stay pinned (held
     // open) until the run is over.
-    let trust = PeerTrust::of(ctl.stream().addrs());
+    let trust = side.trust;
     let mut pins: Vec<Pinned> = Vec::new();
     let mut conns = Vec::with_capacity(halves.len());
     for (i, (ch, h)) in channels.iter().zip(halves).enumerate() {
@@ -930,7 +948,7 @@ pub fn server_run(
                 };
                 let expected = on_port.as_mut().expect("the run's registration");
                 let (sock, _) = expected
-                    .take(from, Instant::now() + STEP_DEADLINE)
+                    .take(from, Instant::now() + deadlines.step)
                     .map_err(|e| fail(e, ctl))?;
                 let c = transport::adopt_tcp(sock, &opts).map_err(|e| fail(e, ctl))?;
                 if let (Some(got), Some(want)) = (peer_ip(c.as_ref()), control_peer) {
@@ -971,7 +989,8 @@ pub fn server_run(
                     .map_err(|e| fail(e, ctl))?;
                 pins.extend(peer);
                 if carries_token(sc.transport) {
-                    check_token(&mut c, sc.transport, &token).map_err(|e| fail(e, ctl))?;
+                    check_token(&mut c, sc.transport, &token, deadlines.step)
+                        .map_err(|e| fail(e, ctl))?;
                     if let (Some(got), Some(want)) = (peer_ip(c.as_ref()), control_peer) {
                         if got != want && !(got.is_loopback() && want.is_loopback()) {
                             return Err(fail(anyhow!("a data connection came from {got}, not from the client at {want}"), ctl));
@@ -1061,13 +1080,13 @@ pub fn server_run(
             .collect()
     };
     let mut roles = LocalRoles::spawn(sc, stop, &role_of, sides).map_err(|e| fail(e, ctl))?;
-    if let Err(e) = roles.wait_ready(STEP_DEADLINE) {
+    if let Err(e) = roles.wait_ready(deadlines.step, deadlines.tick) {
         roles.abort();
         return Err(fail(e, ctl));
     }
     wired.endpoints.clear();
     ctl.send(FrameType::Wired, &wired)?;
-    let start: Result<Start, ControlError> = ctl.expect(FrameType::Start, STEP_DEADLINE);
+    let start: Result<Start, ControlError> = ctl.expect(FrameType::Start, deadlines.step);
     if let Err(e) = start {
         roles.abort();
         return Err(e.into());
@@ -1082,7 +1101,10 @@ pub fn server_run(
         ctl,
         &mut roles,
         sc,
-        run_limit(stop, side.max_duration),
+        (
+            run_limit(stop, side.max_duration, deadlines.stall),
+            &deadlines,
+        ),
         false,
     );
     // A role's signal sent as it ended goes before the result.
