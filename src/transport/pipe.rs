@@ -165,15 +165,82 @@ impl Listener for FifoListener {
 }
 
 /// The sending half: open the FIFO at `path` for writing (its reader is open already).
+///
+/// # Errors
+/// Nobody reads the FIFO: a listener opens its read end before it gives the name, so its
+/// peer has gone (or never listened). Opening it blocking would wait for a reader forever.
 pub fn connect(path: &Path) -> anyhow::Result<Connected> {
-    let w = nix::fcntl::open(path, OFlag::O_WRONLY | OFlag::O_CLOEXEC, Mode::empty())
-        .with_context(|| format!("cannot open FIFO {} for writing", path.display()))?;
+    let w = nix::fcntl::open(
+        path,
+        OFlag::O_WRONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| match e {
+        nix::errno::Errno::ENXIO => anyhow::anyhow!(
+            "nobody reads FIFO {}: its peer has closed it (or never opened it)",
+            path.display()
+        ),
+        e => anyhow::Error::new(e)
+            .context(format!("cannot open FIFO {} for writing", path.display())),
+    })?;
+    let w = File::from(own(w));
+    // Blocking writes from here on, as the roles expect.
+    fcntl(w.as_raw_fd(), FcntlArg::F_SETFL(OFlag::empty()))
+        .context("cannot make the FIFO blocking")?;
     Ok(Connected {
-        conn: Box::new(PipeWriter(Some(File::from(own(w))))),
+        conn: Box::new(PipeWriter(Some(w))),
         local: None,
     })
 }
 
 fn own(fd: RawFd) -> OwnedFd {
     crate::sys::own_fd(fd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 28 (fuzzing whole sessions): a peer that names a FIFO and does not read it
+    /// made `open(O_WRONLY)` wait forever, a client's run or a server's conversation
+    /// thread with it.
+    #[test]
+    fn a_fifo_nobody_reads_is_refused_at_once_not_waited_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sb-fifo-0");
+        nix::unistd::mkfifo(&path, Mode::from_bits_truncate(0o600)).unwrap();
+        // In a thread of its own: the failure this guards against is a wait forever.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = path.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(connect(&p).err().map(|e| format!("{e:#}")));
+        });
+        let e = rx
+            .recv_timeout(std::time::Duration::from_secs(2))
+            .expect("an answer, not a wait for a reader")
+            .expect("refused");
+        assert!(e.contains("nobody reads FIFO"), "{e}");
+        // With its reader open: the writer goes through, and blocks as a role expects.
+        let l = listen(
+            &TransportOptions {
+                dir: dir.path().to_path_buf(),
+                ..TransportOptions::default()
+            },
+            1,
+        )
+        .unwrap();
+        let Endpoint::Path(p) = l.endpoint().clone() else {
+            panic!("a path")
+        };
+        let mut w = connect(&p).unwrap().conn;
+        let fd = w.raw_fd().unwrap();
+        let flags = OFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFL).unwrap());
+        assert!(!flags.contains(OFlag::O_NONBLOCK));
+        let (mut r, _) = l.accept(None).unwrap();
+        assert_eq!(w.send(b"hi").unwrap(), 2);
+        w.finish().unwrap();
+        let mut buf = [0u8; 4];
+        assert_eq!(r.recv(&mut buf).unwrap(), 2);
+        assert_eq!(r.recv(&mut buf).unwrap(), 0);
+    }
 }
