@@ -9,6 +9,8 @@
 
 pub mod auth;
 pub mod frame;
+#[cfg(test)]
+pub(crate) mod fuzzing;
 pub mod messages;
 pub mod session;
 pub mod wire;

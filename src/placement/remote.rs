@@ -24,6 +24,7 @@ use crate::control::wire::{clean, WireSide};
 use crate::control::{Control, ControlError, Deadlines, DEFAULT_PORT, HANDSHAKE_DEADLINE, VERSION};
 use crate::environment::Environment;
 use crate::measure::cpu::{SystemCpu, SystemTicks};
+use crate::measure::figures::{implausible, run_figures};
 use crate::plan::Scenario;
 use crate::transport::{Conn, TransportKind, TransportOptions};
 use crate::workload::{PeerInfo, Role, Roles, SideReport, Stop};
@@ -177,12 +178,18 @@ enum Peer {
 struct Conversation {
     ctl: Control,
     trust: PeerTrust,
+    /// The server's --max-duration, as its welcome said.
+    max_duration: Duration,
 }
 
 impl Conversation {
-    fn new(ctl: Control) -> Conversation {
+    fn new(ctl: Control, welcome: &Welcome) -> Conversation {
         let trust = PeerTrust::of(ctl.stream().addrs());
-        Conversation { ctl, trust }
+        Conversation {
+            ctl,
+            trust,
+            max_duration: Duration::from_secs(welcome.limits.max_duration_s),
+        }
     }
 }
 
@@ -235,9 +242,16 @@ impl Remote {
     /// Runs over `ctl` (handshake done), whose peer is known as `trust`, with `deadlines`:
     /// what [`Placement::run`] then does is what it does after dialling the server.
     #[cfg(test)]
-    pub(crate) fn over(self, ctl: Control, trust: PeerTrust, deadlines: Deadlines) -> Remote {
-        *self.conversation.lock().unwrap_or_else(|e| e.into_inner()) =
-            Some(Conversation { ctl, trust });
+    pub(crate) fn over(
+        self,
+        (ctl, welcome): (Control, &Welcome),
+        trust: PeerTrust,
+        deadlines: Deadlines,
+    ) -> Remote {
+        *self.conversation.lock().unwrap_or_else(|e| e.into_inner()) = Some(Conversation {
+            trust,
+            ..Conversation::new(ctl, welcome)
+        });
         Remote { deadlines, ..self }
     }
 
@@ -281,19 +295,20 @@ impl Remote {
     ) -> Result<(ClientOutcome, Option<SystemCpu>), RunError> {
         let mut guard = self.conversation.lock().unwrap_or_else(|e| e.into_inner());
         if guard.is_none() {
-            let (ctl, _) = dial(target, self.key.as_ref()).map_err(|e| {
+            let (ctl, welcome) = dial(target, self.key.as_ref()).map_err(|e| {
                 match e.downcast_ref::<Interrupted>().is_some() || crate::interrupt::requested() {
                     true => RunError::Interrupted,
                     false => RunError::Failed(e),
                 }
             })?;
-            *guard = Some(Conversation::new(ctl));
+            *guard = Some(Conversation::new(ctl, &welcome));
         }
         let c = guard.as_mut().expect("connected");
         let dir = open_dir(sc, self.path.as_ref())?;
         let side = ClientSide {
             trust: &c.trust,
             deadlines: self.deadlines,
+            max_duration: c.max_duration,
             dir,
             inherited: Vec::new(),
         };
@@ -373,10 +388,11 @@ impl Remote {
         // checked.
         let trust = PeerTrust::of(None);
         let outcome = (|| {
-            handshake(&mut ctl, None).map_err(RunError::Failed)?;
+            let welcome = handshake(&mut ctl, None).map_err(RunError::Failed)?;
             let side = ClientSide {
                 trust: &trust,
                 deadlines: self.deadlines,
+                max_duration: Duration::from_secs(welcome.limits.max_duration_s),
                 dir,
                 inherited: handed,
             };
@@ -499,15 +515,18 @@ impl Placement for Remote {
                 o.reports.len()
             )));
         }
-        let theirs: Vec<(Role, SideReport)> = o.result.roles.iter().copied().zip(theirs).collect();
-        let mut environment = o.result.environment.clone();
-        environment.kernel = clean(&environment.kernel, 200);
-        environment.hostname = clean(&environment.hostname, 100);
-        environment.cpu_model = environment.cpu_model.map(|m| clean(&m, 200));
-        environment.governor = environment.governor.map(|g| clean(&g, 50));
-        for v in environment.sysctls.values_mut() {
-            *v = v.as_deref().map(|t| clean(t, 200));
+        // Each of its sides in a role this run gave it (the order is the order they ended).
+        let mut asked = server_roles(sc.parallel as usize, self.server_role, self.bidir);
+        let mut told = o.result.roles.clone();
+        asked.sort_by_key(|r| *r == Role::Sender);
+        told.sort_by_key(|r| *r == Role::Sender);
+        if asked != told {
+            return Err(RunError::Failed(anyhow!(
+                "the peer reported its streams in roles this run did not give it: is it a sockbench server of this release?"
+            )));
         }
+        let theirs: Vec<(Role, SideReport)> = o.result.roles.iter().copied().zip(theirs).collect();
+        let environment = peer_environment(&o.result.environment);
         *self.environment.lock().unwrap_or_else(|e| e.into_inner()) = Some(environment.clone());
         let server_receives = self.server_role == Role::Receiver;
         // Each direction: who sends there and who receives.
@@ -559,7 +578,7 @@ impl Placement for Remote {
             .and_then(|r| r.socket_buffers.1)
             .or(link.rcvbuf_bytes);
         let _ = std::io::stderr().flush();
-        Ok(Roles {
+        let roles = Roles {
             senders,
             receivers,
             system,
@@ -577,7 +596,78 @@ impl Placement for Remote {
                 system: o.result.system,
                 environment,
             }),
-        })
+        };
+        // A figure no measurement gives (in range count by count, beyond any link or
+        // clock together) means the peer measured nothing: the run is refused, not shown.
+        if let Some(what) = implausible(&run_figures(sc, &roles)) {
+            return Err(RunError::Failed(anyhow!(
+                "the peer reported what no measurement gives ({what}): the run is refused (is it a sockbench server of this release, and the one you meant?)"
+            )));
+        }
+        Ok(roles)
+    }
+}
+
+/// Most sysctls a peer's environment may name (sockbench reads about a dozen).
+const MAX_SYSCTLS: usize = 64;
+
+/// A peer's environment made safe to keep and print: its text without control characters
+/// and cut short, at most [`MAX_SYSCTLS`] sysctls.
+fn peer_environment(e: &Environment) -> Environment {
+    Environment {
+        kernel: clean(&e.kernel, 200),
+        hostname: clean(&e.hostname, 100),
+        cpu_model: e.cpu_model.as_deref().map(|m| clean(m, 200)),
+        cpus: e.cpus,
+        governor: e.governor.as_deref().map(|g| clean(g, 50)),
+        sysctls: e
+            .sysctls
+            .iter()
+            .take(MAX_SYSCTLS)
+            .map(|(k, v)| (clean(k, 100), v.as_deref().map(|t| clean(t, 200))))
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod session_fuzz;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 28: a server's sysctl names went into the client's report raw (an escape
+    /// sequence reached the terminal through `report`), and as many as it liked.
+    #[test]
+    fn a_servers_environment_loses_its_control_characters_and_most_of_its_sysctls() {
+        let mut sysctls: std::collections::BTreeMap<String, Option<String>> = (0..1000)
+            .map(|i| (format!("sysctl.{i:04}"), Some("1".to_string())))
+            .collect();
+        sysctls.insert("a.\u{1b}[31mred".into(), Some("\u{7}".into()));
+        let e = peer_environment(&Environment {
+            kernel: "\u{1b}]0;title\u{7}Linux".into(),
+            hostname: "h\r\n".repeat(100),
+            cpu_model: Some("\u{9b}1m".into()),
+            cpus: 2,
+            governor: Some("\u{1b}[5m".into()),
+            sysctls,
+        });
+        assert_eq!(e.sysctls.len(), MAX_SYSCTLS);
+        let texts = [
+            Some(&e.kernel),
+            Some(&e.hostname),
+            e.cpu_model.as_ref(),
+            e.governor.as_ref(),
+        ];
+        let sysctls = e.sysctls.iter().flat_map(|(k, v)| [Some(k), v.as_ref()]);
+        for t in texts.into_iter().chain(sysctls).flatten() {
+            assert!(!t.chars().any(char::is_control), "{t:?}");
+        }
+        assert!(
+            e.sysctls.contains_key("a.\\x1b[31mred"),
+            "{:?}",
+            e.sysctls.keys().next()
+        );
     }
 }
 

@@ -266,7 +266,9 @@ enum Ending {
 
 /// Coordinate a running run: carry signals both ways, collect the roles' reports, and
 /// (on the client) the server's result; abandon the run when the peer goes away, the
-/// deadline passes, or (on the client) Ctrl-C.
+/// deadline passes, the server's result has not come within the stall grace of this
+/// side's roles ending (on the client: a silent server is not waited for, whatever the
+/// run's stop), or (on the client) Ctrl-C.
 fn drive(
     ctl: &mut Control,
     roles: &mut LocalRoles,
@@ -277,6 +279,7 @@ fn drive(
     let started = Instant::now();
     let mut result: Option<Box<RunResult>> = None;
     let mut interrupted_at: Option<Instant> = None;
+    let mut done_at: Option<Instant> = None;
     loop {
         let fail = |roles: &mut LocalRoles, e: anyhow::Error| {
             roles.abort();
@@ -288,6 +291,18 @@ fn drive(
         let done = roles.collect(sc.transport);
         if done && (!client || result.is_some()) {
             return Ok(Ending::Done(std::mem::take(&mut roles.reports), result));
+        }
+        let waited = done.then(|| done_at.get_or_insert_with(Instant::now).elapsed());
+        if waited.is_some_and(|w| w > deadlines.stall) {
+            ctl.refuse("the client's roles ended and no result came: the run is abandoned");
+            return fail(
+                roles,
+                anyhow!(
+                    "{} run stalled: no result from the server {:.1} s after this side's roles ended; the server may be wedged",
+                    sc.transport,
+                    deadlines.stall.as_secs_f64()
+                ),
+            );
         }
         if client && interrupt::requested() {
             let at = *interrupted_at.get_or_insert_with(Instant::now);
@@ -519,6 +534,10 @@ pub struct ClientSide<'a> {
     pub trust: &'a PeerTrust,
     /// How long each step may take.
     pub deadlines: Deadlines,
+    /// The server's --max-duration (from its welcome): a run without a planned end (a
+    /// count or bytes) is abandoned once it is past, and the stall grace, as the server
+    /// abandons it.
+    pub max_duration: Duration,
     /// Where this side makes names (a private directory, removed as soon as every
     /// connection is made), for transports with names in the file system.
     pub dir: Option<RunDir>,
@@ -566,6 +585,9 @@ pub fn client_run(
     let my_roles: Vec<Role> = server_roles.iter().map(|r| other(*r)).collect();
     let my_role = my_roles[0];
     let control_err = |e: ControlError| RunError::Failed(anyhow!(e));
+    // Each step takes only the server's frames it expects (and a refusal, and a signal
+    // that trailed the last run): nothing larger is held than the step's own frame.
+    ctl.allow(&[FrameType::Ready, FrameType::Signal, FrameType::Error]);
     ctl.send(FrameType::Scenario, &msg).map_err(control_err)?;
     let ready: Ready = ctl
         .expect(FrameType::Ready, deadlines.step)
@@ -705,6 +727,7 @@ pub fn client_run(
     }
     forge(&mut wired.endpoints);
     forge(&mut wired.locals);
+    ctl.allow(&[FrameType::Wired, FrameType::Signal, FrameType::Error]);
     ctl.send(FrameType::Wired, &wired).map_err(control_err)?;
     let theirs: Wired = ctl
         .expect(FrameType::Wired, deadlines.step)
@@ -787,11 +810,12 @@ pub fn client_run(
         }
         return Err(fail(e, ctl));
     }
+    ctl.allow(&[FrameType::Signal, FrameType::Result, FrameType::Error]);
     ctl.send(FrameType::Start, &Start {}).map_err(control_err)?;
     roles.open();
     let limit = run_limit(
         stop,
-        Duration::from_secs(u64::from(u32::MAX)),
+        side.max_duration.saturating_add(deadlines.stall),
         deadlines.stall,
     );
     match drive(ctl, &mut roles, sc, (limit, &deadlines), true)? {
