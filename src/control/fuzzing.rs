@@ -11,20 +11,44 @@
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use super::frame::{Decoder, FrameType, HEADER};
 use super::messages::Welcome;
-use super::Stream;
+use super::{Deadlines, Stream};
 use crate::transport::Endpoint;
+
+/// The deadline of every step of a fuzzed session: short, so that a silent peer costs
+/// little; longer in a debug build, which the whole test suite shares two CPUs with.
+pub(crate) fn step() -> Duration {
+    if cfg!(debug_assertions) {
+        Duration::from_millis(60)
+    } else {
+        Duration::from_millis(10)
+    }
+}
+
+/// Every deadline of a fuzzed session: a few steps for the handshake and between runs,
+/// a step for everything else; a run's coordinator looks at its roles every 200 µs.
+pub(crate) fn deadlines() -> Deadlines {
+    Deadlines {
+        hello: step() * 3,
+        handshake: step() * 3,
+        step: step(),
+        idle: step() * 3,
+        stall: step(),
+        tick: Duration::from_micros(200),
+    }
+}
 
 /// A control connection within this process over loopback: (the dialling end, the
 /// accepting end). Both ends close with a reset ([`hang_up`]), so a million of them leave
@@ -318,6 +342,96 @@ fn leaves(v: &mut Value) -> Vec<&mut Value> {
     }
 }
 
+/// A script's end of a data connection.
+pub(crate) enum DataEnd {
+    /// A TCP connection.
+    Tcp(TcpStream),
+    /// A Unix stream connection.
+    Unix(std::os::unix::net::UnixStream),
+    /// A FIFO's read or write end.
+    Fifo(File),
+}
+
+impl DataEnd {
+    pub(crate) fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            DataEnd::Tcp(s) => s.as_fd(),
+            DataEnd::Unix(s) => s.as_fd(),
+            DataEnd::Fifo(f) => f.as_fd(),
+        }
+    }
+
+    pub(crate) fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+        match self {
+            DataEnd::Tcp(s) => s.read(b),
+            DataEnd::Unix(s) => s.read(b),
+            DataEnd::Fifo(f) => f.read(b),
+        }
+    }
+
+    pub(crate) fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        match self {
+            DataEnd::Tcp(s) => s.write(b),
+            DataEnd::Unix(s) => s.write(b),
+            DataEnd::Fifo(f) => f.write(b),
+        }
+    }
+
+    /// Close with a reset where there is one (no TIME-WAIT).
+    pub(crate) fn close(self) {
+        if let DataEnd::Tcp(s) = &self {
+            hang_up(s);
+        }
+    }
+}
+
+/// Wait (up to `until`) for `fd` to be readable (`read`) or writable.
+pub(crate) fn ready(fd: std::os::fd::BorrowedFd<'_>, read: bool, until: Instant) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let left = until.saturating_duration_since(Instant::now());
+    let flags = if read {
+        PollFlags::POLLIN
+    } else {
+        PollFlags::POLLOUT
+    };
+    let mut fds = [PollFd::new(fd, flags)];
+    let ms = PollTimeout::try_from(left).unwrap_or(PollTimeout::ZERO);
+    matches!(poll(&mut fds, ms), Ok(n) if n > 0)
+}
+
+/// Read until the end of data (or `until`): the bytes.
+pub(crate) fn drain(end: &mut DataEnd, until: Instant) -> u64 {
+    let mut buf = [0u8; 16 << 10];
+    let mut total = 0;
+    while ready(end.fd(), true, until) {
+        match end.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => total += n as u64,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    total
+}
+
+/// Write `bytes` (up to `until`): how many went.
+pub(crate) fn fill(end: &mut DataEnd, bytes: &[u8], until: Instant) -> u64 {
+    let mut sent = 0;
+    while sent < bytes.len() && ready(end.fd(), false, until) {
+        match end.write(&bytes[sent..]) {
+            Ok(n) => sent += n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) => {}
+            Err(_) => break,
+        }
+    }
+    sent as u64
+}
+
 /// Places a peer may name that no trust check lets through, each telling whether it was
 /// opened, connected to or written anyway: Unix listeners and FIFOs named against each
 /// rule (another process's name, a directory others may write, a directory reached
@@ -460,6 +574,8 @@ impl Decoys {
         }
         for (p, _) in self.files.iter().take(3) {
             if std::fs::read(p).ok().as_deref() != Some(DECOY_TEXT) {
+                // As it was, so that the next session (a smaller case) is judged afresh.
+                let _ = std::fs::write(p, DECOY_TEXT);
                 return Some(format!("the decoy file {} was written", p.display()));
             }
         }

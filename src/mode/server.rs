@@ -32,6 +32,8 @@ use crate::placement::trust::PeerTrust;
 use crate::workload::{Role, SideReport};
 
 mod conns;
+#[cfg(test)]
+mod session_fuzz;
 
 use conns::{Admission, Conns, Stage, Ticket};
 
@@ -94,8 +96,8 @@ struct Shared {
     data_port: Option<DataPort>,
     /// Every wait of a conversation.
     deadlines: Deadlines,
-    /// Whether each test is logged (a line on stderr).
-    logging: bool,
+    /// Where each test's line goes: stderr, or (a test's server) kept here instead.
+    kept: Option<std::sync::Mutex<Vec<String>>>,
     /// Conversations past their handshake.
     active: AtomicUsize,
     /// Every control connection: bounded in total and per address, hung up on at Ctrl-C.
@@ -118,7 +120,7 @@ impl Shared {
             environment: Environment::collect(),
             data_port: None,
             deadlines: Deadlines::default(),
-            logging: true,
+            kept: None,
             active: AtomicUsize::new(0),
             conns: Conns::default(),
             tests: AtomicU64::new(0),
@@ -739,7 +741,10 @@ fn role_summary(reports: &[&SideReport], role: Role) -> String {
 
 /// A line on stderr, with the time (UTC).
 fn log(shared: &Shared, line: &str) {
-    if !shared.logging {
+    if let Some(kept) = &shared.kept {
+        kept.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(line.to_string());
         return;
     }
     eprintln!("{} {}", utc_now(), crate::control::wire::clean(line, 2000));

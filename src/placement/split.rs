@@ -1131,14 +1131,15 @@ pub fn server_run(
         ),
         false,
     );
-    // A role's signal sent as it ended goes before the result.
-    let _ = roles.forward(ctl);
     let reports = match ending {
         Ok(Ending::Done(r, _)) => r,
         Ok(Ending::Interrupted) => bail!("interrupted"),
         Err(RunError::Interrupted) => bail!("interrupted"),
+        // The client has been told why: a refusal is the last frame it gets.
         Err(RunError::Failed(e)) => return Err(e),
     };
+    // A role's signal sent as it ended goes before the result.
+    let _ = roles.forward(ctl);
     let t1 = crate::measure::cpu::SystemTicks::now();
     let udp_drops = udp_before
         .zip(crate::measure::netstat::udp_rcvbuf_errors(udp6))

@@ -22,10 +22,10 @@
 //! the handshake the client never holds more of the server's frames than the largest one
 //! a run takes (a result).
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsFd;
-use std::os::unix::net::{UnixListener, UnixStream};
+
+use std::os::unix::net::UnixListener;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,13 +38,14 @@ use super::{handshake, Remote};
 use crate::control::auth::{self, Key, NONCE_BYTES};
 use crate::control::frame::{self, Frame, FrameType};
 use crate::control::fuzzing::{
-    broken, framed, hang_up, hostile_values, loopback, After, Break, Decoys, Watch, Watched,
+    broken, deadlines, drain, fill, framed, hang_up, hostile_values, loopback, ready, After, Break,
+    DataEnd, Decoys, Watch, Watched,
 };
 use crate::control::messages::{
     channels_of, Hello, Limits, Ready, RunResult, ScenarioMsg, Welcome, Wired,
 };
 use crate::control::wire::{WireSide, MAX_COUNT};
-use crate::control::{Control, Deadlines, VERSION};
+use crate::control::{Control, VERSION};
 use crate::environment::Environment;
 use crate::measure::units::plausible;
 use crate::placement::trust::PeerTrust;
@@ -52,27 +53,6 @@ use crate::placement::{Placement, RunError};
 use crate::plan::Scenario;
 use crate::transport::{Endpoint, LinkInfo, TransportKind};
 use crate::workload::{Role, Roles, Stop};
-
-/// The deadline of every step: short, so a silent server costs little; longer in a debug
-/// build, which the whole test suite shares two CPUs with.
-fn step() -> Duration {
-    if cfg!(debug_assertions) {
-        Duration::from_millis(60)
-    } else {
-        Duration::from_millis(10)
-    }
-}
-
-fn deadlines() -> Deadlines {
-    Deadlines {
-        hello: Duration::from_secs(1),
-        handshake: Duration::from_secs(1),
-        step: step(),
-        idle: Duration::from_secs(1),
-        stall: step(),
-        tick: Duration::from_micros(200),
-    }
-}
 
 /// What the server does at each step of a run, in order.
 const STEPS: usize = 5;
@@ -164,93 +144,6 @@ fn any_case() -> impl Strategy<Value = Case> {
 
 fn key() -> Key {
     Key::new(b"the fuzzed sessions' shared key").unwrap()
-}
-
-/// A server's data end.
-enum DataEnd {
-    Tcp(TcpStream),
-    Unix(UnixStream),
-    Fifo(std::fs::File),
-}
-
-impl DataEnd {
-    fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        match self {
-            DataEnd::Tcp(s) => s.as_fd(),
-            DataEnd::Unix(s) => s.as_fd(),
-            DataEnd::Fifo(f) => f.as_fd(),
-        }
-    }
-
-    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
-        match self {
-            DataEnd::Tcp(s) => s.read(b),
-            DataEnd::Unix(s) => s.read(b),
-            DataEnd::Fifo(f) => f.read(b),
-        }
-    }
-
-    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-        match self {
-            DataEnd::Tcp(s) => s.write(b),
-            DataEnd::Unix(s) => s.write(b),
-            DataEnd::Fifo(f) => f.write(b),
-        }
-    }
-
-    /// Close with a reset where there is one (no TIME-WAIT).
-    fn close(self) {
-        if let DataEnd::Tcp(s) = &self {
-            hang_up(s);
-        }
-    }
-}
-
-/// Wait (up to `until`) for `fd` to be readable (`read`) or writable.
-fn ready(fd: std::os::fd::BorrowedFd<'_>, read: bool, until: Instant) -> bool {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    let left = until.saturating_duration_since(Instant::now());
-    let flags = if read {
-        PollFlags::POLLIN
-    } else {
-        PollFlags::POLLOUT
-    };
-    let mut fds = [PollFd::new(fd, flags)];
-    let ms = PollTimeout::try_from(left).unwrap_or(PollTimeout::ZERO);
-    matches!(poll(&mut fds, ms), Ok(n) if n > 0)
-}
-
-/// Read until the end of data (or `until`): the bytes.
-fn drain(end: &mut DataEnd, until: Instant) -> u64 {
-    let mut buf = [0u8; 16 << 10];
-    let mut total = 0;
-    while ready(end.fd(), true, until) {
-        match end.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => total += n as u64,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => break,
-        }
-    }
-    total
-}
-
-/// Write `bytes` (up to `until`): how many went.
-fn fill(end: &mut DataEnd, bytes: &[u8], until: Instant) -> u64 {
-    let mut sent = 0;
-    while sent < bytes.len() && ready(end.fd(), false, until) {
-        match end.write(&bytes[sent..]) {
-            Ok(n) => sent += n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                ) => {}
-            Err(_) => break,
-        }
-    }
-    sent as u64
 }
 
 /// Where the server listens for one channel: the listener and what it names.
