@@ -267,6 +267,21 @@ impl Decoder {
     pub fn is_idle(&self) -> bool {
         self.pending.is_none() && self.buf.is_empty()
     }
+
+    /// Bytes held of a frame not yet complete (its header, then its body).
+    pub fn held(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The most a frame's body may hold now: the largest cap among the types taken.
+    pub fn largest_allowed(&self) -> usize {
+        FrameType::ALL
+            .into_iter()
+            .filter(|t| self.allows(*t))
+            .map(FrameType::cap)
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 #[cfg(test)]

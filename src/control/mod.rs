@@ -9,6 +9,8 @@
 
 pub mod auth;
 pub mod frame;
+#[cfg(test)]
+pub(crate) mod fuzzing;
 pub mod messages;
 pub mod session;
 pub mod wire;
@@ -38,6 +40,45 @@ pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(10);
 pub const STEP_DEADLINE: Duration = Duration::from_secs(15);
 /// A connected client may sit this long between runs before the server hangs up.
 pub const IDLE_DEADLINE: Duration = Duration::from_secs(120);
+/// How long a run may go past its planned end (or, once this side's roles have ended,
+/// wait for the peer's result) before it is declared stalled.
+pub const STALL_GRACE: Duration = Duration::from_secs(15);
+/// How often a run's coordinating thread looks at its roles between control frames.
+pub const TICK: Duration = Duration::from_millis(10);
+
+/// Every wait of a control conversation and of the runs in it, in one value:
+/// [`Deadlines::default`] is the protocol's ([`HELLO_DEADLINE`], [`HANDSHAKE_DEADLINE`],
+/// [`STEP_DEADLINE`], [`IDLE_DEADLINE`], [`STALL_GRACE`], [`TICK`]). A test shortens them
+/// all at once to play a silent peer a million times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deadlines {
+    /// A client's hello, from its connection.
+    pub hello: Duration,
+    /// The whole handshake (hello, welcome, both proofs).
+    pub handshake: Duration,
+    /// Each step of setting up a run (a frame, a data connection's token, the roles at
+    /// the start line).
+    pub step: Duration,
+    /// A connected client between runs.
+    pub idle: Duration,
+    /// How far a run may go past its planned end.
+    pub stall: Duration,
+    /// How often a run's coordinator looks at its roles.
+    pub tick: Duration,
+}
+
+impl Default for Deadlines {
+    fn default() -> Deadlines {
+        Deadlines {
+            hello: HELLO_DEADLINE,
+            handshake: HANDSHAKE_DEADLINE,
+            step: STEP_DEADLINE,
+            idle: IDLE_DEADLINE,
+            stall: STALL_GRACE,
+            tick: TICK,
+        }
+    }
+}
 
 /// Why a control conversation ended.
 #[derive(Debug, thiserror::Error)]
@@ -101,6 +142,12 @@ pub trait Stream: Read + Write + Send {
     }
     /// Close both directions now (wakes a thread blocked reading it).
     fn shutdown(&self);
+    /// Told after every read what the conversation holds of the peer's frames (`held`:
+    /// a frame's bytes not yet complete and whole frames not yet handled) and the largest
+    /// frame body it would take now (`cap`): a test's stream checks that no state of a
+    /// conversation holds more than that state allows.
+    #[cfg(test)]
+    fn note_held(&self, _held: usize, _cap: usize) {}
 }
 
 impl Stream for TcpStream {
@@ -219,6 +266,12 @@ impl Control {
                 Ok(n) => {
                     let frames = self.decoder.feed_all(&self.buf[..n])?;
                     self.queue.extend(frames);
+                    #[cfg(test)]
+                    self.stream.note_held(
+                        self.decoder.held()
+                            + self.queue.iter().map(|f| f.body.len()).sum::<usize>(),
+                        self.decoder.largest_allowed(),
+                    );
                 }
                 Err(e)
                     if matches!(

@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::auth::{self, Key, NONCE_BYTES};
 use super::frame::{Frame, FrameType};
 use super::messages::{Auth, Bye, DriveMsg, Hello, Limits, ScenarioMsg, Welcome};
-use super::{parse, HANDSHAKE_DEADLINE, HELLO_DEADLINE, IDLE_DEADLINE, VERSION};
+use super::{parse, Deadlines, VERSION};
 use crate::plan::{Scenario, MAX_BUFFER, MAX_SIZE};
 use crate::transport::TransportKind;
 use crate::workload::{spec, Stop, WorkloadKind};
@@ -63,6 +63,7 @@ pub struct Session {
     client_nonce: Vec<u8>,
     limits: Limits,
     peer: Peer,
+    deadlines: Deadlines,
 }
 
 impl Session {
@@ -79,16 +80,24 @@ impl Session {
             client_nonce: Vec::new(),
             limits,
             peer,
+            deadlines: Deadlines::default(),
         })
     }
 
+    /// The same conversation with other deadlines (a test's, shorter).
+    pub fn with_deadlines(mut self, deadlines: Deadlines) -> Session {
+        self.deadlines = deadlines;
+        self
+    }
+
     /// How long the next frame may take (the driver also bounds the whole handshake by
-    /// [`HANDSHAKE_DEADLINE`]).
+    /// [`Deadlines::handshake`]).
     pub fn wait(&self) -> Duration {
+        let d = &self.deadlines;
         match self.state {
-            State::Hello => HELLO_DEADLINE,
-            State::Auth => HANDSHAKE_DEADLINE,
-            State::Established | State::Over => IDLE_DEADLINE,
+            State::Hello => d.hello,
+            State::Auth => d.handshake,
+            State::Established | State::Over => d.idle,
         }
     }
 
@@ -396,12 +405,12 @@ mod tests {
     #[test]
     fn without_a_key_a_hello_establishes_and_a_scenario_runs() {
         let mut s = Session::new(None, Limits::default(), Peer::Local).unwrap();
-        assert_eq!(s.wait(), HELLO_DEADLINE);
+        assert_eq!(s.wait(), crate::control::HELLO_DEADLINE);
         let w = welcome(s.on_frame(&hello(&[7; 32])));
         assert!(!w.key_required);
         assert_eq!(w.version, VERSION);
         assert!(s.established());
-        assert_eq!(s.wait(), IDLE_DEADLINE);
+        assert_eq!(s.wait(), crate::control::IDLE_DEADLINE);
         match s.on_frame(&scenario_frame(scenario())) {
             Step::Run(m) => assert_eq!(m.scenario.transport, TransportKind::Tcp),
             other => panic!("{other:?}"),

@@ -178,6 +178,98 @@ pub fn run_figures(sc: &Scenario, roles: &Roles) -> RunFigures {
     }
 }
 
+/// The first figure of a run that no measurement gives (a peer's forged report: each of
+/// its counts in range, beyond any link, clock or CPU together), named with its value:
+/// rates beyond [`plausible`](crate::measure::units::plausible), counts beyond a test's,
+/// latencies beyond an hour, machine-wide CPU that is negative, not a number or over
+/// every core's time.
+pub fn implausible(f: &RunFigures) -> Option<String> {
+    use crate::measure::units::plausible;
+    let out = |what: &str, v: f64, most: f64| {
+        (!(v.is_finite() && (0.0..=most).contains(&v))).then(|| format!("{what} {v:e}"))
+    };
+    let count =
+        |what: &str, n: Option<u64>| out(what, n.unwrap_or(0) as f64, plausible::COUNT as f64);
+    let rates = [
+        ("bit/s", f.bits_per_second, plausible::BITS_PER_SECOND),
+        (
+            "bytes/s",
+            f.bytes_per_second * 8.0,
+            plausible::BITS_PER_SECOND,
+        ),
+        ("messages/s", f.messages_per_second, plausible::PER_SECOND),
+        (
+            "messages/s sent",
+            f.sender.messages_per_second,
+            plausible::PER_SECOND,
+        ),
+        (
+            "messages/s received",
+            f.receiver.messages_per_second,
+            plausible::PER_SECOND,
+        ),
+    ];
+    let directions = f.directions.iter().map(|d| {
+        (
+            "bit/s one way",
+            d.bits_per_second,
+            plausible::BITS_PER_SECOND,
+        )
+    });
+    let counts = [
+        ("messages sent", Some(f.messages_sent)),
+        ("messages received", Some(f.messages_received)),
+        ("messages lost", f.messages_lost),
+        ("requests lost", f.requests_lost),
+        ("replies lost", f.replies_lost),
+        ("replies late", f.replies_late),
+        ("messages reordered", f.messages_reordered),
+        ("messages duplicated", f.messages_duplicated),
+        ("UDP receive-buffer drops", f.udp_receive_buffer_errors),
+    ];
+    let latencies = f.latencies.iter().flat_map(|(name, l)| {
+        [
+            out(name, l.max_ns as f64, plausible::LATENCY_NS),
+            count(name, Some(l.count)),
+        ]
+    });
+    let cpu = [f.system, f.server_system]
+        .into_iter()
+        .flatten()
+        .flat_map(|s| {
+            [
+                out(
+                    "CPU seconds (user)",
+                    s.cpu_user_seconds,
+                    plausible::CPU_SECONDS,
+                ),
+                out(
+                    "CPU seconds (system)",
+                    s.cpu_system_seconds,
+                    plausible::CPU_SECONDS,
+                ),
+                out(
+                    "CPU seconds (interrupts)",
+                    s.cpu_interrupt_seconds,
+                    plausible::CPU_SECONDS,
+                ),
+                out(
+                    "CPU seconds (busy)",
+                    s.cpu_busy_seconds,
+                    plausible::CPU_SECONDS,
+                ),
+                out("CPU utilization", s.utilization, 1.0),
+            ]
+        });
+    (rates.into_iter().chain(directions))
+        .map(|(what, v, most)| out(what, v, most))
+        .chain(counts.into_iter().map(|(what, n)| count(what, n)))
+        .chain(latencies)
+        .chain(cpu)
+        .flatten()
+        .next()
+}
+
 /// A run's latency histograms, merged over its sides and streams, by name.
 fn run_histograms(raw: &Roles) -> BTreeMap<&'static str, Histogram<u64>> {
     let mut out: BTreeMap<&'static str, Histogram<u64>> = BTreeMap::new();
@@ -361,6 +453,66 @@ mod tests {
     }
 
     use crate::plan::first_scenario as scenario;
+
+    /// Issue 28: a server's report whose every count is in range on its own (2^50 bytes in
+    /// a microsecond) made the client print 9e21 bit/s.
+    #[test]
+    fn a_run_no_measurement_gives_is_named_and_a_real_one_is_not() {
+        let sc = scenario(&["stream", "-t", "tcp", "-d", "1"]);
+        let side = |bytes: u64, ns: u64| SideReport {
+            bytes,
+            messages: bytes / 1000,
+            elapsed: Some(Duration::from_nanos(ns)),
+            ..SideReport::default()
+        };
+        let roles = |bytes, ns| Roles {
+            senders: vec![side(bytes, ns)],
+            receivers: vec![side(bytes, ns)],
+            ..Roles::default()
+        };
+        // 10 GB in a second, and a single byte in a microsecond: measurements.
+        assert_eq!(
+            implausible(&run_figures(&sc, &roles(10_000_000_000, 1_000_000_000))),
+            None
+        );
+        assert_eq!(implausible(&run_figures(&sc, &roles(1, 1000))), None);
+        let forged = implausible(&run_figures(&sc, &roles(1 << 50, 1000))).unwrap();
+        assert!(forged.starts_with("bit/s"), "{forged}");
+        let mut f = run_figures(&sc, &roles(1000, 1_000_000));
+        let cpu = crate::measure::cpu::SystemCpu {
+            cpu_user_seconds: 1.0,
+            cpu_system_seconds: 1.0,
+            cpu_interrupt_seconds: 0.0,
+            cpu_busy_seconds: 2.0,
+            utilization: 0.5,
+        };
+        f.server_system = Some(cpu);
+        assert_eq!(implausible(&f), None);
+        for bad in [
+            crate::measure::cpu::SystemCpu {
+                utilization: 7.5,
+                ..cpu
+            },
+            crate::measure::cpu::SystemCpu {
+                cpu_user_seconds: -1.0,
+                ..cpu
+            },
+            crate::measure::cpu::SystemCpu {
+                cpu_busy_seconds: 1e300,
+                ..cpu
+            },
+            crate::measure::cpu::SystemCpu {
+                utilization: f64::NAN,
+                ..cpu
+            },
+        ] {
+            f.server_system = Some(bad);
+            assert!(implausible(&f).unwrap().starts_with("CPU"), "{bad:?}");
+        }
+        f.server_system = None;
+        f.udp_receive_buffer_errors = Some(u64::MAX);
+        assert!(implausible(&f).unwrap().starts_with("UDP"));
+    }
 
     fn udp_raw(sent: u64, received: u64, drops: Option<u64>) -> Roles {
         let side = |n: u64| SideReport {

@@ -18,6 +18,8 @@ pub mod plausible {
     pub const LATENCY_NS: f64 = 3.6e12;
     /// Round trips (or messages) counted in one test: a billion a second for an hour.
     pub const COUNT: u64 = 3_600_000_000_000;
+    /// CPU time over one test, summed over a host's CPUs: a day on 4096 of them.
+    pub const CPU_SECONDS: f64 = 86_400.0 * 4096.0;
 }
 
 /// Parse one size: a number with an optional binary suffix `K`, `M`, `G` (or `KiB`, `MiB`,

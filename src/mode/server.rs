@@ -22,15 +22,18 @@ use crate::cli::{PeerArgs, ServerArgs};
 use crate::control::auth::Key;
 use crate::control::messages::{Limits, ScenarioMsg};
 use crate::control::session::{Peer, Session, Step};
-use crate::control::{Control, ControlError, HANDSHAKE_DEADLINE};
+use crate::control::{Control, ControlError, Deadlines};
 use crate::environment::Environment;
 use crate::measure::units::{format_bits_per_second, format_bytes};
 use crate::placement::data_port::DataPort;
 use crate::placement::split::{canonical, server_run, ServerSide};
 use crate::placement::threads::RunDir;
+use crate::placement::trust::PeerTrust;
 use crate::workload::{Role, SideReport};
 
 mod conns;
+#[cfg(test)]
+mod session_fuzz;
 
 use conns::{Admission, Conns, Stage, Ticket};
 
@@ -91,6 +94,10 @@ struct Shared {
     environment: Environment,
     /// `--data-port`: the one port every TCP and UDP test takes its data on.
     data_port: Option<DataPort>,
+    /// Every wait of a conversation.
+    deadlines: Deadlines,
+    /// Where each test's line goes: stderr, or (a test's server) kept here instead.
+    kept: Option<std::sync::Mutex<Vec<String>>>,
     /// Conversations past their handshake.
     active: AtomicUsize,
     /// Every control connection: bounded in total and per address, hung up on at Ctrl-C.
@@ -112,6 +119,8 @@ impl Shared {
             verbose: false,
             environment: Environment::collect(),
             data_port: None,
+            deadlines: Deadlines::default(),
+            kept: None,
             active: AtomicUsize::new(0),
             conns: Conns::default(),
             tests: AtomicU64::new(0),
@@ -321,10 +330,11 @@ pub fn peer(args: &PeerArgs) -> ExitCode {
     }
     let shared = Shared::new(None, limits, args.path.clone());
     let ctl = Control::new(Box::new(stream));
+    // The parent is this program: nothing it names is checked.
     match converse(
         &shared,
         ctl,
-        Peer::Parent,
+        (Peer::Parent, PeerTrust::of(None)),
         "parent".into(),
         Instant::now(),
         None,
@@ -444,8 +454,16 @@ fn converse_tcp(shared: &Shared, stream: TcpStream, from: SocketAddr, ticket: Ti
     };
     let _ = stream.set_nodelay(true);
     let ctl = Control::new(Box::new(stream));
+    let trust = PeerTrust::of(ctl.stream().addrs());
     let who = SocketAddr::new(canonical(from.ip()), from.port()).to_string();
-    let r = converse(shared, ctl, peer, who.clone(), accepted, Some(&ticket));
+    let r = converse(
+        shared,
+        ctl,
+        (peer, trust),
+        who.clone(),
+        accepted,
+        Some(&ticket),
+    );
     shared.conns.remove(ticket.id);
     if let Err(e) = r {
         if e.downcast_ref::<Logged>().is_some() {
@@ -502,16 +520,18 @@ fn take_slot(shared: &Shared) -> bool {
 }
 
 /// One conversation: the handshake within its deadlines, then runs until the client says
-/// goodbye, hangs up, idles past the deadline or breaks a rule.
+/// goodbye, hangs up, idles past the deadline or breaks a rule. `trust` is what this side
+/// knows of the client's process, for every run.
 fn converse(
     shared: &Shared,
     mut ctl: Control,
-    peer: Peer,
+    (peer, trust): (Peer, PeerTrust),
     who: String,
     accepted: Instant,
     ticket: Option<&Ticket>,
 ) -> anyhow::Result<()> {
-    let mut session = Session::new(shared.key.clone(), shared.limits, peer)?;
+    let mut session =
+        Session::new(shared.key.clone(), shared.limits, peer)?.with_deadlines(shared.deadlines);
     // Where the conversation is, for the table of connections (a child's parent has no
     // place in it).
     let stage = |s: Stage| {
@@ -528,7 +548,12 @@ fn converse(
                 // The whole handshake, however the client spreads its bytes.
                 session
                     .wait()
-                    .min(HANDSHAKE_DEADLINE.saturating_sub(accepted.elapsed()))
+                    .min(
+                        shared
+                            .deadlines
+                            .handshake
+                            .saturating_sub(accepted.elapsed()),
+                    )
                     .max(Duration::from_millis(1))
             };
             ctl.allow(session.accepts());
@@ -564,7 +589,7 @@ fn converse(
                         shared.served_one.store(true, Ordering::Relaxed);
                     }
                     stage(Stage::Busy);
-                    run_one(shared, &mut ctl, &msg, peer, &who)?;
+                    run_one(shared, &mut ctl, &msg, (peer, &trust), &who)?;
                 }
                 Step::Drive(msg) => {
                     if slot.is_none() {
@@ -633,7 +658,7 @@ fn run_one(
     shared: &Shared,
     ctl: &mut Control,
     msg: &ScenarioMsg,
-    peer: Peer,
+    (peer, trust): (Peer, &PeerTrust),
     who: &str,
 ) -> anyhow::Result<()> {
     let sc = &msg.scenario;
@@ -657,6 +682,8 @@ fn run_one(
     };
     let side = ServerSide {
         peer,
+        trust,
+        deadlines: shared.deadlines,
         max_duration: Duration::from_secs(shared.limits.max_duration_s),
         environment: &shared.environment,
         data_port: shared.data_port.as_ref(),
@@ -732,7 +759,13 @@ fn role_summary(reports: &[&SideReport], role: Role) -> String {
 }
 
 /// A line on stderr, with the time (UTC).
-fn log(_shared: &Shared, line: &str) {
+fn log(shared: &Shared, line: &str) {
+    if let Some(kept) = &shared.kept {
+        kept.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(line.to_string());
+        return;
+    }
     eprintln!("{} {}", utc_now(), crate::control::wire::clean(line, 2000));
 }
 

@@ -15,14 +15,16 @@ use anyhow::{anyhow, bail, Context};
 
 use super::split::{client_run, ClientOutcome, ClientSide};
 use super::threads::RunDir;
+use super::trust::PeerTrust;
 use super::{Placement, RunError};
 use crate::control::auth::{self, Key, NONCE_BYTES};
 use crate::control::frame::FrameType;
 use crate::control::messages::{channels_of, server_roles, Auth, Bye, Hello, Welcome};
 use crate::control::wire::{clean, WireSide};
-use crate::control::{Control, ControlError, DEFAULT_PORT, HANDSHAKE_DEADLINE, VERSION};
+use crate::control::{Control, ControlError, Deadlines, DEFAULT_PORT, HANDSHAKE_DEADLINE, VERSION};
 use crate::environment::Environment;
 use crate::measure::cpu::{SystemCpu, SystemTicks};
+use crate::measure::figures::{implausible, run_figures};
 use crate::plan::Scenario;
 use crate::transport::{Conn, TransportKind, TransportOptions};
 use crate::workload::{PeerInfo, Role, Roles, SideReport, Stop};
@@ -171,6 +173,26 @@ enum Peer {
     Child,
 }
 
+/// A control connection to a server, handshake done, and what this side found out about
+/// the process behind it (once, for every run over it).
+struct Conversation {
+    ctl: Control,
+    trust: PeerTrust,
+    /// The server's --max-duration, as its welcome said.
+    max_duration: Duration,
+}
+
+impl Conversation {
+    fn new(ctl: Control, welcome: &Welcome) -> Conversation {
+        let trust = PeerTrust::of(ctl.stream().addrs());
+        Conversation {
+            ctl,
+            trust,
+            max_duration: Duration::from_secs(welcome.limits.max_duration_s),
+        }
+    }
+}
+
 /// The other role in another process.
 pub struct Remote {
     peer: Peer,
@@ -178,7 +200,8 @@ pub struct Remote {
     server_role: Role,
     bidir: bool,
     path: Option<PathBuf>,
-    ctl: Mutex<Option<Control>>,
+    deadlines: Deadlines,
+    conversation: Mutex<Option<Conversation>>,
     environment: Mutex<Option<Environment>>,
 }
 
@@ -196,7 +219,8 @@ impl Remote {
             server_role,
             bidir: false,
             path,
-            ctl: Mutex::new(None),
+            deadlines: Deadlines::default(),
+            conversation: Mutex::new(None),
             environment: Mutex::new(None),
         }
     }
@@ -209,9 +233,26 @@ impl Remote {
             server_role: child_role,
             bidir: false,
             path,
-            ctl: Mutex::new(None),
+            deadlines: Deadlines::default(),
+            conversation: Mutex::new(None),
             environment: Mutex::new(None),
         }
+    }
+
+    /// Runs over `ctl` (handshake done), whose peer is known as `trust`, with `deadlines`:
+    /// what [`Placement::run`] then does is what it does after dialling the server.
+    #[cfg(test)]
+    pub(crate) fn over(
+        self,
+        (ctl, welcome): (Control, &Welcome),
+        trust: PeerTrust,
+        deadlines: Deadlines,
+    ) -> Remote {
+        *self.conversation.lock().unwrap_or_else(|e| e.into_inner()) = Some(Conversation {
+            trust,
+            ..Conversation::new(ctl, welcome)
+        });
+        Remote { deadlines, ..self }
     }
 
     /// Both directions at once (`--bidir`): each stream also runs the other way.
@@ -252,19 +293,26 @@ impl Remote {
         sc: &Scenario,
         stop: Stop,
     ) -> Result<(ClientOutcome, Option<SystemCpu>), RunError> {
-        let mut guard = self.ctl.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.conversation.lock().unwrap_or_else(|e| e.into_inner());
         if guard.is_none() {
-            let (ctl, _) = dial(target, self.key.as_ref()).map_err(|e| {
+            let (ctl, welcome) = dial(target, self.key.as_ref()).map_err(|e| {
                 match e.downcast_ref::<Interrupted>().is_some() || crate::interrupt::requested() {
                     true => RunError::Interrupted,
                     false => RunError::Failed(e),
                 }
             })?;
-            *guard = Some(ctl);
+            *guard = Some(Conversation::new(ctl, &welcome));
         }
-        let ctl = guard.as_mut().expect("connected");
+        let c = guard.as_mut().expect("connected");
         let dir = open_dir(sc, self.path.as_ref())?;
-        let outcome = self.timed_run(ctl, sc, stop, dir, Vec::new());
+        let side = ClientSide {
+            trust: &c.trust,
+            deadlines: self.deadlines,
+            max_duration: c.max_duration,
+            dir,
+            inherited: Vec::new(),
+        };
+        let outcome = self.timed_run(&mut c.ctl, sc, stop, side);
         if outcome.is_err() {
             // The conversation may be mid-run: start the next run on a new one.
             *guard = None;
@@ -278,11 +326,9 @@ impl Remote {
         ctl: &mut Control,
         sc: &Scenario,
         stop: Stop,
-        dir: Option<RunDir>,
-        inherited: Vec<(Box<dyn Conn>, RawFd)>,
+        side: ClientSide<'_>,
     ) -> Result<(ClientOutcome, Option<SystemCpu>), RunError> {
         let t0 = SystemTicks::now();
-        let side = ClientSide { dir, inherited };
         let o = client_run(ctl, sc, stop, self.server_role, self.bidir, side)?;
         let t1 = SystemTicks::now();
         Ok((o, t0.zip(t1).and_then(|(a, b)| SystemCpu::between(&a, &b))))
@@ -338,9 +384,19 @@ impl Remote {
             handed.push((mine_end, fd));
         }
         let mut ctl = Control::new(Box::new(mine));
+        // Over an inherited socket: the child is this program, and nothing it names is
+        // checked.
+        let trust = PeerTrust::of(None);
         let outcome = (|| {
-            handshake(&mut ctl, None).map_err(RunError::Failed)?;
-            let done = self.timed_run(&mut ctl, sc, stop, dir, handed)?;
+            let welcome = handshake(&mut ctl, None).map_err(RunError::Failed)?;
+            let side = ClientSide {
+                trust: &trust,
+                deadlines: self.deadlines,
+                max_duration: Duration::from_secs(welcome.limits.max_duration_s),
+                dir,
+                inherited: handed,
+            };
+            let done = self.timed_run(&mut ctl, sc, stop, side)?;
             let _ = ctl.send(FrameType::Bye, &Bye {});
             Ok(done)
         })();
@@ -483,15 +539,18 @@ impl Placement for Remote {
                 o.reports.len()
             )));
         }
-        let theirs: Vec<(Role, SideReport)> = o.result.roles.iter().copied().zip(theirs).collect();
-        let mut environment = o.result.environment.clone();
-        environment.kernel = clean(&environment.kernel, 200);
-        environment.hostname = clean(&environment.hostname, 100);
-        environment.cpu_model = environment.cpu_model.map(|m| clean(&m, 200));
-        environment.governor = environment.governor.map(|g| clean(&g, 50));
-        for v in environment.sysctls.values_mut() {
-            *v = v.as_deref().map(|t| clean(t, 200));
+        // Each of its sides in a role this run gave it (the order is the order they ended).
+        let mut asked = server_roles(sc.parallel as usize, self.server_role, self.bidir);
+        let mut told = o.result.roles.clone();
+        asked.sort_by_key(|r| *r == Role::Sender);
+        told.sort_by_key(|r| *r == Role::Sender);
+        if asked != told {
+            return Err(RunError::Failed(anyhow!(
+                "the peer reported its streams in roles this run did not give it: is it a sockbench server of this release?"
+            )));
         }
+        let theirs: Vec<(Role, SideReport)> = o.result.roles.iter().copied().zip(theirs).collect();
+        let environment = peer_environment(&o.result.environment);
         *self.environment.lock().unwrap_or_else(|e| e.into_inner()) = Some(environment.clone());
         let server_receives = self.server_role == Role::Receiver;
         // Each direction: who sends there and who receives.
@@ -549,7 +608,7 @@ impl Placement for Remote {
             .or(link.rcvbuf_bytes)
             .or(served(o.result.link.rcvbuf_bytes));
         let _ = std::io::stderr().flush();
-        Ok(Roles {
+        let roles = Roles {
             senders,
             receivers,
             system,
@@ -567,7 +626,78 @@ impl Placement for Remote {
                 system: o.result.system,
                 environment,
             }),
-        })
+        };
+        // A figure no measurement gives (in range count by count, beyond any link or
+        // clock together) means the peer measured nothing: the run is refused, not shown.
+        if let Some(what) = implausible(&run_figures(sc, &roles)) {
+            return Err(RunError::Failed(anyhow!(
+                "the peer reported what no measurement gives ({what}): the run is refused (is it a sockbench server of this release, and the one you meant?)"
+            )));
+        }
+        Ok(roles)
+    }
+}
+
+/// Most sysctls a peer's environment may name (sockbench reads about a dozen).
+const MAX_SYSCTLS: usize = 64;
+
+/// A peer's environment made safe to keep and print: its text without control characters
+/// and cut short, at most [`MAX_SYSCTLS`] sysctls.
+fn peer_environment(e: &Environment) -> Environment {
+    Environment {
+        kernel: clean(&e.kernel, 200),
+        hostname: clean(&e.hostname, 100),
+        cpu_model: e.cpu_model.as_deref().map(|m| clean(m, 200)),
+        cpus: e.cpus,
+        governor: e.governor.as_deref().map(|g| clean(g, 50)),
+        sysctls: e
+            .sysctls
+            .iter()
+            .take(MAX_SYSCTLS)
+            .map(|(k, v)| (clean(k, 100), v.as_deref().map(|t| clean(t, 200))))
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod session_fuzz;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 28: a server's sysctl names went into the client's report raw (an escape
+    /// sequence reached the terminal through `report`), and as many as it liked.
+    #[test]
+    fn a_servers_environment_loses_its_control_characters_and_most_of_its_sysctls() {
+        let mut sysctls: std::collections::BTreeMap<String, Option<String>> = (0..1000)
+            .map(|i| (format!("sysctl.{i:04}"), Some("1".to_string())))
+            .collect();
+        sysctls.insert("a.\u{1b}[31mred".into(), Some("\u{7}".into()));
+        let e = peer_environment(&Environment {
+            kernel: "\u{1b}]0;title\u{7}Linux".into(),
+            hostname: "h\r\n".repeat(100),
+            cpu_model: Some("\u{9b}1m".into()),
+            cpus: 2,
+            governor: Some("\u{1b}[5m".into()),
+            sysctls,
+        });
+        assert_eq!(e.sysctls.len(), MAX_SYSCTLS);
+        let texts = [
+            Some(&e.kernel),
+            Some(&e.hostname),
+            e.cpu_model.as_ref(),
+            e.governor.as_ref(),
+        ];
+        let sysctls = e.sysctls.iter().flat_map(|(k, v)| [Some(k), v.as_ref()]);
+        for t in texts.into_iter().chain(sysctls).flatten() {
+            assert!(!t.chars().any(char::is_control), "{t:?}");
+        }
+        assert!(
+            e.sysctls.contains_key("a.\\x1b[31mred"),
+            "{:?}",
+            e.sysctls.keys().next()
+        );
     }
 }
 

@@ -42,7 +42,7 @@ use crate::control::messages::{
 };
 use crate::control::session::Peer;
 use crate::control::wire::WireSide;
-use crate::control::{parse, Control, ControlError, STEP_DEADLINE};
+use crate::control::{parse, Control, ControlError, Deadlines};
 use crate::interrupt;
 use crate::plan::Scenario;
 use crate::transport::connector::{self, Dialer};
@@ -55,8 +55,6 @@ use crate::workload::{
 
 /// Bytes of a run's token.
 pub const TOKEN_BYTES: usize = 16;
-/// How long a run may go past its planned end before it is declared stalled.
-const STALL_GRACE: Duration = Duration::from_secs(15);
 /// How long after Ctrl-C the client waits for the run to wind down before it abandons it
 /// (the whole stop is promised within 100 ms).
 const INTERRUPT_GRACE: Duration = Duration::from_millis(20);
@@ -65,8 +63,6 @@ const JOIN_GRACE: Duration = Duration::from_secs(2);
 /// The same after Ctrl-C: the process is about to exit, and a role blocked where no
 /// waker reaches (a FIFO's write to a peer that stopped reading) ends with it.
 const INTERRUPTED_JOIN_GRACE: Duration = Duration::from_millis(20);
-/// How often the coordinating thread looks at the control connection during a run.
-const TICK: Duration = Duration::from_millis(10);
 
 /// Whether a data connection of `kind` proves itself with the run's token: the
 /// connection-oriented sockets, where anyone who can reach the port could connect first.
@@ -161,8 +157,9 @@ impl LocalRoles {
         self.start.others_arrived()
     }
 
-    /// Wait (up to `wait`) until every role waits at the start line.
-    fn wait_ready(&self, wait: Duration) -> anyhow::Result<()> {
+    /// Wait (up to `wait`) until every role waits at the start line, looking every `tick`
+    /// (every millisecond at most).
+    fn wait_ready(&self, wait: Duration, tick: Duration) -> anyhow::Result<()> {
         let until = Instant::now() + wait;
         while !self.ready() {
             if Instant::now() > until {
@@ -171,7 +168,7 @@ impl LocalRoles {
             if interrupt::requested() {
                 bail!("interrupted");
             }
-            std::thread::sleep(Duration::from_millis(1));
+            std::thread::sleep(tick.min(Duration::from_millis(1)));
         }
         Ok(())
     }
@@ -282,17 +279,20 @@ enum Ending {
 
 /// Coordinate a running run: carry signals both ways, collect the roles' reports, and
 /// (on the client) the server's result; abandon the run when the peer goes away, the
-/// deadline passes, or (on the client) Ctrl-C.
+/// deadline passes, the server's result has not come within the stall grace of this
+/// side's roles ending (on the client: a silent server is not waited for, whatever the
+/// run's stop), or (on the client) Ctrl-C.
 fn drive(
     ctl: &mut Control,
     roles: &mut LocalRoles,
     sc: &Scenario,
-    limit: Duration,
+    (limit, deadlines): (Duration, &Deadlines),
     client: bool,
 ) -> Result<Ending, RunError> {
     let started = Instant::now();
     let mut result: Option<Box<RunResult>> = None;
     let mut interrupted_at: Option<Instant> = None;
+    let mut done_at: Option<Instant> = None;
     loop {
         let fail = |roles: &mut LocalRoles, e: anyhow::Error| {
             roles.abort();
@@ -304,6 +304,18 @@ fn drive(
         let done = roles.collect(sc.transport);
         if done && (!client || result.is_some()) {
             return Ok(Ending::Done(std::mem::take(&mut roles.reports), result));
+        }
+        let waited = done.then(|| done_at.get_or_insert_with(Instant::now).elapsed());
+        if waited.is_some_and(|w| w > deadlines.stall) {
+            ctl.refuse("the client's roles ended and no result came: the run is abandoned");
+            return fail(
+                roles,
+                anyhow!(
+                    "{} run stalled: no result from the server {:.1} s after this side's roles ended; the server may be wedged",
+                    sc.transport,
+                    deadlines.stall.as_secs_f64()
+                ),
+            );
         }
         if client && interrupt::requested() {
             let at = *interrupted_at.get_or_insert_with(Instant::now);
@@ -317,7 +329,7 @@ fn drive(
             ctl.refuse(&format!(
                 "the run was abandoned after {:.0} s (a timed run's end plus {:.0} s, or the server's --max-duration)",
                 started.elapsed().as_secs_f64(),
-                STALL_GRACE.as_secs_f64()
+                deadlines.stall.as_secs_f64()
             ));
             return fail(
                 roles,
@@ -328,7 +340,7 @@ fn drive(
                 ),
             );
         }
-        let frame = match ctl.poll(TICK) {
+        let frame = match ctl.poll(deadlines.tick) {
             Ok(Some(f)) => f,
             Ok(None) => continue,
             Err(e) => {
@@ -363,11 +375,11 @@ fn drive(
     }
 }
 
-/// How long a run of `stop` may take at most: a timed run its time and a grace for a
-/// slow end; a run bounded by count or bytes, `max` (the server's --max-duration).
-fn run_limit(stop: Stop, max: Duration) -> Duration {
+/// How long a run of `stop` may take at most: a timed run its time and a grace (`stall`)
+/// for a slow end; a run bounded by count or bytes, `max` (the server's --max-duration).
+fn run_limit(stop: Stop, max: Duration, stall: Duration) -> Duration {
     match stop {
-        Stop::Duration(d) => d + STALL_GRACE,
+        Stop::Duration(d) => d.saturating_add(stall),
         _ => max,
     }
 }
@@ -434,9 +446,14 @@ fn reads(ch: &Channel, role: Role) -> bool {
 }
 
 /// Read and check the run's token on a freshly accepted connection.
-fn check_token(conn: &mut Box<dyn Conn>, kind: TransportKind, token: &[u8]) -> anyhow::Result<()> {
+fn check_token(
+    conn: &mut Box<dyn Conn>,
+    kind: TransportKind,
+    token: &[u8],
+    wait: Duration,
+) -> anyhow::Result<()> {
     let mut got = [0u8; TOKEN_BYTES];
-    conn.set_recv_timeout(Some(STEP_DEADLINE))
+    conn.set_recv_timeout(Some(wait))
         .context("cannot bound the wait for the token")?;
     let n = workload::recv_message(conn.as_mut(), &mut got, kind.framing())
         .context("no token came on a data connection")?;
@@ -524,7 +541,16 @@ fn options(sc: &Scenario, dir: Option<&RunDir>, bind: Option<SocketAddr>) -> Tra
 }
 
 /// What the client brings to a run besides the scenario.
-pub struct ClientSide {
+pub struct ClientSide<'a> {
+    /// What this side knows of the server (found once per conversation): what it names
+    /// passes these checks before it is used.
+    pub trust: &'a PeerTrust,
+    /// How long each step may take.
+    pub deadlines: Deadlines,
+    /// The server's --max-duration (from its welcome): a run without a planned end (a
+    /// count or bytes) is abandoned once it is past, and the stall grace, as the server
+    /// abandons it.
+    pub max_duration: Duration,
     /// Where this side makes names (a private directory, removed as soon as every
     /// connection is made), for transports with names in the file system.
     pub dir: Option<RunDir>,
@@ -556,8 +582,9 @@ pub fn client_run(
     stop: Stop,
     server_role: Role,
     bidir: bool,
-    mut side: ClientSide,
+    mut side: ClientSide<'_>,
 ) -> Result<ClientOutcome, RunError> {
+    let deadlines = side.deadlines;
     let mut msg_sc = sc.clone();
     msg_sc.stop = stop;
     msg_sc.bind = None;
@@ -574,9 +601,12 @@ pub fn client_run(
         ControlError::Interrupted => RunError::Interrupted,
         e => RunError::Failed(anyhow!(e)),
     };
+    // Each step takes only the server's frames it expects (and a refusal, and a signal
+    // that trailed the last run): nothing larger is held than the step's own frame.
+    ctl.allow(&[FrameType::Ready, FrameType::Signal, FrameType::Error]);
     ctl.send(FrameType::Scenario, &msg).map_err(control_err)?;
     let ready: Ready = ctl
-        .expect(FrameType::Ready, STEP_DEADLINE)
+        .expect(FrameType::Ready, deadlines.step)
         .map_err(|e| match e {
             ControlError::Refused(why) => {
                 RunError::Failed(anyhow!("the server refused the run: {why}"))
@@ -600,7 +630,7 @@ pub fn client_run(
     };
     // Nothing the server names is used unchecked; the checked files stay pinned (held
     // open) until the run is over.
-    let trust = PeerTrust::of(ctl.stream().addrs());
+    let trust = side.trust;
     let mut pins: Vec<Pinned> = Vec::new();
     if wiring == Wiring::ListenDial {
         dial_endpoints = ready.endpoints.clone();
@@ -713,9 +743,10 @@ pub fn client_run(
     }
     forge(&mut wired.endpoints);
     forge(&mut wired.locals);
+    ctl.allow(&[FrameType::Wired, FrameType::Signal, FrameType::Error]);
     ctl.send(FrameType::Wired, &wired).map_err(control_err)?;
     let theirs: Wired = ctl
-        .expect(FrameType::Wired, STEP_DEADLINE)
+        .expect(FrameType::Wired, deadlines.step)
         .map_err(|e| match e {
             ControlError::Refused(why) => {
                 RunError::Failed(anyhow!("the server could not set up the run: {why}"))
@@ -791,7 +822,7 @@ pub fn client_run(
         }
     }
     let mut roles = LocalRoles::spawn(sc, stop, &my_roles, sides).map_err(|e| fail(e, ctl))?;
-    if let Err(e) = roles.wait_ready(STEP_DEADLINE) {
+    if let Err(e) = roles.wait_ready(deadlines.step, deadlines.tick) {
         roles.abort();
         if interrupt::requested() {
             ctl.refuse("the client was interrupted (Ctrl-C)");
@@ -799,10 +830,15 @@ pub fn client_run(
         }
         return Err(fail(e, ctl));
     }
+    ctl.allow(&[FrameType::Signal, FrameType::Result, FrameType::Error]);
     ctl.send(FrameType::Start, &Start {}).map_err(control_err)?;
     roles.open();
-    let limit = run_limit(stop, Duration::from_secs(u64::from(u32::MAX)));
-    match drive(ctl, &mut roles, sc, limit, true)? {
+    let limit = run_limit(
+        stop,
+        side.max_duration.saturating_add(deadlines.stall),
+        deadlines.stall,
+    );
+    match drive(ctl, &mut roles, sc, (limit, &deadlines), true)? {
         Ending::Interrupted => Err(RunError::Interrupted),
         Ending::Done(_, None) => Err(RunError::Failed(anyhow!("the server sent no result"))),
         Ending::Done(reports, Some(result)) => {
@@ -821,6 +857,11 @@ pub fn client_run(
 pub struct ServerSide<'a> {
     /// Who the client is.
     pub peer: Peer,
+    /// What this side knows of the client (found once per conversation): what it names
+    /// passes these checks before it is used.
+    pub trust: &'a PeerTrust,
+    /// How long each step may take.
+    pub deadlines: Deadlines,
     /// The longest a run may take.
     pub max_duration: Duration,
     /// This host's environment, for the result.
@@ -933,11 +974,12 @@ pub fn server_run(
     forge(&mut ready.endpoints);
     crate::testhooks::hold("server-ready");
     ctl.send(FrameType::Ready, &ready)?;
-    let theirs: Wired = ctl.expect(FrameType::Wired, STEP_DEADLINE)?;
+    let deadlines = side.deadlines;
+    let theirs: Wired = ctl.expect(FrameType::Wired, deadlines.step)?;
     let control_peer = ctl.stream().peer_ip().map(canonical);
     // Nothing the client names is used unchecked; the checked files stay pinned (held
     // open) until the run is over.
-    let trust = PeerTrust::of(ctl.stream().addrs());
+    let trust = side.trust;
     let mut pins: Vec<Pinned> = Vec::new();
     // What the first accepted stream's transport granted (a queue's depth has no socket
     // to ask at the end of the run).
@@ -954,7 +996,7 @@ pub fn server_run(
                 };
                 let expected = on_port.as_mut().expect("the run's registration");
                 let (sock, _) = expected
-                    .take(from, Instant::now() + STEP_DEADLINE)
+                    .take(from, Instant::now() + deadlines.step)
                     .map_err(|e| fail(e, ctl))?;
                 let c = transport::adopt_tcp(sock, &opts).map_err(|e| fail(e, ctl))?;
                 if let (Some(got), Some(want)) = (peer_ip(c.as_ref()), control_peer) {
@@ -997,7 +1039,8 @@ pub fn server_run(
                 granted.rcvbuf_bytes = granted.rcvbuf_bytes.or(info.rcvbuf_bytes);
                 pins.extend(peer);
                 if carries_token(sc.transport) {
-                    check_token(&mut c, sc.transport, &token).map_err(|e| fail(e, ctl))?;
+                    check_token(&mut c, sc.transport, &token, deadlines.step)
+                        .map_err(|e| fail(e, ctl))?;
                     if let (Some(got), Some(want)) = (peer_ip(c.as_ref()), control_peer) {
                         if got != want && !(got.is_loopback() && want.is_loopback()) {
                             return Err(fail(anyhow!("a data connection came from {got}, not from the client at {want}"), ctl));
@@ -1087,14 +1130,14 @@ pub fn server_run(
             .collect()
     };
     let mut roles = LocalRoles::spawn(sc, stop, &role_of, sides).map_err(|e| fail(e, ctl))?;
-    if let Err(e) = roles.wait_ready(STEP_DEADLINE) {
+    if let Err(e) = roles.wait_ready(deadlines.step, deadlines.tick) {
         roles.abort();
         return Err(fail(e, ctl));
     }
     wired.endpoints.clear();
     crate::testhooks::hold("server-wired");
     ctl.send(FrameType::Wired, &wired)?;
-    let start: Result<Start, ControlError> = ctl.expect(FrameType::Start, STEP_DEADLINE);
+    let start: Result<Start, ControlError> = ctl.expect(FrameType::Start, deadlines.step);
     if let Err(e) = start {
         roles.abort();
         return Err(e.into());
@@ -1109,17 +1152,21 @@ pub fn server_run(
         ctl,
         &mut roles,
         sc,
-        run_limit(stop, side.max_duration),
+        (
+            run_limit(stop, side.max_duration, deadlines.stall),
+            &deadlines,
+        ),
         false,
     );
-    // A role's signal sent as it ended goes before the result.
-    let _ = roles.forward(ctl);
     let reports = match ending {
         Ok(Ending::Done(r, _)) => r,
         Ok(Ending::Interrupted) => bail!("interrupted"),
         Err(RunError::Interrupted) => bail!("interrupted"),
+        // The client has been told why: a refusal is the last frame it gets.
         Err(RunError::Failed(e)) => return Err(e),
     };
+    // A role's signal sent as it ended goes before the result.
+    let _ = roles.forward(ctl);
     let t1 = crate::measure::cpu::SystemTicks::now();
     let udp_drops = udp_before
         .zip(crate::measure::netstat::udp_rcvbuf_errors(udp6))

@@ -39,6 +39,9 @@ pub struct Found {
     pub uid: u32,
     /// Its inode, as `/proc/PID/fd/N` names it (`socket:[inode]`).
     pub inode: u64,
+    /// A listener's connections not yet accepted (`idiag_rqueue`); a connection's bytes
+    /// not yet read.
+    pub queued: u32,
 }
 
 /// The TCP state of a listening socket.
@@ -171,6 +174,7 @@ fn answer(buf: &[u8]) -> io::Result<Option<Found>> {
                 state: buf[m + 1],
                 uid: u32_at(m + 64).ok_or_else(short)?,
                 inode: u64::from(u32_at(m + 68).ok_or_else(short)?),
+                queued: u32_at(m + 56).ok_or_else(short)?,
             }))
         }
         t => Err(io::Error::new(
@@ -270,8 +274,9 @@ mod tests {
         m[NLMSG_HDRLEN + 1] = LISTEN;
         m[NLMSG_HDRLEN + 64..NLMSG_HDRLEN + 68].copy_from_slice(&1000u32.to_ne_bytes());
         m[NLMSG_HDRLEN + 68..NLMSG_HDRLEN + 72].copy_from_slice(&4242u32.to_ne_bytes());
+        m[NLMSG_HDRLEN + 56..NLMSG_HDRLEN + 60].copy_from_slice(&3u32.to_ne_bytes());
         let f = answer(&m).unwrap().unwrap();
-        assert_eq!((f.state, f.uid, f.inode), (LISTEN, 1000, 4242));
+        assert_eq!((f.state, f.uid, f.inode, f.queued), (LISTEN, 1000, 4242, 3));
         assert!(answer(&m[..NLMSG_HDRLEN + 40]).is_err());
         let mut e = vec![0u8; NLMSG_HDRLEN + 4];
         e[4..6].copy_from_slice(&NLMSG_ERROR.to_ne_bytes());
@@ -303,8 +308,12 @@ mod tests {
         assert_eq!(holders(found.inode, Some(&[me, 1])), [me]);
         assert!(holders(found.inode, None).contains(&me));
         // Both ends of a connection, each by its own addresses.
+        assert_eq!(found.queued, 0);
         let c = TcpStream::connect(at).unwrap();
+        // Connected, not yet accepted: it waits in the listener's queue.
+        assert_eq!(lookup(Proto::Tcp, at, None).unwrap().unwrap().queued, 1);
         let (s, _) = l.accept().unwrap();
+        assert_eq!(lookup(Proto::Tcp, at, None).unwrap().unwrap().queued, 0);
         let from = c.local_addr().unwrap();
         let client_end = lookup(Proto::Tcp, from, Some(at)).unwrap().unwrap();
         assert_eq!(client_end.inode, inode_of(&c));
