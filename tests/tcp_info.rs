@@ -3,9 +3,10 @@
 //! `cwnd` and `srtt` columns of the wide table, checked against the kernel: in a private
 //! network namespace an iptables rule drops every 50th data segment, and the report's
 //! retransmissions must be the namespace's own `TcpRetransSegs` (/proc/net/snmp read
-//! inside it), with the senders in this process and in a child; a clean run retransmits
-//! nothing; other transports have no figures at all (null, not 0). (With the sender on
-//! another host, a `sockbench server`: tests/lab.rs.)
+//! inside it), with the senders in this process and in a child; a clean run reports the
+//! kernel's count too (0 when it resent nothing: a number, not null); other transports
+//! have no figures at all (null, not 0). (With the sender on another host, a `sockbench
+//! server`: tests/lab.rs.)
 //!
 //! Why the agreement is exact (a tolerance of 0): a namespace starts its counters at 0
 //! and holds only the run's own connections; the rule drops only data segments (1000
@@ -181,12 +182,13 @@ fn a_sender_in_a_child_process_reports_its_own_retransmits() {
 }
 
 #[test]
-fn a_clean_run_retransmits_nothing_and_has_a_window_and_an_rtt() {
-    // No loss, and no speculative retransmission either: the kernel resends unlost data
-    // when no ACK comes for a while (a tail-loss probe after two RTTs, a timeout after
-    // 200 ms), which a receiver thread kept off the CPU on a busy machine can cause.
-    // Probes are turned off in the namespace and its minimum timeout raised to a
-    // second, so that "no loss" means "no retransmission" here.
+fn a_clean_run_reports_the_kernels_retransmits_and_has_a_window_and_an_rtt() {
+    // No loss here, but the kernel may still resend unlost data when no ACK comes for a
+    // while (a tail-loss probe after two RTTs, a timeout after 200 ms), which a receiver
+    // thread kept off the CPU on a busy machine causes (CI saw 3 on a clean run). Probes
+    // are turned off in the namespace and its minimum timeout raised to a second where
+    // the kernel allows, which makes that rare; and whatever the kernel did resend, the
+    // report must say exactly that: 0 when the kernel counted 0, never null or a guess.
     let sb = Sandbox::new();
     let setup = "sysctl -qw net.ipv4.tcp_early_retrans=0; \
                  sysctl -qw net.ipv4.tcp_rto_min_us=1000000 2>/dev/null || true";
@@ -199,8 +201,12 @@ fn a_clean_run_retransmits_nothing_and_has_a_window_and_an_rtt() {
         return;
     };
     let r = &v["results"][0];
-    assert_eq!(k["retrans"], 0, "{k:?}");
-    assert_eq!(u(r, "/tcp_retransmits"), 0, "{r}");
+    assert!(r["tcp_retransmits"].is_u64(), "a number, even 0: {r}");
+    assert_eq!(
+        u(r, "/tcp_retransmits"),
+        k["retrans"],
+        "report vs TcpRetransSegs: {k:?}"
+    );
     plausible_streams(&r["runs"][0]["tcp"], 1);
 }
 
