@@ -209,6 +209,20 @@ impl LocalRoles {
         }
     }
 
+    /// Wait up to `wait` for a role to report (at once when one does).
+    fn await_report(&mut self, transport: TransportKind, wait: Duration) {
+        match self.rx.recv_timeout(wait) {
+            Ok((role, Ok(r))) => self.reports.push((role, r)),
+            Ok((role, Err(e))) => {
+                self.failure.get_or_insert_with(|| {
+                    anyhow!(e).context(format!("{transport} {role} failed"))
+                });
+                self.reports.push((role, SideReport::default()));
+            }
+            Err(_) => {}
+        }
+    }
+
     /// Carry the roles' signals to the peer.
     fn forward(&self, ctl: &mut Control) -> Result<(), ControlError> {
         for (i, b) in self.bridges.iter().enumerate() {
@@ -326,6 +340,13 @@ fn drive(
                     started.elapsed().as_secs_f64()
                 ),
             );
+        }
+        if client && result.is_some() {
+            // The server's part is over: only this side's roles are waited for, and their
+            // end is seen as it comes (a socket's timeout would round the tick up to the
+            // kernel's clock, several milliseconds).
+            roles.await_report(sc.transport, deadlines.tick);
+            continue;
         }
         let frame = match ctl.poll(deadlines.tick) {
             Ok(Some(f)) => f,
