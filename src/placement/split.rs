@@ -534,8 +534,13 @@ fn bind_addr_default(ipv6: bool) -> IpAddr {
     }
 }
 
-/// Options for this process's transports in a run of `sc`.
-fn options(sc: &Scenario, dir: Option<&RunDir>, bind: Option<SocketAddr>) -> TransportOptions {
+/// Options for this process's transports in a run of `sc` whose steps may take `step`.
+fn options(
+    sc: &Scenario,
+    dir: Option<&RunDir>,
+    bind: Option<SocketAddr>,
+    step: Duration,
+) -> TransportOptions {
     TransportOptions {
         sndbuf: sc.sndbuf.map(|n| n as usize),
         rcvbuf: sc.rcvbuf.map(|n| n as usize),
@@ -545,6 +550,9 @@ fn options(sc: &Scenario, dir: Option<&RunDir>, bind: Option<SocketAddr>) -> Tra
         dir: dir.map(RunDir::path).unwrap_or_default(),
         message_bytes: sc.size as usize,
         peer_uid: None,
+        // The peer connects before it says it has: waiting for a connection that has not
+        // come by then is waiting for one that will not.
+        accept_wait: Some(step.min(transport::ACCEPT_WAIT)),
     }
 }
 
@@ -621,7 +629,7 @@ pub fn client_run(
     let token = hex::decode(&ready.token)
         .map_err(|_| RunError::Failed(anyhow!("the server's token is not hex")))?;
     let bind = bind_for(sc.transport, ctl.stream().local_ip()).map_err(RunError::Failed)?;
-    let opts = options(sc, side.dir.as_ref(), bind);
+    let opts = options(sc, side.dir.as_ref(), bind, deadlines.step);
     let channels = channels_of(sc, &server_roles);
     let wiring = spec(sc.workload).wiring();
     let mut wired = Wired::default();
@@ -916,7 +924,7 @@ pub fn server_run(
         e
     };
     let bind = bind_for(sc.transport, ctl.stream().local_ip()).map_err(|e| fail(e, ctl))?;
-    let opts = options(sc, dir.as_ref(), bind);
+    let opts = options(sc, dir.as_ref(), bind, side.deadlines.step);
     let channels = channels_of(sc, &role_of);
     let wiring = spec(sc.workload).wiring();
     let anonymous = matches!(
