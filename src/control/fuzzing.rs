@@ -20,6 +20,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use proptest::strategy::Strategy;
+use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 use serde_json::Value;
 
 use super::frame::{Decoder, FrameType, HEADER};
@@ -47,6 +49,65 @@ pub(crate) fn deadlines() -> Deadlines {
         idle: step() * 3,
         stall: step(),
         tick: Duration::from_micros(200),
+    }
+}
+
+/// Run `PROPTEST_CASES` (default 300) sessions drawn from `strategy()` through `test`, on
+/// `SBFUZZ_WORKERS` threads at once (default: one in the test suite, four per CPU from
+/// 10,000 cases: a session mostly waits for the other side's thread, so several overlap),
+/// each with its own `fixture` (decoys, a server) so that what one session did is never
+/// blamed on another's. The first failure stops every worker and is reported with its
+/// case, shrunk.
+///
+/// # Panics
+/// On a failing case (it is a test).
+pub(crate) fn run_sessions<S: Strategy, F>(
+    strategy: impl Fn() -> S + Sync,
+    fixture: impl Fn() -> F + Sync,
+    test: impl Fn(&F, S::Value) -> Result<(), TestCaseError> + Sync,
+) {
+    let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u32>().ok());
+    let cases = env("PROPTEST_CASES").unwrap_or(300);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    let workers = env("SBFUZZ_WORKERS")
+        .unwrap_or(if cases >= 10_000 { 4 * cpus } else { 1 })
+        .clamp(1, cases.max(1));
+    let failed = AtomicBool::new(false);
+    let failure: Mutex<Option<String>> = Mutex::new(None);
+    std::thread::scope(|scope| {
+        for w in 0..workers {
+            let (strategy, fixture, test, failed, failure) =
+                (&strategy, &fixture, &test, &failed, &failure);
+            scope.spawn(move || {
+                let mine = cases / workers + u32::from(w < cases % workers);
+                let f = fixture();
+                let mut runner = TestRunner::new(Config {
+                    cases: mine,
+                    failure_persistence: None,
+                    ..Config::default()
+                });
+                let result = runner.run(&strategy(), |case| {
+                    if failed.load(Ordering::Relaxed) {
+                        return Ok(());
+                    }
+                    test(&f, case)
+                });
+                if let Err(e) = result {
+                    failed.store(true, Ordering::Relaxed);
+                    let why = match e {
+                        TestError::Fail(why, case) => format!("{why}\n{case:#?}"),
+                        e => e.to_string(),
+                    };
+                    failure
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get_or_insert(why);
+                }
+            });
+        }
+    });
+    if let Some(why) = failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        panic!("{why}");
     }
 }
 
@@ -171,6 +232,9 @@ impl Stream for Watched {
     fn shutdown(&self) {
         Stream::shutdown(&self.sock);
     }
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.sock.as_raw_fd())
+    }
     fn note_held(&self, held: usize, cap: usize) {
         let mut notes = self.watch.notes.lock().unwrap_or_else(|e| e.into_inner());
         if notes.len() < 10_000 {
@@ -222,6 +286,64 @@ pub(crate) enum Break {
     Lie { leaf: usize, with: Value },
     /// A lie only this frame can tell (each target numbers its own).
     Named(usize),
+}
+
+impl Break {
+    /// The variant's name (for the time each kind of break takes).
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Break::Close => "close",
+            Break::Silence => "silence",
+            Break::Retype(_) => "retype",
+            Break::Before(_) => "before",
+            Break::Twice => "twice",
+            Break::Cut { .. } => "cut",
+            Break::Announce { .. } => "announce",
+            Break::Garbage(_) => "garbage",
+            Break::Noise(_) => "noise",
+            Break::Lie { .. } => "lie",
+            Break::Named(_) => "named",
+        }
+    }
+}
+
+/// With `SBFUZZ_STATS` set: how many sessions of each kind ran and how long they took,
+/// printed when dropped (to see where a million sessions spend their time).
+#[derive(Default)]
+pub(crate) struct Stats(Option<Mutex<std::collections::BTreeMap<String, (u64, Duration)>>>);
+
+impl Stats {
+    /// Counting if `SBFUZZ_STATS` is set.
+    pub(crate) fn from_env() -> Stats {
+        Stats(std::env::var_os("SBFUZZ_STATS").map(|_| Mutex::default()))
+    }
+
+    /// One session of `kind` took `d`.
+    pub(crate) fn add(&self, kind: impl FnOnce() -> String, d: Duration) {
+        if let Some(m) = &self.0 {
+            let mut m = m.lock().unwrap_or_else(|e| e.into_inner());
+            let e = m.entry(kind()).or_default();
+            e.0 += 1;
+            e.1 += d;
+        }
+    }
+}
+
+impl Drop for Stats {
+    fn drop(&mut self) {
+        if let Some(m) = &self.0 {
+            let m = m.lock().unwrap_or_else(|e| e.into_inner());
+            let total: Duration = m.values().map(|v| v.1).sum();
+            for (k, (n, d)) in m.iter() {
+                eprintln!(
+                    "{k:>24}: {n:>8} sessions, {:>8.1} s, {:>6.2} ms each, {:>5.1} % of the time",
+                    d.as_secs_f64(),
+                    d.as_secs_f64() * 1e3 / *n as f64,
+                    100.0 * d.as_secs_f64() / total.as_secs_f64()
+                );
+            }
+        }
+    }
 }
 
 /// What the script does after a step.

@@ -18,6 +18,7 @@ pub mod wire;
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
@@ -142,6 +143,11 @@ pub trait Stream: Read + Write + Send {
     }
     /// Close both directions now (wakes a thread blocked reading it).
     fn shutdown(&self);
+    /// The descriptor to wait on with `poll(2)`, if there is one (a read's own timeout is
+    /// the kernel's tick, 4 to 10 ms, however short the wait asked for).
+    fn raw_fd(&self) -> Option<RawFd> {
+        None
+    }
     /// Told after every read what the conversation holds of the peer's frames (`held`:
     /// a frame's bytes not yet complete and whole frames not yet handled) and the largest
     /// frame body it would take now (`cap`): a test's stream checks that no state of a
@@ -166,6 +172,9 @@ impl Stream for TcpStream {
     fn shutdown(&self) {
         let _ = TcpStream::shutdown(self, std::net::Shutdown::Both);
     }
+    fn raw_fd(&self) -> Option<RawFd> {
+        Some(self.as_raw_fd())
+    }
 }
 
 impl Stream for UnixStream {
@@ -180,6 +189,9 @@ impl Stream for UnixStream {
     }
     fn shutdown(&self) {
         let _ = UnixStream::shutdown(self, std::net::Shutdown::Both);
+    }
+    fn raw_fd(&self) -> Option<RawFd> {
+        Some(self.as_raw_fd())
     }
 }
 
@@ -257,9 +269,18 @@ impl Control {
             if left.is_zero() {
                 return Ok(None);
             }
-            // A zero timeout means "forever" to SO_RCVTIMEO: never pass one.
+            let left = left.max(Duration::from_millis(1));
+            if let Some(fd) = self.stream.raw_fd() {
+                // Waited for to the millisecond (a short wait, a run's tick, is not
+                // rounded up to the kernel's).
+                if !crate::sys::wait::poll_one(fd, true, Some(left)).map_err(FrameError::Io)? {
+                    continue;
+                }
+            }
+            // A zero timeout means "forever" to SO_RCVTIMEO: never pass one. (After the
+            // poll too: a wake-up by a signal must not make the read wait for ever.)
             self.stream
-                .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+                .set_read_timeout(Some(left))
                 .map_err(FrameError::Io)?;
             match self.stream.read(&mut self.buf) {
                 Ok(0) => return Err(ControlError::Closed),

@@ -222,6 +222,20 @@ impl LocalRoles {
         }
     }
 
+    /// Wait up to `wait` for a role to report (at once when one does).
+    fn await_report(&mut self, transport: TransportKind, wait: Duration) {
+        match self.rx.recv_timeout(wait) {
+            Ok((role, Ok(r))) => self.reports.push((role, r)),
+            Ok((role, Err(e))) => {
+                self.failure.get_or_insert_with(|| {
+                    anyhow!(e).context(format!("{transport} {role} failed"))
+                });
+                self.reports.push((role, SideReport::default()));
+            }
+            Err(_) => {}
+        }
+    }
+
     /// Carry the roles' signals to the peer.
     fn forward(&self, ctl: &mut Control) -> Result<(), ControlError> {
         for (i, b) in self.bridges.iter().enumerate() {
@@ -339,6 +353,13 @@ fn drive(
                     started.elapsed().as_secs_f64()
                 ),
             );
+        }
+        if client && result.is_some() {
+            // The server's part is over: only this side's roles are waited for, and their
+            // end is seen as it comes (a socket's timeout would round the tick up to the
+            // kernel's clock, several milliseconds).
+            roles.await_report(sc.transport, deadlines.tick);
+            continue;
         }
         let frame = match ctl.poll(deadlines.tick) {
             Ok(Some(f)) => f,
@@ -526,8 +547,13 @@ fn bind_addr_default(ipv6: bool) -> IpAddr {
     }
 }
 
-/// Options for this process's transports in a run of `sc`.
-fn options(sc: &Scenario, dir: Option<&RunDir>, bind: Option<SocketAddr>) -> TransportOptions {
+/// Options for this process's transports in a run of `sc` whose steps may take `step`.
+fn options(
+    sc: &Scenario,
+    dir: Option<&RunDir>,
+    bind: Option<SocketAddr>,
+    step: Duration,
+) -> TransportOptions {
     TransportOptions {
         sndbuf: sc.sndbuf.map(|n| n as usize),
         rcvbuf: sc.rcvbuf.map(|n| n as usize),
@@ -537,6 +563,9 @@ fn options(sc: &Scenario, dir: Option<&RunDir>, bind: Option<SocketAddr>) -> Tra
         dir: dir.map(RunDir::path).unwrap_or_default(),
         message_bytes: sc.size as usize,
         peer_uid: None,
+        // The peer connects before it says it has: waiting for a connection that has not
+        // come by then is waiting for one that will not.
+        accept_wait: Some(step.min(transport::ACCEPT_WAIT)),
     }
 }
 
@@ -616,7 +645,7 @@ pub fn client_run(
     let token = hex::decode(&ready.token)
         .map_err(|_| RunError::Failed(anyhow!("the server's token is not hex")))?;
     let bind = bind_for(sc.transport, ctl.stream().local_ip()).map_err(RunError::Failed)?;
-    let opts = options(sc, side.dir.as_ref(), bind);
+    let opts = options(sc, side.dir.as_ref(), bind, deadlines.step);
     let channels = channels_of(sc, &server_roles);
     let wiring = spec(sc.workload).wiring();
     let mut wired = Wired::default();
@@ -915,7 +944,7 @@ pub fn server_run(
         e
     };
     let bind = bind_for(sc.transport, ctl.stream().local_ip()).map_err(|e| fail(e, ctl))?;
-    let opts = options(sc, dir.as_ref(), bind);
+    let opts = options(sc, dir.as_ref(), bind, side.deadlines.step);
     let channels = channels_of(sc, &role_of);
     let wiring = spec(sc.workload).wiring();
     let anonymous = matches!(

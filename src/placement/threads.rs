@@ -102,6 +102,7 @@ impl Threads {
             dir: dir.map(RunDir::path).unwrap_or_default(),
             message_bytes: sc.size as usize,
             peer_uid: None,
+            accept_wait: None,
         }
     }
 }

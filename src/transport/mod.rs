@@ -296,7 +296,14 @@ pub struct TransportOptions {
     /// The uid a message queue or ring that a peer named must belong to before this side
     /// writes it (`placement::trust`); None for the process's own objects.
     pub peer_uid: Option<u32>,
+    /// How long a TCP or Unix stream listener waits for its peer's connection (None:
+    /// [`ACCEPT_WAIT`]). A run over a control connection, whose peer has connected before
+    /// it says so, waits no longer than one of its steps.
+    pub accept_wait: Option<Duration>,
 }
+
+/// How long a listener waits for its peer's connection, unless told otherwise.
+pub const ACCEPT_WAIT: Duration = Duration::from_secs(5);
 
 /// What the kernel actually granted for a pair, for the report.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -798,13 +805,13 @@ pub(crate) fn accept_from(
     listener: &socket2::Socket,
     expected: Option<std::net::SocketAddr>,
     what: &str,
+    wait: Duration,
 ) -> anyhow::Result<socket2::Socket> {
     use anyhow::Context;
-    const WAIT: Duration = Duration::from_secs(5);
     listener
         .set_nonblocking(true)
         .context("cannot make the listener non-blocking")?;
-    let deadline = std::time::Instant::now() + WAIT;
+    let deadline = std::time::Instant::now() + wait;
     loop {
         match listener.accept() {
             Ok((sock, peer)) => {
@@ -821,9 +828,9 @@ pub(crate) fn accept_from(
                 }
                 if std::time::Instant::now() > deadline {
                     anyhow::bail!(
-                        "no connection from the sender arrived on {what} within {} s: check that --connect \
+                        "no connection from the sender arrived on {what} within {:.1} s: check that --connect \
                          leads to this listener",
-                        WAIT.as_secs()
+                        wait.as_secs_f64()
                     );
                 }
                 std::thread::sleep(Duration::from_millis(1));

@@ -68,6 +68,7 @@ struct TcpListener {
     sock: Socket,
     endpoint: Endpoint,
     nodelay: bool,
+    wait: std::time::Duration,
 }
 
 /// The receiving half: bind `--bind` (or the loopback, any port) and listen.
@@ -91,6 +92,7 @@ pub fn listen(ipv6: bool, opts: &TransportOptions) -> anyhow::Result<Box<dyn Lis
         sock,
         endpoint: Endpoint::Address(local),
         nodelay: opts.nodelay,
+        wait: opts.accept_wait.unwrap_or(super::ACCEPT_WAIT),
     }))
 }
 
@@ -144,7 +146,12 @@ impl Listener for TcpListener {
             Some(Endpoint::Address(a)) => Some(*a),
             _ => None,
         };
-        let receiver = accept_from(&self.sock, from, &format!("TCP {}", self.endpoint))?;
+        let receiver = accept_from(
+            &self.sock,
+            from,
+            &format!("TCP {}", self.endpoint),
+            self.wait,
+        )?;
         receiver
             .set_nodelay(self.nodelay)
             .context("cannot set TCP_NODELAY")?;

@@ -178,7 +178,12 @@ impl Listener for UnixListener {
                 "a unix-dgram receiver answers its sender's own socket file, and none was given"
             ),
             _ => {
-                let receiver = accept_from(&self.sock, None, &self.path.display().to_string())?;
+                let receiver = accept_from(
+                    &self.sock,
+                    None,
+                    &self.path.display().to_string(),
+                    self.opts.accept_wait.unwrap_or(super::ACCEPT_WAIT),
+                )?;
                 // Accepted Unix sockets do not inherit the listener's buffer sizes.
                 apply_buffers(&receiver, &self.opts).context("cannot set socket buffer sizes")?;
                 receiver

@@ -31,15 +31,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
+use proptest::test_runner::TestCaseError;
 use serde_json::json;
 
 use super::{handshake, Remote};
 use crate::control::auth::{self, Key, NONCE_BYTES};
 use crate::control::frame::{self, Frame, FrameType};
 use crate::control::fuzzing::{
-    broken, deadlines, drain, fill, framed, hang_up, hostile_values, loopback, ready, After, Break,
-    DataEnd, Decoys, Watch, Watched,
+    broken, deadlines, drain, fill, framed, hang_up, hostile_values, loopback, ready, run_sessions,
+    After, Break, DataEnd, Decoys, Stats, Watch, Watched,
 };
 use crate::control::messages::{
     channels_of, Hello, Limits, Ready, RunResult, ScenarioMsg, Welcome, Wired,
@@ -107,37 +107,34 @@ fn any_case() -> impl Strategy<Value = Case> {
         TransportKind::Unix,
         TransportKind::Fifo,
     ]);
+    // Mostly runs of a count (short, and their end waits on the result alone), some of a
+    // time (their end waits on the clock too); mostly one run; a step broken in most.
+    let stop = prop_oneof![
+        4 => (1u64..=8).prop_map(Stop::Count),
+        1 => Just(Stop::Duration(Duration::from_millis(1))),
+    ];
+    let runs = prop_oneof![3 => Just(1usize), 1 => Just(2usize)];
+    let at = prop_oneof![9 => (0usize..10_000).prop_map(Some), 1 => Just(None)];
     (
-        any::<bool>(),
-        transport,
-        any::<bool>(),
-        any::<bool>(),
-        1u32..=2,
-        1u64..=4096,
-        (any::<bool>(), 1u64..=3, 1u64..=8),
-        1usize..=2,
-        0usize..(2 * STEPS + 3),
+        (any::<bool>(), transport, any::<bool>(), any::<bool>()),
+        (1u32..=2, 1u64..=4096, stop),
+        runs,
+        at,
         any_break(),
     )
         .prop_map(
-            |(keyed, transport, sends, bidir, parallel, size, (timed, ms, n), runs, at, how)| {
-                let server_role = if sends { Role::Sender } else { Role::Receiver };
-                Case {
-                    keyed,
-                    transport,
-                    server_role,
-                    bidir,
-                    parallel,
-                    size,
-                    stop: if timed {
-                        Stop::Duration(Duration::from_millis(ms))
-                    } else {
-                        Stop::Count(n)
-                    },
-                    runs,
-                    at,
-                    how,
-                }
+            |((keyed, transport, sends, bidir), (parallel, size, stop), runs, at, how)| Case {
+                keyed,
+                transport,
+                server_role: if sends { Role::Sender } else { Role::Receiver },
+                bidir,
+                parallel,
+                size,
+                stop,
+                runs,
+                // None: an honest session.
+                at: at.map_or(usize::MAX, |at| at % (STEPS * runs)),
+                how,
             },
         )
 }
@@ -682,8 +679,10 @@ fn scenario(kind: TransportKind) -> Scenario {
 /// Run one session; Err names what broke a promise.
 fn session(case: &Case, decoys: &Arc<Decoys>, sc: &Scenario) -> Result<(), TestCaseError> {
     let (mine, theirs) = loopback();
+    // No return by then is a hang (a silent server is held to a tighter bound below);
+    // roles are given 2 s to end once their run is abandoned.
     let bound = (deadlines().step * 6 + deadlines().stall + run_time(case.stop)) * case.runs as u32
-        + Duration::from_secs(if cfg!(debug_assertions) { 5 } else { 2 });
+        + Duration::from_secs(if cfg!(debug_assertions) { 8 } else { 5 });
     let started = Instant::now();
     let until = started + bound;
     let key = case.keyed.then(key);
@@ -744,7 +743,11 @@ fn session(case: &Case, decoys: &Arc<Decoys>, sc: &Scenario) -> Result<(), TestC
                     .over((ctl, &welcome), trust, deadlines());
                 let mut runs = Vec::new();
                 for _ in 0..case.runs {
+                    let t = Instant::now();
                     let r = remote.run(&sc, sc.stop);
+                    if std::env::var_os("SBTX").is_some() {
+                        eprintln!("run took {:?}", t.elapsed());
+                    }
                     let failed = r.is_err();
                     runs.push(r.map_err(|e| match e {
                         RunError::Interrupted => "interrupted".to_string(),
@@ -762,6 +765,7 @@ fn session(case: &Case, decoys: &Arc<Decoys>, sc: &Scenario) -> Result<(), TestC
         })
     };
     let got = done_rx.recv_timeout(bound);
+    let t_ret = started.elapsed();
     let _ = quiet_tx.send(());
     hang_up(&theirs);
     let (outcome, returned) = match got {
@@ -791,7 +795,12 @@ fn session(case: &Case, decoys: &Arc<Decoys>, sc: &Scenario) -> Result<(), TestC
         }
     };
     let _ = client.join();
+    let t_cj = started.elapsed();
     let silent_at = server.join().unwrap_or(None);
+    let t_sj = started.elapsed();
+    if std::env::var_os("SBTX").is_some() {
+        eprintln!("returned {t_ret:?} client joined {t_cj:?} server joined {t_sj:?}");
+    }
     if let Some(p) = outcome.panicked {
         return Err(TestCaseError::fail(format!("the client panicked: {p}")));
     }
@@ -953,38 +962,34 @@ fn plausible(sc: &Scenario, roles: &Roles) -> Result<(), TestCaseError> {
 /// hundred in the test suite.
 #[test]
 fn a_hostile_server_never_makes_a_session_panic_hang_trust_it_or_report_the_impossible() {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(300);
-    let decoys = Arc::new(Decoys::new());
     // Scenarios are planned once (a plan per session would cost more than the session).
     let planned: Vec<(TransportKind, Scenario)> =
         [TransportKind::Tcp, TransportKind::Unix, TransportKind::Fifo]
             .into_iter()
             .map(|t| (t, scenario(t)))
             .collect();
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    });
-    let result = runner.run(&any_case(), |case| {
-        let base = planned
-            .iter()
-            .find(|p| p.0 == case.transport)
-            .expect("planned");
-        let mut sc = base.1.clone();
-        sc.size = case.size;
-        sc.parallel = case.parallel;
-        sc.stop = case.stop;
-        session(&case, &decoys, &sc)
-    });
-    match result {
-        Ok(()) => {}
-        Err(TestError::Fail(why, case)) => panic!("{why}\n{case:#?}"),
-        Err(e) => panic!("{e}"),
-    }
+    let stats = Stats::from_env();
+    run_sessions(
+        any_case,
+        || Arc::new(Decoys::new()),
+        |decoys, case| {
+            let base = planned.iter().find(|p| p.0 == case.transport);
+            let mut sc = base.expect("planned").1.clone();
+            sc.size = case.size;
+            sc.parallel = case.parallel;
+            sc.stop = case.stop;
+            let t = Instant::now();
+            let r = session(&case, decoys, &sc);
+            stats.add(
+                || match case.at < STEPS * case.runs {
+                    true => format!("{} at {}", case.how.name(), case.at % STEPS),
+                    false => "honest".into(),
+                },
+                t.elapsed(),
+            );
+            r
+        },
+    );
 }
 
 /// Sessions this target once failed (issue 28, "a fuzz target over the server's and
