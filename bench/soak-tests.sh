@@ -39,7 +39,7 @@ export CARGO_TARGET_DIR="$work/target" CARGO_TERM_COLOR=never
 command=$(grep -m1 '^cargo fmt --check && ' README.md)
 [ -n "$command" ] || { echo "soak: no test command found in README.md" >&2; exit 1; }
 # Every test binary runs even after one fails, so a run names every test that failed.
-command="$command --no-fail-fast"
+case $command in *--no-fail-fast*) ;; *) command="$command --no-fail-fast" ;; esac
 echo "soak: $(git rev-parse --short HEAD), $RUNS run(s) each of $MODES" >&2
 echo "soak: building once first" >&2
 cargo test --locked --features test-hooks --no-run -q >/dev/null 2>&1 \
