@@ -308,3 +308,58 @@ fn a_fifo_a_device_or_an_oversized_file_is_refused_without_waiting_or_reading_it
         "{err}"
     );
 }
+
+/// The documents an earlier sockbench wrote (tests/fixtures/documents) still open: every
+/// bench report prints in every format, and compared with itself every row has a ratio of
+/// 1 and names no winner.
+#[test]
+fn documents_an_earlier_sockbench_wrote_still_open_in_every_format_and_compare() {
+    let sb = Sandbox::new();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/documents");
+    for name in ["stream", "pingpong", "rate", "connect"] {
+        let file = dir.join(format!("{name}.json"));
+        for format in ["table", "json", "csv", "markdown", "html", "openmetrics"] {
+            let out = report(&sb, &file, &["--format", format]);
+            assert_success(&out);
+            assert!(
+                !out.stdout.is_empty(),
+                "{name} as {format}: nothing printed"
+            );
+        }
+        let again = report(&sb, &file, &["--format", "json"]);
+        let read: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+        let kept: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        assert_eq!(
+            read["results"], kept["results"],
+            "{name}: the figures read back changed"
+        );
+        let out = sb
+            .sockbench()
+            .args(["compare", "--format", "json"])
+            .arg(&file)
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert_success(&out);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let rows = v["comparisons"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{name}: {v}"));
+        let kept_rows = kept["results"].as_array().unwrap().len();
+        assert_eq!(rows.len(), kept_rows, "{name}: every scenario matched: {v}");
+        for row in rows {
+            assert_eq!(row["ratio"], 1.0, "{name}: {row}");
+            let verdict = row["verdict"].as_str().unwrap();
+            assert!(
+                [
+                    "no significant difference",
+                    "too noisy to tell",
+                    "too few runs"
+                ]
+                .contains(&verdict),
+                "{name}: {row}"
+            );
+        }
+    }
+}
