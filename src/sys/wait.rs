@@ -10,8 +10,9 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 
 fn borrow<'a>(fd: RawFd) -> BorrowedFd<'a> {
-    // SAFETY: every caller passes a descriptor owned by a live `Conn` that outlives the
-    // call (or the `EpollSet` built from it, which the same engine adapter owns).
+    // SAFETY: every caller passes a descriptor owned by a live `Conn` or control stream
+    // that outlives the call (or the `EpollSet` built from it, which the same engine
+    // adapter owns), or the process's wake descriptor, which lives as long as it does.
     unsafe { BorrowedFd::borrow_raw(fd) }
 }
 
@@ -36,6 +37,80 @@ pub fn poll_one(fd: RawFd, readable: bool, timeout: Option<Duration>) -> io::Res
         Err(nix::errno::Errno::EINTR) => Ok(true),
         Err(e) => Err(e.into()),
     }
+}
+
+/// What ended a [`poll_or_wake`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Woken {
+    /// The descriptor is ready (or has an error or a hang-up to read).
+    Ready,
+    /// The wake descriptor is readable (a stop was asked for).
+    Wake,
+    /// Neither, within the time.
+    TimedOut,
+}
+
+/// Wait with `poll(2)` until `fd` is readable (or writable) or `wake` is readable, at
+/// most `timeout` (rounded up to the millisecond: never a busy loop). A signal's EINTR
+/// waits again for what is left. Readiness of `fd` wins when both are ready.
+///
+/// # Errors
+/// As `poll(2)`.
+pub fn poll_or_wake(
+    fd: RawFd,
+    readable: bool,
+    wake: RawFd,
+    timeout: Duration,
+) -> io::Result<Woken> {
+    let flags = if readable {
+        PollFlags::POLLIN
+    } else {
+        PollFlags::POLLOUT
+    };
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let ms = left.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
+        let mut fds = [
+            PollFd::new(borrow(fd), flags),
+            PollFd::new(borrow(wake), PollFlags::POLLIN),
+        ];
+        match poll(
+            &mut fds,
+            PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
+        ) {
+            Ok(0) => return Ok(Woken::TimedOut),
+            Ok(_) => {
+                let ready = |p: &PollFd<'_>| p.revents().is_some_and(|r| !r.is_empty());
+                return Ok(if ready(&fds[0]) {
+                    Woken::Ready
+                } else {
+                    Woken::Wake
+                });
+            }
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Make `fd` (an eventfd that lives as long as the process) readable whenever one of
+/// `signals` arrives: the handler adds 1 to its counter with one `write(2)`.
+///
+/// # Errors
+/// If a handler cannot be installed.
+pub fn wake_on_signals(fd: RawFd, signals: &[i32]) -> io::Result<()> {
+    for &sig in signals {
+        // SAFETY: the action is async-signal-safe: one write(2) of eight bytes from the
+        // stack to a descriptor that is never closed (it allocates nothing and takes no
+        // lock; the registry saves and restores errno around it).
+        unsafe {
+            signal_hook::low_level::register(sig, move || {
+                let _ = nix::unistd::write(borrow(fd), &1u64.to_ne_bytes());
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// An epoll instance watching one descriptor for one direction (level-triggered).
@@ -113,4 +188,49 @@ pub fn register(
     // description until the returned AsyncFd is dropped.
     unsafe { tokio::io::unix::AsyncFd::register_with_interest(Lent(fd), interest) }
         .map_err(|e| io::Error::other(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+    use std::time::Instant;
+
+    #[test]
+    fn poll_or_wake_tells_ready_from_woken_from_timed_out() {
+        let (mut peer, conn) = UnixStream::pair().unwrap();
+        let (mut waker, wake) = UnixStream::pair().unwrap();
+        let wait = |t| poll_or_wake(conn.as_raw_fd(), true, wake.as_raw_fd(), t).unwrap();
+        // Nothing: the whole wait, and no less.
+        let t = Instant::now();
+        assert_eq!(wait(Duration::from_millis(30)), Woken::TimedOut);
+        assert!(
+            t.elapsed() >= Duration::from_millis(30),
+            "{:?}",
+            t.elapsed()
+        );
+        // A sub-millisecond wait is a wait too, not a busy loop of zero timeouts.
+        assert_eq!(wait(Duration::from_micros(200)), Woken::TimedOut);
+        // A stop wakes it at once, however long it meant to wait.
+        waker.write_all(&[1]).unwrap();
+        let t = Instant::now();
+        assert_eq!(wait(Duration::from_secs(10)), Woken::Wake);
+        assert!(t.elapsed() < Duration::from_secs(5));
+        // The connection's bytes win over a stop: they are read first.
+        peer.write_all(b"x").unwrap();
+        assert_eq!(wait(Duration::from_secs(10)), Woken::Ready);
+        // A hang-up is ready too (the read that follows sees it).
+        let (peer2, conn2) = UnixStream::pair().unwrap();
+        drop(peer2);
+        let (_w, wake2) = UnixStream::pair().unwrap();
+        let r = poll_or_wake(
+            conn2.as_raw_fd(),
+            true,
+            wake2.as_raw_fd(),
+            Duration::from_secs(10),
+        );
+        assert_eq!(r.unwrap(), Woken::Ready);
+    }
 }
