@@ -334,18 +334,31 @@ fn an_export_that_fails_during_the_run_still_prints_the_report() {
         .arg(&target)
         .env("TMPDIR", sb.path())
         .env("XDG_RUNTIME_DIR", sb.path())
+        // Each measured run waits 200 ms at its start, after the checks and before the
+        // first write, and says so.
+        .env("SOCKBENCH_TEST_HOLD", "run:200")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // The directory disappears under the run (after the checks, before the first write).
-    std::thread::sleep(std::time::Duration::from_millis(150));
+    // The directory disappears under the run: once the first run holds (after the
+    // checks, before the first write), not after a guessed sleep.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut err = String::new();
+    loop {
+        let mut line = String::new();
+        let n = std::io::BufRead::read_line(&mut stderr, &mut line).unwrap();
+        assert!(n > 0, "it never reached its first run: {err}");
+        err.push_str(&line);
+        if line.contains("holding run") {
+            break;
+        }
+    }
     std::fs::remove_dir_all(&dir).unwrap();
-    let status = child.wait().unwrap();
     let mut out = Vec::new();
     std::io::Read::read_to_end(&mut child.stdout.take().unwrap(), &mut out).unwrap();
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    std::io::Read::read_to_string(&mut stderr, &mut err).unwrap();
+    let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(1), "{err}");
     assert_eq!(report(&out)["results"].as_array().unwrap().len(), 3);
     assert!(err.contains("not written: --export-json"), "{err}");

@@ -389,7 +389,8 @@ fn limits_are_the_servers_and_a_busy_server_says_so() {
     assert!(log.contains("refused: a 6.0 s run"), "{log}");
     assert!(log.contains("refused: message size 2097152"), "{log}");
     // One long test holds the only slot: the next client waits 2 s for it, then is told
-    // the server is busy.
+    // the server is busy. (The long one is running once the server has its receiving
+    // role's thread, `sb-recv-0` in /proc.)
     let mut long = sb
         .sockbench()
         .args([
@@ -399,7 +400,11 @@ fn limits_are_the_servers_and_a_busy_server_says_so() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    let until = Instant::now() + Duration::from_secs(10);
+    while !thread_named(server.pid(), "sb-recv-0") {
+        assert!(Instant::now() < until, "the long test never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let t = Instant::now();
     let out = client(&sb, &["stream", "--server", &addr, "-n", "10", "-w", "0"]);
     assert_eq!(out.status.code(), Some(1));
@@ -539,6 +544,15 @@ fn threads_and_fds(pid: u32) -> (usize, usize) {
         count(format!("/proc/{pid}/task")),
         count(format!("/proc/{pid}/fd")),
     )
+}
+
+/// Whether a thread of `pid` is called `name`.
+fn thread_named(pid: u32, name: &str) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/task")).is_ok_and(|tasks| {
+        tasks
+            .flatten()
+            .any(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name))
+    })
 }
 
 /// The server's counts once they stop changing (a finished conversation's thread may
