@@ -54,19 +54,27 @@ fn round_trips_through_a_token_bucket_take_twice_the_serialization_time() {
             (0.98 * expected..expected + 10e6).contains(&p99),
             "{transport}: p99 {p99} ns, expected about {expected} ns"
         );
+        // The mean carries every stall of the run (two of 100 ms on a loaded machine move
+        // the mean of 300 round trips by 0.7 ms): held to the same noise as the p99.
         assert!(
-            (0.9 * expected..1.3 * expected).contains(&mean),
+            (0.9 * expected..expected + 10e6).contains(&mean),
             "{transport}: mean {mean} ns, expected {expected} ns"
         );
-        // Throughput follows: one request and one reply of 1000 bytes per round trip.
+        // Throughput follows: one request and one reply of 1000 bytes per round trip, back
+        // to back, so never faster than the bucket lets them through, and as fast as the
+        // round trips the run measured.
         let rtt_per_s = u(r, "/messages_sent") as f64
             / v["results"][0]["runs"][0]["duration_seconds"]
                 .as_f64()
                 .unwrap();
         assert!(
-            (0.7e9 / expected..1.05e9 / expected).contains(&rtt_per_s),
-            "{transport}: {rtt_per_s} round trips/s, expected at most {}",
+            rtt_per_s < 1.05e9 / expected,
+            "{transport}: {rtt_per_s} round trips/s, more than the bucket's {}",
             1e9 / expected
+        );
+        assert!(
+            rtt_per_s > 0.85e9 / mean,
+            "{transport}: {rtt_per_s} round trips/s for a mean round trip of {mean} ns"
         );
     }
 }
