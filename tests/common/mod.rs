@@ -78,6 +78,20 @@ pub fn shm_leftovers() -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The sockbench rings in /dev/shm whose maker (the PID in `sockbench-PID-N`) has
+/// exited: what finished runs left behind. A live process's ring is a run in progress,
+/// perhaps another test's running beside this one, and no leftover yet.
+#[allow(dead_code)]
+pub fn shm_left_by_exited() -> Vec<String> {
+    shm_leftovers()
+        .into_iter()
+        .filter(|n| {
+            let pid = n.split('-').nth(1).and_then(|p| p.parse::<u32>().ok());
+            pid.is_none_or(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
+        })
+        .collect()
+}
+
 /// Run sockbench with `args` plus `--format json -q`, expect success, parse stdout.
 pub fn json(sb: &Sandbox, args: &[&str]) -> Value {
     let out = sb
