@@ -85,10 +85,12 @@ pub fn shm_leftovers() -> Vec<String> {
 pub fn shm_left_by_exited() -> Vec<String> {
     shm_leftovers()
         .into_iter()
-        .filter(|n| {
-            let pid = n.split('-').nth(1).and_then(|p| p.parse::<u32>().ok());
-            pid.is_none_or(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
-        })
+        .filter(
+            |n| match n.split('-').nth(1).and_then(|p| p.parse::<u32>().ok()) {
+                Some(pid) => !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+                None => true,
+            },
+        )
         .collect()
 }
 
