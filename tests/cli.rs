@@ -238,42 +238,56 @@ fn fails_for_cpus_outside_the_affinity_mask() {
 fn ctrl_c_while_waiting_for_a_connection_that_never_comes_exits_promptly() {
     // A stranger listens on 127.0.0.2:P; our receiver listens on 127.0.0.1:P and the sender
     // is pointed at the stranger, so our accept would wait. Ctrl-C must still end the run.
-    let stranger = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
-    let port = stranger.local_addr().unwrap().port();
+    // P is one this test held on 127.0.0.1 until the start; another test's connection may
+    // still take it in that moment (then sockbench says the port is in use): try again.
     let sb = Sandbox::new();
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("sockbench"))
-        .args([
-            "stream",
-            "-t",
-            "tcp",
-            "-n",
-            "10",
-            "-w",
-            "0",
-            "--connect",
-            "127.0.0.2",
-            "--bind",
-        ])
-        .arg(format!("127.0.0.1:{port}"))
-        .env("TMPDIR", sb.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
+    for attempt in 1..=5 {
+        let ours = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = ours.local_addr().unwrap().port();
+        let Ok(_stranger) = std::net::TcpListener::bind(("127.0.0.2", port)) else {
+            continue;
+        };
+        drop(ours);
+        let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("sockbench"))
+            .args([
+                "stream",
+                "-t",
+                "tcp",
+                "-n",
+                "10",
+                "-w",
+                "0",
+                "--connect",
+                "127.0.0.2",
+                "--bind",
+            ])
+            .arg(format!("127.0.0.1:{port}"))
+            .env("TMPDIR", sb.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGINT,
+        )
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
-    let t = std::time::Instant::now();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        t.elapsed() < std::time::Duration::from_secs(1),
-        "took {:?}",
-        t.elapsed()
-    );
-    assert_eq!(out.status.code(), Some(130));
+        let t = std::time::Instant::now();
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        if out.status.code() == Some(1) && err.contains("already in use") && attempt < 5 {
+            continue;
+        }
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(1),
+            "took {:?}",
+            t.elapsed()
+        );
+        assert_eq!(out.status.code(), Some(130), "{err}");
+        return;
+    }
+    panic!("no port was free on both 127.0.0.1 and 127.0.0.2");
 }
 
 #[test]
