@@ -196,6 +196,15 @@ impl Conn for UdpReceiver {
     fn raw_fd(&self) -> Option<RawFd> {
         Some(self.sock.as_raw_fd())
     }
+    fn waker(&self) -> Option<super::Waker> {
+        // As a connected socket's: a shut-down duplicate wakes a receive blocked on it
+        // (the kernel wakes it, and every later one returns at once, connected or not),
+        // and no other socket can get its number while the waker holds it.
+        let dup = self.sock.try_clone().ok()?;
+        Some(Box::new(move || {
+            let _ = socket2::SockRef::from(&dup).shutdown(std::net::Shutdown::Both);
+        }))
+    }
     fn socket_buffers(&self) -> (Option<u64>, Option<u64>) {
         let sock = socket2::SockRef::from(&self.sock);
         (
