@@ -566,6 +566,7 @@ fn options(
         // The peer connects before it says it has: waiting for a connection that has not
         // come by then is waiting for one that will not.
         accept_wait: Some(step.min(transport::ACCEPT_WAIT)),
+        token: None,
     }
 }
 
@@ -944,7 +945,13 @@ pub fn server_run(
         e
     };
     let bind = bind_for(sc.transport, ctl.stream().local_ip()).map_err(|e| fail(e, ctl))?;
-    let opts = options(sc, dir.as_ref(), bind, side.deadlines.step);
+    let mut opts = options(sc, dir.as_ref(), bind, side.deadlines.step);
+    // A connection to the data port without the token (a stranger, a port scan, another
+    // client's server dialling what its client named) is dropped, and the listener waits
+    // on for the client's: it cannot make this run fail.
+    if carries_token(sc.transport) {
+        opts.token = Some(token.clone());
+    }
     let channels = channels_of(sc, &role_of);
     let wiring = spec(sc.workload).wiring();
     let anonymous = matches!(

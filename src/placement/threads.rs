@@ -103,6 +103,7 @@ impl Threads {
             message_bytes: sc.size as usize,
             peer_uid: None,
             accept_wait: None,
+            token: None,
         }
     }
 }

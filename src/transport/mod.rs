@@ -300,6 +300,11 @@ pub struct TransportOptions {
     /// [`ACCEPT_WAIT`]). A run over a control connection, whose peer has connected before
     /// it says so, waits no longer than one of its steps.
     pub accept_wait: Option<Duration>,
+    /// The token a peer's data connection opens with (a run over a control connection,
+    /// on a connection-oriented socket): a TCP or Unix stream listener reads it from
+    /// each connection it accepts and drops one that does not send it (a stranger, a
+    /// port scan) and waits on for the real one. None: the first connection is taken.
+    pub token: Option<Vec<u8>>,
 }
 
 /// How long a listener waits for its peer's connection, unless told otherwise.
@@ -806,12 +811,14 @@ pub(crate) fn accept_from(
     expected: Option<std::net::SocketAddr>,
     what: &str,
     wait: Duration,
+    token: Option<&[u8]>,
 ) -> anyhow::Result<socket2::Socket> {
     use anyhow::Context;
     listener
         .set_nonblocking(true)
         .context("cannot make the listener non-blocking")?;
     let deadline = std::time::Instant::now() + wait;
+    let mut strangers = 0u32;
     loop {
         match listener.accept() {
             Ok((sock, peer)) => {
@@ -820,6 +827,14 @@ pub(crate) fn accept_from(
                 }
                 sock.set_nonblocking(false)
                     .context("cannot make the connection blocking")?;
+                if let Some(token) = token {
+                    let left = deadline.saturating_duration_since(std::time::Instant::now());
+                    if !opens_with(&sock, token, left.max(Duration::from_millis(1))) {
+                        // Not the peer: dropped, and the wait goes on.
+                        strangers += 1;
+                        continue;
+                    }
+                }
                 return Ok(sock);
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -827,6 +842,13 @@ pub(crate) fn accept_from(
                     anyhow::bail!("interrupted while waiting for a connection on {what}");
                 }
                 if std::time::Instant::now() > deadline {
+                    if strangers > 0 {
+                        anyhow::bail!(
+                            "no data connection with this run's token arrived on {what} within {:.1} s \
+                             ({strangers} without it were dropped: another program connected to the test's port?)",
+                            wait.as_secs_f64()
+                        );
+                    }
                     anyhow::bail!(
                         "no connection from the sender arrived on {what} within {:.1} s: check that --connect \
                          leads to this listener",
@@ -841,6 +863,32 @@ pub(crate) fn accept_from(
             }
         }
     }
+}
+
+/// Whether `sock` sends exactly `token` first, within `wait` (one record of a
+/// seqpacket socket; the first bytes of a stream). The bytes are only looked at
+/// (`MSG_PEEK`): the run reads and checks them again as before.
+fn opens_with(sock: &socket2::Socket, token: &[u8], wait: Duration) -> bool {
+    let until = std::time::Instant::now() + wait;
+    let mut got = vec![0u8; token.len()];
+    loop {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() || sock.set_read_timeout(Some(left)).is_err() {
+            return false;
+        }
+        let peeked = nix::sys::socket::recv(
+            std::os::fd::AsRawFd::as_raw_fd(sock),
+            &mut got,
+            nix::sys::socket::MsgFlags::MSG_PEEK,
+        );
+        match peeked {
+            Ok(0) | Err(_) => return false,
+            Ok(n) if n >= token.len() => break,
+            // Part of it so far (it comes in one write: rare); look again shortly.
+            Ok(_) => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
+    sock.set_read_timeout(None).is_ok() && crate::control::auth::same_token(&got, token)
 }
 
 /// Apply the requested socket buffer sizes to a socket (before connect/listen, so TCP's
@@ -1124,6 +1172,46 @@ pub(crate) fn connect_with_deadline(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listener_with_a_token_drops_strangers_and_takes_the_peer_that_sends_it() {
+        use std::io::{Read, Write};
+        let token = b"0123456789abcdef".to_vec();
+        let opts = TransportOptions {
+            token: Some(token.clone()),
+            accept_wait: Some(Duration::from_secs(5)),
+            ..TransportOptions::default()
+        };
+        let l = tcp::listen(false, &opts).unwrap();
+        let Endpoint::Address(at) = l.endpoint().clone() else {
+            panic!("a TCP listener has an address")
+        };
+        // A stranger with the wrong bytes, one that says nothing and hangs up, then the
+        // peer: the first two are dropped (and see their connection end).
+        let mut wrong = std::net::TcpStream::connect(at).unwrap();
+        wrong.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+        drop(std::net::TcpStream::connect(at).unwrap());
+        let mut peer = std::net::TcpStream::connect(at).unwrap();
+        peer.write_all(&token).unwrap();
+        peer.write_all(b"data").unwrap();
+        let (mut conn, _) = l.accept(None).unwrap();
+        // The token is still there for the run to read and check; then the data.
+        let mut got = [0u8; 20];
+        let mut n = 0;
+        while n < 20 {
+            n += conn.recv(&mut got[n..]).unwrap();
+        }
+        assert_eq!(&got[..16], &token[..]);
+        assert_eq!(&got[16..], b"data");
+        wrong
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        let mut b = [0u8; 1];
+        assert!(
+            matches!(wrong.read(&mut b), Ok(0) | Err(_)),
+            "the stranger was dropped"
+        );
+    }
 
     #[test]
     fn only_names_this_tool_makes_carry_an_owner() {

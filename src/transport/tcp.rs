@@ -69,6 +69,7 @@ struct TcpListener {
     endpoint: Endpoint,
     nodelay: bool,
     wait: std::time::Duration,
+    token: Option<Vec<u8>>,
 }
 
 /// The receiving half: bind `--bind` (or the loopback, any port) and listen.
@@ -93,6 +94,7 @@ pub fn listen(ipv6: bool, opts: &TransportOptions) -> anyhow::Result<Box<dyn Lis
         endpoint: Endpoint::Address(local),
         nodelay: opts.nodelay,
         wait: opts.accept_wait.unwrap_or(super::ACCEPT_WAIT),
+        token: opts.token.clone(),
     }))
 }
 
@@ -151,6 +153,7 @@ impl Listener for TcpListener {
             from,
             &format!("TCP {}", self.endpoint),
             self.wait,
+            self.token.as_deref(),
         )?;
         receiver
             .set_nodelay(self.nodelay)

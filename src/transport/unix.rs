@@ -183,6 +183,7 @@ impl Listener for UnixListener {
                     None,
                     &self.path.display().to_string(),
                     self.opts.accept_wait.unwrap_or(super::ACCEPT_WAIT),
+                    self.opts.token.as_deref(),
                 )?;
                 // Accepted Unix sockets do not inherit the listener's buffer sizes.
                 apply_buffers(&receiver, &self.opts).context("cannot set socket buffer sizes")?;
