@@ -116,12 +116,21 @@ pub enum ControlError {
     /// Ctrl-C (SIGTERM, SIGHUP) came while this side waited for the peer.
     #[error("interrupted (Ctrl-C) while waiting for the peer")]
     Interrupted,
+    /// The peer began a frame and sent no more of it in time (a peer writes each frame
+    /// whole: one cut off is a peer gone quiet, whatever else may still be running).
+    #[error(
+        "the peer began a frame and sent no more of it for {0:.1} s (the deadline for a step)"
+    )]
+    Unfinished(f64),
 }
 
 impl ControlError {
     /// Whether the peer timing out (rather than refusing) ended it.
     pub fn is_deadline(&self) -> bool {
-        matches!(self, ControlError::Deadline(_))
+        matches!(
+            self,
+            ControlError::Deadline(_) | ControlError::Unfinished(_)
+        )
     }
 }
 
@@ -208,6 +217,10 @@ pub struct Control {
     decoder: Decoder,
     queue: VecDeque<Frame>,
     buf: Box<[u8]>,
+    /// When the frame now half-received began to arrive.
+    begun: Option<Instant>,
+    /// How long the rest of a frame begun may take ([`Deadlines::step`]).
+    finish_within: Duration,
 }
 
 impl Control {
@@ -218,7 +231,31 @@ impl Control {
             decoder: Decoder::new(),
             queue: VecDeque::new(),
             buf: vec![0u8; READ_CHUNK].into_boxed_slice(),
+            begun: None,
+            finish_within: STEP_DEADLINE,
         }
+    }
+
+    /// A frame begun must be whole within `d` of its first byte, whatever the wait for
+    /// it (a run's coordinator waits for frames for as long as the run lasts; the rest
+    /// of a frame is not worth that). [`STEP_DEADLINE`] unless set.
+    pub fn finish_frames_within(&mut self, d: Duration) {
+        self.finish_within = d;
+    }
+
+    /// How long the frame begun may still take (`None`: none is begun).
+    ///
+    /// # Errors
+    /// [`ControlError::Unfinished`] once that is nothing.
+    fn frame_left(&self) -> Result<Option<Duration>, ControlError> {
+        let Some(begun) = self.begun else {
+            return Ok(None);
+        };
+        let left = self.finish_within.saturating_sub(begun.elapsed());
+        if left.is_zero() {
+            return Err(ControlError::Unfinished(self.finish_within.as_secs_f64()));
+        }
+        Ok(Some(left))
     }
 
     /// Take only frames of `types` from the next header on (see [`Decoder::allow`]).
@@ -267,10 +304,13 @@ impl Control {
                 return Ok(Some(f));
             }
             let left = deadline.saturating_duration_since(Instant::now());
+            let frame_left = self.frame_left()?;
             if left.is_zero() {
                 return Ok(None);
             }
-            let left = left.max(Duration::from_millis(1));
+            let left = frame_left
+                .map_or(left, |f| left.min(f))
+                .max(Duration::from_millis(1));
             if let Some(fd) = self.stream.raw_fd() {
                 // Waited for to the millisecond (a short wait, a run's tick, is not
                 // rounded up to the kernel's).
@@ -287,6 +327,12 @@ impl Control {
                 Ok(0) => return Err(ControlError::Closed),
                 Ok(n) => {
                     let frames = self.decoder.feed_all(&self.buf[..n])?;
+                    if !frames.is_empty() || self.decoder.is_idle() {
+                        self.begun = None;
+                    }
+                    if !self.decoder.is_idle() {
+                        self.begun.get_or_insert_with(Instant::now);
+                    }
                     self.queue.extend(frames);
                     #[cfg(test)]
                     self.stream.note_held(
@@ -330,13 +376,21 @@ impl Control {
                 return Err(ControlError::Interrupted);
             }
             let left = deadline.saturating_duration_since(Instant::now());
+            let frame_left = self.frame_left()?;
             if left.is_zero() {
                 return Ok(None);
             }
             if let Some((fd, wake)) = fds {
-                match crate::sys::wait::poll_or_wake(fd, true, wake, left)
-                    .map_err(FrameError::Io)?
+                match crate::sys::wait::poll_or_wake(
+                    fd,
+                    true,
+                    wake,
+                    frame_left.map_or(left, |f| left.min(f)),
+                )
+                .map_err(FrameError::Io)?
                 {
+                    // The frame begun is out of time: said at the loop's top.
+                    Woken::TimedOut if frame_left.is_some_and(|f| f < left) => continue,
                     Woken::TimedOut => return Ok(None),
                     Woken::Wake => return Err(ControlError::Interrupted),
                     // Bytes (or the end) came: read them, and the rest of a frame
@@ -496,6 +550,56 @@ mod tests {
         );
         drop(c);
         let _ = writer.join();
+    }
+
+    #[test]
+    fn a_frame_cut_off_ends_a_wait_of_many_short_polls_at_its_own_deadline() {
+        // A run's coordinator polls every tick for as long as the run lasts: the rest of
+        // a frame begun is waited for a step, not the run.
+        let (mut c, mut peer) = pair();
+        c.finish_frames_within(Duration::from_millis(300));
+        let bytes = frame::encode(FrameType::Signal, &[b' '; 64]).unwrap();
+        // A whole frame, then (after more than the deadline: a frame's own time counts
+        // from its first byte, not the conversation's) the header and a few bytes of
+        // the next.
+        peer.write_all(&bytes).unwrap();
+        let first = c.poll(Duration::from_secs(1)).unwrap();
+        assert_eq!(first.map(|f| f.kind), Some(FrameType::Signal));
+        std::thread::sleep(Duration::from_millis(400));
+        peer.write_all(&bytes[..frame::HEADER + 3]).unwrap();
+        let t = Instant::now();
+        let got = loop {
+            match c.poll(Duration::from_millis(10)) {
+                Ok(None) if t.elapsed() < Duration::from_secs(5) => {}
+                other => break other,
+            }
+        };
+        let waited = t.elapsed();
+        assert!(matches!(got, Err(ControlError::Unfinished(_))), "{got:?}");
+        assert!(got.unwrap_err().is_deadline());
+        assert!(
+            waited >= Duration::from_millis(290) && waited < Duration::from_secs(2),
+            "{waited:?}"
+        );
+        // One dribbled slower than a poll but within the frame's deadline is taken.
+        let (mut c, mut peer) = pair();
+        c.finish_frames_within(Duration::from_secs(5));
+        let writer = std::thread::spawn(move || {
+            for piece in bytes.chunks(20) {
+                peer.write_all(piece).unwrap();
+                std::thread::sleep(Duration::from_millis(30));
+            }
+            peer
+        });
+        let t = Instant::now();
+        let got = loop {
+            match c.poll(Duration::from_millis(10)) {
+                Ok(None) if t.elapsed() < Duration::from_secs(5) => {}
+                other => break other,
+            }
+        };
+        assert_eq!(got.unwrap().map(|f| f.kind), Some(FrameType::Signal));
+        drop(writer.join());
     }
 
     #[test]

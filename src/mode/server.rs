@@ -481,7 +481,10 @@ fn is_handshake_noise(e: &anyhow::Error) -> bool {
     e.downcast_ref::<ControlError>().is_some_and(|c| {
         matches!(
             c,
-            ControlError::Deadline(_) | ControlError::Closed | ControlError::Frame(_)
+            ControlError::Deadline(_)
+                | ControlError::Unfinished(_)
+                | ControlError::Closed
+                | ControlError::Frame(_)
         )
     })
 }
@@ -532,6 +535,7 @@ fn converse(
 ) -> anyhow::Result<()> {
     let mut session =
         Session::new(shared.key.clone(), shared.limits, peer)?.with_deadlines(shared.deadlines);
+    ctl.finish_frames_within(shared.deadlines.step);
     // Where the conversation is, for the table of connections (a child's parent has no
     // place in it).
     let stage = |s: Stage| {

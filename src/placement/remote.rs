@@ -328,6 +328,7 @@ impl Remote {
         stop: Stop,
         side: ClientSide<'_>,
     ) -> Result<(ClientOutcome, Option<SystemCpu>), RunError> {
+        ctl.finish_frames_within(side.deadlines.step);
         let t0 = SystemTicks::now();
         let o = client_run(ctl, sc, stop, self.server_role, self.bidir, side)?;
         let t1 = SystemTicks::now();

@@ -825,6 +825,26 @@ fn sessions_that_once_broke_the_server_no_longer_do() {
                 ],
             )
         },
+        // The same lie, the run then cut off in its signals (a frame's header announcing
+        // 64 bytes, and nothing after it).
+        Case {
+            size: 1,
+            stop: Stop::Count(1),
+            ..case(
+                TransportKind::Tcp,
+                vec![
+                    (
+                        5,
+                        Break::Announce {
+                            kind: 6,
+                            len: 64,
+                            send: 0,
+                        },
+                    ),
+                    (1, Break::Named(9681)),
+                ],
+            )
+        },
         // Its data connection said to come from another port of this host: the server
         // waited the transport's 5 s for it, not a step.
         case(
