@@ -161,6 +161,14 @@ struct Script<'a> {
     /// The type of every frame the server sent, in order.
     got: Vec<FrameType>,
     silent_at: Option<Instant>,
+    /// This run's scenario named another transport than the one the script plays.
+    lied_transport: bool,
+    /// This run has started (its `Start` sent) and not ended.
+    running: bool,
+    /// The script fell silent in a run of another transport than the server's, whose
+    /// roles so never saw the script's data end: the server cannot tell that silence
+    /// from a count-bounded run still going, and waits for its --max-duration.
+    silent_unseen: bool,
     until: Instant,
     serial: u64,
 }
@@ -227,6 +235,7 @@ impl Script<'_> {
             }
             After::Silence => {
                 self.silent_at = Some(Instant::now());
+                self.silent_unseen = self.running && self.lied_transport;
                 Err(Over)
             }
         }
@@ -288,8 +297,10 @@ impl Script<'_> {
         let roles = msg.server_roles();
         let mut body = serde_json::to_value(&msg).expect("JSON");
         let how = self.take_step();
+        self.lied_transport = false;
         if let Some(Break::Named(n)) = how {
             lie_scenario(&mut body, n);
+            self.lied_transport = body["scenario"]["transport"] != json!(sc.transport);
         }
         self.send(FrameType::Scenario, &body, how.as_ref())?;
         let ready: Ready =
@@ -355,6 +366,7 @@ impl Script<'_> {
             _ => json!({}),
         };
         self.send(FrameType::Start, &start, how.as_ref())?;
+        self.running = true;
         // The data: what this side sends (a little, then the end), then what it reads.
         let data = self.take_step();
         let mine: Vec<Role> = roles
@@ -414,6 +426,7 @@ impl Script<'_> {
             self.send(FrameType::Signal, &signal, how.as_ref().filter(|_| i == 0))?;
         }
         self.expect(FrameType::Result)?;
+        self.running = false;
         Ok(())
     }
 }
@@ -605,6 +618,9 @@ fn session(
         step: 0,
         got: Vec::new(),
         silent_at: None,
+        lied_transport: false,
+        running: false,
+        silent_unseen: false,
         until,
         serial: 0,
     };
@@ -662,7 +678,15 @@ fn session(
         }
     }
     if let Some(at) = s.silent_at {
+        // A run whose roles never saw the client's data end, and which no planned time
+        // ends, is cut at the server's --max-duration.
+        let unseen = if s.silent_unseen && !matches!(case.stop, Stop::Duration(_)) {
+            Duration::from_secs(shared.limits.max_duration_s)
+        } else {
+            Duration::ZERO
+        };
         let most = (d.handshake.max(d.idle) + d.step * 2 + d.stall + run_time(case.stop)) * 2
+            + unseen
             + Duration::from_millis(if cfg!(debug_assertions) { 2000 } else { 500 });
         let waited = ended.saturating_duration_since(at);
         if waited > most {
