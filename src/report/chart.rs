@@ -222,9 +222,14 @@ pub fn percentile_ticks(max_x: f64) -> Vec<Tick> {
         .collect()
 }
 
-/// Where a quantile `p` (0 to 1, below 1) sits on the percentile axis.
-pub fn percentile_x(p: f64) -> f64 {
-    -(1.0 - p).log10()
+/// Where the share `below / total` of the samples (`below` under `total`) sits on the
+/// percentile axis: log10(total / (total - below)), so 99 of 100 is exactly 2.
+///
+/// From the counts, never as -log10(1 - p): 0.99 is not exact in f64 and 1 - 0.99 is
+/// 0.010000000000000009, which put 99% at 1.9999999999999996. Where a tick sits on a
+/// half pixel that is the pixel before the tick's.
+pub fn percentile_x(below: u64, total: u64) -> f64 {
+    (total as f64 / (total - below) as f64).log10()
 }
 
 /// The size axis' ticks (log2 of bytes) for these sizes: each size, thinned to at most
@@ -331,30 +336,52 @@ pub fn percentile_curve_hdr(h: &Histogram<u64>) -> Vec<(f64, f64)> {
 /// The percentile curve of a loaded report, which holds no full histogram: the summary
 /// percentiles plus each bucket's bound at its cumulative share, sorted, never
 /// decreasing, up to the resolution of the sample count (the max at 1 - 1/count).
+///
+/// The curve goes through every summary percentile the report holds, each exactly at its
+/// tick: 90%, 99%, 99.9% and 99.99% at 1, 2, 3 and 4 (whole decades of 1/(1-p), written
+/// as such: computed from 0.99 the 99% point fell a pixel left of its tick on an axis
+/// from 0% to 99.99%, 1,001 to 10,000 samples, and the tick's pixel showed only the next
+/// bucket's bound), the median at log10(2).
 pub fn percentile_curve_summary(lat: &Latency, buckets: &[Bucket]) -> Vec<(f64, f64)> {
     if lat.count == 0 {
         return Vec::new();
     }
     let max_x = (lat.count as f64).log10().max(1.0);
-    let mut points: Vec<(f64, f64)> = vec![
-        (0.0, lat.min_ns as f64),
-        (percentile_x(0.5), lat.p50_ns as f64),
-        (percentile_x(0.9), lat.p90_ns as f64),
-        (percentile_x(0.99), lat.p99_ns as f64),
-        (percentile_x(0.999), lat.p99_9_ns as f64),
-        (percentile_x(0.9999), lat.p99_99_ns as f64),
-    ];
+    let mut summary: Vec<(f64, f64)> = [
+        (0.0, lat.min_ns),
+        (2f64.log10(), lat.p50_ns),
+        (1.0, lat.p90_ns),
+        (2.0, lat.p99_ns),
+        (3.0, lat.p99_9_ns),
+        (4.0, lat.p99_99_ns),
+    ]
+    .into_iter()
+    .filter(|&(x, _)| x < max_x - 1e-9)
+    .map(|(x, ns)| (x, ns as f64))
+    .collect();
+    summary.push((max_x, lat.max_ns as f64));
+    let mut points = summary.clone();
     let total: u64 = buckets.iter().map(|b| b.count).sum();
     let mut below = 0u64;
     for b in buckets {
         below += b.count;
-        if below < total && b.count > 0 {
-            let p = below as f64 / total as f64;
-            points.push((percentile_x(p), (b.le_ns.min(lat.max_ns)) as f64));
+        if below == total || b.count == 0 {
+            continue;
+        }
+        let x = percentile_x(below, total);
+        // A bucket's point says that this share of the samples is at most its bound;
+        // the summary percentile at or past this share is at most its own value, so it
+        // bounds the point too, and is exact where the bucket only bounds (the bound may
+        // be 26% above the bucket's samples). A bucket point above the next percentile
+        // would lift that percentile off its value (the curve never decreases): the
+        // point is capped at it, and left out at a percentile's own share.
+        let Some(&(at, cap)) = summary.iter().find(|s| s.0 >= x) else {
+            continue;
+        };
+        if at > x && x < max_x - 1e-9 {
+            points.push((x, (b.le_ns as f64).min(cap)));
         }
     }
-    points.retain(|&(x, _)| x < max_x - 1e-9);
-    points.push((max_x, lat.max_ns as f64));
     points.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut top = 0.0f64;
     for p in &mut points {
@@ -1332,8 +1359,12 @@ mod tests {
         let labels: Vec<&str> = ticks.iter().map(|t| t.1.as_str()).collect();
         assert_eq!(labels, ["0%", "90%", "99%", "99.9%", "99.99%"]);
         assert_eq!(ticks[3].0, 3.0);
-        assert!((percentile_x(0.999) - 3.0).abs() < 1e-9);
-        assert!((percentile_x(0.5) - 2f64.log10()).abs() < 1e-9);
+        // Exactly on the ticks: 1 - 0.99 is not 0.01 in f64, 1 out of 100 is.
+        assert_eq!(percentile_x(999, 1000), 3.0);
+        assert_eq!(percentile_x(99, 100), 2.0);
+        assert_eq!(percentile_x(9_900, 10_000), 2.0);
+        assert_eq!(percentile_x(9, 10), 1.0);
+        assert!((percentile_x(1, 2) - 2f64.log10()).abs() < 1e-15);
         // A fraction of a decade rounds up to the next tick.
         assert_eq!(percentile_ticks(2.3).len(), 4);
     }
@@ -1614,6 +1645,166 @@ mod tests {
         assert!(curve
             .windows(2)
             .all(|w| w[0].1 <= w[1].1 && w[0].0 <= w[1].0));
+    }
+
+    /// The attribute `name` of the SVG tag `tag`.
+    fn attr<'a>(tag: &'a str, name: &str) -> &'a str {
+        let key = format!(" {name}=\"");
+        let from = tag.find(&key).unwrap_or_else(|| panic!("{name} in {tag}")) + key.len();
+        &tag[from..from + tag[from..].find('"').unwrap()]
+    }
+
+    /// A saved report of 10,000 round trips: 9,899 at 1 ms, 2 at 2.1 ms (the 9,900th
+    /// sample, so p99 is 2.1 ms) and 99 at 3 ms. Its R10 buckets put 98.99% at 1 ms and
+    /// 99.01% at 2.5 ms: 0.75 pixel either side of the 99% tick, which sits in the middle of
+    /// an axis from 0% to 99.99% (every count from 1,001 to 10,000) with an odd number of
+    /// pixels, so on a half pixel. The p99 point must be drawn at that tick, with p99: it
+    /// was drawn at 1.9999999999999996 (1 - 0.99 is 0.010000000000000009 in f64), which
+    /// rounds to the pixel left of the tick, and the tick's pixel had only the 2.5 ms
+    /// bucket's point (tests/html.rs, on a loaded machine: "the curve reads
+    /// [2.4985872787940444] at the tick, the JSON has 2.148351").
+    #[test]
+    fn a_saved_report_draws_each_summary_percentile_on_its_tick() {
+        let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
+        h.record_n(1_000_000, 9_899).unwrap();
+        h.record_n(2_100_000, 2).unwrap();
+        h.record_n(3_000_000, 99).unwrap();
+        let lat = Latency::of(&h).unwrap();
+        let buckets = crate::measure::histogram::buckets(&h);
+        assert_eq!((lat.count, lat.p99_ns / 1000), (10_000, 2_101));
+        let at = |le_ns: u64| buckets.iter().find(|b| b.le_ns == le_ns).unwrap().count;
+        assert_eq!(
+            (at(1_000_000), at(2_500_000), at(3_150_000)),
+            (9_899, 2, 99)
+        );
+
+        // As drawn: the 99% tick's pixel column holds a point at p99.
+        let tcp = crate::transport::TransportKind::Tcp;
+        let mut r = sample::scenario(WorkloadKind::Pingpong, tcp, 64, 5e6);
+        r.latencies.insert("round_trip".into(), lat.clone());
+        r.latency_buckets
+            .insert("round_trip".into(), buckets.clone());
+        let report = sample::report(vec![r], crate::plan::Layout::List);
+        let chart = charts(&report)
+            .into_iter()
+            .find(|c| c.id == "pingpong-round_trip-percentiles")
+            .unwrap();
+        assert!(chart.svg.contains("latency (ms)"), "a linear axis in ms");
+        let (mut tick_x, mut y_ticks) = (None, Vec::new());
+        for text in chart.svg.split("<text").skip(1) {
+            let (tag, rest) = text.split_once('>').unwrap();
+            let label = rest[..rest.find("</text>").unwrap()].trim();
+            if label == "99%" {
+                tick_x = Some(attr(tag, "x").parse::<i32>().unwrap());
+            } else if tag.contains("text-anchor=\"end\"") {
+                if let Ok(v) = label.parse::<f64>() {
+                    y_ticks.push((attr(tag, "y").parse::<f64>().unwrap(), v));
+                }
+            }
+        }
+        let tick_x = tick_x.expect("a 99% tick");
+        let (lo, hi) = (y_ticks[0], y_ticks[y_ticks.len() - 1]);
+        let value = |py: f64| lo.1 + (py - lo.0) * (hi.1 - lo.1) / (hi.0 - lo.0);
+        let px = |v: f64| lo.0 + (v - lo.1) * (hi.0 - lo.0) / (hi.1 - lo.1);
+        let line = chart
+            .svg
+            .split("<polyline")
+            .skip(1)
+            .find(|l| l.contains("stroke-width=\"2\""))
+            .expect("the curve");
+        let column: Vec<f64> = attr(line, "points")
+            .split_whitespace()
+            .map(|p| p.split_once(',').unwrap())
+            .filter(|(x, _)| x.parse::<i32>().unwrap() == tick_x)
+            .map(|(_, y)| y.parse().unwrap())
+            .collect();
+        let p99_ms = lat.p99_ns as f64 / 1e6;
+        assert!(
+            column.iter().any(|&py| (py - px(p99_ms)).abs() <= 1.0),
+            "the curve reads {:?} ms at the 99% tick (x {tick_x}), the summary has {p99_ms}",
+            column.iter().map(|&py| value(py)).collect::<Vec<_>>()
+        );
+
+        // As computed: each summary percentile is a point at its tick, with its value.
+        let curve = percentile_curve_summary(&lat, &buckets);
+        for (x, v) in [
+            (0.0, lat.min_ns),
+            (1.0, lat.p90_ns),
+            (2.0, lat.p99_ns),
+            (3.0, lat.p99_9_ns),
+            (4.0, lat.max_ns),
+        ] {
+            assert!(curve.contains(&(x, v as f64)), "({x}, {v}) in {curve:?}");
+        }
+        assert!(curve
+            .windows(2)
+            .all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1));
+    }
+
+    /// Where a bucket ends at a summary percentile's own share, the percentile is the
+    /// curve's only point there; a bucket bound above the next percentile (buckets that
+    /// disagree with the summary) is capped at it, and never lifts it.
+    #[test]
+    fn a_bucket_never_draws_above_the_summary_percentile_at_or_past_its_share() {
+        // 9,900 of 10,000 at 2.1 ms: the 2.5 ms bucket ends at 99%, p99 is 2.1 ms.
+        let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
+        h.record_n(2_100_000, 9_900).unwrap();
+        h.record_n(3_000_000, 100).unwrap();
+        let lat = Latency::of(&h).unwrap();
+        let curve = percentile_curve_summary(&lat, &crate::measure::histogram::buckets(&h));
+        let at_99: Vec<f64> = curve.iter().filter(|p| p.0 == 2.0).map(|p| p.1).collect();
+        assert_eq!(at_99, [lat.p99_ns as f64], "{curve:?}");
+        // 5% of 1,000 above a 1 ms bound, with p99 at 20 us.
+        let lat = sample::latency(10_000);
+        let buckets = [
+            Bucket {
+                le_ns: 1_000_000,
+                count: 950,
+            },
+            Bucket {
+                le_ns: 8_000_000,
+                count: 50,
+            },
+        ];
+        let curve = percentile_curve_summary(&lat, &buckets);
+        for (x, ns) in [(1.0, lat.p90_ns), (2.0, lat.p99_ns), (3.0, lat.max_ns)] {
+            assert!(curve.contains(&(x, ns as f64)), "({x}, {ns}) in {curve:?}");
+        }
+        // 95%: capped at p99, the next percentile.
+        assert!(curve.contains(&(percentile_x(950, 1000), lat.p99_ns as f64)));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// From any histogram's summary and buckets, the curve goes through every summary
+        /// percentile its count resolves, at its tick, and never decreases.
+        #[test]
+        fn the_summary_curve_goes_through_every_percentile_of_the_report(
+            samples in proptest::collection::vec((0u32..4, 1u64..1000), 1..3000)
+        ) {
+            let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
+            for &(decade, v) in &samples {
+                h.record(v * 1000 * 10u64.pow(decade)).unwrap();
+            }
+            let lat = Latency::of(&h).unwrap();
+            let curve = percentile_curve_summary(&lat, &crate::measure::histogram::buckets(&h));
+            let max_x = (lat.count as f64).log10().max(1.0);
+            for (x, ns) in [
+                (0.0, lat.min_ns),
+                (2f64.log10(), lat.p50_ns),
+                (1.0, lat.p90_ns),
+                (2.0, lat.p99_ns),
+                (3.0, lat.p99_9_ns),
+                (4.0, lat.p99_99_ns),
+            ] {
+                if x < max_x - 1e-9 {
+                    proptest::prop_assert!(curve.contains(&(x, ns as f64)), "({}, {}) in {:?}", x, ns, curve);
+                }
+            }
+            proptest::prop_assert_eq!(curve.last(), Some(&(max_x, lat.max_ns as f64)));
+            proptest::prop_assert!(curve.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1));
+        }
     }
 
     #[test]
