@@ -302,9 +302,10 @@ fn children_of(pid: u32) -> Vec<u32> {
 }
 
 /// Bytes queued to send on the established TCP sockets whose local port is `port`
-/// (/proc/net/tcp's tx_queue): above 0 when the peer does not read what it is sent.
+/// (/proc/net/tcp's tx_queue, in this thread's network namespace): above 0 when the peer
+/// does not read what it is sent.
 fn unsent_from(port: u16) -> u64 {
-    let t = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let t = std::fs::read_to_string("/proc/thread-self/net/tcp").unwrap_or_default();
     t.lines()
         .skip(1)
         .filter_map(|l| {
@@ -754,6 +755,9 @@ fn kept_alive(port: u16) -> TcpStream {
 )]
 #[test]
 fn serve_stops_within_100_ms_at_every_step_in_every_model() {
+    // Its /proc/net/tcp lists this test's sockets only, so a look at the server's unsent
+    // bytes is quick on a machine that holds many (20 s was not enough for one, loaded).
+    common::own_netns();
     let sb = Sandbox::new();
     for model in [
         "thread",

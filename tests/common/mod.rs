@@ -177,6 +177,35 @@ pub fn in_netns(
     Some(out)
 }
 
+/// Move the calling thread, and every process it starts from then on, into a network
+/// namespace of its own with loopback up: its `/proc/thread-self/net/tcp` (and that of
+/// the processes it starts) then lists this test's sockets only. On a machine that has
+/// run many tests those tables hold tens of thousands of TIME-WAIT sockets, and reading
+/// one takes the kernel so long that a test sampling them saw two samples in five
+/// seconds. Where namespaces are not permitted (not root) the thread stays where it was,
+/// and says so. A namespace belongs to a thread: each test runs on its own.
+pub fn own_netns() {
+    use nix::sched::{setns, unshare, CloneFlags};
+    let Ok(before) = std::fs::File::open("/proc/thread-self/ns/net") else {
+        eprintln!("note: no /proc/thread-self/ns/net: this test shares the machine's network");
+        return;
+    };
+    if let Err(e) = unshare(CloneFlags::CLONE_NEWNET) {
+        eprintln!("note: no network namespace of its own ({e}): this test shares the machine's");
+        return;
+    }
+    let up = std::process::Command::new("ip")
+        .args(["link", "set", "lo", "up"])
+        .output();
+    if !up.as_ref().is_ok_and(|o| o.status.success()) {
+        // Back to the machine's namespace: one without loopback would fail every test.
+        setns(&before, CloneFlags::CLONE_NEWNET).expect("back to the machine's namespace");
+        eprintln!(
+            "note: `ip link set lo up` failed ({up:?}): this test shares the machine's network"
+        );
+    }
+}
+
 /// The `name=value` lines a namespace script's `report` printed (after its `---` line).
 pub fn netns_figures(out: &std::process::Output) -> std::collections::HashMap<String, u64> {
     let err = String::from_utf8_lossy(&out.stderr);
