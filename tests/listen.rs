@@ -271,7 +271,7 @@ fn nc_over_udp_is_a_peer_and_echo_answers_it() {
     assert_eq!(cmd[..2], ["nc", "-u"], "{}", l.first);
     let echoed = nc(&cmd, &["-w", "1"], b"ping");
     assert_eq!(echoed, b"ping");
-    let log = l.log_with("read");
+    let log = l.log_with("#1 read 4 bytes");
     assert!(log.contains("#1 new peer 127.0.0.1:"), "{log}");
     assert!(log.contains("#1 read 4 bytes from 127.0.0.1:"), "{log}");
     assert!(log.contains(r#""ping""#), "{log}");
@@ -286,7 +286,9 @@ fn a_datagram_longer_than_the_read_is_said_to_be_cut() {
     let l = Listen::start(&sb, &["-t", "udp", "-p", "0", "--read-size", "4"]);
     let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     s.send_to(b"0123456789", ("127.0.0.1", l.port())).unwrap();
-    let log = l.log_with("read");
+    // The read's own line: the line before it says `--read-size`, which holds "read",
+    // and the idle soak once caught the log between the two.
+    let log = l.log_with("#1 read 4 bytes");
     assert!(
         log.contains("#1 a datagram of 10 bytes was cut to the 4 bytes of --read-size"),
         "{log}"
