@@ -268,11 +268,13 @@ fn counters_agree_with_the_schedulers_migrations_and_the_threads_cpu_time() {
             let rusage =
                 u(s, "/voluntary_context_switches") + u(s, "/involuntary_context_switches");
             // perf's task clock stops a little before each switch away and starts a little
-            // after the switch back, which the thread's CPU clock counts: allow 2 us a switch
-            // (1.35 us was seen with other builds loading both vCPUs).
+            // after the switch back, which the thread's CPU clock counts. How long that
+            // is depends on what else runs: 1.35 us a switch with other builds loading
+            // both vCPUs, 2.9 us with a compile beside a mutation test. Allow 6 us: a
+            // counter in other units, scaled wrongly or never read is off by far more.
             let (task, cpu) = (f(c, "/task_clock_seconds"), f(s, "/cpu_seconds"));
             assert!(
-                (task - cpu).abs() <= 0.03 * cpu + 2e-6 * switches as f64 + 0.000_5,
+                (task - cpu).abs() <= 0.03 * cpu + 6e-6 * switches as f64 + 0.000_5,
                 "{side}: task clock {task} vs thread CPU {cpu} ({switches} switches)"
             );
             assert!(
