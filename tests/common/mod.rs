@@ -336,6 +336,27 @@ pub fn io_accounting(args: &[&str]) -> (Value, usize, std::collections::HashMap<
     )
 }
 
+/// Descriptors a child started from this test inherits beside stdin, stdout and stderr:
+/// those this process holds without close-on-exec (a test runner's, such as the
+/// jobserver pipes cargo-mutants hands down). Each takes one of a child's descriptors,
+/// so a test that limits a child's (`prlimit --nofile`) counts them in.
+pub fn inherited_fds() -> u64 {
+    use nix::fcntl::{fcntl, FcntlArg, FdFlag};
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return 0;
+    };
+    let fds: Vec<i32> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    fds.into_iter()
+        .filter(|&fd| fd > 2)
+        .filter(|&fd| {
+            fcntl(fd, FcntlArg::F_GETFD)
+                .is_ok_and(|f| !FdFlag::from_bits_truncate(f).contains(FdFlag::FD_CLOEXEC))
+        })
+        .count() as u64
+}
+
 /// Whether util-linux's prlimit is here (it says why not when it is not).
 pub fn has_prlimit() -> bool {
     let ok = std::process::Command::new("prlimit")
