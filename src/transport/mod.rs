@@ -1190,6 +1190,8 @@ mod tests {
         // peer: the first two are dropped (and see their connection end).
         let mut wrong = std::net::TcpStream::connect(at).unwrap();
         wrong.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+        // All it sends: taken for the peer, it would end before the 20 bytes below.
+        wrong.shutdown(std::net::Shutdown::Write).unwrap();
         drop(std::net::TcpStream::connect(at).unwrap());
         let mut peer = std::net::TcpStream::connect(at).unwrap();
         peer.write_all(&token).unwrap();
@@ -1199,7 +1201,9 @@ mod tests {
         let mut got = [0u8; 20];
         let mut n = 0;
         while n < 20 {
-            n += conn.recv(&mut got[n..]).unwrap();
+            let k = conn.recv(&mut got[n..]).unwrap();
+            assert!(k > 0, "the connection ended after {:?}", &got[..n]);
+            n += k;
         }
         assert_eq!(&got[..16], &token[..]);
         assert_eq!(&got[16..], b"data");
