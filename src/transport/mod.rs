@@ -1173,6 +1173,44 @@ pub(crate) fn connect_with_deadline(
 mod tests {
     use super::*;
 
+    /// A stranger that connects and says nothing is given up on when the wait is over (a
+    /// bound on the read), and one that sends the token in pieces is taken.
+    #[test]
+    fn a_silent_connection_is_given_up_on_at_the_end_of_its_wait() {
+        use std::io::Write;
+        let token = b"0123456789abcdef".to_vec();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let at = l.local_addr().unwrap();
+        let look = |token: Vec<u8>| {
+            let (sock, _) = l.accept().unwrap();
+            let sock = socket2::Socket::from(sock);
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let t = std::time::Instant::now();
+                let _ = tx.send((
+                    opens_with(&sock, &token, Duration::from_millis(200)),
+                    t.elapsed(),
+                ));
+            });
+            // Fails here, not by hanging the test, if the wait is not bounded.
+            rx.recv_timeout(Duration::from_secs(10))
+                .expect("opens_with never returned")
+        };
+        let _silent = std::net::TcpStream::connect(at).unwrap();
+        let (taken, took) = look(token.clone());
+        assert!(!taken);
+        assert!(took >= Duration::from_millis(150), "{took:?}");
+        let mut peer = std::net::TcpStream::connect(at).unwrap();
+        peer.write_all(&token[..5]).unwrap();
+        let send = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            peer.write_all(&token[5..]).unwrap();
+            peer
+        });
+        assert!(look(b"0123456789abcdef".to_vec()).0);
+        drop(send.join().unwrap());
+    }
+
     #[test]
     fn a_listener_with_a_token_drops_strangers_and_takes_the_peer_that_sends_it() {
         use std::io::{Read, Write};
