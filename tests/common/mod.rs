@@ -345,10 +345,7 @@ pub fn inherited_fds() -> u64 {
     let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
         return 0;
     };
-    let fds: Vec<i32> = dir
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .collect();
-    fds.into_iter()
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter(|&fd| fd > 2)
         .filter(|&fd| {
             fcntl(fd, FcntlArg::F_GETFD)
