@@ -50,16 +50,18 @@ mkdir -p target
 
 # A survivor already explained in mutants-survivors.txt runs the whole suite again (about
 # 400 s on 2 CPUs) to learn what the list says: leave it out (cargo-mutants' --exclude-re,
-# one exact name each), count it, and say so. cargo-mutants 27 applies name filters to
-# every mutant but the "delete field" kind, so an explained one of those still runs.
+# one exact name each), count it, and say so. Only an entry without a note counts: a
+# note in parentheses tells apart mutants of one name (two `|` on different lines of one
+# function), which a name without its line cannot, so those run. cargo-mutants 27 applies
+# name filters to every mutant but the "delete field" kind, so an explained one of those
+# still runs.
 explained_in() {
-  # stdin: mutant names as --list prints them; prints those the list explains. A list
-  # entry is "FILE: DESCRIPTION" then " (" a note or " | " the reason.
+  # stdin: mutant names as --list prints them; prints those the list explains, as
+  # "FILE: DESCRIPTION | reason".
   awk 'NR == FNR { if ($0 !~ /^#/ && $0 != "") entry[++n] = $0; next }
        { key = $0; sub(/:[0-9]+:[0-9]+: /, ": ", key)
          for (i = 1; i <= n; i++) {
-           rest = substr(entry[i], length(key) + 1, 3)
-           if (substr(entry[i], 1, length(key)) == key && (substr(rest, 1, 2) == " (" || rest == " | ")) { print; break }
+           if (substr(entry[i], 1, length(key) + 3) == key " | ") { print; break }
          } }' mutants-survivors.txt -
 }
 cargo mutants --list "${args[@]}" 2>/dev/null | explained_in > target/mutants.explained || true
