@@ -1071,7 +1071,7 @@ pub fn mq_names() -> Vec<String> {
 /// Whether `dir` is a mount of the mqueue file system.
 fn is_mqueue_fs(dir: &std::path::Path) -> bool {
     // linux/magic.h's MQUEUE_MAGIC.
-    let mqueue = nix::sys::statfs::FsType(0x1980_2003);
+    let mqueue = nix::sys::statfs::FsType(0x1980_0202);
     nix::sys::statfs::statfs(dir).is_ok_and(|s| s.filesystem_type() == mqueue)
 }
 
@@ -1172,6 +1172,41 @@ pub(crate) fn connect_with_deadline(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only a mount of the mqueue file system is one: another file system, or a path
+    /// that is not there, is not (so a machine without /dev/mqueue lists its queues
+    /// through a private mount instead); a private mount of it is, where one can be made.
+    #[test]
+    fn only_an_mqueue_mount_is_taken_for_one() {
+        assert!(!is_mqueue_fs(std::path::Path::new("/proc")));
+        assert!(!is_mqueue_fs(std::path::Path::new("/")));
+        assert!(!is_mqueue_fs(std::path::Path::new("/no/such/dir")));
+        // In a thread of its own mount namespace (as mq_names makes one): root only.
+        let mounted = std::thread::spawn(|| {
+            use nix::mount::{mount, MsFlags};
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).ok()?;
+            let none = None::<&str>;
+            mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none).ok()?;
+            let at = tempfile::tempdir().ok()?;
+            mount(
+                Some("mqueue"),
+                at.path(),
+                Some("mqueue"),
+                MsFlags::empty(),
+                none,
+            )
+            .ok()?;
+            let is = is_mqueue_fs(at.path());
+            let _ = nix::mount::umount2(at.path(), nix::mount::MntFlags::MNT_DETACH);
+            Some(is)
+        })
+        .join()
+        .unwrap();
+        match mounted {
+            Some(is) => assert!(is, "a fresh mqueue mount is not taken for one"),
+            None => eprintln!("skipped the mounted case: no private mount namespace (not root)"),
+        }
+    }
 
     /// A stranger that connects and says nothing is given up on when the wait is over (a
     /// bound on the read), and one that sends the token in pieces is taken.
