@@ -839,6 +839,34 @@ pub trait Workload: Send + Sync {
 mod tests {
     use super::*;
 
+    /// A paced message leaves when it is due, not a sleep's slack later: the nap stops
+    /// short of the due time and the last stretch spins. A sleep never ends early, so a
+    /// nap that ran past the due time would make every try late by at least that much;
+    /// the best of many tries shows whether any was on time (one try can always be
+    /// preempted, so only the best is checked).
+    #[test]
+    fn a_wait_ends_when_it_is_due_not_a_naps_slack_later() {
+        let best = (0..50)
+            .map(|_| {
+                let due = Instant::now() + Duration::from_millis(2);
+                assert!(wait_until(due, None));
+                Instant::now() - due
+            })
+            .min()
+            .unwrap();
+        assert!(
+            best < Duration::from_micros(90),
+            "the best of 50 waits ended {best:?} late"
+        );
+        // Past the deadline: false, having waited until the deadline.
+        let deadline = Instant::now() + Duration::from_millis(3);
+        assert!(!wait_until(
+            deadline + Duration::from_secs(5),
+            Some(deadline)
+        ));
+        assert!(Instant::now() >= deadline);
+    }
+
     /// A connection that takes whatever it is given and remembers each call's size.
     struct Recorder(Vec<usize>);
 
