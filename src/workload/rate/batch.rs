@@ -325,10 +325,21 @@ mod tests {
             link: l2,
             start: line.for_side(),
         };
+        // Both sides on threads of their own, so that a run that never ends fails here
+        // (a receiver that never hears the end) instead of hanging the test.
+        let (done, ended) = std::sync::mpsc::channel();
         let w2 = Arc::clone(&w);
-        let receiver = std::thread::spawn(move || w2.receiver(rx).unwrap());
-        let s = w.sender(tx).unwrap();
-        let r = receiver.join().unwrap();
+        let done2 = done.clone();
+        std::thread::spawn(move || done2.send((false, w2.receiver(rx).unwrap())));
+        std::thread::spawn(move || done.send((true, w.sender(tx).unwrap())));
+        let mut s = None;
+        let mut r = None;
+        for _ in 0..2 {
+            let (sender, report) = (ended.recv_timeout(std::time::Duration::from_secs(30)))
+                .expect("the run did not end within 30 s");
+            *if sender { &mut s } else { &mut r } = Some(report);
+        }
+        let (s, r) = (s.unwrap(), r.unwrap());
         assert_eq!((s.messages, s.bytes), (1003, 1003 * 64));
         assert_eq!(s.calls, Some(126), "125 batches of 8 and one of 3");
         assert_eq!((r.messages, r.bytes), (1003, 1003 * 64));
