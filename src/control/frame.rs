@@ -317,6 +317,11 @@ mod tests {
             d.feed(&encode(FrameType::Welcome, b"{}").unwrap()),
             Err(FrameError::Unexpected(FrameType::Welcome))
         ));
+        // A type named twice is allowed, as once (a list, not a toggle).
+        let mut d = Decoder::new();
+        d.allow(&[FrameType::Hello, FrameType::Bye, FrameType::Hello]);
+        let (_, f) = d.feed(&hello).unwrap();
+        assert_eq!(f.unwrap().kind, FrameType::Hello);
     }
 
     #[test]
