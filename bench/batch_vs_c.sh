@@ -9,7 +9,7 @@
 #   2. For udp (127.0.0.1) and unix-dgram, ROUNDS rounds, the order swapped every round:
 #        sockbench rate -t T -s SIZE --batch BATCH -d DURATION -w 0.25 --format json -q
 #        mmsg udp|unix BATCH SIZE DURATION 0.25
-#      Both count messages RECEIVED per second (sockbench: .results[0].messages_per_second,
+#      Both count messages RECEIVED per second (sockbench: .body.results[0].messages_per_second,
 #      the receiver's distinct messages over its interval; mmsg: its receiver's count
 #      over DURATION after a 0.25 s warm-up). Each round prints the ratio sockbench/C.
 #   3. UDP only (sockperf 3.7 has no Unix sockets): ROUNDS rounds of
@@ -97,7 +97,7 @@ sockbench() { # TRANSPORT -> received messages per second
     local out="$TMP/sb.json"
     timeout -k 5 "$TIMEOUT" "$BIN" rate -t "$1" -s "$SIZE" --batch "$BATCH" -d "$DURATION" -w 0.25 \
         "${SB_PIN[@]}" --format json -q >"$out" || die "sockbench rate -t $1 failed"
-    python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]; print(round(r["messages_per_second"]))' "$out"
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); r=d.get("body", d)["results"][0]; print(round(r["messages_per_second"]))' "$out"
 }
 c_loop() { # udp|unix -> received messages per second
     local line

@@ -37,7 +37,7 @@ def load(kind):
         files = [(f"{tmp}/{kind}-{r}.json", "")]
         if kind == "stream" and os.path.exists(f"{tmp}/batch-{r}.json"):
             files.append((f"{tmp}/batch-{r}.json", "/b"))
-        results = [(res, tag) for path, tag in files for res in json.load(open(path))["results"]]
+        results = [(res, tag) for path, tag in files for res in (lambda d: d.get("body", d))(json.load(open(path)))["results"]]
         for res, tag in results:
             if res["error"]:
                 continue

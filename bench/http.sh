@@ -119,6 +119,7 @@ run_sockbench() {
   python3 - "$WORK/out" "$(cat "$WORK/cpu")" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
+r = r.get("body", r)
 print(r["requests_per_second"], float(sys.argv[2]) / r["requests_complete"] * 1e6)
 EOF
 }

@@ -63,7 +63,7 @@ for r in $(seq "$ROUNDS"); do
   for p in threads processes; do
     if [ $((r % 2)) = 0 ]; then p=$([ $p = threads ] && echo processes || echo threads); fi
     "$BIN" stream -t tcp -s 1M -d "$DURATION" --placement $p --format json -q \
-      | jq_py "d['results'][0]['bits_per_second']" >> "$TMP/place-$p"
+      | jq_py "d.get('body', d)['results'][0]['bits_per_second']" >> "$TMP/place-$p"
   done
 done
 thr=$(median < "$TMP/place-threads"); pro=$(median < "$TMP/place-processes")
@@ -87,7 +87,7 @@ for r in $(seq "$ROUNDS"); do
     if [ $((r % 2)) = 0 ]; then tool=$([ $tool = sockbench ] && echo iperf3 || echo sockbench); fi
     if [ $tool = sockbench ]; then
       ip netns exec $A "$BIN" stream --server 10.99.0.2 -t tcp -s 128K -d "$DURATION" --format json -q \
-        | jq_py "d['results'][0]['bits_per_second']" >> "$TMP/stream-sockbench"
+        | jq_py "d.get('body', d)['results'][0]['bits_per_second']" >> "$TMP/stream-sockbench"
     else
       ip netns exec $A iperf3 -c 10.99.0.2 -l 128K -t "$DURATION" -J \
         | jq_py "d['end']['sum_received']['bits_per_second']" >> "$TMP/stream-iperf3"
@@ -103,7 +103,7 @@ for r in $(seq "$ROUNDS"); do
     if [ $((r % 2)) = 0 ]; then tool=$([ $tool = sockbench ] && echo sockperf || echo sockbench); fi
     if [ $tool = sockbench ]; then
       ip netns exec $A "$BIN" pingpong --server 10.99.0.2 -t udp -s 64 -d "$DURATION" --format json -q \
-        | jq_py "d['results'][0]['latencies']['round_trip']['p50_ns'] / 1000" >> "$TMP/rtt-sockbench"
+        | jq_py "d.get('body', d)['results'][0]['latencies']['round_trip']['p50_ns'] / 1000" >> "$TMP/rtt-sockbench"
     else
       out=$(ip netns exec $A sockperf ping-pong -i 10.99.0.2 -p 11111 -m 64 -t "$DURATION" --full-rtt 2>&1)
       grep -q "Round trip" <<<"$out" || die "sockperf did not report round trips: $out"

@@ -27,9 +27,9 @@
 #   "sockperf: ---> percentile 50.000 =   24.437"          p50, µs
 #   "sockperf: ---> percentile 99.000 =   65.588"          p99, µs
 #   "sockperf: Summary: Message Rate is 421808 [msg/sec]"  tp sender rate
-# sockbench's JSON: .results[0].latencies.round_trip.{p50_ns,p99_ns}; for rate
-# .results[0].runs[0].sender.messages_per_second (or messages_sent / sender
-# duration_seconds if that key is absent), .results[0].messages_per_second
+# sockbench's JSON: .body.results[0].latencies.round_trip.{p50_ns,p99_ns}; for rate
+# .body.results[0].runs[0].sender.messages_per_second (or messages_sent / sender
+# duration_seconds if that key is absent), .body.results[0].messages_per_second
 # (received) and .results[0].messages_lost.
 #
 # How to run (from any directory):
@@ -303,9 +303,10 @@ def sockbench(path):
     d = json.load(open(path))
     if d.get("error"):
         fail(f"{path}: sockbench error: {d['error']}")
-    if not d.get("results"):
-        fail(f"{path}: sockbench reported no results (skipped: {d.get('skipped')})")
-    r = d["results"][0]
+    b = d.get("body", d)  # the document's body (before schema 9: the top level)
+    if not b.get("results"):
+        fail(f"{path}: sockbench reported no results (skipped: {b.get('skipped')})")
+    r = b["results"][0]
     if "error" not in r:
         fail(f"{path}: .results[0] has no 'error' key")
     if r["error"] is not None:

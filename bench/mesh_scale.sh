@@ -82,6 +82,7 @@ end=$(date +%s.%N)
 python3 - "$TMP/mesh.json" "$start" "$end" "$AGENTS" "$DURATION" "$PROJECT" <<'PY'
 import json, sys
 doc = json.load(open(sys.argv[1]))
+doc = doc.get("body", doc)
 start, end, n, d, project = float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6])
 tests = doc["tests"]
 names = doc["settings"]["tests"]

@@ -19,7 +19,7 @@ for r in $(seq "$ROUNDS"); do
   echo "  round $r/$ROUNDS" >&2
   bare+=("$(timeout 30 "$tmp/clpp" "$DURATION")")
   shm+=("$(timeout 60 target/release/sockbench pingpong -t shm -s 64 -d "$DURATION" -w 0.1 --cpus 0,1 --format json -q |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["results"][0]["latencies"]["round_trip"]["p50_ns"])')")
+    python3 -c 'import json,sys; d = json.load(sys.stdin); print(d.get("body", d)["results"][0]["latencies"]["round_trip"]["p50_ns"])')")
 done
 python3 - "${bare[*]}" "${shm[*]}" <<'PY'
 import statistics, sys

@@ -165,7 +165,7 @@ def sockbench(path):
     d = load(path)
     if d.get("error"):
         sys.exit(f"{path}: sockbench error: {d['error']}")
-    r = d["results"][0]
+    r = d.get("body", d)["results"][0]
     if r.get("error"):
         sys.exit(f"{path}: sockbench result error: {r['error']}")
     return r["bits_per_second"], r["sender_cpu_seconds_per_gb"]
@@ -225,12 +225,12 @@ memcpy = {65536: float(sys.argv[2]), 1048576: float(sys.argv[3])}
 label = {65536: "64K", 1048576: "1M"}
 transports = ["unix", "pipe", "shm"]
 got = {}
-for r in d["results"]:
+for r in d.get("body", d)["results"]:
     if r.get("error"):
         print(f"warning: {r['transport']} at {r['size_bytes']} B failed: {r['error']}", file=sys.stderr)
         continue
     got[(r["transport"], r["size_bytes"])] = r["bytes_per_second"]
-for s in d.get("skipped", []):
+for s in d.get("body", d).get("skipped", []):
     print(f"warning: skipped: {s}", file=sys.stderr)
 
 head = ["size", "memcpy GB/s"] + [f"{t} GB/s (x memcpy)" for t in transports]

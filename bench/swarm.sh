@@ -33,7 +33,7 @@ if [ "${NO_BUILD:-0}" != 1 ]; then cargo build --release --quiet; fi
 command -v python3 >/dev/null || die "needs python3 to read the JSON"
 
 one=(); many=(); fair=()
-field() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
+field() { python3 -c "import json,sys; d=json.load(sys.stdin); print(d.get('body', d)['$1'])"; }
 for r in $(seq "$ROUNDS"); do
   a=$("$BIN" swarm -n 1 -t "$TRANSPORT" -d "$DURATION" --format json -q)
   b=$("$BIN" swarm -n "$PAIRS" -t "$TRANSPORT" -d "$DURATION" --format json -q)

@@ -12,7 +12,7 @@
 #      round the five runs take turns, the order rotated every round:
 #        sockbench pingpong -t T -e blocking|io-uring -s SIZE -d DURATION -w 0.2 --cpus A,B
 #        uring_pingpong blocking|io-uring|multishot T SIZE DURATION 0.2 A B
-#      and the p50 round trip of each (sockbench: .results[0].latencies.round_trip.p50_ns).
+#      and the p50 round trip of each (sockbench: .body.results[0].latencies.round_trip.p50_ns).
 #   3. Prints the medians and three ratios per placement and transport:
 #        sockbench io-uring / sockbench blocking   (what the engine costs over blocking)
 #        C io-uring / C blocking                   (what io_uring itself costs here)
@@ -76,7 +76,7 @@ run() { # runner transport client_cpu server_cpu -> p50 in µs on stdout
     if [[ $who == sb ]]; then
         timeout 120 "$BIN" pingpong -t "$t" -e "$method" -s "$SIZE" -d "$DURATION" -w 0.2 \
             --cpus "$a,$b" --format json -q \
-            | python3 -c 'import json,sys; print(json.load(sys.stdin)["results"][0]["latencies"]["round_trip"]["p50_ns"] / 1e3)'
+            | python3 -c 'import json,sys; d = json.load(sys.stdin); print(d.get("body", d)["results"][0]["latencies"]["round_trip"]["p50_ns"] / 1e3)'
     else
         timeout 120 "$TMP/uring_pingpong" "$method" "$t" "$SIZE" "$DURATION" 0.2 "$a" "$b" \
             | sed -n 's/.* p50_us=\([0-9.]*\) .*/\1/p'

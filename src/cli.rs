@@ -36,14 +36,70 @@ pub const HEAD_OUTPUT: &str = "Output";
 
 /// Top-level arguments.
 #[derive(Debug, Parser)]
-#[command(name = "sockbench", version, about = ABOUT, long_about = LONG_ABOUT, after_help = AFTER_HELP)]
+#[command(
+    name = "sockbench",
+    version,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    after_help = AFTER_HELP,
+    args_conflicts_with_subcommands = true
+)]
 pub struct Args {
     /// The workload to run (default: the suite).
     #[command(subcommand)]
     pub command: Option<Command>,
-    /// Output options, accepted before or after the command.
+    /// Output of the default suite (plain `sockbench`); a command takes its own after
+    /// its name.
     #[command(flatten)]
     pub output: OutputArgs,
+    /// `--by-placement` for the default suite.
+    #[command(flatten)]
+    pub by_placement: ByPlacementArg,
+}
+
+impl Args {
+    /// `argv` with its command's name moved to the front (after the program's), so the
+    /// flags written before it (as an older sockbench took output flags) follow it; `None`
+    /// when no argument names a command or it is first already.
+    pub fn command_first(argv: &[String]) -> Option<Vec<String>> {
+        use clap::CommandFactory;
+        let names: Vec<String> = Args::command()
+            .get_subcommands()
+            .map(|c| c.get_name().to_string())
+            .collect();
+        let rest = argv.get(1..)?;
+        let at = rest.iter().position(|a| names.contains(a))?;
+        if at == 0 {
+            return None;
+        }
+        let mut moved = vec![argv[0].clone(), rest[at].clone()];
+        moved.extend(rest[..at].iter().cloned());
+        moved.extend(rest[at + 1..].iter().cloned());
+        Some(moved)
+    }
+
+    /// The output flags of the command given (plain `sockbench`: the suite's).
+    pub fn output(&self) -> &OutputArgs {
+        match &self.command {
+            None => &self.output,
+            Some(Command::Stream(a)) => &a.common.output,
+            Some(Command::Pingpong(a)) => &a.common.output,
+            Some(Command::Rate(a)) => &a.common.output,
+            Some(Command::Connect(a)) => &a.common.output,
+            Some(Command::Suite(a)) => &a.output,
+            Some(Command::Report(a)) => &a.output,
+            Some(Command::Compare(a)) => &a.output,
+            Some(Command::Listen(a)) => &a.output,
+            Some(Command::Swarm(a)) => &a.output,
+            Some(Command::Mesh(a)) => &a.output,
+            Some(Command::Serve(a)) => &a.output,
+            Some(Command::Load(a)) => &a.output,
+            Some(Command::Models(a)) => &a.output,
+            Some(Command::Relay(a)) => &a.output,
+            // They print no document: their output is a log on stderr.
+            Some(Command::Server(_) | Command::Peer(_)) => &self.output,
+        }
+    }
 }
 
 /// Workloads and other commands.
@@ -91,6 +147,9 @@ counts are not reported for them (null); loss is still exact (sent - received)."
     /// The default suite (what plain `sockbench` runs): every local transport at 64 B,
     /// 4 KiB, 64 KiB and 1 MiB, one table; one run per cell, so no transport is ranked
     /// fastest (the table says how to rank them: `stream --runs 5`).
+    #[command(mut_arg("duration", |a| a.help("Measured time per cell (default 1s).")))]
+    #[command(mut_arg("warmup", |a| a.help("Unmeasured warm-up per cell (default 0.1s).")))]
+    #[command(mut_arg("transport", |a| a.help("Transports to include, comma-separated, or `all` (default all).")))]
     Suite(SuiteArgs),
     /// Print a saved JSON report again: as a table (default), Markdown, CSV, JSON, an HTML
     /// page of charts or OpenMetrics, with --wide and --units as for a run.
@@ -100,7 +159,10 @@ counts are not reported for them (null); loss is still exact (sent - received)."
   sockbench report run.json --units bytes --format markdown > run.md
   sockbench report run.json --format html > run.html
 
-The file must be a report of this sockbench's schema version (its `schema_version`).")]
+The file is a document of any command, of this sockbench's schema version (its
+`schema_version`); older ones open too: reports of the measuring commands from schema
+version 4 to 8, and the first documents of relay, swarm, load, models, serve, mesh and
+compare. A `listen --format json` log prints its summary.")]
     Report(ReportArgs),
     /// Compare saved runs: match their scenarios, print each headline figure's ratio with
     /// a confidence interval and a verdict (faster, slower, no significant difference)
@@ -119,8 +181,13 @@ with fewer, no test can tell noise from a change. The test is Welch's t when bot
 have 3+ runs without outliers (Dixon's Q at 95% up to 10 runs), else Mann-Whitney U; each
 row says which. Exit status: 0; 1 with --fail-if-slower when a scenario is significantly
 slower by more than PCT, or ran in BASE and failed in or is missing from NEW, or when a
-file cannot be read; 2 bad usage. --format json (and --export-json) write the comparison
-(schema/compare.schema.json); csv, markdown and html work too, openmetrics does not.")]
+file cannot be read; 2 bad usage. The comparison is a document like every other: in
+every --format, and in any --export-FORMAT.
+
+Documents of relay, swarm, load, models, serve and mesh compare too, row by row (methods,
+runs, models, pairs), each by its headline figure; give them --runs 3 or more where the
+command takes it (relay, swarm, load, models). --ignore-option applies to the measuring
+commands' documents only.")]
     Compare(CompareArgs),
     /// Wait for clients on another host (or this one) and play the other role of the
     /// tests they run: `sockbench stream --server HOST` on the client. Logs one line per
@@ -155,45 +222,66 @@ hosts.")]
 Verbosity (-v): 0 the listening line and the summary; 1 (default) also accepts, reads and
 disconnects; 2 also each read's bytes, escaped (printable ASCII as it is, \\n \\r \\t, \\\\,
 \\\", anything else \\xNN: no terminal sequence passes through); 3 also the bytes in hex.")]
+    #[command(mut_arg("transport", |a| a.help("Transport: one of unix, unix-dgram, unix-seqpacket, tcp, tcp6, udp, udp6 (default tcp).").value_name("TRANSPORT")))]
+    #[command(mut_arg("duration", |a| a.help("Stop after this long (default: at Ctrl-C).")))]
     Listen(ListenArgs),
     /// Many pairs at once in one process: N connections (or socketpairs, or pipes) each
     /// streaming or ping-ponging, driven by two epoll threads; the aggregate, the spread
     /// across pairs, Jain's fairness index, the setup time and errors by kind.
     #[command(after_help = "Examples:
   sockbench swarm -n 1000 -t tcp
-  sockbench swarm -n 10000 -t unix -w pingpong
+  sockbench swarm -n 10000 -t unix -W pingpong
   sockbench swarm -n 100 -t pipe -s 4K -d 5 --format json
 
 Before it starts, swarm checks the descriptor limit (raising the soft limit to the hard
 one when that is enough, and saying so), the ephemeral ports TCP needs and the memory the
 pairs' buffers may take; what cannot fit is an error naming the limit.")]
+    #[command(mut_arg("transport", |a| a.help("Transport: one of unix, unix-seqpacket, tcp, tcp6 (through one listener), socketpair, pipe (default unix).").value_name("TRANSPORT")))]
+    #[command(mut_arg("size", |a| a.help("Bytes per write (stream, default 64K) or per request and answer (pingpong, default 64): one size.").value_name("SIZE")))]
+    #[command(mut_arg("duration", |a| a.help("How long to measure, once every pair is set up (default 2s).")))]
+    #[command(mut_arg("runs", |a| a.help("Runs, 1 to 100, each with its pairs set up afresh: the figures are the median run's by the aggregate, with every run's beside them, so `compare` can tell a change from noise.")))]
     Swarm(SwarmArgs),
     /// Every pair of N hosts: a coordinator asks the agents (`sockbench server` on each
     /// host) to measure each ordered pair in turn, in rounds where no host takes part in
     /// two tests at once; prints source x destination matrices, the spread across pairs
     /// and the worst pairs.
     #[command(after_long_help = MESH_HELP)]
+    #[command(mut_arg("duration", |a| a.help("How long each test measures (default 5s).")))]
+    #[command(mut_arg("warmup", |a| a.help("Warm-up before each test's measured interval (default 0.5s).")))]
+    #[command(mut_arg("size", |a| a.help("Message size, one (default: each test's own: 128K for tcp-stream, 64 B otherwise).").value_name("SIZE")))]
     Mesh(MeshArgs),
     /// An HTTP/1.1 server with a chosen concurrency model, for `sockbench load`, ab, wrk
     /// or h2load to drive: keep-alive, pipelining, HTTP/1.0, a fixed response body;
     /// malformed requests get 400, 431, 501 or 505. Prints what it served at Ctrl-C.
     #[command(after_help = SERVE_HELP)]
+    #[command(mut_arg("duration", |a| a.help("Stop after this long (default: at Ctrl-C).")))]
+    #[command(mut_arg("cpus", |a| a.help("Pin the server's threads to these CPUs, one per CPU in turn: numbers and ranges, comma-separated (0, 0,1, 0-3).")))]
     Serve(ServeArgs),
     /// An HTTP/1.1 load generator (as ab and wrk): N requests or a duration over C
     /// connections, keep-alive, pipelining, or an open loop at a fixed rate; ab's
     /// connection-times table, HDR percentiles, failures by cause and CPU per request.
     #[command(after_help = LOAD_HELP)]
+    #[command(mut_arg("duration", |a| a.help("Run for this long instead of -n (as wrk's -d; default 10s when -n is not given).")))]
+    #[command(mut_arg("cpus", |a| a.help("Pin the generator's threads to these CPUs, one per CPU in turn: numbers and ranges, comma-separated (1, 0,1, 0-3).")))]
+    #[command(mut_arg("runs", |a| a.help("Run the load N times (1 to 100): the figures are the median run's by requests per second, with every run's beside them, so `compare` can tell a change from noise.")))]
     Load(LoadArgs),
     /// Every server model in turn, each in its own process, driven by the same load
     /// (the built-in one, or ab, wrk or h2load); one table: requests/s, p50, p99 and
     /// server CPU per request.
     #[command(after_help = MODELS_HELP)]
+    #[command(mut_arg("duration", |a| a.help("Run each model for this long instead of -n (wrk runs by time only; default there 3s).")))]
+    #[command(mut_arg("cpus", |a| a.help("The server's CPU, then the load's: two CPUs, e.g. 0,1 (default: the first two this process may use).")))]
+    #[command(mut_arg("runs", |a| a.help("Measured runs of each model (1 to 100), each with a fresh server (the table shows the median run and the runs' spread). With one, no model is ranked fastest: 3 or more to tell models apart.")))]
     Models(ModelsArgs),
     /// The ways to copy between sockets: a source sends to a relay, the relay copies
     /// each connection's bytes to a sink with METHOD (read-write, vectored, buffered,
     /// splice, io-uring, io-uring-splice, async), the sink checks and counts them. Reports
     /// throughput, the relay's CPU per GB, system calls per MB and ns per message.
     #[command(after_help = RELAY_HELP)]
+    #[command(mut_arg("transport", |a| a.help("Transports of the relay's two ends, comma-separated: tcp, tcp6, unix (default tcp).")))]
+    #[command(mut_arg("size", |a| a.help("Message sizes: a list (64,10K,1M) or a range of powers of two (64..4M). With --connections, each connection's payload. Default: 64K; 10K with --connections; 64 with --mode pingpong.")))]
+    #[command(mut_arg("duration", |a| a.help("How long each measured run of a long stream (or pingpong) lasts (default 2s).")))]
+    #[command(mut_arg("runs", |a| a.help("Measured runs of each scenario, 1 to 100 (the table shows the median run and the runs' spread). With one, nothing is ranked: 3 or more to tell methods apart.")))]
     Relay(Box<RelayArgs>),
     /// (Internal) the child of a `--placement processes` run.
     #[command(hide = true)]
@@ -251,9 +339,9 @@ pub struct ServerArgs {
 /// Flags of `listen`.
 #[derive(Debug, ClapArgs)]
 pub struct ListenArgs {
-    /// Transport: unix, unix-dgram, unix-seqpacket, tcp, tcp6, udp or udp6.
-    #[arg(short, long, value_name = "TRANSPORT", default_value = "tcp")]
-    pub transport: String,
+    /// `-t`: one of unix, unix-dgram, unix-seqpacket, tcp, tcp6, udp, udp6.
+    #[command(flatten)]
+    pub transports: TransportsArg,
     /// Address to listen on (IP transports; default 127.0.0.1, or ::1 for tcp6 and udp6;
     /// 0.0.0.0 or :: to take clients from other hosts).
     #[arg(long, value_name = "ADDR")]
@@ -275,12 +363,15 @@ pub struct ListenArgs {
     /// Send each read's bytes back to its sender.
     #[arg(long)]
     pub echo: bool,
-    /// Stop after this long (default: at Ctrl-C).
-    #[arg(short, long, value_name = "TIME")]
-    pub duration: Option<String>,
+    /// `-d`: stop after this long (default: at Ctrl-C).
+    #[command(flatten)]
+    pub duration: DurationArg,
     /// How much to log, 0 to 3 (see below).
     #[arg(short, long, value_name = "LEVEL", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
     pub verbose: u8,
+    /// Output.
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// Flags of `swarm`.
@@ -289,20 +380,25 @@ pub struct SwarmArgs {
     /// Pairs at once.
     #[arg(short = 'n', long = "pairs", value_name = "N", default_value_t = 100)]
     pub pairs: u64,
-    /// Transport: unix, unix-seqpacket, tcp, tcp6 (through one listener), socketpair or
+    /// `-t`: one of unix, unix-seqpacket, tcp, tcp6 (through one listener), socketpair,
     /// pipe.
-    #[arg(short, long, value_name = "TRANSPORT", default_value = "unix")]
-    pub transport: String,
-    /// What each pair does.
-    #[arg(short, long, value_enum, value_name = "WORK", default_value_t = crate::reactor::Work::Stream)]
-    pub workload: crate::reactor::Work,
-    /// Bytes per write (stream, default 64K) or per request and answer (pingpong,
-    /// default 64).
-    #[arg(short, long, value_name = "SIZE")]
-    pub size: Option<String>,
-    /// How long to measure, once every pair is set up.
-    #[arg(short, long, value_name = "TIME", default_value = "2s")]
-    pub duration: String,
+    #[command(flatten)]
+    pub transports: TransportsArg,
+    /// What each pair does (`-w` is --warmup on every command that has one).
+    #[arg(short = 'W', long, visible_alias = "workload", value_enum, value_name = "WORK", default_value_t = crate::reactor::Work::Stream, help_heading = HEAD_MEASURE)]
+    pub work: crate::reactor::Work,
+    /// `-s`: one size.
+    #[command(flatten)]
+    pub sizes: SizesArg,
+    /// `-d`: how long to measure, once every pair is set up.
+    #[command(flatten)]
+    pub duration: DurationArg,
+    /// `-r`: runs, each with its pairs set up afresh.
+    #[command(flatten)]
+    pub runs: RunsArg,
+    /// Output.
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// Flags of `mesh`.
@@ -329,18 +425,18 @@ pub struct MeshArgs {
     /// udp-pingpong, udp-rate.
     #[arg(long, value_name = "TESTS", value_delimiter = ',', default_values_t = ["tcp-stream".to_string(), "tcp-pingpong".to_string(), "udp-pingpong".to_string()])]
     pub tests: Vec<String>,
-    /// How long each test measures.
-    #[arg(short, long, value_name = "TIME", default_value = "5s")]
-    pub duration: String,
-    /// Warm-up before each test's measured interval.
-    #[arg(short, long, value_name = "TIME", default_value = "0.5s")]
-    pub warmup: String,
+    /// `-d`: how long each test measures.
+    #[command(flatten)]
+    pub duration: DurationArg,
+    /// `-w`: warm-up before each test's measured interval.
+    #[command(flatten)]
+    pub warmup: WarmupArg,
     /// Parallel streams of tcp-stream.
     #[arg(short = 'P', long, value_name = "N", default_value_t = 4)]
     pub parallel: u32,
-    /// Message size (default: each test's own: 128K for tcp-stream, 64 B otherwise).
-    #[arg(short, long, value_name = "SIZE")]
-    pub size: Option<String>,
+    /// `-s`: one size.
+    #[command(flatten)]
+    pub sizes: SizesArg,
     /// Stress mode: run every pair's tests at once instead of in rounds (hosts share
     /// their NICs and CPUs between tests: the figures are labelled as such).
     #[arg(long)]
@@ -355,6 +451,9 @@ pub struct MeshArgs {
     /// failed.
     #[arg(long, value_name = "TIME", default_value = "30s")]
     pub timeout: String,
+    /// Output.
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 const MESH_HELP: &str = "Examples:
@@ -454,11 +553,23 @@ test compare makes, at 0.05 over the number of comparisons); from a single run n
 is ranked and the crossover line says it cannot tell: give --runs 3 or more.";
 
 /// A relay's mode of work.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize, schemars::JsonSchema)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum RelayMode {
     /// Bulk: the source writes SIZE-byte messages as fast as it can (or, with
     /// --connections, one SIZE payload per connection).
+    #[default]
     Stream,
     /// One SIZE message at a time: the time from the source's write to the sink's last
     /// byte of it, through the relay.
@@ -472,14 +583,12 @@ pub struct RelayArgs {
     /// io-uring, io-uring-splice, async.
     #[arg(short, long, value_name = "LIST", default_value = "all", help_heading = HEAD_MEASURE)]
     pub method: String,
-    /// Transports of the relay's two ends, comma-separated: tcp, tcp6, unix.
-    #[arg(short, long, value_name = "LIST", default_value = "tcp", help_heading = HEAD_MEASURE)]
-    pub transport: String,
-    /// Message sizes: a list (64,10K,1M) or a range of powers of two (64..4M). With
-    /// --connections, each connection's payload. Default: 64K; 10K with --connections;
-    /// 64 with --mode pingpong.
-    #[arg(short, long, value_name = "LIST|RANGE", help_heading = HEAD_MEASURE)]
-    pub size: Option<String>,
+    /// `-t`: tcp, tcp6, unix.
+    #[command(flatten)]
+    pub transports: TransportsArg,
+    /// `-s`: the sizes.
+    #[command(flatten)]
+    pub sizes: SizesArg,
     /// Bulk (stream) or one message at a time (pingpong: source-to-sink latency).
     #[arg(long, value_enum, value_name = "MODE", default_value_t = RelayMode::Stream, help_heading = HEAD_MEASURE)]
     pub mode: RelayMode,
@@ -497,19 +606,18 @@ pub struct RelayArgs {
     /// carrying one SIZE payload (as the Go benchmark's clients do).
     #[arg(long, value_name = "N", conflicts_with_all = ["duration", "bytes"], help_heading = HEAD_TIME)]
     pub connections: Option<u64>,
-    /// How long each measured run of a long stream (or pingpong) lasts (default 2 s).
-    #[arg(short, long, value_name = "TIME", conflicts_with = "count", help_heading = HEAD_TIME)]
-    pub duration: Option<String>,
+    /// `-d`: how long each measured run lasts.
+    #[command(flatten)]
+    pub duration: DurationArg,
     /// A long stream: exactly this many bytes per connection instead of a time.
     #[arg(long, value_name = "SIZE", conflicts_with = "duration", help_heading = HEAD_TIME)]
     pub bytes: Option<String>,
     /// pingpong: exactly N messages instead of a time.
-    #[arg(short = 'n', long, value_name = "N", help_heading = HEAD_TIME)]
+    #[arg(short = 'n', long, value_name = "N", conflicts_with = "duration", help_heading = HEAD_TIME)]
     pub count: Option<u64>,
-    /// Measured runs of each scenario (the table shows the median run and the runs'
-    /// spread). With one, nothing is ranked: 3 or more to tell methods apart.
-    #[arg(long, value_name = "N", default_value_t = 1, help_heading = HEAD_TIME)]
-    pub runs: u32,
+    /// `-r`: measured runs.
+    #[command(flatten)]
+    pub runs: RunsArg,
     /// Connections at once: source connections, relay workers and sink workers (each a
     /// thread).
     #[arg(short = 'P', long, value_name = "N", default_value_t = 1, help_heading = HEAD_PLACEMENT)]
@@ -522,6 +630,9 @@ pub struct RelayArgs {
     /// socket path).
     #[arg(long, value_name = "ADDR|PATH", requires = "listen", help_heading = HEAD_SOCKETS)]
     pub to: Option<String>,
+    /// Output.
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// How `stream` sends.
@@ -605,15 +716,18 @@ pub struct ServeArgs {
     /// request that stalls).
     #[arg(long, value_name = "TIME", default_value = "60s")]
     pub idle_timeout: String,
-    /// Stop after this long (default: at Ctrl-C).
-    #[arg(short, long, value_name = "TIME")]
-    pub duration: Option<String>,
-    /// Pin the server's threads to these CPUs (a list: 0 or 0,1).
-    #[arg(long, value_name = "LIST")]
-    pub cpus: Option<String>,
+    /// `-d`: stop after this long (default: at Ctrl-C).
+    #[command(flatten)]
+    pub duration: DurationArg,
+    /// `--cpus`: the server's threads, one per CPU in turn.
+    #[command(flatten)]
+    pub cpus: CpusArg,
     /// How much to log, 0 to 3 (see below).
     #[arg(short, long, value_name = "LEVEL", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
     pub verbose: u8,
+    /// Output.
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// Flags of `load`.
@@ -626,9 +740,9 @@ pub struct LoadArgs {
     /// Total requests, over all connections (as ab's -n).
     #[arg(short = 'n', long, value_name = "N", conflicts_with = "duration")]
     pub requests: Option<u64>,
-    /// Run for this long instead (as wrk's -d; default 10s when -n is not given).
-    #[arg(short, long, value_name = "TIME")]
-    pub duration: Option<String>,
+    /// `-d`: run for this long instead.
+    #[command(flatten)]
+    pub duration: DurationArg,
     /// Connections open at once.
     #[arg(short = 'c', long, value_name = "N", default_value_t = 1)]
     pub connections: u32,
@@ -657,9 +771,15 @@ pub struct LoadArgs {
     /// A request that has no answer after this long fails (read).
     #[arg(long, value_name = "TIME", default_value = "30s")]
     pub timeout: String,
-    /// Pin the generator's threads to these CPUs (a list: 1 or 0,1).
-    #[arg(long, value_name = "LIST")]
-    pub cpus: Option<String>,
+    /// `--cpus`: the generator's threads, one per CPU in turn.
+    #[command(flatten)]
+    pub cpus: CpusArg,
+    /// `-r`: runs of the load.
+    #[command(flatten)]
+    pub runs: RunsArg,
+    /// Output.
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// Flags of `models`.
@@ -680,9 +800,9 @@ pub struct ModelsArgs {
         conflicts_with = "duration"
     )]
     pub requests: u64,
-    /// Run each model for this long instead (wrk runs by time only; default there 3s).
-    #[arg(short, long, value_name = "TIME")]
-    pub duration: Option<String>,
+    /// `-d`: run each model for this long instead.
+    #[command(flatten)]
+    pub duration: DurationArg,
     /// Connections open at once.
     #[arg(short = 'c', long, value_name = "N", default_value_t = 20)]
     pub connections: u32,
@@ -699,14 +819,15 @@ pub struct ModelsArgs {
     /// connects is not a measure of SYN retransmission).
     #[arg(short, long, value_name = "N", default_value_t = 128)]
     pub backlog: u32,
-    /// CPUs for the server and the load, "S,L" (default 0,1 on a machine with two or more).
-    #[arg(long, value_name = "S,L")]
-    pub cpus: Option<String>,
-    /// Measured runs of each model, each with a fresh server (the table shows the median
-    /// run and the runs' spread). With one, no model is ranked fastest: 3 or more to tell
-    /// models apart.
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    pub runs: u32,
+    /// `--cpus`: the server's CPU, then the load's.
+    #[command(flatten)]
+    pub cpus: CpusArg,
+    /// `-r`: runs of each model.
+    #[command(flatten)]
+    pub runs: RunsArg,
+    /// Output.
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// Flags of the hidden `peer`.
@@ -737,6 +858,12 @@ pub struct ReportArgs {
     /// A JSON report written by `--format json` or `--export-json` ("-" for stdin).
     #[arg(value_name = "FILE.json")]
     pub file: PathBuf,
+    /// Output.
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// `--by-placement` (documents of the measuring commands and the suite).
+    #[command(flatten)]
+    pub by_placement: ByPlacementArg,
 }
 
 /// Flags of `compare`.
@@ -768,9 +895,11 @@ pub struct CompareArgs {
     /// duration, count and bytes never count.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub ignore_option: Vec<crate::mode::compare::IdentityOption>,
+    /// Output.
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
-/// `connect --help`: only the transports connect can use.
 /// `server --max-memory`: a size above 0 (kept as written; the server reads it).
 fn some_memory(text: &str) -> Result<String, String> {
     match crate::measure::units::parse_size(text)? {
@@ -810,43 +939,215 @@ fn connect_transports_help() -> String {
     )
 }
 
-/// Output flags shared by every command.
-#[derive(Debug, ClapArgs)]
+/// Output flags: every command that writes a document takes these, after its name.
+#[derive(Debug, Clone, Default, ClapArgs)]
 pub struct OutputArgs {
     /// What to print on stdout.
-    #[arg(long, value_enum, default_value_t = Format::Table, global = true, help_heading = HEAD_OUTPUT)]
+    #[arg(long, value_enum, default_value_t = Format::Table, help_heading = HEAD_OUTPUT)]
     pub format: Format,
-    /// Also write the JSON report to PATH after every scenario ("-" for stdout).
-    #[arg(long, value_name = "PATH", global = true, help_heading = HEAD_OUTPUT)]
+    /// Also write the JSON document to PATH ("-" for stdout); a measuring command
+    /// rewrites it after every scenario.
+    #[arg(long, value_name = "PATH", help_heading = HEAD_OUTPUT)]
     pub export_json: Option<PathBuf>,
-    /// Also write a CSV file (one row per scenario) to PATH after every scenario.
-    #[arg(long, value_name = "PATH", global = true, help_heading = HEAD_OUTPUT)]
+    /// Also write a CSV file (one row per scenario, run or row of the table) to PATH.
+    #[arg(long, value_name = "PATH", help_heading = HEAD_OUTPUT)]
     pub export_csv: Option<PathBuf>,
-    /// Also write a Markdown table to PATH after every scenario.
-    #[arg(long, value_name = "PATH", global = true, help_heading = HEAD_OUTPUT)]
+    /// Also write the tables in Markdown to PATH.
+    #[arg(long, value_name = "PATH", help_heading = HEAD_OUTPUT)]
     pub export_markdown: Option<PathBuf>,
-    /// Also write a self-contained HTML report with charts to PATH after every scenario.
-    #[arg(long, value_name = "PATH", global = true, help_heading = HEAD_OUTPUT)]
+    /// Also write a self-contained HTML page with charts and every table to PATH.
+    #[arg(long, value_name = "PATH", help_heading = HEAD_OUTPUT)]
     pub export_html: Option<PathBuf>,
-    /// Also write the results in the OpenMetrics text format to PATH after every
-    /// scenario (for a node exporter's textfile collector: name it *.prom).
-    #[arg(long, value_name = "PATH", global = true, help_heading = HEAD_OUTPUT)]
+    /// Also write the figures in the OpenMetrics text format to PATH (for a node
+    /// exporter's textfile collector: name it *.prom).
+    #[arg(long, value_name = "PATH", help_heading = HEAD_OUTPUT)]
     pub export_openmetrics: Option<PathBuf>,
-    /// No progress bar on stderr.
-    #[arg(short, long, global = true, help_heading = HEAD_OUTPUT)]
+    /// No progress on stderr.
+    #[arg(short, long, help_heading = HEAD_OUTPUT)]
     pub quiet: bool,
     /// Tables: show every column, however wide (by default a table fits 100 columns and
     /// the rest is in --format json).
-    #[arg(long, global = true, help_heading = HEAD_OUTPUT)]
+    #[arg(long, help_heading = HEAD_OUTPUT)]
     pub wide: bool,
     /// Tables: throughput in bits/s (SI, as iperf3), bytes/s (binary, as file tools), or
     /// both.
-    #[arg(long, value_enum, value_name = "UNIT", default_value_t = crate::report::Units::Bits, global = true, help_heading = HEAD_OUTPUT)]
+    #[arg(long, value_enum, value_name = "UNIT", default_value_t = crate::report::Units::Bits, help_heading = HEAD_OUTPUT)]
     pub units: crate::report::Units,
+}
+
+/// `--by-placement`: for the measuring commands, the suite and `report` (the documents
+/// whose runs record where their roles ran).
+#[derive(Debug, Clone, Copy, Default, ClapArgs)]
+pub struct ByPlacementArg {
     /// Tables: one row per placement of each scenario (runs with both roles on one CPU,
     /// runs across CPUs) instead of one row over all its runs.
-    #[arg(long, global = true, help_heading = HEAD_OUTPUT)]
+    #[arg(long, help_heading = HEAD_OUTPUT)]
     pub by_placement: bool,
+}
+
+/// `-d/--duration TIME`, declared once. A command says in its own help what the time
+/// bounds and its default (`mut_arg` on the command).
+#[derive(Debug, Clone, Default, ClapArgs)]
+pub struct DurationArg {
+    /// How long each measured run lasts: 2, 500ms, 1.5s, 1m (default 2s).
+    #[arg(short, long, value_name = "TIME", allow_hyphen_values = true, help_heading = HEAD_TIME)]
+    pub duration: Option<String>,
+}
+
+impl DurationArg {
+    /// The time given, checked; `None` when the flag was not given.
+    ///
+    /// # Errors
+    /// Text that is not a duration, named as `--duration`.
+    pub fn parsed(&self) -> Result<Option<std::time::Duration>, String> {
+        parse_time("--duration", self.duration.as_deref())
+    }
+
+    /// The time given, or `default`.
+    ///
+    /// # Errors
+    /// As [`DurationArg::parsed`].
+    pub fn or(&self, default: std::time::Duration) -> Result<std::time::Duration, String> {
+        Ok(self.parsed()?.unwrap_or(default))
+    }
+}
+
+/// `text` of `flag` as a duration, if given.
+fn parse_time(flag: &str, text: Option<&str>) -> Result<Option<std::time::Duration>, String> {
+    text.map(|t| crate::measure::units::parse_duration(t).map_err(|e| format!("{flag}: {e}")))
+        .transpose()
+}
+
+/// `-w/--warmup TIME`, declared once: unmeasured time before what is measured.
+#[derive(Debug, Clone, Default, ClapArgs)]
+pub struct WarmupArg {
+    /// Unmeasured warm-up before each measured run, on its own connection (0 to skip;
+    /// default 0.25s).
+    #[arg(short, long, value_name = "TIME", allow_hyphen_values = true, help_heading = HEAD_TIME)]
+    pub warmup: Option<String>,
+}
+
+/// The most `--runs` any command takes.
+pub const MAX_RUNS: u32 = 100;
+
+/// `-r/--runs N`, declared once: measured repetitions, so a figure comes with its noise
+/// (1 to [`MAX_RUNS`], checked here for every command).
+#[derive(Debug, Clone, Copy, ClapArgs)]
+pub struct RunsArg {
+    /// Measured runs of each scenario. With 2 or more, the median, a 95% confidence
+    /// interval and the coefficient of variation are reported; things are ranked only
+    /// beyond the noise of their runs, so with one, none is named fastest.
+    #[arg(short, long, value_name = "N", default_value_t = 1, help_heading = HEAD_TIME,
+          value_parser = clap::value_parser!(u32).range(1..=MAX_RUNS as i64))]
+    pub runs: u32,
+}
+
+impl WarmupArg {
+    /// The warm-up given, or `default`.
+    ///
+    /// # Errors
+    /// Text that is not a duration, named as `--warmup`.
+    pub fn or(&self, default: std::time::Duration) -> Result<std::time::Duration, String> {
+        Ok(parse_time("--warmup", self.warmup.as_deref())?.unwrap_or(default))
+    }
+}
+
+impl Default for RunsArg {
+    fn default() -> RunsArg {
+        RunsArg { runs: 1 }
+    }
+}
+
+/// `-t/--transport`, declared once: a list (`tcp,unix`) or `all`; a command that runs
+/// one transport at a time takes a list of one. Each command names its transports and
+/// its default in its own help.
+#[derive(Debug, Clone, Default, ClapArgs)]
+pub struct TransportsArg {
+    /// Transports, comma-separated, or `all`: unix, unix-dgram, unix-seqpacket, socketpair,
+    /// tcp, tcp6, udp, udp6, pipe, fifo, mq, shm (default unix).
+    #[arg(short, long, value_name = "LIST", help_heading = HEAD_MEASURE)]
+    pub transport: Option<String>,
+}
+
+/// `-s/--size`, declared once: a list (1,64,4K,64K,1M) or a range of powers of two
+/// (1..64M); K, M and G are binary (4K = 4096 bytes). A command that takes one size
+/// takes a list of one.
+#[derive(Debug, Clone, Default, ClapArgs)]
+pub struct SizesArg {
+    /// Message sizes: a list (1,64,4K,64K,1M) or a range of powers of two (1..64M); K, M
+    /// and G are binary (4K = 4096 bytes). Default: 64 for pingpong, rate and connect;
+    /// for stream 64K, but 1472 for udp and udp6 (a datagram that fits a 1500-byte
+    /// Ethernet MTU) and 8K for mq.
+    #[arg(short, long, value_name = "LIST|RANGE", help_heading = HEAD_MEASURE)]
+    pub size: Option<String>,
+}
+
+/// `--cpus LIST`, declared once, one syntax everywhere: CPU numbers and ranges,
+/// comma-separated (`1`, `0,1`, `0-3`, `0,2-3`), each one this process may run on. What
+/// the CPUs are for is each command's (the measuring commands: sender, receiver).
+#[derive(Debug, Clone, Default, ClapArgs)]
+pub struct CpusArg {
+    /// Pin the sender thread(s) to the first CPU and the receiver thread(s) to the second
+    /// (one CPU: both there). Both on one CPU is refused for a role that waits by
+    /// spinning (engine nonblocking, transport shm; under `all`, skipped): it would
+    /// measure the scheduler. See --allow-shared-cpu. CPU lists are numbers and ranges,
+    /// comma-separated (1, 0,1, 0-3), on every command.
+    #[arg(long, value_name = "LIST", value_parser = cpu_list, help_heading = HEAD_PLACEMENT)]
+    pub cpus: Option<CpuList>,
+}
+
+/// A parsed `--cpus` list, in the order given (ranges expanded).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
+
+/// Most CPU numbers a list may name (Linux's CONFIG_NR_CPUS tops out at 8192).
+const MAX_CPU: usize = 8191;
+
+/// Parse `--cpus`: `1`, `0,1`, `0-3`, `0,2-3`.
+///
+/// # Errors
+/// Anything that is not a CPU number or an ascending range of them.
+pub fn cpu_list(text: &str) -> Result<CpuList, String> {
+    let bad =
+        || format!("'{text}' is not a CPU list: give CPU numbers and ranges, e.g. 1 or 0,1 or 0-3");
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b): (usize, usize) = (
+            a.trim().parse().map_err(|_| bad())?,
+            b.trim().parse().map_err(|_| bad())?,
+        );
+        if a > b || b > MAX_CPU {
+            return Err(bad());
+        }
+        out.extend(a..=b);
+    }
+    Ok(CpuList(out))
+}
+
+impl CpuList {
+    /// Check each CPU is one this process may run on (`allowed`, its affinity mask;
+    /// empty: not known, so anything goes).
+    ///
+    /// # Errors
+    /// The first CPU outside `allowed`, with the ones it may use.
+    pub fn within(&self, allowed: &[usize]) -> Result<(), String> {
+        match self
+            .0
+            .iter()
+            .find(|c| !allowed.is_empty() && !allowed.contains(c))
+        {
+            Some(c) => Err(format!(
+                "--cpus: CPU {c} is not one this process may run on (it may use {})",
+                allowed
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )),
+            None => Ok(()),
+        }
+    }
 }
 
 impl OutputArgs {
@@ -864,22 +1165,28 @@ impl OutputArgs {
         .collect()
     }
 
-    /// How tables present figures.
+    /// How tables present figures (one row over all of a scenario's runs).
     pub fn view(&self) -> crate::report::View {
+        self.view_by(ByPlacementArg::default())
+    }
+
+    /// How tables present figures, with `--by-placement` where a command takes it.
+    pub fn view_by(&self, placement: ByPlacementArg) -> crate::report::View {
         crate::report::View {
             wide: self.wide,
             units: self.units,
-            by_placement: self.by_placement,
+            by_placement: placement.by_placement,
         }
     }
 }
 
 /// Output formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     /// A table for people, units chosen to read well.
+    #[default]
     Table,
-    /// The versioned JSON report (schema/report.schema.json), exact values in base units.
+    /// The versioned JSON document (schema/document.schema.json), exact values in base units.
     Json,
     /// One row per scenario, exact values in base units.
     Csv,
@@ -896,46 +1203,26 @@ pub enum Format {
 /// Flags every workload takes.
 #[derive(Debug, ClapArgs)]
 pub struct CommonArgs {
-    /// Transports, comma-separated, or `all`: unix, unix-dgram, unix-seqpacket, socketpair,
-    /// tcp, tcp6, udp, udp6, pipe, fifo, mq, shm.
-    #[arg(help_heading = HEAD_MEASURE, short, long, value_name = "LIST", default_value = "unix")]
-    pub transport: String,
-    /// Message sizes: a list (1,64,4K,64K,1M) or a range of powers of two (1..64M).
-    /// Suffixes K, M, G are binary (4K = 4096 bytes). Default: 64 for pingpong, rate and
-    /// connect; for stream 64K, but 1472 for udp and udp6 (a datagram that fits a
-    /// 1500-byte Ethernet MTU) and 8K for mq.
-    #[arg(help_heading = HEAD_MEASURE, short, long, value_name = "LIST|RANGE")]
-    pub size: Option<String>,
-    /// How long each measured run lasts (2, 500ms, 1.5s; default 2 s).
-    #[arg(
-        help_heading = HEAD_TIME,
-        short,
-        long,
-        value_name = "TIME",
-        conflicts_with = "count",
-        allow_hyphen_values = true
-    )]
-    pub duration: Option<String>,
+    /// `-t`: the transports.
+    #[command(flatten)]
+    pub transports: TransportsArg,
+    /// `-s`: the message sizes.
+    #[command(flatten)]
+    pub sizes: SizesArg,
+    /// `-d`: how long each run lasts.
+    #[command(flatten)]
+    pub duration: DurationArg,
     /// Exactly N messages (stream, rate), round trips (pingpong) or connections (connect)
     /// per run and per stream (`-P 2 -n 1000` is 2000 in all), instead of running for a
     /// time.
-    #[arg(help_heading = HEAD_TIME, short = 'n', long, value_name = "N", allow_hyphen_values = true)]
+    #[arg(help_heading = HEAD_TIME, short = 'n', long, value_name = "N", allow_hyphen_values = true, conflicts_with = "duration")]
     pub count: Option<u64>,
-    /// Unmeasured warm-up before each run, on its own connection (0 to skip).
-    #[arg(
-        help_heading = HEAD_TIME,
-        short,
-        long,
-        value_name = "TIME",
-        default_value = "0.25s",
-        allow_hyphen_values = true
-    )]
-    pub warmup: String,
-    /// Measured repetitions per scenario; with 2 or more, the median, a 95% confidence
-    /// interval and the coefficient of variation are reported. Several engines (-e) are
-    /// ranked only beyond the noise of their runs: with one run, none is named fastest.
-    #[arg(help_heading = HEAD_TIME, short, long, value_name = "N", default_value_t = 1)]
-    pub runs: u32,
+    /// `-w`: the warm-up.
+    #[command(flatten)]
+    pub warmup: WarmupArg,
+    /// `-r`: measured runs.
+    #[command(flatten)]
+    pub runs: RunsArg,
     /// Print one line per TIME of each measured run while it goes (throughput, messages,
     /// loss, TCP retransmits), as iperf3's -i; kept in the JSON as `runs[].intervals`.
     #[arg(help_heading = HEAD_TIME, short, long, value_name = "TIME", allow_hyphen_values = true)]
@@ -971,12 +1258,9 @@ pub struct CommonArgs {
     /// reactor) or multi (a worker thread does, so each wake-up crosses threads).
     #[arg(help_heading = HEAD_MEASURE, long, value_enum, default_value_t = crate::engine::RuntimeKind::Current)]
     pub runtime: crate::engine::RuntimeKind,
-    /// Pin the sender thread(s) to CPU A and the receiver thread(s) to CPU B. Both on one
-    /// CPU (A,A) is refused for a role that waits by spinning (engine nonblocking,
-    /// transport shm; under `all`, skipped): it would measure the scheduler. See
-    /// --allow-shared-cpu.
-    #[arg(help_heading = HEAD_PLACEMENT, long, value_name = "A,B")]
-    pub cpus: Option<String>,
+    /// `--cpus`: sender, receiver.
+    #[command(flatten)]
+    pub cpus: CpusArg,
     /// With --cpus A,A: run a spinning engine (nonblocking) or transport (shm) with both
     /// roles on one CPU anyway. The figure is then the scheduler's, and its row says so
     /// (warning spinning-shared-cpu).
@@ -1025,6 +1309,12 @@ pub struct CommonArgs {
     /// not allow it, the report says why and the run goes on without them.
     #[arg(help_heading = HEAD_MEASURE, long)]
     pub counters: bool,
+    /// Output.
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// `--by-placement`.
+    #[command(flatten)]
+    pub by_placement: ByPlacementArg,
 }
 
 /// Flags of `stream`.
@@ -1128,27 +1418,129 @@ pub struct ConnectArgs {
 }
 
 /// Flags of `suite`.
-#[derive(Debug, ClapArgs, Default)]
+#[derive(Debug, ClapArgs)]
 pub struct SuiteArgs {
-    /// Measured time per cell.
-    #[arg(
-        short,
-        long,
-        value_name = "TIME",
-        default_value = "1s",
-        allow_hyphen_values = true
-    )]
-    pub duration: String,
-    /// Unmeasured warm-up per cell.
-    #[arg(
-        short,
-        long,
-        value_name = "TIME",
-        default_value = "0.1s",
-        allow_hyphen_values = true
-    )]
-    pub warmup: String,
-    /// Transports to include (default: all).
-    #[arg(short, long, value_name = "LIST", default_value = "all")]
-    pub transport: String,
+    /// `-d`: measured time per cell (default 1s).
+    #[command(flatten)]
+    pub duration: DurationArg,
+    /// `-w`: warm-up per cell (default 0.1s).
+    #[command(flatten)]
+    pub warmup: WarmupArg,
+    /// `-t`: the transports (default all).
+    #[command(flatten)]
+    pub transports: TransportsArg,
+    /// Output.
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// `--by-placement`.
+    #[command(flatten)]
+    pub by_placement: ByPlacementArg,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{cpu_list, Args, Command, CpuList};
+    use clap::Parser;
+
+    #[test]
+    fn cpu_lists_take_numbers_and_ranges_in_the_order_given() {
+        assert_eq!(cpu_list("1").unwrap(), CpuList(vec![1]));
+        assert_eq!(cpu_list("0,2-3").unwrap(), CpuList(vec![0, 2, 3]));
+        assert_eq!(cpu_list(" 3 , 1 ").unwrap(), CpuList(vec![3, 1]));
+        assert_eq!(cpu_list("8191").unwrap(), CpuList(vec![8191]));
+        for bad in ["3-1", "", "a", "1,", "-1", "8192", "0-8192"] {
+            assert!(cpu_list(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_cpu_outside_the_mask_is_named_with_those_allowed() {
+        let e = CpuList(vec![0, 5]).within(&[0, 1]).unwrap_err();
+        assert!(e.contains("CPU 5") && e.contains("0,1"), "{e}");
+        assert!(CpuList(vec![1, 0]).within(&[0, 1]).is_ok());
+        // An unknown mask checks nothing.
+        assert!(CpuList(vec![7]).within(&[]).is_ok());
+    }
+
+    /// The shared flags mean the same on every command that takes them: one parser, one
+    /// syntax.
+    #[test]
+    fn every_command_takes_the_shared_flags_in_one_syntax() {
+        let cpus = |line: &[&str]| -> Option<CpuList> {
+            let a = Args::try_parse_from(line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
+            match a.command {
+                Some(Command::Stream(s)) => s.common.cpus.cpus,
+                Some(Command::Serve(s)) => s.cpus.cpus,
+                Some(Command::Load(l)) => l.cpus.cpus,
+                Some(Command::Models(m)) => m.cpus.cpus,
+                other => panic!("{other:?}"),
+            }
+        };
+        let want = Some(CpuList(vec![0, 1]));
+        assert_eq!(cpus(&["sockbench", "stream", "--cpus", "0-1"]), want);
+        assert_eq!(cpus(&["sockbench", "serve", "--cpus", "0,1"]), want);
+        assert_eq!(
+            cpus(&["sockbench", "load", "--cpus", "0-1", "http://h/"]),
+            want
+        );
+        assert_eq!(cpus(&["sockbench", "models", "--cpus", "0-1"]), want);
+        for line in [
+            ["sockbench", "stream", "--cpus", "x"],
+            ["sockbench", "serve", "--cpus", "2-1"],
+        ] {
+            assert!(Args::try_parse_from(line).is_err(), "{line:?}");
+        }
+        // -d, -r and the output flags, after the command's name.
+        for cmd in [
+            "stream", "relay", "swarm", "mesh", "load", "models", "serve", "listen", "suite",
+        ] {
+            let mut line = vec!["sockbench", cmd, "-d", "1.5s", "--format", "json", "-q"];
+            if cmd == "load" {
+                line.push("http://h/");
+            }
+            let a = Args::try_parse_from(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
+            assert_eq!(a.output().format, super::Format::Json, "{cmd}");
+            assert!(a.output().quiet, "{cmd}");
+        }
+        for cmd in ["stream", "relay", "load", "models", "swarm"] {
+            let mut line = vec!["sockbench", cmd, "-r", "3"];
+            if cmd == "load" {
+                line.push("http://h/");
+            }
+            Args::try_parse_from(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
+        }
+    }
+
+    /// A flag a command does not take is refused, not accepted and ignored, and absent
+    /// from its help.
+    #[test]
+    fn a_flag_a_command_does_not_take_is_refused() {
+        use clap::CommandFactory;
+        for line in [
+            &["sockbench", "server", "--format", "json"][..],
+            &["sockbench", "server", "--export-json", "x.json"],
+            &["sockbench", "relay", "--by-placement"],
+            &["sockbench", "swarm", "--by-placement"],
+            &["sockbench", "mesh", "-r", "3"],
+            &["sockbench", "serve", "--warmup", "1"],
+        ] {
+            assert!(Args::try_parse_from(line).is_err(), "{line:?} was accepted");
+        }
+        let mut cmd = Args::command();
+        let server = cmd.find_subcommand_mut("server").unwrap();
+        let help = server.render_long_help().to_string();
+        assert!(!help.contains("--format"), "{help}");
+        assert!(!help.contains("--export-json"), "{help}");
+    }
+
+    /// Output flags before the command are the suite's: with a command they are refused
+    /// (main prints where they go), never silently dropped.
+    #[test]
+    fn output_flags_before_a_command_are_refused() {
+        let e = Args::try_parse_from(["sockbench", "--format", "json", "stream"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict, "{e}");
+        let a = Args::try_parse_from(["sockbench", "--format", "json"]).unwrap();
+        assert!(a.command.is_none());
+        assert_eq!(a.output().format, super::Format::Json);
+    }
 }

@@ -1,36 +1,52 @@
 //! sockbench: measure inter-process and network communication on Linux.
 //!
 //! The crate is laid out by concern, one room per axis; a new workload, transport or
-//! engine is one file plus one enum line:
+//! engine is one file plus one enum line, and a new command one mode plus its body in the
+//! one document.
 //!
 //! - [`mode`]: one file per top-level command, each owning its flow (`bench` for the
-//!   measuring commands, `suite`, `report`); `main` only parses and dispatches;
-//! - [`cli`]: the flags, as clap parses them; [`plan`]: the checked plan built from them,
-//!   with the machine's limits probed once ([`plan::Host`]) and the one refusal rule
-//!   ([`plan::matrix`]: a combination named explicitly is an error, under `all` a skip);
+//!   measuring commands, `suite`, `report`, `compare`, `relay`, `swarm`, `serve`, `load`,
+//!   `models`, `mesh`, `listen`, `server`); a mode returns how it ended
+//!   ([`error::Outcome`]) or why it could not run ([`error::Error`]), and `main` alone
+//!   says an error and picks the exit status;
+//! - [`cli`]: the flags, as clap parses them; the flags that mean the same on every
+//!   command (duration, warm-up, runs, transports, sizes, CPUs, output) are declared once
+//!   and flattened into each command that takes them; [`plan`]: the checked plan of the
+//!   measuring commands, with the machine's limits probed once ([`plan::Host`]) and the
+//!   one refusal rule ([`plan::matrix`]: a combination named explicitly is an error,
+//!   under `all` a skip);
 //! - [`transport`]: what carries the bytes (Unix sockets, TCP, UDP, pipes, FIFOs, message
 //!   queues, shared memory), each able to listen and connect separately;
-//! - [`engine`]: how sends and receives reach the kernel;
+//! - [`engine`]: how sends and receives reach the kernel; [`reactor`]: the readiness loop
+//!   of `swarm`;
 //! - [`workload`]: what the roles do; each workload declares in its own file
 //!   ([`workload::Spec`]) how it is wired, what it refuses, its roles, how its figures are
-//!   counted and which diagnoses apply; [`workload::Meter`] is what every role measures
-//!   the same way;
-//! - [`placement`]: where the roles of a run execute ([`placement::Placement`]; threads
-//!   of this process today), bringing back each role's own report;
+//!   counted, its headline figure and which diagnoses apply; [`workload::Meter`] is what
+//!   every role measures the same way;
+//! - [`placement`]: where the roles of a run execute ([`placement::Placement`]: threads
+//!   of this process, a child process, or a `sockbench server` on another host), bringing
+//!   back each role's own report; [`control`]: the protocol between client and server;
 //! - [`runner`]: the scenario loop (warm-up, runs, exports after each scenario);
-//! - [`measure`]: CPU accounting, statistics, units, and the figures of a run;
+//! - [`measure`]: CPU accounting, statistics, units, the headline of each kind of figure
+//!   ([`measure::headline`]) and the figures of a run;
 //! - [`diagnose`]: one function per warning kind;
-//! - [`report`]: the report (serialized and read back) and its exporters (table, JSON,
-//!   CSV, Markdown), which know neither the plan nor the CLI;
+//! - [`report`]: the one document every command writes ([`report::Document`]: one
+//!   envelope, a body tagged by kind, one JSON Schema; older documents read by
+//!   [`report::legacy`]) and the one exporter registry: each format (table, JSON, CSV,
+//!   Markdown, HTML, OpenMetrics) is written once over [`report::output::Rendered`],
+//!   which every kind of document implements in its own room;
 //! - [`copy`]: the ways a relay copies between sockets, one file per method;
+//!   [`http`] and [`model`]: the HTTP server and its concurrency models (`serve`,
+//!   `models`); [`load`]: the HTTP load generator; [`mesh`]: every pair of N hosts;
 //! - [`text`]: text from elsewhere (peers, files) made safe for a terminal or Markdown;
 //! - [`input`]: the one way a file the user names (a report, a key, a hosts file) is
 //!   read: regular files only, never past a bound;
 //! - `sys`: the only module allowed `unsafe`.
 //!
-//! Data flows one way: `Args` → command → [`plan::Host::probe`] → [`plan::Plan`] → per
-//! scenario, [`placement::Placement::run`] → role reports → workload tally + common
-//! figures → diagnoses → [`report::ScenarioResult`] → exporters.
+//! Data flows one way: `Args` → mode → (measuring commands: [`plan::Host::probe`] →
+//! [`plan::Plan`] → per scenario, [`placement::Placement::run`] → role reports →
+//! workload tally + common figures → diagnoses → [`report::ScenarioResult`]) → the
+//! document → the exporters.
 
 // Printing never panics. std's `eprintln!` and `println!` panic when their stream
 // cannot be written (a closed pipe: `2>&1 | true`, `| head`; a full device:
@@ -44,6 +60,9 @@ macro_rules! eprintln {
         let _ = writeln!(std::io::stderr(), $($arg)*);
     }};
 }
+// (Stdout is written by the exporters, with errors checked; this one is kept so that a
+// `println!` anywhere below cannot panic either.)
+#[allow(unused_macros)]
 macro_rules! println {
     ($($arg:tt)*) => {{
         use std::io::Write as _;

@@ -15,7 +15,7 @@ use crate::report::progress::Progress;
 use crate::report::{ExportManager, Interval, Report, ScenarioResult, Warning};
 use crate::transport::TransportKind;
 use crate::workload::Role;
-use crate::workload::{Stop, WorkloadKind};
+use crate::workload::Stop;
 
 /// Runs a plan and fills a report.
 pub struct Runner<'a> {
@@ -253,9 +253,9 @@ impl<'a> Runner<'a> {
         }
     }
 
-    /// Whose counts `--interval` follows in `sc` (always roles of this process): stream's
-    /// and rate's receivers, else their senders; pingpong's client, else its echoing
-    /// side; connect's dialer, else its listener. None without `--interval`.
+    /// Whose counts `--interval` follows in `sc` (always roles of this process), as its
+    /// workload prefers them ([`crate::workload::Spec::watched`]). None without
+    /// `--interval`.
     fn watch(&self, sc: &Scenario) -> Option<Watch> {
         self.plan.interval?;
         let here = |role| match self.local() {
@@ -264,13 +264,8 @@ impl<'a> Runner<'a> {
             Local::Bidir => role == Role::Receiver,
             Local::Only(r) => r == role,
         };
-        Some(match sc.workload {
-            WorkloadKind::Stream | WorkloadKind::Rate if here(Role::Receiver) => Watch::Receiver,
-            WorkloadKind::Stream | WorkloadKind::Rate => Watch::Sender,
-            WorkloadKind::Pingpong if here(Role::Sender) => Watch::Client,
-            WorkloadKind::Connect if here(Role::Sender) => Watch::Sender,
-            WorkloadKind::Pingpong | WorkloadKind::Connect => Watch::Receiver,
-        })
+        let [first, second] = crate::workload::spec(sc.workload).watched();
+        Some(if here(first.0) { first.1 } else { second.1 })
     }
 
     /// The roles of a run that ran in this process and may be watched: all of them, one
@@ -369,7 +364,7 @@ fn final_totals(sc: &Scenario, watch: Watch, roles: &crate::workload::Roles) -> 
     let (bytes_received, messages_received) = sum(&roles.receivers);
     // rate's loss where messages can be lost: what the receivers' sequence numbers say
     // was never received (duplicates make up for nothing), as the run's figures count it.
-    let counted = sc.workload == WorkloadKind::Rate && sc.size >= 8 && !sc.transport.reliable();
+    let counted = crate::workload::spec(sc.workload).loss_by_sequence(sc);
     let lost = (watch == Watch::Receiver && counted).then(|| {
         let sent = Roles::sum(&roles.senders, |s| s.messages);
         let distinct: u64 = (roles.receivers.iter())

@@ -25,6 +25,10 @@
 //! - Fault `alternate-cpus`: [`alternate_cpus`] pins the roles of the 1st, 3rd, ... run of
 //!   the process to CPUs 0,0 and those of the 2nd, 4th, ... to 0,1 (threads placement;
 //!   with `--warmup 0`, as a warm-up is a run too), for a bimodal result on purpose.
+//! - `SOCKBENCH_TEST_SLOW=POINT:US`: [`slow`] at POINT sleeps US microseconds, every
+//!   time, a slowdown on purpose that `compare` must see: `relay-copy` (each read of the
+//!   `read-write` relay method), `load-send` (each request `load` sends) and
+//!   `swarm-step` (each turn of the swarm's event loop).
 //! - `SOCKBENCH_TEST_STAMP_CAP=N`: [`stamp_cap`], the most `--timestamps` records a role
 //!   keeps per run (at most the real cap), so a short run is sampled for certain.
 
@@ -65,6 +69,31 @@ pub fn hold(point: &str) {
 #[cfg(not(feature = "test-hooks"))]
 #[inline(always)]
 pub fn hold(_point: &str) {}
+
+/// Slow down at `point`, every time, if the test asked for it.
+#[cfg(feature = "test-hooks")]
+pub fn slow(point: &str) {
+    static SLOW: std::sync::OnceLock<Option<(String, std::time::Duration)>> =
+        std::sync::OnceLock::new();
+    let asked = SLOW.get_or_init(|| {
+        let spec = std::env::var("SOCKBENCH_TEST_SLOW").ok()?;
+        let (p, us) = spec.split_once(':')?;
+        Some((
+            p.to_string(),
+            std::time::Duration::from_micros(us.parse().ok()?),
+        ))
+    });
+    if let Some((p, d)) = asked {
+        if p == point {
+            std::thread::sleep(*d);
+        }
+    }
+}
+
+/// Slow down at `point` if the test asked for it (never, in this build).
+#[cfg(not(feature = "test-hooks"))]
+#[inline(always)]
+pub fn slow(_point: &str) {}
 
 /// The endpoint a hostile peer names (`SOCKBENCH_TEST_FORGE_ENDPOINT`, an endpoint as JSON:
 /// `{"path": ...}`, `{"address": ...}`, `{"name": ...}`) in place of every endpoint this

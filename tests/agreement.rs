@@ -45,7 +45,7 @@ fn a_receiver_that_miscounts_fails_the_scenario_on_reliable_transports() {
         );
         assert_eq!(out.status.code(), Some(1), "{workload} {transport}");
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let r = &v["results"][0];
+        let r = &v["body"]["results"][0];
         let error = r["error"].as_str().unwrap_or_default();
         let sent = 500 * size;
         assert!(
@@ -111,7 +111,9 @@ fn a_receiver_that_dies_fails_the_scenario_promptly_with_the_senders_error() {
         );
         assert_eq!(out.status.code(), Some(1), "{workload} {transport}");
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let error = v["results"][0]["error"].as_str().unwrap_or_default();
+        let error = v["body"]["results"][0]["error"]
+            .as_str()
+            .unwrap_or_default();
         assert!(
             error.contains("sender failed"),
             "{workload} {transport}: {error}"

@@ -76,7 +76,7 @@ fn every_32_udp_datagrams_leave_in_one_sendmmsg_as_strace_counts() {
     ]) else {
         return;
     };
-    let run = &v["results"][0]["runs"][0];
+    let run = &v["body"]["results"][0]["runs"][0];
     assert_eq!(u(run, "/messages_sent"), 3200);
     assert_eq!(ok_calls(&s, "sendmmsg"), 100, "{s:?}");
     assert_eq!(u(run, "/sender/calls"), 100);
@@ -109,7 +109,7 @@ fn unix_dgram_batches_both_ways_and_delivers_everything() {
     ]) else {
         return;
     };
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     let run = &r["runs"][0];
     assert_eq!(u(r, "/messages_sent"), 32000);
     assert_eq!(u(r, "/messages_received"), 32000, "{r}");
@@ -147,7 +147,7 @@ fn a_count_that_is_not_a_multiple_of_the_batch_ends_with_a_short_batch() {
             "0",
         ],
     );
-    let run = &v["results"][0]["runs"][0];
+    let run = &v["body"]["results"][0]["runs"][0];
     assert_eq!(u(run, "/messages_sent"), 1003);
     assert_eq!(u(run, "/messages_received"), 1003);
     assert_eq!(
@@ -184,7 +184,7 @@ fn batched_udp_loses_exactly_the_datagrams_the_firewall_dropped() {
     ) else {
         return;
     };
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     assert_eq!(k["dropped"], 320, "{k:?}");
     let lost = u(r, "/messages_lost");
     // What the firewall dropped, and any overflow the kernel counted (less end markers
@@ -221,7 +221,7 @@ fn every_readiness_engine_batches_and_counts_exactly() {
             "0",
         ],
     );
-    let results = v["results"].as_array().unwrap();
+    let results = v["body"]["results"].as_array().unwrap();
     assert_eq!(results.len(), 4);
     for r in results {
         assert_eq!(u(r, "/messages_received"), 16000, "{r}");
@@ -252,7 +252,7 @@ fn calls_cross_from_a_child_process() {
             "processes",
         ],
     );
-    let run = &v["results"][0]["runs"][0];
+    let run = &v["body"]["results"][0]["runs"][0];
     assert_eq!(u(run, "/sender/calls"), 100);
     assert!(u(run, "/receiver/calls") > 0);
 }
@@ -274,7 +274,7 @@ fn one_message_per_call_is_the_plain_loop_with_no_calls_counted() {
             "0",
         ],
     );
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     assert_eq!(r["options"]["batch"], 1);
     assert!(r["runs"][0]["sender"]["calls"].is_null());
     assert!(r["runs"][0]["receiver"]["messages_per_call"].is_null());
@@ -411,7 +411,7 @@ fn stream_and_rate_batches_carry_the_messages_per_call_strace_counted() {
             return;
         };
         let what = format!("{workload} {transport} {engine} -n {count} {extra:?}");
-        let r = &v["results"][0];
+        let r = &v["body"]["results"][0];
         let run = &r["runs"][0];
         let of = |name: &'static str| calls.iter().filter(move |c| c.name == name && c.ret > 0);
         // The sender: every sendmmsg that sent something is a call, and what they
@@ -500,7 +500,7 @@ fn under_all_only_the_batching_transports_run() {
         &sb,
         &["rate", "-t", "all", "--batch", "8", "-n", "800", "-w", "0"],
     );
-    let mut ran: Vec<&str> = v["results"]
+    let mut ran: Vec<&str> = v["body"]["results"]
         .as_array()
         .unwrap()
         .iter()
@@ -514,7 +514,7 @@ fn under_all_only_the_batching_transports_run() {
     }
     want.sort_unstable();
     assert_eq!(ran, want);
-    let skipped = v["skipped"].as_array().unwrap();
+    let skipped = v["body"]["skipped"].as_array().unwrap();
     let tcp = skipped
         .iter()
         .find(|s| s["transport"] == "tcp")

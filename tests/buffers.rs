@@ -34,7 +34,7 @@ fn each_receive_buffer_is_a_scenario_granted_as_the_kernel_grants_it() {
             "0",
         ],
     );
-    let results = v["results"].as_array().unwrap();
+    let results = v["body"]["results"].as_array().unwrap();
     assert_eq!(results.len(), 6);
     let mut bps = std::collections::HashMap::new();
     for (i, r) in results.iter().enumerate() {
@@ -105,7 +105,7 @@ fn the_buffer_table_shows_asked_granted_and_throughput_in_bits_and_bytes() {
             "stream", "-t", "unix", "-s", "64K", "--sndbuf", "1,1M", "-d", "0.3", "-w", "0",
         ],
     );
-    let rs = v["results"].as_array().unwrap();
+    let rs = v["body"]["results"].as_array().unwrap();
     let asked: Vec<u64> = rs.iter().map(|r| u(r, "/options/sndbuf_bytes")).collect();
     assert_eq!(asked, [1, 1 << 20]);
     let bps: Vec<f64> = rs
@@ -148,7 +148,7 @@ fn sixty_mebibyte_messages_are_bounded_by_time_not_by_a_count() {
             "stream", "-t", "unix,tcp", "-s", "60M", "-d", "0.3", "-w", "0",
         ],
     );
-    for r in v["results"].as_array().unwrap() {
+    for r in v["body"]["results"].as_array().unwrap() {
         let ran = r["runs"][0]["duration_seconds"].as_f64().unwrap();
         // The interval is the duration plus at most the last message's own time.
         assert!((0.3..2.0).contains(&ran), "{}: {ran} s", r["transport"]);
@@ -161,7 +161,7 @@ fn sixty_mebibyte_messages_are_bounded_by_time_not_by_a_count() {
             "pingpong", "-t", "unix", "-s", "60M", "-d", "0.3", "-w", "0",
         ],
     );
-    assert!(u(&v, "/results/0/messages_received") >= 1);
+    assert!(u(&v, "/body/results/0/messages_received") >= 1);
     assert!(
         t.elapsed() < std::time::Duration::from_secs(20),
         "{:?}",

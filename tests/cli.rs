@@ -98,8 +98,16 @@ fn fails_for_options_that_do_not_apply() {
         &["stream", "-t", "tcp6", "--bind", "127.0.0.1"],
         "IPv4 but tcp6 is IPv6",
     );
-    usage_error(&["stream", "--runs", "0"], "--runs must be at least 1");
-    usage_error(&["stream", "--cpus", "0,999"], "invalid --cpus");
+    for command in ["stream", "relay", "swarm", "models"] {
+        usage_error(&[command, "--runs", "0"], "0 is not in 1..=100");
+        usage_error(&[command, "--runs", "101"], "101 is not in 1..=100");
+    }
+    usage_error(
+        &["load", "--runs", "0", "http://127.0.0.1:1/"],
+        "0 is not in 1..=100",
+    );
+    usage_error(&["stream", "--cpus", "0,999"], "--cpus: CPU 999 is not one");
+    usage_error(&["stream", "--cpus", "0-"], "is not a CPU list");
     usage_error(&["stream", "--duration", "soon"], "invalid duration 'soon'");
 }
 
@@ -143,11 +151,11 @@ fn failed_run_still_writes_valid_json_with_the_error() {
         .as_str()
         .unwrap()
         .contains("1 of 1 scenarios failed"));
-    assert!(v["results"][0]["error"]
+    assert!(v["body"]["results"][0]["error"]
         .as_str()
         .unwrap()
         .contains("already in use"));
-    assert!(v["results"][0]["bits_per_second"].is_null());
+    assert!(v["body"]["results"][0]["bits_per_second"].is_null());
 }
 
 #[test]
@@ -231,7 +239,11 @@ fn fails_for_cpus_outside_the_affinity_mask() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("may run on CPUs 0"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("CPU 1 is not one this process may run on (it may use 0)"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -316,7 +328,7 @@ fn a_message_queue_deeper_than_the_kernel_allows_is_a_warning_that_names_the_sys
         w.contains("asks for a queue of 16777216 messages") && w.contains("fs.mqueue.msg_max"),
         "{w}"
     );
-    assert_eq!(v["results"][0]["messages_received"], 100);
+    assert_eq!(v["body"]["results"][0]["messages_received"], 100);
 }
 
 #[test]
@@ -538,9 +550,12 @@ fn both_roles_on_one_cpu_are_refused_for_a_spinning_engine_unless_allowed() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let kinds: Vec<&str> = (v["results"][0]["warnings"].as_array().unwrap().iter())
-        .map(|w| w["kind"].as_str().unwrap())
-        .collect();
+    let kinds: Vec<&str> = (v["body"]["results"][0]["warnings"]
+        .as_array()
+        .unwrap()
+        .iter())
+    .map(|w| w["kind"].as_str().unwrap())
+    .collect();
     assert!(kinds.contains(&"spinning-shared-cpu"), "{kinds:?}");
     // Under `all`: the others run, nonblocking is left out with the reason.
     let out = (sb.cmd().args(run))
@@ -553,14 +568,14 @@ fn both_roles_on_one_cpu_are_refused_for_a_spinning_engine_unless_allowed() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let ran: Vec<&str> = (v["results"].as_array().unwrap().iter())
+    let ran: Vec<&str> = (v["body"]["results"].as_array().unwrap().iter())
         .map(|r| r["engine"].as_str().unwrap())
         .collect();
     assert!(
         ran.contains(&"blocking") && !ran.contains(&"nonblocking"),
         "{ran:?}"
     );
-    let skip = (v["skipped"].as_array().unwrap().iter())
+    let skip = (v["body"]["skipped"].as_array().unwrap().iter())
         .find(|s| s["engine"] == "nonblocking")
         .unwrap();
     assert!(
@@ -571,4 +586,51 @@ fn both_roles_on_one_cpu_are_refused_for_a_spinning_engine_unless_allowed() {
         "{skip}"
     );
     assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
+}
+
+/// Output flags belong to the command after whose name they come (issue 30: a flag a
+/// command does not take is refused, never accepted and ignored). Before the name they
+/// are the default suite's, so with a command they are refused, with the line that works.
+#[test]
+fn output_flags_before_a_command_are_refused_with_the_line_that_works() {
+    let sb = Sandbox::new();
+    sb.cmd()
+        .args(["--format", "json", "stream", "-d", "0.1"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "try `sockbench stream --format json -d 0.1`",
+        ));
+    // A flag of the measuring commands only, on a command that does not take it.
+    for line in [
+        &["relay", "--by-placement"][..],
+        &["swarm", "-e", "epoll"],
+        &["serve", "--runs", "2"],
+        &["server", "--format", "json"],
+    ] {
+        sb.cmd()
+            .args(line)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("unexpected argument"));
+    }
+    sb.cmd()
+        .args(["server", "--export-json", "x.json"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("export from the client"));
+}
+
+/// A flag the workload cannot use is named first, before anything else it would need
+/// (a second side for --bidir), so fixing the one error is not followed by another.
+#[test]
+fn bidir_on_a_workload_without_two_ways_says_so_before_asking_for_a_second_side() {
+    for command in ["connect", "pingpong"] {
+        usage_error(&[command, "--bidir"], "--bidir applies to stream and rate");
+        usage_error(
+            &[command, "--bidir", "--placement", "processes"],
+            "--bidir applies to stream and rate",
+        );
+    }
+    usage_error(&["stream", "--bidir"], "--bidir needs another side");
 }

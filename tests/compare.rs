@@ -12,24 +12,9 @@ use std::process::Output;
 use common::{assert_success, Sandbox};
 use serde_json::Value;
 
-const SCHEMA_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/schema/compare.schema.json");
+const SCHEMA_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/schema/document.schema.json");
 
-#[test]
-fn the_committed_schema_is_the_generated_one() {
-    let schema = schemars::schema_for!(sockbench::mode::compare::Document);
-    let now = serde_json::to_string_pretty(&schema).unwrap() + "\n";
-    if std::env::var_os("UPDATE_SCHEMA").is_some() {
-        std::fs::write(SCHEMA_PATH, &now).unwrap();
-    }
-    let committed = std::fs::read_to_string(SCHEMA_PATH).unwrap_or_default();
-    assert!(
-        committed == now,
-        "schema/compare.schema.json is stale: run `UPDATE_SCHEMA=1 cargo test --test compare` \
-         and bump compare::SCHEMA_VERSION if the change is incompatible"
-    );
-}
-
-/// A compare document matches schema/compare.schema.json.
+/// A compare document matches schema/document.schema.json (kind compare).
 fn validate(doc: &Value) {
     let schema: Value =
         serde_json::from_str(&std::fs::read_to_string(SCHEMA_PATH).unwrap()).unwrap();
@@ -91,7 +76,7 @@ fn edit(from: &Path, to: &Path, change: impl Fn(&mut Value)) {
 
 /// Set every result's per-run throughput to `values` (one per run).
 fn set_throughput(v: &mut Value, values: &[f64]) {
-    for r in v["results"].as_array_mut().unwrap() {
+    for r in v["body"]["results"].as_array_mut().unwrap() {
         let runs = r["runs"].as_array_mut().unwrap();
         assert_eq!(runs.len(), values.len());
         for (run, &x) in runs.iter_mut().zip(values) {
@@ -151,7 +136,7 @@ fn the_same_run_twice_is_no_different_and_a_tiny_sndbuf_is_slower_and_fails_the_
             ],
         );
         let v = stdout_json(&out);
-        verdicts = (v["comparisons"].as_array().unwrap().iter())
+        verdicts = (v["body"]["comparisons"].as_array().unwrap().iter())
             .map(|c| c["verdict"].as_str().unwrap().to_string())
             .collect();
         assert_eq!(verdicts.len(), 2, "{v}");
@@ -161,7 +146,7 @@ fn the_same_run_twice_is_no_different_and_a_tiny_sndbuf_is_slower_and_fails_the_
             .iter()
             .filter(|v| *v == "no significant difference" || *v == "too noisy to tell")
             .count();
-        if out.status.code() == Some(0) && same >= 1 && v["failed_gate"] == false {
+        if out.status.code() == Some(0) && same >= 1 && v["body"]["failed_gate"] == false {
             break;
         }
         eprintln!("attempt {attempt}: {verdicts:?}, {}", stderr(&out));
@@ -182,9 +167,9 @@ fn the_same_run_twice_is_no_different_and_a_tiny_sndbuf_is_slower_and_fails_the_
     let out = compare(&sb, &[base, small, "--format", "json"]);
     assert_success(&out);
     let v = stdout_json(&out);
-    assert_eq!(v["comparisons"], serde_json::json!([]));
+    assert_eq!(v["body"]["comparisons"], serde_json::json!([]));
     let names = |key: &str| -> Vec<String> {
-        (v[key].as_array().unwrap().iter())
+        (v["body"][key].as_array().unwrap().iter())
             .map(|u| u["scenario"].as_str().unwrap().to_string())
             .collect()
     };
@@ -245,15 +230,15 @@ fn the_same_run_twice_is_no_different_and_a_tiny_sndbuf_is_slower_and_fails_the_
         ],
     );
     let v = stdout_json(&out);
-    let c = &v["comparisons"][0];
+    let c = &v["body"]["comparisons"][0];
     assert_eq!(c["verdict"], "slower", "{c}");
     assert!(c["p_value"].as_f64().unwrap() < 0.05, "{c}");
     assert!(c["ratio"].as_f64().unwrap() < 0.9, "{c}");
     assert!(c["ratio_ci_high"].as_f64().unwrap() < 1.0, "{c}");
     assert!(c["slower_percent"].as_f64().unwrap() > 10.0, "{c}");
     assert_eq!(c["gate_failed"], true);
-    assert_eq!(v["failed_gate"], true);
-    assert_eq!(v["ignored_options"], serde_json::json!(["sndbuf"]));
+    assert_eq!(v["body"]["failed_gate"], true);
+    assert_eq!(v["body"]["ignored_options"], serde_json::json!(["sndbuf"]));
 }
 
 /// A quick real report with 5 runs of tcp (count-stopped, no warm-up).
@@ -291,11 +276,15 @@ fn half_the_throughput_is_slower_with_exact_ratio_interval_and_p() {
     );
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let v = stdout_json(&out);
-    assert_eq!(v["document"], "sockbench-compare");
-    assert_eq!(v["schema_version"], 2);
-    assert_eq!(v["base"], "base.json");
-    assert_eq!(v["new"], serde_json::json!(["new.json"]));
-    let c = &v["comparisons"][0];
+    assert_eq!(v["kind"], "compare");
+    assert_eq!(v["schema_version"], sockbench::report::SCHEMA_VERSION);
+    assert!(
+        v["environment"].is_object() && v["ended_at"].is_string(),
+        "{v}"
+    );
+    assert_eq!(v["body"]["base"], "base.json");
+    assert_eq!(v["body"]["new"], serde_json::json!(["new.json"]));
+    let c = &v["body"]["comparisons"][0];
     assert_eq!(c["scenario"], "stream tcp 4 KiB");
     assert_eq!(c["figure"], "bits_per_second");
     assert_eq!(c["base"]["median"], 10.0e9);
@@ -315,7 +304,7 @@ fn half_the_throughput_is_slower_with_exact_ratio_interval_and_p() {
     assert_eq!(c["ci_confidence"], 0.95);
     assert_eq!(c["verdict"], "slower");
     assert_eq!(c["slower_percent"], 50.0);
-    assert_eq!(v["failed_gate"], true);
+    assert_eq!(v["body"]["failed_gate"], true);
     assert!(
         stderr(&out).contains("stream tcp 4 KiB is 50.0% slower in new.json"),
         "{}",
@@ -327,7 +316,10 @@ fn half_the_throughput_is_slower_with_exact_ratio_interval_and_p() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("--fail-if-slower 60%: passed"));
     let out = compare(&sb, &["new.json", "base.json", "--format", "json"]);
     assert_success(&out);
-    assert_eq!(stdout_json(&out)["comparisons"][0]["verdict"], "faster");
+    assert_eq!(
+        stdout_json(&out)["body"]["comparisons"][0]["verdict"],
+        "faster"
+    );
 }
 
 #[test]
@@ -343,7 +335,7 @@ fn a_doubled_pingpong_latency_is_slower_and_a_halved_one_faster() {
     let p50 = [20_000u64, 20_400, 19_800, 20_200, 19_600];
     let with = |scale: u64, to: &str| {
         edit(&real, &sb.path().join(to), |v| {
-            for r in v["results"].as_array_mut().unwrap() {
+            for r in v["body"]["results"].as_array_mut().unwrap() {
                 for (run, &x) in r["runs"].as_array_mut().unwrap().iter_mut().zip(&p50) {
                     run["latencies"]["round_trip"]["p50_ns"] = (x * scale / 2).into();
                     // Throughput moves the other way: it must not be what is compared.
@@ -369,7 +361,7 @@ fn a_doubled_pingpong_latency_is_slower_and_a_halved_one_faster() {
     );
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let v = stdout_json(&out);
-    let slow = &v["comparisons"][0];
+    let slow = &v["body"]["comparisons"][0];
     assert_eq!(slow["new_file"], "slow.json");
     assert_eq!(slow["figure"], "round_trip_p50_ns");
     assert_eq!(slow["higher_is_better"], false);
@@ -378,7 +370,7 @@ fn a_doubled_pingpong_latency_is_slower_and_a_halved_one_faster() {
     assert_eq!(slow["slower_percent"], 100.0);
     assert_eq!(slow["gate_failed"], true);
     near_p(slow);
-    let fast = &v["comparisons"][1];
+    let fast = &v["body"]["comparisons"][1];
     assert_eq!(fast["new_file"], "fast.json");
     assert_eq!(fast["ratio"], 0.5);
     assert_eq!(fast["verdict"], "faster");
@@ -436,16 +428,16 @@ fn scenarios_in_one_file_only_are_flagged_and_failed_ones_shown() {
     );
     edit(&real, &sb.path().join("base.json"), |v| {
         // Drop unix from BASE.
-        v["results"].as_array_mut().unwrap().truncate(1);
+        v["body"]["results"].as_array_mut().unwrap().truncate(1);
     });
     edit(&real, &sb.path().join("new.json"), |v| {
         // tcp failed in NEW; add a pipe scenario BASE lacks.
-        let tcp = &mut v["results"][0];
+        let tcp = &mut v["body"]["results"][0];
         tcp["error"] = "tcp receiver failed: Connection reset by peer".into();
         tcp["runs"] = serde_json::json!([]);
-        let mut pipe = v["results"][1].clone();
+        let mut pipe = v["body"]["results"][1].clone();
         pipe["transport"] = "pipe".into();
-        v["results"].as_array_mut().unwrap().push(pipe);
+        v["body"]["results"].as_array_mut().unwrap().push(pipe);
     });
     let out = compare(&sb, &["base.json", "new.json", "--fail-if-slower", "0"]);
     // tcp ran in BASE and failed in NEW: that fails the gate, named on stderr.
@@ -471,19 +463,19 @@ fn scenarios_in_one_file_only_are_flagged_and_failed_ones_shown() {
         &sb,
         &["base.json", "new.json", "--format", "json"],
     ));
-    assert_eq!(v["comparisons"][0]["verdict"], "failed");
+    assert_eq!(v["body"]["comparisons"][0]["verdict"], "failed");
     assert_eq!(
-        v["comparisons"][0]["new"]["error"],
+        v["body"]["comparisons"][0]["new"]["error"],
         "tcp receiver failed: Connection reset by peer"
     );
-    assert_eq!(v["only_in_base"], serde_json::json!([]));
-    assert_eq!(v["only_in_new"].as_array().unwrap().len(), 2);
+    assert_eq!(v["body"]["only_in_base"], serde_json::json!([]));
+    assert_eq!(v["body"]["only_in_new"].as_array().unwrap().len(), 2);
     // Without --fail-if-slower a failure is shown, not an exit status.
     assert_success(&compare(&sb, &["base.json", "new.json"]));
 
     // A scenario BASE ran and NEW lacks fails the gate too; one only in NEW does not.
     edit(&real, &sb.path().join("tcp-only.json"), |v| {
-        v["results"].as_array_mut().unwrap().truncate(1);
+        v["body"]["results"].as_array_mut().unwrap().truncate(1);
     });
     let out = compare(
         &sb,
@@ -503,9 +495,9 @@ fn scenarios_in_one_file_only_are_flagged_and_failed_ones_shown() {
         stderr(&out)
     );
     let v = stdout_json(&out);
-    assert_eq!(v["failed_gate"], true);
-    assert_eq!(v["only_in_base"][0]["gate_failed"], true);
-    assert_eq!(v["comparisons"][0]["gate_failed"], false);
+    assert_eq!(v["body"]["failed_gate"], true);
+    assert_eq!(v["body"]["only_in_base"][0]["gate_failed"], true);
+    assert_eq!(v["body"]["comparisons"][0]["gate_failed"], false);
     let out = compare(&sb, &["tcp-only.json", "two.json", "--fail-if-slower", "5"]);
     assert_success(&out);
 }
@@ -528,10 +520,10 @@ fn a_paced_rate_run_matches_an_unpaced_one_only_when_told_to() {
         &sb,
         &["unpaced.json", "paced.json", "--format", "json"],
     ));
-    assert_eq!(v["comparisons"], serde_json::json!([]));
-    assert_eq!(v["only_in_base"][0]["scenario"], "rate udp 64 B");
+    assert_eq!(v["body"]["comparisons"], serde_json::json!([]));
+    assert_eq!(v["body"]["only_in_base"][0]["scenario"], "rate udp 64 B");
     assert_eq!(
-        v["only_in_new"][0]["scenario"],
+        v["body"]["only_in_new"][0]["scenario"],
         "rate udp 64 B rate 50.0 k/s"
     );
     let v = stdout_json(&compare(
@@ -546,14 +538,21 @@ fn a_paced_rate_run_matches_an_unpaced_one_only_when_told_to() {
         ],
     ));
     assert_eq!(
-        v["comparisons"][0]["scenario"],
+        v["body"]["comparisons"][0]["scenario"],
         "rate udp 64 B [rate unpaced → 50.0 k/s]"
     );
-    // A report without the key (schema version 4) counts as unpaced.
+    // A report without the key (schema version 4: no envelope, the body's keys at the
+    // top) counts as unpaced.
     edit(
         &sb.path().join("unpaced.json"),
         &sb.path().join("old.json"),
         |v| {
+            let o = v.as_object_mut().unwrap();
+            let body = o.remove("body").unwrap();
+            for k in ["kind", "started_at", "ended_at"] {
+                o.remove(k);
+            }
+            o.extend(body.as_object().unwrap().clone());
             v["schema_version"] = 4.into();
             for r in v["results"].as_array_mut().unwrap() {
                 let o = r["options"].as_object_mut().unwrap();
@@ -566,8 +565,8 @@ fn a_paced_rate_run_matches_an_unpaced_one_only_when_told_to() {
         &sb,
         &["old.json", "unpaced.json", "--format", "json"],
     ));
-    assert_eq!(v["comparisons"].as_array().unwrap().len(), 1, "{v}");
-    assert_eq!(v["only_in_base"], serde_json::json!([]));
+    assert_eq!(v["body"]["comparisons"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["body"]["only_in_base"], serde_json::json!([]));
 }
 
 #[test]
@@ -603,7 +602,7 @@ fn every_format_and_export_holds_the_comparison() {
     );
     let read = |name: &str| std::fs::read_to_string(sb.path().join(name)).unwrap();
     let v: Value = serde_json::from_str(&read("c.json")).unwrap();
-    assert_eq!(v["comparisons"][0]["ratio"], 1.5);
+    assert_eq!(v["body"]["comparisons"][0]["ratio"], 1.5);
     assert!(read("c.md").contains("| stream tcp 4 KiB | 10.0 Gbit/s | 15.0 Gbit/s | 1.500 |"));
     let html = read("c.html");
     assert!(
@@ -647,14 +646,6 @@ fn bad_usage_exits_2_and_unreadable_files_exit_1() {
         (vec![r, r, "--alpha", "0"], "between 0 and 1"),
         (vec![r, r, "--alpha", "-0.1"], "between 0 and 1"),
         (vec![r, r, "--alpha", "1.5"], "between 0 and 1"),
-        (
-            vec![r, r, "--format", "openmetrics"],
-            "table, json, csv, markdown or html",
-        ),
-        (
-            vec![r, r, "--export-openmetrics", "x.prom"],
-            "--export-json",
-        ),
         (vec!["-", "-"], "stdin (-) can be given once"),
         (vec![r], "required"),
         (
@@ -677,7 +668,7 @@ fn bad_usage_exits_2_and_unreadable_files_exit_1() {
     assert_eq!(out.status.code(), Some(2));
     let v = stdout_json(&out);
     assert!(v["error"].as_str().unwrap().contains("--alpha 2"), "{v}");
-    assert_eq!(v["comparisons"], serde_json::json!([]));
+    assert_eq!(v["body"]["comparisons"], serde_json::json!([]));
     // So is one clap finds, before compare reads its arguments.
     for (args, says) in [
         (vec![r, "--format", "json"], "required"),
@@ -689,14 +680,25 @@ fn bad_usage_exits_2_and_unreadable_files_exit_1() {
         let out = compare(&sb, &args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let v = stdout_json(&out);
-        assert_eq!(v["document"], "sockbench-compare", "{args:?}");
+        assert_eq!(v["kind"], "compare", "{args:?}");
         assert!(v["error"].as_str().unwrap().contains(says), "{args:?}: {v}");
     }
+    // --ignore-option matches bench scenarios; other kinds' rows are matched by what they
+    // measure, so it is refused rather than said to be applied.
+    let relay = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/documents/relay.json");
+    let relay = relay.to_str().unwrap();
+    let out = compare(&sb, &[relay, relay, "--ignore-option", "sndbuf"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("relay rows are matched by what they measure"),
+        "{}",
+        stderr(&out)
+    );
     std::fs::write(sb.path().join("other.json"), "{\"hello\": 1}").unwrap();
     std::fs::write(sb.path().join("text.json"), "not json").unwrap();
     for (file, says) in [
         ("missing.json", "cannot read missing.json"),
-        ("other.json", "other.json is not a sockbench report"),
+        ("other.json", "other.json is not a sockbench document"),
         ("text.json", "text.json is not JSON"),
     ] {
         let out = compare(&sb, &[r, file]);
@@ -706,14 +708,14 @@ fn bad_usage_exits_2_and_unreadable_files_exit_1() {
         let out = compare(&sb, &[r, file, "--format", "json"]);
         assert_eq!(out.status.code(), Some(1));
         let v = stdout_json(&out);
-        assert_eq!(v["document"], "sockbench-compare");
+        assert_eq!(v["kind"], "compare");
         assert!(v["error"].as_str().unwrap().contains(says), "{v}");
     }
     // The same file twice is fine: nothing differs.
     let out = compare(&sb, &[r, r, "--fail-if-slower", "0", "--format", "json"]);
     assert_success(&out);
     let v = stdout_json(&out);
-    let c = &v["comparisons"][0];
+    let c = &v["body"]["comparisons"][0];
     assert_eq!(c["ratio"], 1.0);
     // No change, said as firmly as the runs' noise allows: "no significant difference"
     // only when the interval rules out 5% either way.
@@ -735,7 +737,7 @@ fn bad_usage_exits_2_and_unreadable_files_exit_1() {
         .output()
         .unwrap();
     assert_success(&out);
-    assert_eq!(stdout_json(&out)["base"], "-");
+    assert_eq!(stdout_json(&out)["body"]["base"], "-");
 }
 
 #[test]
@@ -752,7 +754,7 @@ fn file_names_and_what_the_files_say_are_text_in_markdown_and_on_the_terminal() 
         "\u{1b}]0;owned\u{7}<script>.json",
     ] {
         edit(&real, &sb.path().join(name), |v| {
-            let tcp = &mut v["results"][0];
+            let tcp = &mut v["body"]["results"][0];
             tcp["error"] = said.into();
             tcp["runs"] = serde_json::json!([]);
         });
@@ -806,5 +808,119 @@ fn a_fifo_or_a_device_as_base_or_new_is_refused_at_once_with_exit_1() {
             .unwrap();
         assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
         assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+    }
+}
+
+/// `compare` reads every kind's figures through its headline: a slowdown forced inside
+/// the measured work (the test-hooks delay SOCKBENCH_TEST_SLOW, a sleep at one point of
+/// the code) is called `slower` for a relay method, a load and a swarm, with the ratio
+/// the right way round; the same build against itself is not.
+#[test]
+fn a_forced_slowdown_of_a_relay_method_a_load_and_a_swarm_is_called_slower() {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let sb = Sandbox::new();
+    // Two saves of `args`: as built, then with every pass through `point` delayed.
+    let pair = |name: &str, args: &[&str], point: &str, us: u32| -> (PathBuf, PathBuf) {
+        let base = save(&sb, &format!("{name}-base"), args);
+        let slow = sb.path().join(format!("{name}-slow.json"));
+        let out = sb
+            .sockbench()
+            .args(args)
+            .args(["-q", "--format", "json", "--export-json"])
+            .arg(&slow)
+            .env("SOCKBENCH_TEST_SLOW", format!("{point}:{us}"))
+            .output()
+            .unwrap();
+        assert_success(&out);
+        (base, slow)
+    };
+    let judged = |base: &Path, slow: &Path| -> Vec<(String, f64)> {
+        let out = compare(
+            &sb,
+            &[
+                base.to_str().unwrap(),
+                slow.to_str().unwrap(),
+                "--format",
+                "json",
+            ],
+        );
+        assert_success(&out);
+        let v = stdout_json(&out);
+        (v["body"]["comparisons"].as_array().unwrap().iter())
+            .map(|c| {
+                (
+                    c["verdict"].as_str().unwrap().to_string(),
+                    c["ratio"].as_f64().unwrap_or(f64::NAN),
+                )
+            })
+            .collect()
+    };
+    let runs = ["--runs", "5"];
+    // relay: 2 ms in every copy of read-write's 64 KiB buffer caps it near 260 Mbit/s.
+    let (base, slow) = pair(
+        "relay",
+        &[
+            &["relay", "-m", "read-write", "-t", "unix", "-d", "0.3"][..],
+            &runs,
+        ]
+        .concat(),
+        "relay-copy",
+        2000,
+    );
+    for (verdict, ratio) in judged(&base, &slow) {
+        assert_eq!(verdict, "slower", "relay: ratio {ratio}");
+        assert!(ratio < 0.5, "relay: {ratio}");
+    }
+    // swarm: 2 ms in every reactor step.
+    let (base, slow) = pair(
+        "swarm",
+        &[
+            &["swarm", "-n", "8", "-t", "socketpair", "-d", "0.3"][..],
+            &runs,
+        ]
+        .concat(),
+        "swarm-step",
+        2000,
+    );
+    let swarm = judged(&base, &slow);
+    assert_eq!(swarm.len(), 1, "{swarm:?}");
+    assert_eq!(swarm[0].0, "slower", "swarm: {swarm:?}");
+    assert!(swarm[0].1 < 0.5, "swarm: {swarm:?}");
+    // load: 2 ms before every request it sends, against sockbench's own server.
+    let mut server = sb
+        .sockbench()
+        .args(["serve", "--port", "0", "-d", "60", "-v", "0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(server.stderr.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let url = (first.split_whitespace())
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no URL in {first:?}"))
+        .to_string();
+    let (base, slow) = pair(
+        "load",
+        &[&["load", "-n", "400", "-c", "2", "-k", &url][..], &runs].concat(),
+        "load-send",
+        2000,
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    let load = judged(&base, &slow);
+    assert_eq!(load.len(), 1, "{load:?}");
+    assert_eq!(load[0].0, "slower", "load: {load:?}");
+    assert!(load[0].1 < 0.5, "load: {load:?}");
+    // Each against itself: nothing is slower.
+    for name in ["relay", "swarm", "load"] {
+        let base = sb.path().join(format!("{name}-base.json"));
+        for (verdict, ratio) in judged(&base, &base) {
+            assert_ne!(verdict, "slower", "{name} against itself: {ratio}");
+            assert!((ratio - 1.0).abs() < 1e-9, "{name} against itself: {ratio}");
+        }
     }
 }

@@ -21,7 +21,7 @@ fn every_connection_is_accepted_answered_and_closed_and_each_phase_is_timed() {
             "0",
         ],
     );
-    for r in v["results"].as_array().unwrap() {
+    for r in v["body"]["results"].as_array().unwrap() {
         let t = r["transport"].as_str().unwrap();
         assert!(r["error"].is_null(), "{t}: {}", r["error"]);
         assert_eq!(u(r, "/messages_sent"), 200, "{t}: connections made");
@@ -63,7 +63,7 @@ fn linger0_and_many_open_connections_work() {
             "16",
         ],
     );
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     assert_eq!(u(r, "/messages_received"), 300);
     assert_eq!(r["latencies"]["close"]["count"], 300);
 }
@@ -79,7 +79,7 @@ fn connectionless_transports_are_refused_or_skipped() {
             "use tcp, tcp6, unix or unix-seqpacket",
         ));
     let v = json(&sb, &["connect", "-t", "all", "-n", "20", "-w", "0"]);
-    let names: Vec<_> = v["results"]
+    let names: Vec<_> = v["body"]["results"]
         .as_array()
         .unwrap()
         .iter()
@@ -134,8 +134,8 @@ fn a_silent_stranger_does_not_stall_the_server() {
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
-        u(&v, "/results/0/messages_sent"),
-        u(&v, "/results/0/messages_received"),
+        u(&v, "/body/results/0/messages_sent"),
+        u(&v, "/body/results/0/messages_received"),
         "the stranger is not counted"
     );
 }
@@ -174,7 +174,7 @@ fn open_keeps_no_more_than_n_connections_at_once() {
         .unwrap();
     common::assert_success(&out);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    for r in v["results"].as_array().unwrap() {
+    for r in v["body"]["results"].as_array().unwrap() {
         assert_eq!(u(r, "/messages_sent"), 300);
         assert_eq!(u(r, "/latencies/close/count"), 300, "{r}");
     }

@@ -46,7 +46,7 @@ fn udp_datagrams_and_bytes_are_the_kernels_count_of_what_left_and_arrived() {
     ) else {
         return;
     };
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     assert_eq!(u(r, "/messages_sent"), k["out"], "{k:?}");
     // An IPv4 UDP datagram is its payload plus 28 bytes of headers.
     assert_eq!(u(r, "/bytes_sent"), k["out_bytes"] - 28 * k["out"]);
@@ -83,7 +83,7 @@ fn tcp_bytes_are_the_payload_the_kernel_carried_and_the_warm_up_is_its_own_conne
         ) else {
             return;
         };
-        let r = &v["results"][0];
+        let r = &v["body"]["results"][0];
         let measured = u(r, "/bytes_sent");
         assert_eq!(measured, 2 * 200 * 65536);
         assert_eq!(u(r, "/bytes_received"), measured);
@@ -126,7 +126,7 @@ fn pipe_bytes_are_what_the_kernel_accounted_to_the_process() {
         let (v, printed, io) = io_accounting(&[
             "stream", "-t", "pipe", "-n", "300", "-s", "10000", "-w", warmup,
         ]);
-        let r = &v["results"][0];
+        let r = &v["body"]["results"][0];
         let sent = u(r, "/bytes_sent");
         assert_eq!(sent, 3_000_000);
         // Every byte written by this process: the pipe's data and the report.
@@ -150,7 +150,7 @@ fn cpu_time_is_the_kernels_and_cpu_per_gigabyte_follows_from_it() {
         .unwrap()
         .unwrap() as f64;
     let (v, _, io) = io_accounting(&["stream", "-t", "unix", "-d", "1", "-w", "0"]);
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     let run = &r["runs"][0];
     let process = io["cpu_ticks"] as f64 / ticks;
     let sides = run["sender"]["cpu_seconds"].as_f64().unwrap()
@@ -188,7 +188,7 @@ fn linger0_leaves_no_time_wait_socket_and_without_it_every_connection_does() {
         ) else {
             return;
         };
-        assert_eq!(u(&v["results"][0], "/messages_sent"), 50);
+        assert_eq!(u(&v["body"]["results"][0], "/messages_sent"), 50);
         if linger0 {
             assert_eq!(k["time_wait"], 0, "{k:?}");
         } else {
@@ -334,7 +334,7 @@ fn socket_buffers_are_what_the_kernel_grants_for_the_same_request() {
                     &size.to_string(),
                 ],
             );
-            let run = &v["results"][0]["runs"][0];
+            let run = &v["body"]["results"][0]["runs"][0];
             let (snd, rcv) = granted(ty, size);
             assert_eq!(u(run, "/sndbuf_bytes"), snd, "{transport} {size}");
             assert_eq!(u(run, "/rcvbuf_bytes"), rcv, "{transport} {size}");
@@ -358,7 +358,7 @@ fn tcp_buffers_are_read_at_the_end_after_the_kernel_grew_them() {
     ) else {
         return;
     };
-    let run = &v["results"][0]["runs"][0];
+    let run = &v["body"]["results"][0]["runs"][0];
     assert!(u(run, "/sndbuf_bytes") >= 1 << 20, "{run}");
     assert!(u(run, "/rcvbuf_bytes") >= 1 << 20, "{run}");
 }

@@ -84,7 +84,7 @@ fn client(sb: &Sandbox, server: &Server, args: &[&str]) -> Value {
 /// Every result ran without an error; TCP moved as many bytes as it sent, UDP lost no
 /// more than it sent.
 fn agrees(v: &Value, what: &str) {
-    let results = v["results"].as_array().unwrap();
+    let results = v["body"]["results"].as_array().unwrap();
     assert!(!results.is_empty(), "{what}: no results");
     for r in results {
         let t = r["transport"].as_str().unwrap();
@@ -123,17 +123,20 @@ fn tcp_and_udp_runs_over_the_data_port_agree_on_both_sides() {
         &["stream", "-t", "tcp", "-P", "4", "-s", "4K", "-n", "300"],
     );
     agrees(&v, "stream -P 4");
-    assert_eq!(u(&v["results"][0], "/bytes_received"), 4 * 300 * 4096);
+    assert_eq!(
+        u(&v["body"]["results"][0], "/bytes_received"),
+        4 * 300 * 4096
+    );
     let v = client(&sb, &server, &["pingpong", "-t", "udp", "-n", "300"]);
     agrees(&v, "pingpong udp");
-    assert_eq!(u(&v["results"][0], "/messages_received"), 300);
+    assert_eq!(u(&v["body"]["results"][0], "/messages_received"), 300);
     let v = client(
         &sb,
         &server,
         &["rate", "-t", "udp", "-P", "2", "-n", "300", "--rate", "20k"],
     );
     agrees(&v, "rate udp -P 2");
-    assert_eq!(u(&v["results"][0], "/messages_sent"), 2 * 300);
+    assert_eq!(u(&v["body"]["results"][0], "/messages_sent"), 2 * 300);
     // The other family, the server sending, and both ways at once (each stream's
     // connection must reach its own stream: the roles differ).
     let v = client(
@@ -327,7 +330,7 @@ fn strangers_on_the_data_port_do_not_disturb_a_run() {
     agrees(&v, "stream beside strangers");
     let v = client(&sb, &server, &["pingpong", "-t", "udp", "-n", "300"]);
     agrees(&v, "pingpong beside strangers");
-    assert_eq!(u(&v["results"][0], "/messages_received"), 300);
+    assert_eq!(u(&v["body"]["results"][0], "/messages_received"), 300);
     strays.join().unwrap();
     // Those with a wrong token were hung up on; the silent one waits its deadline out.
     for mut s in [garbage, wrong] {

@@ -37,7 +37,7 @@ fn round_trips_through_a_token_bucket_take_twice_the_serialization_time() {
         let Some((v, _)) = json_in_netns(&sb, &shaped(rate, 1500), &args, "true") else {
             return;
         };
-        let r = &v["results"][0];
+        let r = &v["body"]["results"][0];
         assert_eq!(u(r, "/messages_received"), 300);
         let expected = 2.0 * (wire * 8) as f64 / rate as f64 * 1e9;
         let (p50, p99, mean) = (
@@ -64,7 +64,7 @@ fn round_trips_through_a_token_bucket_take_twice_the_serialization_time() {
         // to back, so never faster than the bucket lets them through, and as fast as the
         // round trips the run measured.
         let rtt_per_s = u(r, "/messages_sent") as f64
-            / v["results"][0]["runs"][0]["duration_seconds"]
+            / v["body"]["results"][0]["runs"][0]["duration_seconds"]
                 .as_f64()
                 .unwrap();
         assert!(
@@ -92,7 +92,7 @@ fn replies_slower_than_the_timeout_are_late_never_counted_as_answers() {
     ) else {
         return;
     };
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     assert_eq!(u(r, "/messages_sent"), 5);
     assert_eq!(u(r, "/messages_received"), 0, "{r}");
     assert_eq!(u(r, "/messages_lost"), 5);

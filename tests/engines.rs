@@ -41,7 +41,7 @@ fn every_engine_moves_exact_counts_over_every_fd_transport() {
             "0",
         ],
     );
-    let results = v["results"].as_array().unwrap();
+    let results = v["body"]["results"].as_array().unwrap();
     assert_eq!(
         results.len(),
         engines_here(&sb) * 4,
@@ -78,7 +78,7 @@ fn every_engine_answers_every_round_trip() {
             "0",
         ],
     );
-    let results = v["results"].as_array().unwrap();
+    let results = v["body"]["results"].as_array().unwrap();
     assert_eq!(results.len(), engines_here(&sb) * 4);
     for r in results {
         let what = format!("{} {}", r["engine"], r["transport"]);
@@ -109,7 +109,7 @@ fn rate_and_mq_work_through_the_readiness_and_async_engines() {
             "0",
         ],
     );
-    for r in v["results"].as_array().unwrap() {
+    for r in v["body"]["results"].as_array().unwrap() {
         let what = format!("{} {}", r["engine"], r["transport"]);
         assert_eq!(u(r, "/messages_received"), 3000, "{what}");
         assert_eq!(u(r, "/messages_reordered"), 0, "{what}");
@@ -139,7 +139,7 @@ fn classic_mode_names_are_aliases() {
                 "0",
             ],
         );
-        assert_eq!(v["results"][0]["engine"], engine, "{alias}");
+        assert_eq!(v["body"]["results"][0]["engine"], engine, "{alias}");
     }
 }
 
@@ -166,9 +166,9 @@ fn engines_refuse_what_they_cannot_drive_with_a_reason() {
         &sb,
         &["stream", "-t", "shm", "-e", "all", "-n", "100", "-w", "0"],
     );
-    assert_eq!(v["results"].as_array().unwrap().len(), 1);
+    assert_eq!(v["body"]["results"].as_array().unwrap().len(), 1);
     assert_eq!(
-        v["skipped"].as_array().unwrap().len(),
+        v["body"]["skipped"].as_array().unwrap().len(),
         engines_here(&sb) - 1
     );
 }
@@ -192,7 +192,7 @@ fn an_engine_the_system_refuses_is_named_and_the_others_still_run() {
         .unwrap();
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let engines: Vec<_> = v["results"]
+    let engines: Vec<_> = v["body"]["results"]
         .as_array()
         .unwrap()
         .iter()
@@ -226,7 +226,7 @@ fn the_async_engine_runs_on_either_runtime() {
                 "0",
             ],
         );
-        for r in v["results"].as_array().unwrap() {
+        for r in v["body"]["results"].as_array().unwrap() {
             assert_eq!(r["options"]["runtime"], runtime);
             assert_eq!(r["latencies"]["round_trip"]["count"], 300);
         }

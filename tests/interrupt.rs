@@ -71,7 +71,7 @@ fn ctrl_c_mid_run_prints_and_exports_finished_scenarios_and_cleans_up() {
         let done = std::fs::read(&export)
             .ok()
             .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-            .is_some_and(|v| !v["results"].as_array().unwrap().is_empty());
+            .is_some_and(|v| !v["body"]["results"].as_array().unwrap().is_empty());
         if done {
             break;
         }
@@ -96,9 +96,9 @@ fn ctrl_c_mid_run_prints_and_exports_finished_scenarios_and_cleans_up() {
     assert!(stdout.contains("Interrupted"), "{stdout}");
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&export).unwrap()).unwrap();
     assert_eq!(v["interrupted"], true);
-    let n = v["results"].as_array().unwrap().len();
+    let n = v["body"]["results"].as_array().unwrap().len();
     assert!((1..7).contains(&n), "{n} results");
-    assert!(v["results"]
+    assert!(v["body"]["results"]
         .as_array()
         .unwrap()
         .iter()
@@ -130,7 +130,7 @@ fn sigterm_during_the_first_scenario_exits_promptly_with_nothing_left() {
     let v: serde_json::Value =
         serde_json::from_slice(&out.stdout).expect("valid JSON even when interrupted");
     assert_eq!(v["interrupted"], true);
-    assert_eq!(v["results"].as_array().unwrap().len(), 0);
+    assert_eq!(v["body"]["results"].as_array().unwrap().len(), 0);
     assert!(
         sb.leftovers().is_empty(),
         "left behind: {:?}",
@@ -176,7 +176,7 @@ fn ctrl_c_between_runs_keeps_the_runs_already_measured() {
     let (took, out) = signal_and_wait(child, Signal::SIGINT);
     assert!(took < Duration::from_secs(1));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     let runs = r["runs"].as_array().unwrap().len();
     assert!((1..10).contains(&runs), "{runs} runs kept");
     assert!(r["warnings"]

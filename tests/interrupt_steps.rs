@@ -1039,8 +1039,8 @@ fn swarm_stops_within_100_ms_at_every_step() {
             100,
         ),
         (
-            "swarm -w pingpong / run",
-            &["swarm", "-n", "200", "-w", "pingpong", "-d", "10"][..],
+            "swarm -W pingpong / run",
+            &["swarm", "-n", "200", "-W", "pingpong", "-d", "10"][..],
             "pairs ready",
             100,
         ),

@@ -61,7 +61,7 @@ fn stream_intervals_tile_each_run_add_up_to_it_and_are_printed_as_they_close() {
     );
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    for r in v["results"].as_array().unwrap() {
+    for r in v["body"]["results"].as_array().unwrap() {
         let t = r["transport"].as_str().unwrap();
         let mut total = 0;
         for (n, run) in r["runs"].as_array().unwrap().iter().enumerate() {
@@ -111,7 +111,7 @@ fn pingpong_and_connect_intervals_count_round_trips_and_connections() {
         let mut all = args.to_vec();
         all.extend(["-w", "0", "-i", "0.2"]);
         let v = common::json(&sb, &all);
-        let run = &v["results"][0]["runs"][0];
+        let run = &v["body"]["results"][0]["runs"][0];
         match side {
             "sender" => tiles(run, "bytes_sent", "messages_sent"),
             _ => tiles(run, "bytes_received", "messages_received"),
@@ -134,7 +134,7 @@ fn rate_loss_per_interval_adds_up_to_the_runs_loss() {
             "rate", "-t", "udp", "-s", "64", "-n", "200000", "-w", "0", "-i", "0.05", "--runs", "2",
         ],
     );
-    for run in v["results"][0]["runs"].as_array().unwrap() {
+    for run in v["body"]["results"][0]["runs"].as_array().unwrap() {
         tiles(run, "bytes_received", "messages_received");
         let lost: u64 = intervals(run).iter().map(|i| u(i, "/messages_lost")).sum();
         assert_eq!(lost, u(run, "/messages_lost"), "{run}");
@@ -169,7 +169,7 @@ fn with_a_role_in_another_process_the_intervals_follow_the_one_here() {
             "processes",
         ]);
         let v = common::json(&sb, &all);
-        let run = &v["results"][0]["runs"][0];
+        let run = &v["body"]["results"][0]["runs"][0];
         let iv = intervals(run);
         assert!(iv.iter().all(|i| i["side"] == side), "{args:?}: {iv:?}");
         // Every interval but the last carries its share: none is empty.
@@ -223,7 +223,7 @@ fn rate_intervals_lose_what_the_firewall_dropped_interval_by_interval() {
     ) else {
         return;
     };
-    let run = &v["results"][0]["runs"][0];
+    let run = &v["body"]["results"][0]["runs"][0];
     tiles(run, "bytes_received", "messages_received");
     let iv = intervals(run);
     assert!(iv.len() >= 4, "{iv:?}");
@@ -266,7 +266,7 @@ fn tcp_retransmissions_per_interval_are_the_ones_the_kernel_counted() {
     ) else {
         return;
     };
-    let run = &v["results"][0]["runs"][0];
+    let run = &v["body"]["results"][0]["runs"][0];
     tiles(run, "bytes_received", "messages_received");
     let ours: u64 = intervals(run).iter().map(|i| u(i, "/retransmits")).sum();
     let kernel = k["retrans"];
@@ -324,7 +324,7 @@ fn without_interval_there_are_no_lines_and_no_intervals() {
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
-        v["results"][0]["runs"][0]["intervals"],
+        v["body"]["results"][0]["runs"][0]["intervals"],
         serde_json::json!([])
     );
 }

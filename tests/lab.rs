@@ -163,7 +163,7 @@ fn every_workload_crosses_the_link_both_ways_and_the_report_names_the_veth() {
                     args.push("-R");
                 }
                 let v = lab.client(&sb, target, &args);
-                for r in v["results"].as_array().unwrap() {
+                for r in v["body"]["results"].as_array().unwrap() {
                     let what = format!("{w} {} reverse={reverse}", r["transport"]);
                     assert!(r["error"].is_null(), "{what}: {}", r["error"]);
                     assert!(u(r, "/messages_received") > 0, "{what}");
@@ -210,7 +210,7 @@ fn a_link_shaped_to_500_mbits_carries_what_the_shaping_allows() {
         &target,
         &["stream", "-t", "tcp", "-s", "128K", "-d", "3", "-w", "0.5"],
     );
-    let run = &v["results"][0]["runs"][0];
+    let run = &v["body"]["results"][0]["runs"][0];
     let mss = u(run, "/mss_bytes") as f64;
     let mtu = u(run, "/mtu_bytes") as f64;
     // Each full segment is MSS bytes of payload in an MTU-sized IP packet plus a 14-byte
@@ -276,7 +276,7 @@ fn one_percent_random_loss_is_counted_exactly_and_within_binomial_bounds() {
         .and_then(|l| l.split_whitespace().next())
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("no counter in {text}"));
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     let (sent, received, lost) = (
         u(r, "/messages_sent"),
         u(r, "/messages_received"),
@@ -346,8 +346,8 @@ fn the_servers_tcp_retransmits_are_the_ones_its_own_kernel_counted() {
         ],
     );
     let kernel = retrans_segs(&lab, &lab.b) - before;
-    let r = &v["results"][0];
-    assert_eq!(v["placement"]["other_role"], "sender");
+    let r = &v["body"]["results"][0];
+    assert_eq!(v["body"]["placement"]["other_role"], "sender");
     let tcp = &r["runs"][0]["tcp"];
     let streams = tcp["streams"].as_array().unwrap();
     assert_eq!(streams.len(), 2, "{tcp}");
@@ -391,6 +391,6 @@ fn netem_delay_shows_in_the_round_trip_where_the_kernel_has_netem() {
         &format!("{}:{port}", lab.v4.1),
         &["pingpong", "-t", "udp", "-n", "100", "-w", "0"],
     );
-    let p50 = u(&v, "/results/0/latencies/round_trip/p50_ns");
+    let p50 = u(&v, "/body/results/0/latencies/round_trip/p50_ns");
     assert!((5_000_000..15_000_000).contains(&p50), "{p50}");
 }

@@ -48,7 +48,7 @@ fn a_full_dev_shm_is_an_error_naming_its_free_space_not_a_bus_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
-    let e = v["results"][0]["error"].as_str().unwrap();
+    let e = v["body"]["results"][0]["error"].as_str().unwrap();
     assert!(e.contains("/dev/shm has 512 KiB free"), "{e}");
     assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
     assert!(shm_leftovers().is_empty());
@@ -139,7 +139,7 @@ fn an_argument_that_is_not_utf8_is_a_usage_error_not_a_panic() {
         .as_str()
         .unwrap()
         .ends_with("/\u{fffd}"));
-    assert_eq!(v["results"][0]["messages_received"], 10);
+    assert_eq!(v["body"]["results"][0]["messages_received"], 10);
 }
 
 #[test]
@@ -150,7 +150,7 @@ fn cpu_never_exceeds_a_core_per_thread_and_short_runs_are_not_judged() {
             &sb,
             &["stream", "-t", "tcp,unix,pipe", "-n", "1", "-w", "0"],
         );
-        for r in v["results"].as_array().unwrap() {
+        for r in v["body"]["results"].as_array().unwrap() {
             for side in ["sender", "receiver"] {
                 let f = &r["runs"][0][side];
                 let (cpu, secs) = (

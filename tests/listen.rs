@@ -256,8 +256,16 @@ fn nc_over_tcp_with_one_byte_reads_shows_every_byte_and_json_lines_parse() {
     );
     let summary = events.last().unwrap();
     assert_eq!(summary["event"], "summary");
-    assert_eq!(summary["connections"][0]["bytes"], 4);
-    assert_eq!(summary["connections"][0]["reads"], 4);
+    // The summary is a document like every command's, of kind listen.
+    assert_eq!(summary["kind"], "listen");
+    assert_eq!(summary["schema_version"], sockbench::report::SCHEMA_VERSION);
+    assert!(summary["command"][1] == "listen", "{summary}");
+    assert!(summary["started_at"].is_string() && summary["ended_at"].is_string());
+    let body = &summary["body"];
+    assert_eq!(body["connections"][0]["bytes"], 4);
+    assert_eq!(body["connections"][0]["reads"], 4);
+    assert_eq!(body["connections"][0]["id"], 1);
+    assert_eq!(body["transport"], "tcp", "{body}");
 }
 
 #[test]
@@ -428,11 +436,6 @@ fn bad_flags_a_busy_port_and_an_existing_file_are_errors_that_leave_everything_a
             "other IP family",
         ),
         (&["-v", "4"][..], "-v"),
-        (&["--format", "csv"][..], "json"),
-        (
-            &["--export-json", "log.json"][..],
-            "--export-* do not apply",
-        ),
     ] {
         let out = run(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
@@ -468,4 +471,65 @@ fn duration_ends_it_with_the_summary() {
     assert!(t.elapsed() < Duration::from_secs(2));
     assert!(String::from_utf8_lossy(&out.stdout).contains("summary: 0 peers"));
     assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
+}
+
+/// In a format of a whole document the summary holds stdout and the log goes to stderr;
+/// an export holds the summary document (issue 30).
+#[test]
+fn the_summary_comes_in_every_format_with_the_log_on_stderr() {
+    let sb = Sandbox::new();
+    let json = sb.path().join("summary.json");
+    let out = sb
+        .cmd()
+        .args([
+            "listen",
+            "-p",
+            "0",
+            "-d",
+            "0.3",
+            "--format",
+            "csv",
+            "--export-json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let csv = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        csv, "bits_per_second,bytes,duration_seconds,id,peer,reads\n",
+        "no peer: the header alone"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("listening on tcp"));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["kind"], "listen");
+    assert_eq!(v["body"]["connections"], serde_json::json!([]));
+}
+
+/// With `--format json` the log (NDJSON, its summary last) holds stdout, and an export to
+/// stdout in another format follows it there, as it follows any command's document.
+#[test]
+fn a_json_log_is_followed_by_an_export_to_stdout() {
+    let sb = Sandbox::new();
+    let out = sb
+        .cmd()
+        .args(["listen", "-p", "0", "-d", "0.3", "--format", "json"])
+        .args(["--export-markdown", "-"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let log: Vec<&str> = text.lines().take_while(|l| l.starts_with('{')).collect();
+    let last: Value = serde_json::from_str(log.last().unwrap()).unwrap();
+    assert_eq!(last["kind"], "listen", "{text}");
+    let markdown: Vec<&str> = text.lines().skip(log.len()).collect();
+    assert_eq!(markdown.first(), Some(&"### summary: 0 peers"), "{text}");
 }

@@ -264,7 +264,7 @@ fn load_ok(sb: &Sandbox, args: &[&str]) -> LoadReport {
 }
 
 fn failed_total(r: &LoadReport) -> u64 {
-    r.requests_failed.connect + r.requests_failed.read + r.requests_failed.status
+    r.body.requests_failed.connect + r.body.requests_failed.read + r.body.requests_failed.status
 }
 
 #[test]
@@ -272,31 +272,30 @@ fn n_requests_with_keepalive_send_exactly_n_over_exactly_c_connections() {
     let sb = Sandbox::new();
     let s = tcp_server(Behaviour::default());
     let r = load_ok(&sb, &["-n", "1000", "-c", "10", "-t", "2", "-k", &s.url]);
-    assert_eq!(r.document, "sockbench-load");
-    assert_eq!(r.schema_version, 1);
-    assert_eq!(r.requests_complete, 1000);
+    assert_eq!(r.envelope.schema_version, sockbench::report::SCHEMA_VERSION);
+    assert_eq!(r.body.requests_complete, 1000);
     assert_eq!(failed_total(&r), 0);
     assert_eq!(s.get(|s| &s.requests), 1000, "never more than -n requests");
     assert_eq!(s.get(|s| &s.answered), 1000);
     assert_eq!(s.get(|s| &s.accepts), 10);
-    assert_eq!(r.connections_opened, 10);
+    assert_eq!(r.body.connections_opened, 10);
     assert_eq!(s.get(|s| &s.close_requests), 0);
-    assert_eq!(r.responses_by_status.get("200"), Some(&1000));
-    assert_eq!(r.body_bytes_received, 1000 * BODY.len() as u64);
-    assert!(r.bytes_received > r.body_bytes_received);
-    assert_eq!(r.first_body_bytes, Some(BODY.len() as u64));
-    let ct = &r.connection_times;
+    assert_eq!(r.body.responses_by_status.get("200"), Some(&1000));
+    assert_eq!(r.body.body_bytes_received, 1000 * BODY.len() as u64);
+    assert!(r.body.bytes_received > r.body.body_bytes_received);
+    assert_eq!(r.body.first_body_bytes, Some(BODY.len() as u64));
+    let ct = &r.body.connection_times;
     let (connect, total) = (ct.connect.as_ref().unwrap(), ct.total.as_ref().unwrap());
     assert_eq!(connect.min_ns, 0, "a reused connection connects in no time");
     assert!(connect.max_ns > 0);
     assert!(total.max_ns >= ct.waiting.as_ref().unwrap().max_ns);
-    let l = r.latency.unwrap();
+    let l = r.body.latency.unwrap();
     assert_eq!(l.count, 1000);
     assert!(l.min_ns <= l.p50_ns && l.p50_ns <= l.p99_99_ns && l.p99_99_ns <= l.max_ns);
-    assert!(r.latency_uncorrected.is_none());
-    assert!(r.requests_per_second > 0.0 && r.duration_seconds > 0.0);
-    assert!(r.cpu_seconds_per_request.unwrap() > 0.0);
-    assert!(!r.interrupted && r.error.is_none());
+    assert!(r.body.latency_uncorrected.is_none());
+    assert!(r.body.requests_per_second > 0.0 && r.body.duration_seconds > 0.0);
+    assert!(r.body.cpu_seconds_per_request.unwrap() > 0.0);
+    assert!(!r.envelope.interrupted && r.envelope.error.is_none());
     assert_eq!(s.stats.hosts.lock().unwrap()[0], s.url[7..s.url.len() - 1]);
 }
 
@@ -305,7 +304,7 @@ fn without_keepalive_every_request_has_its_own_connection() {
     let sb = Sandbox::new();
     let s = tcp_server(Behaviour::default());
     let r = load_ok(&sb, &["-n", "200", "-c", "4", &s.url]);
-    assert_eq!(r.requests_complete, 200);
+    assert_eq!(r.body.requests_complete, 200);
     assert_eq!(failed_total(&r), 0);
     assert_eq!(s.get(|s| &s.accepts), 200);
     assert_eq!(
@@ -313,12 +312,12 @@ fn without_keepalive_every_request_has_its_own_connection() {
         200,
         "every request says Connection: close"
     );
-    assert_eq!(r.connections_opened, 200);
+    assert_eq!(r.body.connections_opened, 200);
     assert_eq!(
-        r.reconnects, 0,
+        r.body.reconnects, 0,
         "closing after each answer is the plan, not a reconnect"
     );
-    assert!(r.connection_times.connect.unwrap().min_ns > 0);
+    assert!(r.body.connection_times.connect.unwrap().min_ns > 0);
 }
 
 #[test]
@@ -330,13 +329,13 @@ fn pipelined_requests_split_into_pieces_are_all_answered_in_order() {
         ..Behaviour::default()
     });
     let r = load_ok(&sb, &["-n", "1000", "-c", "2", "--pipeline", "8", &s.url]);
-    assert_eq!(r.requests_complete, 1000);
-    assert_eq!(failed_total(&r) + r.requests_failed.length, 0);
-    assert!(r.keepalive);
+    assert_eq!(r.body.requests_complete, 1000);
+    assert_eq!(failed_total(&r) + r.body.requests_failed.length, 0);
+    assert!(r.body.keepalive);
     assert_eq!(s.get(|s| &s.requests), 1000);
     assert_eq!(s.get(|s| &s.accepts), 2);
     assert!(s.get(|s| &s.max_batch) > 1, "requests arrived together");
-    assert_eq!(r.body_bytes_received, 13_000);
+    assert_eq!(r.body.body_bytes_received, 13_000);
 }
 
 #[test]
@@ -347,12 +346,12 @@ fn requests_behind_a_close_go_again_on_a_new_connection() {
         ..Behaviour::default()
     });
     let r = load_ok(&sb, &["-n", "600", "-c", "2", "--pipeline", "8", &s.url]);
-    assert_eq!(r.requests_complete, 600);
+    assert_eq!(r.body.requests_complete, 600);
     assert_eq!(failed_total(&r), 0);
     assert_eq!(s.get(|s| &s.answered), 600);
-    assert!(r.requests_resent > 0);
-    assert_eq!(r.connections_opened, s.get(|s| &s.accepts));
-    assert!(r.reconnects >= 600 / 3 - 2, "{}", r.reconnects);
+    assert!(r.body.requests_resent > 0);
+    assert_eq!(r.body.connections_opened, s.get(|s| &s.accepts));
+    assert!(r.body.reconnects >= 600 / 3 - 2, "{}", r.body.reconnects);
 }
 
 #[test]
@@ -365,15 +364,19 @@ fn non_2xx_and_length_failures_are_counted_exactly() {
     });
     let r = load_ok(&sb, &["-n", "700", "-c", "3", "-k", &s.url]);
     assert_eq!(
-        r.requests_complete, 700,
+        r.body.requests_complete, 700,
         "non-2xx answers are complete, as ab counts"
     );
-    assert_eq!(r.non_2xx, 70);
-    assert_eq!(r.responses_by_status.get("500"), Some(&70));
-    assert_eq!(r.responses_by_status.get("200"), Some(&630));
-    assert_eq!(r.requests_failed.length, 100);
+    assert_eq!(r.body.non_2xx, 70);
+    assert_eq!(r.body.responses_by_status.get("500"), Some(&70));
+    assert_eq!(r.body.responses_by_status.get("200"), Some(&630));
+    assert_eq!(r.body.requests_failed.length, 100);
     assert_eq!(failed_total(&r), 0);
-    assert!(r.warnings.iter().any(|w| w.contains("differ in length")));
+    assert!(r
+        .envelope
+        .warnings
+        .iter()
+        .any(|w| w.contains("differ in length")));
 }
 
 #[test]
@@ -384,10 +387,11 @@ fn server_closes_are_reconnects_and_early_closes_are_read_failures() {
         ..Behaviour::default()
     });
     let r = load_ok(&sb, &["-n", "100", "-c", "1", "-k", &s.url]);
-    assert_eq!((r.requests_complete, failed_total(&r)), (100, 0));
-    assert_eq!(r.reconnects, 20);
+    assert_eq!((r.body.requests_complete, failed_total(&r)), (100, 0));
+    assert_eq!(r.body.reconnects, 20);
     assert_eq!(s.get(|s| &s.accepts), 20);
     assert!(r
+        .envelope
         .warnings
         .iter()
         .any(|w| w.contains("closed 20 keep-alive")));
@@ -398,11 +402,11 @@ fn server_closes_are_reconnects_and_early_closes_are_read_failures() {
     });
     let r = load_ok(&sb, &["-n", "100", "-c", "1", "-k", &s.url]);
     assert_eq!(s.get(|s| &s.requests), 100);
-    assert_eq!(r.requests_complete, 90);
+    assert_eq!(r.body.requests_complete, 90);
     assert_eq!(s.get(|s| &s.answered), 90);
-    assert_eq!(r.requests_failed.read, 10);
-    assert_eq!(r.failure_causes.read_eof, 10);
-    assert_eq!(r.connections_opened, s.get(|s| &s.accepts));
+    assert_eq!(r.body.requests_failed.read, 10);
+    assert_eq!(r.body.failure_causes.read_eof, 10);
+    assert_eq!(r.body.connections_opened, s.get(|s| &s.accepts));
 }
 
 #[test]
@@ -416,13 +420,13 @@ fn bytes_after_an_answer_are_counted_and_the_reopened_connections_are_reconnects
         ..Behaviour::default()
     });
     let r = load_ok(&sb, &["-n", "20", "-c", "1", "-k", &s.url]);
-    assert_eq!((r.requests_complete, failed_total(&r)), (20, 0));
+    assert_eq!((r.body.requests_complete, failed_total(&r)), (20, 0));
     // Each answer and its extra bytes come in one write, so they are read together.
-    assert_eq!(r.stray_closes, 20, "{r:?}");
-    assert_eq!(r.stray_bytes, 20 * EXTRA.len() as u64);
-    assert_eq!(r.reconnects, 20);
-    assert_eq!(r.connections_opened, s.get(|s| &s.accepts));
-    let said = r.warnings.join("\n");
+    assert_eq!(r.body.stray_closes, 20, "{r:?}");
+    assert_eq!(r.body.stray_bytes, 20 * EXTRA.len() as u64);
+    assert_eq!(r.body.reconnects, 20);
+    assert_eq!(r.body.connections_opened, s.get(|s| &s.accepts));
+    let said = r.envelope.warnings.join("\n");
     assert!(said.contains("260 B that answer no request"), "{said}");
     assert!(!said.contains("the server closed"), "{said}");
 }
@@ -435,16 +439,16 @@ fn chunked_and_close_delimited_bodies_are_read_whole() {
         ..Behaviour::default()
     });
     let r = load_ok(&sb, &["-n", "100", "-c", "2", "-k", &s.url]);
-    assert_eq!((r.requests_complete, failed_total(&r)), (100, 0));
-    assert_eq!(r.body_bytes_received, 1300);
+    assert_eq!((r.body.requests_complete, failed_total(&r)), (100, 0));
+    assert_eq!(r.body.body_bytes_received, 1300);
     let s = tcp_server(Behaviour {
         no_length: true,
         trickle: true,
         ..Behaviour::default()
     });
     let r = load_ok(&sb, &["-n", "50", "-c", "2", &s.url]);
-    assert_eq!((r.requests_complete, failed_total(&r)), (50, 0));
-    assert_eq!(r.body_bytes_received, 650);
+    assert_eq!((r.body.requests_complete, failed_total(&r)), (50, 0));
+    assert_eq!(r.body.body_bytes_received, 650);
     assert_eq!(s.get(|s| &s.answered), 50);
 }
 
@@ -466,9 +470,9 @@ fn a_unix_socket_target_names_the_url_host_in_the_host_header() {
             &s.url,
         ],
     );
-    assert_eq!((r.requests_complete, failed_total(&r)), (300, 0));
+    assert_eq!((r.body.requests_complete, failed_total(&r)), (300, 0));
     assert_eq!(s.get(|s| &s.accepts), 3);
-    assert!(r.target.starts_with("unix "));
+    assert!(r.body.target.starts_with("unix "));
     let hosts = s.stats.hosts.lock().unwrap();
     assert!(hosts.iter().all(|h| h == "localhost"), "{hosts:?}");
 }
@@ -478,17 +482,17 @@ fn an_open_loop_rate_sends_about_rate_times_duration() {
     let sb = Sandbox::new();
     let s = tcp_server(Behaviour::default());
     let r = load_ok(&sb, &["--rate", "400", "-d", "1", "-c", "4", "-k", &s.url]);
-    let n = r.requests_complete as f64;
+    let n = r.body.requests_complete as f64;
     assert!(
         (360.0..=440.0).contains(&n),
         "{n} requests at 400/s for 1 s"
     );
-    assert_eq!(r.rate_per_second, Some(400.0));
-    assert!(r.latency_uncorrected.is_some());
+    assert_eq!(r.body.rate_per_second, Some(400.0));
+    assert!(r.body.latency_uncorrected.is_some());
     assert!(
-        (r.duration_seconds - 1.0).abs() < 0.15,
+        (r.body.duration_seconds - 1.0).abs() < 0.15,
         "{}",
-        r.duration_seconds
+        r.body.duration_seconds
     );
 }
 
@@ -500,7 +504,7 @@ fn a_stall_shows_in_the_corrected_latency_and_not_only_in_one_request() {
         ..Behaviour::default()
     });
     let r = load_ok(&sb, &["--rate", "100", "-d", "1", "-c", "1", "-k", &s.url]);
-    let (l, u) = (r.latency.unwrap(), r.latency_uncorrected.unwrap());
+    let (l, u) = (r.body.latency.unwrap(), r.body.latency_uncorrected.unwrap());
     assert!(l.max_ns >= 200_000_000, "corrected max {} ns", l.max_ns);
     // The ~20 requests due during the stall waited for it: the corrected p90 shows
     // them; from when each was sent, only the stalled one was slow.
@@ -528,9 +532,9 @@ fn a_refused_port_fails_quickly_with_what_to_try() {
         "{err}"
     );
     let r = r.unwrap();
-    assert_eq!(r.requests_complete, 0);
-    assert!(r.failure_causes.connect_refused >= 4);
-    assert!(r.requests_failed.connect <= 1000);
+    assert_eq!(r.body.requests_complete, 0);
+    assert!(r.body.failure_causes.connect_refused >= 4);
+    assert!(r.body.requests_failed.connect <= 1000);
     // Duration mode too.
     let t = Instant::now();
     let (_, out) = load(&sb, &["-d", "10", "-c", "2", "-k", &url]);
@@ -559,7 +563,7 @@ fn a_server_that_never_answers_times_out_at_the_timeout() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--timeout"), "{err}");
     let r = r.unwrap();
-    assert_eq!(r.failure_causes.read_timeout, 3);
+    assert_eq!(r.body.failure_causes.read_timeout, 3);
     assert_eq!(s.get(|s| &s.requests), 3);
 }
 
@@ -590,7 +594,7 @@ fn a_connect_that_never_completes_times_out() {
     );
     assert_eq!(out.status.code(), Some(1));
     let r = r.unwrap();
-    let c = &r.failure_causes;
+    let c = &r.body.failure_causes;
     assert!(c.connect_timeout >= 1, "{c:?}");
     assert_eq!(c.connect_timeout + c.read_timeout, 6, "{c:?}");
     drop(l);
@@ -612,7 +616,6 @@ fn bad_usage_exits_2_before_anything_starts() {
         ),
         (vec!["-d", "soon", "http://127.0.0.1/"], "--duration"),
         (vec!["-H", "garbage", "http://127.0.0.1/"], "Name: value"),
-        (vec!["--format", "csv", "http://127.0.0.1/"], "json"),
     ] {
         let out = sb.cmd().arg("load").args(&args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
@@ -652,10 +655,10 @@ fn ctrl_c_prints_what_was_measured_and_exits_130() {
         String::from_utf8_lossy(&out.stderr)
     );
     let r: LoadReport = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(r.interrupted);
-    assert!(r.requests_complete > 0);
-    assert!(r.duration_seconds < 5.0);
-    assert!(r.requests_complete <= s.get(|s| &s.answered));
+    assert!(r.envelope.interrupted);
+    assert!(r.body.requests_complete > 0);
+    assert!(r.body.duration_seconds < 5.0);
+    assert!(r.body.requests_complete <= s.get(|s| &s.answered));
 }
 
 #[test]
@@ -700,8 +703,8 @@ fn the_table_reads_like_ab_and_the_export_is_the_document() {
         assert!(text.contains(want), "no {want:?} in\n{text}");
     }
     let r: LoadReport = serde_json::from_slice(&std::fs::read(&export).unwrap()).unwrap();
-    assert_eq!(r.requests_complete, 200);
-    assert_eq!(r.command[1], "load");
+    assert_eq!(r.body.requests_complete, 200);
+    assert_eq!(r.envelope.command[1], "load");
 }
 
 #[test]
@@ -723,5 +726,44 @@ fn json_into_a_closed_pipe_is_not_an_error() {
         Some(0),
         "{}",
         String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// A run after the first that fails fails the command (exit 1, the document's error
+/// names which run), and the runs before it are still the report.
+#[test]
+#[cfg_attr(
+    not(feature = "test-hooks"),
+    ignore = "needs a test build: cargo test --features test-hooks"
+)]
+fn a_later_run_that_fails_fails_the_command_and_keeps_the_runs_before_it() {
+    let sb = Sandbox::new();
+    let s = tcp_server(Behaviour::default());
+    let out = sb
+        .cmd()
+        .env("SOCKBENCH_TEST_FAULT", "later-run-fails")
+        .args([
+            "load", "-n", "50", "-k", "--runs", "3", "--format", "json", "-q", &s.url,
+        ])
+        .timeout(Duration::from_secs(20))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: LoadReport = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        r.envelope.error.as_deref(),
+        Some("run 2 of 3 failed: test fault")
+    );
+    assert_eq!(r.body.requests_complete, 50, "the first run is the report");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.matches("run 2 of 3 failed").count(),
+        1,
+        "said once: {err}"
     );
 }

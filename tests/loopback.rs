@@ -47,7 +47,7 @@ fn every_transport_delivers_an_exact_count_and_both_sides_agree() {
             "0",
         ],
     );
-    let results = v["results"].as_array().unwrap();
+    let results = v["body"]["results"].as_array().unwrap();
     assert_eq!(results.len(), list.len());
     for r in results {
         let t = r["transport"].as_str().unwrap();
@@ -112,7 +112,7 @@ fn bytes_mode_sends_exactly_that_many_bytes_with_a_short_last_message() {
             "0",
         ],
     );
-    for r in v["results"].as_array().unwrap() {
+    for r in v["body"]["results"].as_array().unwrap() {
         assert_eq!(u(r, "/bytes_sent"), 10_000);
         assert_eq!(u(r, "/bytes_received"), 10_000);
         assert_eq!(u(r, "/messages_sent"), 3);
@@ -137,7 +137,7 @@ fn timed_run_lasts_about_the_duration_and_reports_each_side() {
             "0",
         ],
     );
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     let secs = f(r, "/runs/0/duration_seconds");
     assert!((0.29..1.0).contains(&secs), "receiver interval {secs}");
     let snd = f(r, "/runs/0/sender/duration_seconds");
@@ -156,7 +156,7 @@ fn repeated_runs_get_statistics_and_totals() {
             "stream", "-t", "unix", "-s", "8K", "-n", "2000", "--runs", "3", "-w", "0",
         ],
     );
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     assert_eq!(r["runs"].as_array().unwrap().len(), 3);
     assert_eq!(u(r, "/messages_sent"), 6000, "totals add up over runs");
     let s = &r["statistics"]["bits_per_second"];
@@ -176,7 +176,7 @@ fn parallel_streams_add_up() {
             "stream", "-t", "tcp", "-s", "4K", "-n", "500", "-P", "3", "-w", "0",
         ],
     );
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     assert_eq!(u(r, "/messages_sent"), 1500);
     assert_eq!(u(r, "/bytes_received"), 1500 * 4096);
     assert_eq!(r["options"]["parallel"], 3);
@@ -208,7 +208,7 @@ fn tcp_reports_granted_buffers_mss_and_warns_when_a_buffer_is_clamped() {
             "--nodelay",
         ],
     );
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     assert_eq!(
         u(r, "/runs/0/sndbuf_bytes"),
         2 * wmem_max,
@@ -239,10 +239,10 @@ fn pinning_and_a_fixed_port_work() {
         ],
     );
     assert_eq!(
-        v["results"][0]["options"]["cpus"],
+        v["body"]["results"][0]["options"]["cpus"],
         serde_json::json!([0, 0])
     );
-    assert_eq!(u(&v, "/results/0/bytes_received"), 100 * 65536);
+    assert_eq!(u(&v, "/body/results/0/bytes_received"), 100 * 65536);
 }
 
 #[test]
@@ -255,7 +255,7 @@ fn udp_at_full_speed_counts_loss_exactly() {
             "stream", "-t", "udp", "-s", "1K", "-n", "20000", "-w", "0", "--rcvbuf", "4K",
         ],
     );
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     assert_eq!(u(r, "/messages_sent"), 20000);
     assert_eq!(u(r, "/messages_received") + u(r, "/messages_lost"), 20000);
     if u(r, "/messages_lost") > 0 {
@@ -288,7 +288,7 @@ fn user_path_directory_is_used_and_left_clean() {
             dir.to_str().unwrap(),
         ],
     );
-    assert_eq!(v["results"].as_array().unwrap().len(), 2);
+    assert_eq!(v["body"]["results"].as_array().unwrap().len(), 2);
     assert_eq!(
         std::fs::read_dir(&dir).unwrap().count(),
         0,
@@ -317,7 +317,7 @@ fn connect_reaches_the_receiver_through_another_local_address() {
             "127.0.0.2",
         ],
     );
-    for r in v["results"].as_array().unwrap() {
+    for r in v["body"]["results"].as_array().unwrap() {
         let endpoint = r["runs"][0]["endpoint"].as_str().unwrap();
         assert!(endpoint.starts_with("127.0.0.2:"), "{endpoint}");
     }
@@ -342,7 +342,7 @@ fn unix_receive_buffer_is_applied_to_the_accepted_socket() {
             "64K",
         ],
     );
-    for r in v["results"].as_array().unwrap() {
+    for r in v["body"]["results"].as_array().unwrap() {
         assert_eq!(
             u(r, "/runs/0/rcvbuf_bytes"),
             2 * 65536,
@@ -366,14 +366,17 @@ fn message_queues_are_closed_so_many_runs_and_streams_fit_the_rlimit() {
             "stream", "-t", "mq", "-s", "8K", "-n", "20", "-w", "0", "--runs", "15",
         ],
     );
-    assert_eq!(v["results"][0]["runs"].as_array().unwrap().len(), 15);
+    assert_eq!(
+        v["body"]["results"][0]["runs"].as_array().unwrap().len(),
+        15
+    );
     let v = json(
         &sb,
         &[
             "stream", "-t", "mq", "-s", "1K", "-n", "20", "-w", "0", "-P", "4",
         ],
     );
-    assert_eq!(u(&v, "/results/0/messages_received"), 80);
+    assert_eq!(u(&v, "/body/results/0/messages_received"), 80);
 }
 
 #[test]
@@ -393,7 +396,7 @@ fn a_fixed_workload_reports_connect_transfer_and_close_times() {
             "0",
         ],
     );
-    for r in v["results"].as_array().unwrap() {
+    for r in v["body"]["results"].as_array().unwrap() {
         let p = &r["runs"][0]["phases"];
         assert!(f(p, "/connect_seconds") > 0.0, "{p}");
         assert!(f(p, "/close_seconds") > 0.0, "{p}");

@@ -48,7 +48,7 @@ fn rate_over_udp_reports_exactly_the_datagrams_the_firewall_dropped_in_every_run
     ) else {
         return;
     };
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     // Two runs of 1000 on fresh sockets: the rule's counter goes on, 1st, 11th, ... 1991st.
     assert_eq!(k["dropped"], 200, "{k:?}");
     let (overflow, markers) = (k["rcvbuf_errors"], k["markers"]);
@@ -88,7 +88,7 @@ fn stream_over_udp_loses_exactly_the_dropped_datagrams_plus_the_overflows() {
     ) else {
         return;
     };
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     // The 1st, 8th, 15th ... of 2000: ceil(2000 / 7).
     assert_eq!(k["dropped"], 286, "{k:?}");
     let lost = u(r, "/messages_lost");
@@ -122,7 +122,7 @@ fn udp_runs_end_when_every_end_marker_is_lost() {
             return;
         };
         assert!(k["markers"] >= 1, "{args:?}: no end marker was sent: {k:?}");
-        let r = &v["results"][0];
+        let r = &v["body"]["results"][0];
         assert_eq!(u(r, "/messages_sent"), 500, "{args:?}");
         assert_eq!(
             u(r, "/messages_received") + u(r, "/messages_lost"),

@@ -284,7 +284,7 @@ fn check(p: &Parsed, report: &Value) {
         Some(&Value::from(1))
     );
 
-    let results = report["results"].as_array().unwrap();
+    let results = report["body"]["results"].as_array().unwrap();
     assert!(!results.is_empty());
     for r in results {
         let l = labels(r);
@@ -410,7 +410,7 @@ fn stream_over_tcp_and_unix_at_two_sizes_parses_and_matches_the_json() {
         .filter(|s| s.name == "sockbench_received_bytes_total")
         .count();
     assert_eq!(received, 4);
-    for r in report["results"].as_array().unwrap() {
+    for r in report["body"]["results"].as_array().unwrap() {
         assert!(r["bytes_received"].as_u64().unwrap() > 0);
     }
     // Nothing is lost on a stream socket: no loss line at all, not a 0.
@@ -438,7 +438,7 @@ fn pingpong_latency_is_a_histogram_in_seconds_and_udp_counts_its_losses() {
     else {
         return;
     };
-    let results = report["results"].as_array().unwrap();
+    let results = report["body"]["results"].as_array().unwrap();
     for r in results {
         assert!(r["latencies"]["round_trip"]["count"].as_u64().unwrap() > 0);
         let l = labels(r);
@@ -465,10 +465,10 @@ fn udp_rate_has_a_loss_line() {
     else {
         return;
     };
-    let l = labels(&report["results"][0]);
+    let l = labels(&report["body"]["results"][0]);
     assert_eq!(
         p.value("sockbench_lost_messages_total", &l),
-        Some(&report["results"][0]["messages_lost"])
+        Some(&report["body"]["results"][0]["messages_lost"])
     );
     assert!(p.value("sockbench_delivered_ratio", &l).is_some());
 }
@@ -479,7 +479,9 @@ fn connect_has_one_histogram_per_latency() {
     let Some((_, p, report)) = run_and_check(&sb, &["connect", "-d", "0.2", "-w", "0"]) else {
         return;
     };
-    let names = report["results"][0]["latencies"].as_object().unwrap();
+    let names = report["body"]["results"][0]["latencies"]
+        .as_object()
+        .unwrap();
     assert!(names.contains_key("connect"), "{names:?}");
     for name in names.keys() {
         let fam = format!("sockbench_{name}_latency_seconds");
@@ -512,7 +514,7 @@ fn two_runs_add_up_and_stdout_gets_the_same_text() {
     let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let p = parse(&py, &text);
     check(&p, &report);
-    let r = &report["results"][0];
+    let r = &report["body"]["results"][0];
     let l = labels(r);
     assert_eq!(p.value("sockbench_runs_total", &l), Some(&Value::from(2)));
     let per_run: u64 = r["runs"]

@@ -114,7 +114,7 @@ fn exports_write_every_format_to_files_and_json_to_stdout() {
         .unwrap();
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&j).unwrap()).unwrap();
-    assert_eq!(v["results"][0]["transport"], "pipe");
+    assert_eq!(v["body"]["results"][0]["transport"], "pipe");
     assert!(std::fs::read_to_string(&c).unwrap().lines().count() == 2);
     assert!(std::fs::read_to_string(&m).unwrap().contains("| pipe |"));
     // `-` sends an export to stdout after the table.
@@ -185,7 +185,7 @@ fn json_on_stdout_twice_is_printed_once() {
         ],
     );
     let v: serde_json::Value = serde_json::from_str(&out).expect("exactly one JSON document");
-    assert_eq!(v["results"][0]["transport"], "pipe");
+    assert_eq!(v["body"]["results"][0]["transport"], "pipe");
 }
 
 /// The suite's matrix, its n/a cells explained, and (issue 29) no transport named the
@@ -229,13 +229,13 @@ fn suite_is_a_matrix_that_ranks_no_transport_from_one_run() {
 fn suite_json_has_every_cell_or_a_skip_reason() {
     let sb = Sandbox::new();
     let v = common::json(&sb, &["suite", "-d", "0.05", "-w", "0", "-t", "pipe,udp6"]);
-    let results = v["results"].as_array().unwrap();
+    let results = v["body"]["results"].as_array().unwrap();
     let count = |w: &str| results.iter().filter(|r| r["workload"] == w).count();
-    let skipped = v["skipped"].as_array().unwrap().len();
+    let skipped = v["body"]["skipped"].as_array().unwrap().len();
     assert_eq!(count("stream") + skipped, 8, "two transports at four sizes");
     assert_eq!(count("pingpong"), 2, "latency of every transport");
     assert_eq!(count("rate"), 1, "message rate of the datagram transport");
-    assert!(v["results"]
+    assert!(v["body"]["results"]
         .as_array()
         .unwrap()
         .iter()
@@ -322,7 +322,7 @@ fn a_failed_scenario_reports_unknown_counts_as_null_in_every_format() {
             .unwrap();
         assert_eq!(out.status.code(), Some(1));
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let r = &v["results"][0];
+        let r = &v["body"]["results"][0];
         assert!(r["error"].is_string());
         for key in [
             "messages_lost",
@@ -364,8 +364,32 @@ fn usage_errors_under_format_json_still_print_a_json_document() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
         assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "{v}");
-        assert_eq!(v["results"].as_array().unwrap().len(), 0);
+        assert_eq!(v["body"]["results"].as_array().unwrap().len(), 0);
+        assert_eq!(v["kind"], "stream", "{v}");
         assert!(!String::from_utf8_lossy(&out.stderr).is_empty());
+    }
+    // Plain `sockbench` is the suite; a command that writes no document of its own
+    // (`server` logs, `report` prints another's) prints no made-up one.
+    let out = sb
+        .cmd()
+        .args(["--format", "json", "--bogus"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    assert_eq!(v["kind"], "suite", "{v}");
+    for args in [
+        &["server", "--format", "json"][..],
+        &["report", "--format", "json", "--bogus", "x.json"],
+    ] {
+        let out = sb.cmd().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            out.stdout.is_empty(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(!out.stderr.is_empty(), "{args:?}");
     }
 }
 
@@ -413,6 +437,9 @@ fn every_command_prints_a_json_document_for_a_usage_error_it_finds_itself() {
             error.contains("--duration") || error.contains("--size"),
             "{args:?}: {v}"
         );
+        // A document of the command's own kind, with an empty body.
+        assert_eq!(v["kind"], args[0], "{args:?}: {v}");
+        assert!(v["body"].is_object(), "{args:?}: {v}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(error), "{args:?}: {stderr}");
         // Without --format json, stdout stays empty.
@@ -552,7 +579,7 @@ fn the_lost_column_shows_the_count_and_share_the_json_has() {
         let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
         let rows = markdown_rows(&text);
         let col = |name: &str| rows[0].iter().position(|h| *h == name).unwrap();
-        let udp = &v["results"][0];
+        let udp = &v["body"]["results"][0];
         let (lost, sent) = (
             common::u(udp, "/messages_lost"),
             common::u(udp, "/messages_sent"),
@@ -573,7 +600,7 @@ fn the_lost_column_shows_the_count_and_share_the_json_has() {
             assert_eq!(rows[2][col("req/reply/late")], split);
             assert_eq!(rows[3][col("req/reply/late")], "-");
         } else {
-            let unix = &v["results"][1];
+            let unix = &v["body"]["results"][1];
             assert_eq!(
                 rows[3][col("reordered/dup")],
                 format!(
@@ -724,7 +751,7 @@ fn engines_are_ranked_only_beyond_the_noise_and_each_shows_its_runs() {
         let v: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(sb.path().join("r.json")).unwrap())
                 .unwrap();
-        let rk = &v["rankings"][0];
+        let rk = &v["body"]["rankings"][0];
         assert_eq!(rk["group"], "unix 64 B", "{rk}");
         assert_eq!(rk["among"], "engines");
         assert_eq!(rk["figure"], "round_trip_p50_ns");
@@ -745,7 +772,7 @@ fn engines_are_ranked_only_beyond_the_noise_and_each_shows_its_runs() {
             .map(str::trim)
             .collect();
         let col = header.iter().position(|h| *h == "p50 min-max").unwrap();
-        for r in v["results"].as_array().unwrap() {
+        for r in v["body"]["results"].as_array().unwrap() {
             let engine = r["engine"].as_str().unwrap();
             let each: Vec<f64> = (r["runs"].as_array().unwrap().iter())
                 .map(|run| run["latencies"]["round_trip"]["p50_ns"].as_f64().unwrap())

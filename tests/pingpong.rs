@@ -18,7 +18,7 @@ fn every_transport_echoes_every_request_and_records_every_round_trip() {
         &sb,
         &["pingpong", "-t", all, "-s", "100", "-n", "300", "-w", "0"],
     );
-    for r in v["results"].as_array().unwrap() {
+    for r in v["body"]["results"].as_array().unwrap() {
         let t = r["transport"].as_str().unwrap();
         assert!(r["error"].is_null(), "{t}: {}", r["error"]);
         let lost = r["messages_lost"].as_u64().unwrap_or(0);
@@ -68,7 +68,7 @@ fn open_loop_runs_at_the_requested_rate() {
             "0",
         ],
     );
-    let n = u(&v, "/results/0/messages_sent") as f64;
+    let n = u(&v, "/body/results/0/messages_sent") as f64;
     assert!(
         (800.0..=1100.0).contains(&n),
         "{n} requests in 0.5 s at 2000/s"
@@ -85,7 +85,11 @@ fn open_loop_charges_a_stall_to_the_requests_queued_behind_it() {
     ];
     let closed = json(&sb, &args);
     let open = json(&sb, &[&args[..], &["--rate", "1k"]].concat());
-    let max = |v: &Value| round_trip(&v["results"][0])["max_ns"].as_u64().unwrap();
+    let max = |v: &Value| {
+        round_trip(&v["body"]["results"][0])["max_ns"]
+            .as_u64()
+            .unwrap()
+    };
     assert!(
         max(&closed) < 200_000_000,
         "closed loop: each round trip is one stall"
@@ -105,7 +109,7 @@ fn tcp_request_in_two_writes_is_diagnosed_as_a_delayed_ack_stall() {
             "pingpong", "-t", "tcp", "-s", "64", "--writes", "2", "-n", "10", "-w", "0",
         ],
     );
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     assert!(round_trip(r)["p50_ns"].as_u64().unwrap() > 30_000_000);
     let w: Vec<_> = r["warnings"]
         .as_array()
@@ -133,7 +137,7 @@ fn tcp_request_in_two_writes_is_diagnosed_as_a_delayed_ack_stall() {
             "--nodelay",
         ],
     );
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     assert!(
         round_trip(r)["p50_ns"].as_u64().unwrap() < 10_000_000,
         "TCP_NODELAY removes the stall"
@@ -232,7 +236,7 @@ fn a_slow_schedule_still_ends_at_the_duration() {
             t.elapsed()
         );
         assert_eq!(
-            u(&v, "/results/0/messages_sent"),
+            u(&v, "/body/results/0/messages_sent"),
             1,
             "{cmd}: one message was due in 0.3 s"
         );
@@ -248,7 +252,7 @@ fn queueing_in_open_loop_is_not_called_a_delayed_ack_stall() {
             "pingpong", "-t", "tcp", "--rate", "500k", "-d", "0.3", "-w", "0",
         ],
     );
-    let warnings = v["results"][0]["warnings"].as_array().unwrap();
+    let warnings = v["body"]["results"][0]["warnings"].as_array().unwrap();
     assert!(
         warnings.iter().all(|w| w["kind"] != "delayed-ack"),
         "{warnings:?}"
@@ -273,7 +277,7 @@ fn udp_loss_splits_into_requests_and_replies_that_add_up_to_the_firewall_count()
     assert!(out.status.success(), "{err}");
     let dropped: u64 = err.rsplit("---\n").next().unwrap().trim().parse().unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     let (sent, received, lost) = (
         common::u(r, "/messages_sent"),
         common::u(r, "/messages_received"),
@@ -334,7 +338,7 @@ fn round_trips_of_every_run_are_merged_into_one_distribution() {
             hist.to_str().unwrap(),
         ],
     );
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     assert_eq!(common::u(round_trip(r), "/count"), 300, "{r}");
     for run in r["runs"].as_array().unwrap() {
         assert_eq!(common::u(run, "/latencies/round_trip/count"), 100);

@@ -38,7 +38,7 @@ fn pinned_roles_are_sampled_only_on_their_cpus_with_the_share_and_class_that_fol
             let mut args = workload.to_vec();
             args.extend(["-d", "0.3", "--warmup", "0", "--cpus", pin]);
             let v = json(&sb, &args);
-            let run = &v["results"][0]["runs"][0];
+            let run = &v["body"]["results"][0]["runs"][0];
             let what = format!("{workload:?} --cpus {pin}");
             assert_eq!(cpus_of(&run["sender"]), [(0, 1.0)], "{what}: {run}");
             assert_eq!(cpus_of(&run["receiver"]), [(receiver_cpu, 1.0)], "{what}");
@@ -85,7 +85,7 @@ fn pinned_roles_in_two_processes_line_up_on_one_clock() {
             ],
         );
         assert_eq!(
-            v["results"][0]["runs"][0]["placement"]["class"], class,
+            v["body"]["results"][0]["runs"][0]["placement"]["class"], class,
             "{pin}"
         );
     }
@@ -98,7 +98,7 @@ fn every_unpinned_run_reports_its_placement_and_the_table_says_it() {
         "pingpong", "-t", "tcp", "-d", "0.1", "--warmup", "0", "--runs", "5",
     ];
     let v = json(&sb, &args);
-    let runs = v["results"][0]["runs"].as_array().unwrap();
+    let runs = v["body"]["results"][0]["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 5);
     for run in runs {
         let share = f(run, "/placement/same_cpu_share");
@@ -155,7 +155,7 @@ fn a_bimodal_result_made_on_purpose_is_explained_with_each_groups_count_and_p50(
         .unwrap();
     common::assert_success(&out);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     let runs = r["runs"].as_array().unwrap();
     let classes: Vec<&str> = runs
         .iter()
@@ -241,7 +241,7 @@ fn counters_agree_with_the_schedulers_migrations_and_the_threads_cpu_time() {
             "--counters",
         ],
     );
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     assert_eq!(r["options"]["counters"], true);
     let no_pmu = !std::path::Path::new("/sys/bus/event_source/devices/cpu").exists();
     for run in r["runs"].as_array().unwrap() {
@@ -303,7 +303,7 @@ fn counters_agree_with_the_schedulers_migrations_and_the_threads_cpu_time() {
         &sb,
         &["pingpong", "-t", "tcp", "-d", "0.1", "--warmup", "0"],
     );
-    assert!(v["results"][0]["runs"][0]["sender"]["counters"].is_null());
+    assert!(v["body"]["results"][0]["runs"][0]["sender"]["counters"].is_null());
 }
 
 #[test]
@@ -326,7 +326,7 @@ fn a_spinning_role_that_shared_a_cpu_says_the_figure_is_the_schedulers() {
             .chain((pin == "0,0").then_some("--allow-shared-cpu"))
             .collect::<Vec<_>>(),
         );
-        let r = &v["results"][0];
+        let r = &v["body"]["results"][0];
         assert_eq!(
             r["runs"][0]["placement"]["class"],
             if pin == "0,0" {

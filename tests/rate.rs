@@ -22,7 +22,7 @@ fn reliable_transports_deliver_every_numbered_message_in_order() {
             "0",
         ],
     );
-    for r in v["results"].as_array().unwrap() {
+    for r in v["body"]["results"].as_array().unwrap() {
         let t = r["transport"].as_str().unwrap();
         assert!(r["error"].is_null(), "{t}: {}", r["error"]);
         assert_eq!(u(r, "/messages_sent"), 5000, "{t}");
@@ -45,7 +45,7 @@ fn udp_overflowing_the_receiver_counts_loss_exactly_and_says_why() {
             "rate", "-t", "udp", "-s", "64", "-n", "100000", "-w", "0", "--rcvbuf", "4K",
         ],
     );
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     let (sent, got, lost) = (
         u(r, "/messages_sent"),
         u(r, "/messages_received"),
@@ -93,7 +93,7 @@ fn messages_too_small_for_a_number_report_unknown_reordering() {
             "0",
         ],
     );
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     assert_eq!(u(r, "/messages_received"), 1000);
     assert!(r["messages_reordered"].is_null() && r["messages_duplicated"].is_null());
 }
@@ -117,12 +117,12 @@ fn paced_sender_keeps_the_rate() {
             "0",
         ],
     );
-    let sent = u(&v, "/results/0/messages_sent") as f64;
+    let sent = u(&v, "/body/results/0/messages_sent") as f64;
     assert!(
         (1700.0..=2200.0).contains(&sent),
         "{sent} messages in 0.4 s at 5000/s"
     );
-    assert!(v["results"][0]["warnings"]
+    assert!(v["body"]["results"][0]["warnings"]
         .as_array()
         .unwrap()
         .iter()

@@ -104,13 +104,13 @@ fn run_example(sb: &Sandbox, line: &str) {
     );
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     assert!(v["error"].is_null(), "`{line}`: {}", v["error"]);
-    if v["document"] == "sockbench-swarm" {
-        assert_eq!(v["errors"], serde_json::json!({}), "`{line}`");
-    } else if v["document"] == "sockbench-models" {
-        for r in v["rows"].as_array().unwrap() {
+    if v["kind"] == "swarm" {
+        assert_eq!(v["body"]["errors"], serde_json::json!({}), "`{line}`");
+    } else if v["kind"] == "models" {
+        for r in v["body"]["rows"].as_array().unwrap() {
             assert!(r["error"].is_null(), "`{line}`: {r}");
         }
-    } else if v["document"] == "sockbench-compare" {
+    } else if v["kind"] == "compare" {
         assert!(v["error"].is_null(), "`{line}`: {}", v["error"]);
     } else {
         for r in results(&v) {
@@ -124,12 +124,11 @@ fn run_example(sb: &Sandbox, line: &str) {
 /// figures).
 fn results(v: &Value) -> &Vec<Value> {
     static NONE: Vec<Value> = Vec::new();
-    if ["sockbench-swarm", "sockbench-models", "sockbench-compare"]
-        .contains(&v["document"].as_str().unwrap_or(""))
-    {
+    if ["models", "compare", "swarm"].contains(&v["kind"].as_str().unwrap_or("")) {
         return &NONE;
     }
-    v["results"].as_array().unwrap()
+    // The one document's body (a command's own document: its top level).
+    v.get("body").unwrap_or(v)["results"].as_array().unwrap()
 }
 
 /// The (transport, engine, size) of every result, in order.
@@ -200,7 +199,7 @@ fn keeps_its_promise(line: &str, v: &Value, stdout: &[u8], dir: &std::path::Path
         }
         "sockbench pingpong -t unix -e blocking,epoll -n 2000 --runs 3" => {
             assert!(rs.iter().all(|r| r["runs"].as_array().unwrap().len() == 3));
-            let rk = &v["rankings"][0];
+            let rk = &v["body"]["rankings"][0];
             assert_eq!(
                 (rk["group"].as_str(), rk["among"].as_str()),
                 (Some("unix 64 B"), Some("engines"))
@@ -226,7 +225,7 @@ fn keeps_its_promise(line: &str, v: &Value, stdout: &[u8], dir: &std::path::Path
                     "{r}"
                 );
             }
-            let rk = &v["rankings"][0];
+            let rk = &v["body"]["rankings"][0];
             assert_eq!(rk["group"], "tcp 10 KiB");
             assert_eq!(
                 rk["winner"].is_null(),
@@ -241,8 +240,8 @@ fn keeps_its_promise(line: &str, v: &Value, stdout: &[u8], dir: &std::path::Path
         }
         "sockbench stream -t tcp,pipe -s 1M -d 0.5 --placement processes" => {
             assert_eq!(transports(v), ["tcp", "pipe"]);
-            assert_eq!(v["placement"]["name"], "processes");
-            assert_eq!(v["placement"]["other_role"], "receiver");
+            assert_eq!(v["body"]["placement"]["name"], "processes");
+            assert_eq!(v["body"]["placement"]["other_role"], "receiver");
             for r in rs {
                 assert_eq!(u(r, "/bytes_sent"), u(r, "/bytes_received"));
             }
@@ -281,8 +280,8 @@ fn keeps_its_promise(line: &str, v: &Value, stdout: &[u8], dir: &std::path::Path
             }
         }
         "sockbench compare base.json new.json" => {
-            assert_eq!(v["document"], "sockbench-compare");
-            let c = v["comparisons"].as_array().unwrap();
+            assert_eq!(v["kind"], "compare");
+            let c = v["body"]["comparisons"].as_array().unwrap();
             assert_eq!(c.len(), 2, "{v}");
             let tests = [
                 "welch-log",
@@ -302,11 +301,15 @@ fn keeps_its_promise(line: &str, v: &Value, stdout: &[u8], dir: &std::path::Path
             );
         }
         "sockbench compare base.json small.json --ignore-option sndbuf --format markdown" => {
-            let c = v["comparisons"].as_array().unwrap();
+            let c = v["body"]["comparisons"].as_array().unwrap();
             // tcp matched across the buffer change; unix is in BASE only.
             assert_eq!(c.len(), 1, "{v}");
             assert_eq!(c[0]["transport"], "tcp");
-            assert_eq!(v["only_in_base"].as_array().unwrap().len(), 1, "{v}");
+            assert_eq!(
+                v["body"]["only_in_base"].as_array().unwrap().len(),
+                1,
+                "{v}"
+            );
             assert!(String::from_utf8_lossy(stdout).contains("| "));
         }
         "sockbench stream -t tcp,unix -s 64,4K,64K,1M -d 0.5 --export-html stream.html" => {
@@ -382,7 +385,7 @@ fn keeps_its_promise(line: &str, v: &Value, stdout: &[u8], dir: &std::path::Path
             assert!(table.contains("tcp granted"), "{table}");
         }
         "sockbench relay -m read-write,splice -s 64K --bytes 16M" => {
-            assert_eq!(v["document"], "sockbench-relay");
+            assert_eq!(v["kind"], "relay");
             assert_eq!(rs.len(), 2);
             for r in rs {
                 assert_eq!(u(r, "/bytes_received"), 16 << 20);
@@ -399,7 +402,7 @@ fn keeps_its_promise(line: &str, v: &Value, stdout: &[u8], dir: &std::path::Path
         }
         "sockbench relay -m splice,read-write -t unix -s 4K,1M --bytes 8M" => {
             assert_eq!(rs.len(), 4);
-            assert_eq!(v["crossovers"][0]["transport"], "unix");
+            assert_eq!(v["body"]["crossovers"][0]["transport"], "unix");
             let table = String::from_utf8_lossy(stdout);
             assert!(table.contains("crossover: unix: splice"), "{table}");
         }
@@ -445,7 +448,7 @@ fn keeps_its_promise(line: &str, v: &Value, stdout: &[u8], dir: &std::path::Path
         }
         "sockbench stream -t mq -s 4K -d 0.5 --format json --export-markdown mq.md" => {
             let printed: Value = serde_json::from_slice(stdout).unwrap();
-            assert_eq!(printed["results"], v["results"]);
+            assert_eq!(printed["body"]["results"], v["body"]["results"]);
             let md = std::fs::read_to_string(dir.join("mq.md")).unwrap();
             assert!(md.lines().any(|l| l.starts_with("| mq ")), "{md}");
         }
@@ -508,7 +511,7 @@ fn keeps_its_promise(line: &str, v: &Value, stdout: &[u8], dir: &std::path::Path
                     .filter(|c| c.0 == t)
                     .map(|c| c.1)
                     .collect();
-                let skipped = v["skipped"].as_array().map_or(0, |s| s.len());
+                let skipped = v["body"]["skipped"].as_array().map_or(0, |s| s.len());
                 assert!(engines.len() + skipped >= 6, "{t}: {engines:?}");
             }
         }
@@ -529,23 +532,23 @@ fn keeps_its_promise(line: &str, v: &Value, stdout: &[u8], dir: &std::path::Path
         }
         "sockbench models -n 5000 -c 20" => {
             // The D benchmark's run: every model, each answering exactly what was asked.
-            let rows = v["rows"].as_array().unwrap();
+            let rows = v["body"]["rows"].as_array().unwrap();
             assert_eq!(rows.len(), 8);
             for r in rows.iter().filter(|r| r["skipped"].is_null()) {
                 assert_eq!(u(r, "/requests_complete"), 5000, "{r}");
                 assert_eq!(u(r, "/server_requests"), 5000, "{r}");
                 assert_eq!(u(r, "/requests_failed"), 0, "{r}");
             }
-            assert_eq!(v["keepalive"], false);
+            assert_eq!(v["body"]["keepalive"], false);
         }
         "sockbench models --model epoll,io-uring,async -k -n 20000 -c 20" => {
-            let rows = v["rows"].as_array().unwrap();
+            let rows = v["body"]["rows"].as_array().unwrap();
             let names: Vec<&str> = rows.iter().map(|r| r["model"].as_str().unwrap()).collect();
             assert_eq!(names, ["epoll", "io-uring", "async"]);
             for r in rows.iter().filter(|r| r["skipped"].is_null()) {
                 assert_eq!(u(r, "/server_requests"), 20000, "{r}");
             }
-            assert_eq!(v["keepalive"], true);
+            assert_eq!(v["body"]["keepalive"], true);
         }
         "sockbench stream -t tcp,unix,pipe -s 64K -d 0.3 -w 0.05 --send splice" => {
             assert_eq!(transports(v), ["tcp", "unix", "pipe"]);

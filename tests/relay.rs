@@ -14,7 +14,7 @@ use common::{json, u, Sandbox};
 use serde_json::Value;
 
 fn results(v: &Value) -> &Vec<Value> {
-    v["results"].as_array().expect("results")
+    v["body"]["results"].as_array().expect("results")
 }
 
 /// The methods this build and kernel can run (the others are listed as skipped).
@@ -160,7 +160,7 @@ fn pingpong_times_each_message_from_source_to_sink() {
     );
     for r in results(&v) {
         assert_eq!(u(r, "/messages"), 2000, "{r}");
-        assert_eq!(v["count"], 2000);
+        assert_eq!(v["body"]["count"], 2000);
         assert_eq!(u(r, "/bytes_received"), 200_000, "{r}");
         let l = &r["latency_ns"];
         let (min, p50, p99, max) = (u(l, "/min"), u(l, "/p50"), u(l, "/p99"), u(l, "/max"));
@@ -187,10 +187,14 @@ fn the_go_benchmarks_shape_reports_cost_per_connection() {
             "4",
         ],
     );
-    assert_eq!(v["connections"], 500);
-    assert_eq!(v["parallel"], 4);
+    assert_eq!(v["body"]["connections"], 500);
+    assert_eq!(v["body"]["parallel"], 4);
     // Short connections run to their count, not for a time.
-    assert!(v["duration_seconds"].is_null(), "{}", v["duration_seconds"]);
+    assert!(
+        v["body"]["duration_seconds"].is_null(),
+        "{}",
+        v["body"]["duration_seconds"]
+    );
     let r = &results(&v)[0];
     assert_eq!(u(r, "/bytes_received"), 500 * 10240);
     let ns = r["ns_per_message"].as_f64().unwrap();
@@ -250,7 +254,7 @@ fn a_size_sweep_prints_the_crossover() {
         .unwrap();
     common::assert_success(&out);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let c = &v["crossovers"][0];
+    let c = &v["body"]["crossovers"][0];
     let summary = c["summary"].as_str().unwrap();
     assert!(
         summary.contains("overtakes the copy methods from")
@@ -316,7 +320,7 @@ fn each_method_shows_its_runs_and_a_winner_is_named_only_beyond_the_noise() {
                 "{method}: {text}"
             );
         }
-        let rk = &v["rankings"][0];
+        let rk = &v["body"]["rankings"][0];
         assert_eq!(rk["group"], "tcp 10 KiB");
         assert_eq!(rk["entries"].as_array().unwrap().len(), 2, "{rk}");
         let line = (text.lines())
@@ -389,7 +393,6 @@ fn refusals_are_usage_errors_that_say_what_to_do() {
             ],
             "never arrives",
         ),
-        (vec!["--format", "csv"], "table or --format json"),
         (
             vec!["--listen", "127.0.0.1:0", "--to", "127.0.0.1:1"],
             "one method",
@@ -544,7 +547,7 @@ fn the_relay_only_form_copies_both_ways_and_counts_what_it_copied() {
     let (child, port) = relay_only(&sb, &[], "read-write", &to);
     assert_eq!(through(port, sink, 3_000_000, 1234), 1234);
     let v = stop(child);
-    let r = &v["relay_only"];
+    let r = &v["body"]["relay_only"];
     assert_eq!(u(r, "/connections"), 1, "{v}");
     assert_eq!(u(r, "/bytes_forward"), 3_000_000, "{v}");
     assert_eq!(u(r, "/bytes_backward"), 1234, "{v}");
@@ -596,7 +599,7 @@ fn the_system_calls_it_counts_are_the_ones_strace_sees() {
         let (child, port) = relay_only(&sb, &["strace", "-f", "-c", "-o", log_s], method, &to);
         through(port, sink, 8 << 20, 0);
         let v = stop(child);
-        let counted = u(&v, "/relay_only/syscalls");
+        let counted = u(&v, "/body/relay_only/syscalls");
         let calls = strace_calls(&log);
         let seen: u64 = names
             .iter()
@@ -667,26 +670,12 @@ fn ctrl_c_prints_what_was_relayed_and_leaves_nothing_behind() {
     assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
 }
 
-fn schema_path() -> String {
-    format!("{}/schema/relay.schema.json", env!("CARGO_MANIFEST_DIR"))
-}
-
+/// Real output of every kind of relay run validates against the one document's schema
+/// (which `tests/schema.rs` keeps equal to what the code generates).
 #[test]
-fn the_committed_schema_is_up_to_date_and_real_output_validates() {
-    let now =
-        serde_json::to_string_pretty(&schemars::schema_for!(sockbench::mode::relay::RelayReport))
-            .unwrap()
-            + "\n";
-    if std::env::var_os("UPDATE_SCHEMA").is_some() {
-        std::fs::write(schema_path(), &now).unwrap();
-    }
-    let committed = std::fs::read_to_string(schema_path()).unwrap_or_default();
-    assert!(
-        committed == now,
-        "schema/relay.schema.json is stale: run `UPDATE_SCHEMA=1 cargo test --test relay` \
-         and bump RELAY_SCHEMA_VERSION if the change is incompatible"
-    );
-    let schema: Value = serde_json::from_str(&committed).unwrap();
+fn real_output_validates_against_the_documents_schema() {
+    let path = format!("{}/schema/document.schema.json", env!("CARGO_MANIFEST_DIR"));
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let validator = jsonschema::validator_for(&schema).expect("schema compiles");
     let sb = Sandbox::new();
     for doc in [
@@ -699,8 +688,10 @@ fn the_committed_schema_is_up_to_date_and_real_output_validates() {
             &["relay", "-m", "splice", "--mode", "pingpong", "-n", "100"],
         ),
     ] {
-        assert_eq!(doc["document"], "sockbench-relay");
-        assert_eq!(doc["schema_version"], 1);
+        assert_eq!(doc["kind"], "relay");
+        assert_eq!(doc["schema_version"], sockbench::report::SCHEMA_VERSION);
+        assert!(doc["environment"]["kernel"].is_string());
+        assert!(doc["started_at"].is_string() && doc["ended_at"].is_string());
         let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
         assert!(errors.is_empty(), "{errors:?}\n{doc}");
     }
@@ -773,7 +764,7 @@ fn one_wrong_byte_fails_the_run() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let e = v["results"][0]["error"].as_str().unwrap();
+    let e = v["body"]["results"][0]["error"].as_str().unwrap();
     assert!(e.contains("at offset 5000 of a connection"), "{e}");
 }
 
@@ -813,7 +804,7 @@ fn the_relay_only_form_outlasts_running_out_of_descriptors() {
     let _ = c.read_to_end(&mut back);
     assert_eq!(sink_thread.join().unwrap(), 100_000);
     let v = stop(child);
-    let o = &v["relay_only"];
+    let o = &v["body"]["relay_only"];
     assert!(o["failed"].as_u64().unwrap() >= 1, "{o}");
     assert!(
         o["first_error"]

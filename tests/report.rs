@@ -145,11 +145,11 @@ fn a_file_that_is_not_a_report_of_this_version_is_a_clear_error() {
     );
 
     doc["schema_version"] = sockbench::report::SCHEMA_VERSION.into();
-    doc["results"] = serde_json::json!([{"workload": "stream"}]);
+    doc["body"]["results"] = serde_json::json!([{"workload": "stream"}]);
     std::fs::write(&old, doc.to_string()).unwrap();
     let out = report(&sb, &old, &[]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not a complete sockbench report"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a complete sockbench document"));
     assert!(out.stdout.is_empty(), "nothing half-printed");
 }
 
@@ -170,11 +170,12 @@ fn hostile(sb: &Sandbox, saved: &std::path::Path, name: &str, text: &str) -> std
     v["command"] = serde_json::json!(["sockbench", text]);
     v["warnings"] = serde_json::json!([text]);
     v["error"] = t.clone();
-    v["results"][0]["error"] = t.clone();
-    v["results"][0]["warnings"] = serde_json::json!([{"kind": "cpu-bound", "message": text}]);
-    v["placement"]["name"] = "server".into();
-    v["placement"]["server"] = t.clone();
-    v["placement"]["server_environment"] = v["environment"].clone();
+    v["body"]["results"][0]["error"] = t.clone();
+    v["body"]["results"][0]["warnings"] =
+        serde_json::json!([{"kind": "cpu-bound", "message": text}]);
+    v["body"]["placement"]["name"] = "server".into();
+    v["body"]["placement"]["server"] = t.clone();
+    v["body"]["placement"]["server_environment"] = v["environment"].clone();
     let path = sb.path().join(name);
     std::fs::write(&path, v.to_string()).unwrap();
     path
@@ -210,7 +211,7 @@ fn no_control_character_of_a_report_file_reaches_the_terminal_in_any_format() {
     // A file the parser refuses is quoted in the error: escaped as well.
     let mut v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    v["results"][0]["transport"] = ESCAPES.into();
+    v["body"]["results"][0]["transport"] = ESCAPES.into();
     std::fs::write(&file, v.to_string()).unwrap();
     let out = report(&sb, &file, &[]);
     assert_eq!(out.status.code(), Some(1));
@@ -309,6 +310,64 @@ fn a_fifo_a_device_or_an_oversized_file_is_refused_without_waiting_or_reading_it
     );
 }
 
+/// Every other command's document an earlier sockbench wrote (relay, swarm, load and
+/// models version 1, serve and compare version 2, the mesh's version 1, listen's JSON
+/// log) opens as this version's document of its kind, in every format; compared with
+/// itself, every row it has has a ratio of 1 and names no winner (issue 30).
+#[test]
+fn every_kind_an_earlier_sockbench_wrote_still_opens_in_every_format_and_compare() {
+    let sb = Sandbox::new();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/documents");
+    for (file, kind) in [
+        ("relay.json", "relay"),
+        ("swarm.json", "swarm"),
+        ("load.json", "load"),
+        ("serve.json", "serve"),
+        ("models.json", "models"),
+        ("mesh.json", "mesh"),
+        ("compare.json", "compare"),
+        ("listen.ndjson", "listen"),
+    ] {
+        let file = dir.join(file);
+        for format in ["table", "json", "csv", "markdown", "html", "openmetrics"] {
+            let out = report(&sb, &file, &["--format", format]);
+            assert_success(&out);
+            assert!(
+                !out.stdout.is_empty(),
+                "{kind} as {format}: nothing printed"
+            );
+        }
+        let read: serde_json::Value =
+            serde_json::from_slice(&report(&sb, &file, &["--format", "json"]).stdout).unwrap();
+        assert_eq!(read["kind"], kind, "{read}");
+        assert_eq!(read["schema_version"], sockbench::report::SCHEMA_VERSION);
+        let out = sb
+            .sockbench()
+            .args(["compare", "--format", "json"])
+            .arg(&file)
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert_success(&out);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        for row in v["body"]["comparisons"].as_array().unwrap() {
+            if row["verdict"] == "failed" {
+                continue; // a row that failed in the file fails on both sides
+            }
+            assert_eq!(row["ratio"], 1.0, "{kind}: {row}");
+            assert!(
+                [
+                    "no significant difference",
+                    "too noisy to tell",
+                    "too few runs"
+                ]
+                .contains(&row["verdict"].as_str().unwrap()),
+                "{kind}: {row}"
+            );
+        }
+    }
+}
+
 /// The documents an earlier sockbench wrote (tests/fixtures/documents) still open: every
 /// bench report prints in every format, and compared with itself every row has a ratio of
 /// 1 and names no winner.
@@ -330,8 +389,12 @@ fn documents_an_earlier_sockbench_wrote_still_open_in_every_format_and_compare()
         let read: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
         let kept: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        // The fixture is of version 8 (its results at the top); read back, of this
+        // version (in the body), the figures the same.
+        assert_eq!(read["schema_version"], sockbench::report::SCHEMA_VERSION);
+        assert_eq!(read["kind"], name);
         assert_eq!(
-            read["results"], kept["results"],
+            read["body"]["results"], kept["results"],
             "{name}: the figures read back changed"
         );
         let out = sb
@@ -343,7 +406,7 @@ fn documents_an_earlier_sockbench_wrote_still_open_in_every_format_and_compare()
             .unwrap();
         assert_success(&out);
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let rows = v["comparisons"]
+        let rows = v["body"]["comparisons"]
             .as_array()
             .unwrap_or_else(|| panic!("{name}: {v}"));
         let kept_rows = kept["results"].as_array().unwrap().len();
@@ -361,5 +424,34 @@ fn documents_an_earlier_sockbench_wrote_still_open_in_every_format_and_compare()
                 "{name}: {row}"
             );
         }
+    }
+}
+
+/// A document of a run that failed prints as it is, and `report` says on stderr that
+/// the run failed and why: its figures (none, or zeros) must not pass for a measurement.
+#[test]
+fn a_failed_runs_document_is_printed_with_its_error_said() {
+    let sb = Sandbox::new();
+    let out = sb
+        .sockbench()
+        .args(["load", "-n", "1", "--format", "json", "http://127.0.0.1:1/"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let error = v["error"]
+        .as_str()
+        .expect("the document records the failure")
+        .to_string();
+    let file = sb.path().join("failed.json");
+    std::fs::write(&file, &out.stdout).unwrap();
+    for format in ["table", "csv"] {
+        let out = report(&sb, &file, &["--format", format]);
+        assert_success(&out);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("records failed:") && err.contains(&error),
+            "{format}: {err}"
+        );
     }
 }

@@ -1,17 +1,18 @@
-//! The JSON report matches schema/report.schema.json: the committed schema is the one the
-//! code generates (regenerate with `UPDATE_SCHEMA=1 cargo test --test schema`), every
-//! schema_version names exactly one schema (a change to the report's keys without a new
+//! The JSON document matches schema/document.schema.json: the committed schema is the one
+//! the code generates (regenerate with `UPDATE_SCHEMA=1 cargo test --test schema`), every
+//! schema_version names exactly one schema (a change to the document's keys without a new
 //! version fails), and real output of every workload, a failed run's included, validates
-//! against the committed file.
+//! against the committed file. Versions 1 to 8 were the measuring commands' report alone
+//! (schema/legacy/report-v8.schema.json is the last).
 
 mod common;
 
 use common::Sandbox;
 
-const SCHEMA_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/schema/report.schema.json");
+const SCHEMA_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/schema/document.schema.json");
 
 fn generated() -> String {
-    let schema = schemars::schema_for!(sockbench::report::Report);
+    let schema = schemars::schema_for!(sockbench::report::Document);
     serde_json::to_string_pretty(&schema).unwrap() + "\n"
 }
 
@@ -24,13 +25,14 @@ fn committed_schema_is_up_to_date() {
     let committed = std::fs::read_to_string(SCHEMA_PATH).unwrap_or_default();
     assert!(
         committed == now,
-        "schema/report.schema.json is stale: run `UPDATE_SCHEMA=1 cargo test --test schema` and bump \
+        "schema/document.schema.json is stale: run `UPDATE_SCHEMA=1 cargo test --test schema` and bump \
          SCHEMA_VERSION if the change is incompatible"
     );
 }
 
-/// Each released `schema_version` and the FNV-1a hash of its schema file. A report whose
-/// keys or types change gets a new version and a new line here; an old line never changes.
+/// Each released `schema_version` and the FNV-1a hash of its schema file (1 to 8: the
+/// report's, 9 on: the document's). A document whose keys or types change gets a new
+/// version and a new line here; an old line never changes.
 const RELEASED: &[(u32, u64)] = &[
     (1, 0x444f_6492_3329_e7e6),
     (2, 0xf007_1dd7_c726_55b0),
@@ -40,6 +42,7 @@ const RELEASED: &[(u32, u64)] = &[
     (6, 0x4fad_cb93_11ad_34f0),
     (7, 0x4c55_430f_0da4_b7e0),
     (8, 0xc9bf_4968_ae4a_7848),
+    (9, 0x7e0e_9f36_5f57_a2ed),
 ];
 
 fn fnv1a(text: &str) -> u64 {
@@ -79,7 +82,7 @@ fn validate(doc: &serde_json::Value) {
         .collect();
     assert!(
         errors.is_empty(),
-        "report does not match the schema: {errors:#?}"
+        "document does not match the schema: {errors:#?}"
     );
 }
 
@@ -103,7 +106,7 @@ fn every_workloads_output_validates_against_the_committed_schema() {
             .unwrap();
         assert!(out.status.success(), "{args:?}");
         let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert!(!doc["results"].as_array().unwrap().is_empty());
+        assert!(!doc["body"]["results"].as_array().unwrap().is_empty());
         validate(&doc);
     }
 }
@@ -143,10 +146,10 @@ fn real_output_validates_against_the_schema() {
         serde_json::from_str(&std::fs::read_to_string(SCHEMA_PATH).unwrap()).unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();
     let mut bad = doc.clone();
-    bad["results"][0]["bytes_sent"] = serde_json::json!(-1);
+    bad["body"]["results"][0]["bytes_sent"] = serde_json::json!(-1);
     assert!(!validator.is_valid(&bad));
     let mut bad = doc.clone();
-    bad["results"][0]
+    bad["body"]["results"][0]
         .as_object_mut()
         .unwrap()
         .remove("transport");

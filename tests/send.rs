@@ -164,7 +164,7 @@ fn sendfile_moves_exactly_the_bytes_it_reports_in_the_calls_it_reports() {
                 "stream", "-t", t, "-s", "64K", "-n", "300", "--send", "sendfile",
             ],
         );
-        let r = &v["results"][0];
+        let r = &v["body"]["results"][0];
         assert!(r["error"].is_null(), "{t}: {}", r["error"]);
         let (n, bytes) = tally(&calls, "sendfile", "");
         assert_eq!(u(r, "/bytes_sent"), 300 * 65536, "{t}");
@@ -210,7 +210,7 @@ fn splice_moves_exactly_the_bytes_it_reports_through_vmsplice_and_splice() {
             "splice",
         ];
         let (v, calls) = traced(&sb, &args);
-        let r = &v["results"][0];
+        let r = &v["body"]["results"][0];
         assert!(r["error"].is_null(), "{t}: {}", r["error"]);
         let (vm, vm_bytes) = tally(&calls, "vmsplice", "");
         let (sp, sp_bytes) = tally(&calls, "splice", "");
@@ -246,7 +246,7 @@ fn zerocopy_on_loopback_reports_every_completion_copied_as_the_kernel_does() {
                 "stream", "-t", t, "-s", size, "-n", "400", "--send", "zerocopy",
             ],
         );
-        let r = &v["results"][0];
+        let r = &v["body"]["results"][0];
         assert!(r["error"].is_null(), "{t}: {}", r["error"]);
         let z = &r["send"]["zerocopy"];
         let (sent, bytes) = tally(&calls, "sendto", "MSG_ZEROCOPY");
@@ -359,14 +359,14 @@ fn combinations_a_method_cannot_serve_are_usage_errors_that_say_why() {
             "stream", "-t", "all", "-s", "4K", "-n", "50", "-w", "0", "--send", "zerocopy",
         ],
     );
-    let ran: Vec<&str> = v["results"]
+    let ran: Vec<&str> = v["body"]["results"]
         .as_array()
         .unwrap()
         .iter()
         .map(|r| r["transport"].as_str().unwrap())
         .collect();
     assert_eq!(ran, ["tcp", "tcp6", "udp", "udp6"]);
-    let skipped = v["skipped"].as_array().unwrap();
+    let skipped = v["body"]["skipped"].as_array().unwrap();
     assert!(
         skipped
             .iter()
@@ -594,7 +594,7 @@ fn over_a_veth_with_page_sized_segments_zero_copy_receive_maps_pages_and_the_ker
     let tx0 = lab.tx_bytes();
     let (v, calls) = run("zerocopy", "2000");
     let tx = lab.tx_bytes() - tx0;
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     assert!(r["error"].is_null(), "{}", r["error"]);
     let run0 = &r["runs"][0];
     assert_eq!(run0["route"], lab.veth_a.as_str());
@@ -628,7 +628,7 @@ fn over_a_veth_with_page_sized_segments_zero_copy_receive_maps_pages_and_the_ker
     // A sender's write reaches the receiver in pages it cannot map: every byte copied,
     // and the report says so.
     let (v, _) = run("write", "300");
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     assert_eq!(u(r, "/bytes_received"), u(r, "/bytes_sent"));
     assert_eq!(
         u(r, "/recv/bytes_mapped") + u(r, "/recv/bytes_copied"),

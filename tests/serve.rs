@@ -192,9 +192,10 @@ fn real_clients(model: &str) {
         out.contains("status codes: 20000 2xx, 0 3xx, 0 4xx, 0 5xx"),
         "{model} h2load: {out}"
     );
-    let (code, v) = s.stop();
+    let (code, doc) = s.stop();
+    let v = &doc["body"];
     assert_eq!(code, 130, "{model}: {v}");
-    assert_eq!(v["interrupted"], true);
+    assert_eq!(doc["interrupted"], true);
     let served = v["responses_2xx"].as_u64().unwrap();
     let asked = 5000 + 5000 + 20000;
     assert!(
@@ -340,7 +341,8 @@ fn bad_clients(model: &str) {
     let got = read_answers(&mut slow, 1, 13);
     assert!(got.starts_with("HTTP/1.1 200 OK\r\n"), "{model}: {got:?}");
     drop(slow);
-    let (code, v) = s.stop();
+    let (code, doc) = s.stop();
+    let v = &doc["body"];
     assert_eq!(code, 130);
     assert_eq!(
         (
@@ -418,7 +420,8 @@ fn pipelined_requests_split_across_writes_are_answered_in_order_by_every_model()
             got.contains("Connection: close\r\n") && got.ends_with("Hello, World!"),
             "{model}: {got:?}"
         );
-        let (_, v) = s.stop();
+        let (_, doc) = s.stop();
+        let v = &doc["body"];
         assert_eq!(v["responses_2xx"], 5, "{model}: {v}");
         assert_eq!(v["closed_by_server"], 1, "{model}: {v}");
     }
@@ -435,7 +438,8 @@ fn the_body_size_is_what_every_answer_carries() {
     let (head, body) = got.split_once("\r\n\r\n").unwrap();
     assert!(head.contains("Content-Length: 102400"), "{head}");
     assert_eq!(body.len(), 102_400);
-    let (_, v) = s.stop();
+    let (_, doc) = s.stop();
+    let v = &doc["body"];
     assert_eq!(v["body_bytes"], 102_400);
     assert_eq!(v["bytes_sent"].as_u64(), Some(got.len() as u64));
 }
@@ -477,7 +481,8 @@ fn idle_connections(model: &str) {
         took < Duration::from_millis(500),
         "{model}: a new client waited {took:?}"
     );
-    let (_, v) = s.stop();
+    let (_, doc) = s.stop();
+    let v = &doc["body"];
     assert_eq!(
         v["connections"].as_u64(),
         Some(N as u64 + 1),
@@ -525,7 +530,8 @@ fn a_unix_socket_is_served_and_removed() {
         got.starts_with("HTTP/1.1 200 OK\r\n") && got.ends_with("Hello, World!"),
         "{got:?}"
     );
-    let (code, v) = s.stop();
+    let (code, doc) = s.stop();
+    let v = &doc["body"];
     assert_eq!(code, 130);
     assert_eq!(v["responses_2xx"], 1);
     assert!(v["url"].as_str().unwrap().starts_with("unix:"), "{v}");
@@ -580,8 +586,50 @@ fn a_duration_ends_the_server_with_status_0() {
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["interrupted"], false);
-    assert_eq!(v["document"], "sockbench-serve");
-    assert!(v["duration_seconds"].as_f64().unwrap() >= 0.3);
+    assert_eq!(v["kind"], "serve");
+    assert!(
+        v["started_at"].is_string() && v["ended_at"].is_string(),
+        "{v}"
+    );
+    assert!(v["body"]["duration_seconds"].as_f64().unwrap() >= 0.3);
+}
+
+/// Every format, as every command: the summary in CSV, Markdown and OpenMetrics on
+/// stdout, and the document in an export beside the table (issue 30).
+#[test]
+fn the_summary_comes_in_every_format_and_export() {
+    let sb = Sandbox::new();
+    let json = sb.path().join("served.json");
+    let run = |extra: &[&str]| {
+        let out = (sb.cmd())
+            .args(["serve", "--port", "0", "-d", "200ms"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{extra:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let csv = run(&["--format", "csv"]);
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let at = |k: &str| row[header.iter().position(|h| *h == k).unwrap()];
+    assert_eq!((at("model"), at("requests")), ("epoll", "0"), "{csv}");
+    let md = run(&["--format", "markdown"]);
+    assert!(md.contains("| requests | 0 (0 200, 0 refused) |"), "{md}");
+    let om = run(&["--format", "openmetrics"]);
+    assert!(
+        om.contains("sockbench_serve_requests{model=\"epoll\"} 0\n"),
+        "{om}"
+    );
+    assert!(om.ends_with("# EOF\n"));
+    let table = run(&["--export-json", json.to_str().unwrap()]);
+    assert!(table.contains("requests/s while busy"), "{table}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(
+        (v["kind"].as_str(), v["body"]["requests"].as_u64()),
+        (Some("serve"), Some(0))
+    );
 }
 
 #[test]
@@ -596,9 +644,8 @@ fn bad_flags_are_usage_errors_and_a_busy_port_a_failure() {
         (
             vec!["--cpus", "999"],
             2,
-            "CPU 999 is not one this process may use",
+            "--cpus: CPU 999 is not one this process may run on",
         ),
-        (vec!["--format", "csv"], 2, "serve prints"),
     ] {
         let out = sb.cmd().arg("serve").args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
@@ -621,6 +668,11 @@ fn bad_flags_are_usage_errors_and_a_busy_port_a_failure() {
     let out = sb.cmd().args(["serve", "--port", &port]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("the port is in use"));
+    assert!(
+        out.stdout.is_empty(),
+        "it never served: no table, not even a title: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     // Under --format json the failure is a document too.
     let out = sb
         .cmd()
@@ -633,7 +685,8 @@ fn bad_flags_are_usage_errors_and_a_busy_port_a_failure() {
         v["error"].as_str().unwrap().contains("the port is in use"),
         "{v}"
     );
-    assert_eq!(v["document"], "sockbench-serve");
+    assert_eq!(v["kind"], "serve");
+    assert_eq!(v["body"]["model"], "epoll", "{v}");
     // An existing file is never replaced.
     let f = sb.path().join("taken");
     std::fs::write(&f, "mine").unwrap();
@@ -687,7 +740,8 @@ fn a_client_streaming_a_body_does_not_starve_the_others() {
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         let sent = flood.join().unwrap();
-        let (_, v) = s.stop();
+        let (_, doc) = s.stop();
+        let v = &doc["body"];
         assert!(sent > 10 << 20, "{model}: the flood sent only {sent} bytes");
         assert!(
             worst < Duration::from_secs(1),
@@ -720,7 +774,7 @@ fn a_socket_path_that_is_not_utf8_is_served_and_removed() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["document"], "sockbench-serve");
+    assert_eq!(v["kind"], "serve");
     assert!(!path.exists(), "the socket file is left behind");
 }
 
@@ -763,7 +817,8 @@ fn a_head_dribbled_a_byte_at_a_time_is_cut_off_at_the_idle_timeout_by_every_mode
             after < Duration::from_millis(3500),
             "{model}: cut off only after {after:?}"
         );
-        let (_, v) = s.stop();
+        let (_, doc) = s.stop();
+        let v = &doc["body"];
         assert_eq!(v["timed_out"], 1, "{model}: {v}");
         assert_eq!(v["responses_2xx"], 1, "{model}: {v}");
     }
@@ -789,8 +844,10 @@ fn requests_per_second_is_over_the_time_the_server_was_busy_as_ab_sees_it() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no rate in {text}"));
     std::thread::sleep(Duration::from_secs(1));
-    let (_, v) = s.stop();
-    assert_eq!(v["schema_version"], 2);
+    let (_, doc) = s.stop();
+    let v = &doc["body"];
+    assert_eq!(doc["schema_version"], 9);
+    assert_eq!(doc["kind"], "serve");
     let busy = v["busy_seconds"].as_f64().unwrap();
     let uptime = v["duration_seconds"].as_f64().unwrap();
     assert!(busy < uptime - 1.5, "busy {busy} s of {uptime} s");

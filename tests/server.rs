@@ -105,7 +105,7 @@ fn client(sb: &Sandbox, args: &[&str]) -> std::process::Output {
 
 /// Every result ran and moved something.
 fn all_ran(v: &Value, what: &str) {
-    let results = v["results"].as_array().unwrap();
+    let results = v["body"]["results"].as_array().unwrap();
     assert!(!results.is_empty(), "{what}: no results");
     for r in results {
         assert!(
@@ -136,7 +136,7 @@ fn every_workload_runs_against_a_local_server_both_ways_over_every_named_transpo
             let v = json_of(&client(&sb, &args));
             let what = format!("{w} reverse={reverse}");
             all_ran(&v, &what);
-            let p = &v["placement"];
+            let p = &v["body"]["placement"];
             assert_eq!(p["name"], "server", "{what}");
             assert_eq!(p["other_role"], if reverse { "sender" } else { "receiver" });
             assert_eq!(p["server"], addr.as_str());
@@ -148,7 +148,7 @@ fn every_workload_runs_against_a_local_server_both_ways_over_every_named_transpo
             );
             // Pipes and socketpairs cannot be opened by name: skipped with the reason.
             if w != "connect" {
-                let skipped: Vec<&str> = v["skipped"]
+                let skipped: Vec<&str> = v["body"]["skipped"]
                     .as_array()
                     .unwrap()
                     .iter()
@@ -178,7 +178,7 @@ fn the_client_and_the_server_count_the_same_bytes_and_messages() {
             "stream", "--server", &addr, "-t", "tcp", "-s", "4K", "-n", "500", "-w", "0",
         ],
     ));
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     assert_eq!(u(r, "/bytes_sent"), 500 * 4096);
     assert_eq!(u(r, "/bytes_received"), 500 * 4096);
     // The server's own count, logged by the other process: 2000 KiB in 500 messages.
@@ -194,7 +194,7 @@ fn the_client_and_the_server_count_the_same_bytes_and_messages() {
             "rate", "--server", &addr, "-t", "udp", "-n", "300", "--rate", "20k", "-w", "0", "-R",
         ],
     ));
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     assert_eq!(u(r, "/messages_sent"), 300);
     assert_eq!(
         u(r, "/messages_received") + u(r, "/messages_lost"),
@@ -228,8 +228,8 @@ fn processes_placement_runs_every_workload_over_every_transport_in_a_child() {
             let v = json_of(&client(&sb, &args));
             let what = format!("{w} reverse={reverse}");
             all_ran(&v, &what);
-            assert_eq!(v["placement"]["name"], "processes");
-            assert!(v["skipped"]
+            assert_eq!(v["body"]["placement"]["name"], "processes");
+            assert!(v["body"]["skipped"]
                 .as_array()
                 .unwrap()
                 .iter()
@@ -253,7 +253,7 @@ fn processes_placement_runs_every_workload_over_every_transport_in_a_child() {
                 "0,1",
             ],
         ));
-        let run = &v["results"][0]["runs"][0];
+        let run = &v["body"]["results"][0]["runs"][0];
         assert_eq!(run["sender"]["on_cpu"][0]["start"], 0, "{run}");
         assert_eq!(run["receiver"]["on_cpu"][0]["start"], 1, "{run}");
         assert_eq!(run["receiver"]["on_cpu"][0]["end"], 1, "{run}");
@@ -276,8 +276,8 @@ fn both_ways_at_once_each_direction_is_counted_on_its_own_and_the_sum_is_theirs(
         ];
         args.extend(&placement);
         let v = json_of(&client(&sb, &args));
-        assert_eq!(v["placement"]["bidir"], true);
-        for r in v["results"].as_array().unwrap() {
+        assert_eq!(v["body"]["placement"]["bidir"], true);
+        for r in v["body"]["results"].as_array().unwrap() {
             let t = &r["transport"];
             assert!(r["error"].is_null(), "{t}: {}", r["error"]);
             let run = &r["runs"][0];
@@ -302,7 +302,7 @@ fn both_ways_at_once_each_direction_is_counted_on_its_own_and_the_sum_is_theirs(
             "--bidir",
         ],
     ));
-    let run = &v["results"][0]["runs"][0];
+    let run = &v["body"]["results"][0]["runs"][0];
     for d in run["directions"].as_array().unwrap() {
         assert_eq!(u(d, "/messages_sent"), 2000);
         assert_eq!(
@@ -331,7 +331,7 @@ fn a_key_is_required_proved_both_ways_and_never_optional() {
         client(&sb, &args)
     };
     let ok = run(&["--key-file", key.to_str().unwrap()]);
-    assert_eq!(u(&json_of(&ok), "/results/0/messages_received"), 100);
+    assert_eq!(u(&json_of(&ok), "/body/results/0/messages_received"), 100);
     let none = run(&[]);
     assert_eq!(none.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&none.stderr).contains("requires a key"));
@@ -694,7 +694,7 @@ fn a_queue_the_server_made_shallower_than_asked_is_reported_as_it_was() {
             "-w", "0",
         ],
     ));
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     assert_eq!(r["runs"][0]["sndbuf_bytes"], 2048, "{r}");
     let warnings = v["warnings"].to_string() + &r["warnings"].to_string();
     assert!(
@@ -709,7 +709,7 @@ fn a_queue_the_server_made_shallower_than_asked_is_reported_as_it_was() {
             "-w", "0", "-R",
         ],
     ));
-    assert_eq!(v["results"][0]["runs"][0]["sndbuf_bytes"], 4096);
+    assert_eq!(v["body"]["results"][0]["runs"][0]["sndbuf_bytes"], 4096);
     assert!(!v.to_string().contains("the queue held"), "{v}");
 }
 

@@ -48,21 +48,25 @@ fn ten_thousand_pairs_over_unix_and_tcp_run_without_an_error() {
     for t in ["unix", "tcp"] {
         let (code, v, err) = swarm(&sb, &["-n", &n.to_string(), "-t", t, "-d", "0.5"]);
         assert_eq!(code, Some(0), "{t}: {err}");
-        assert_eq!(u(&v, "/pairs"), n, "{t}");
-        assert_eq!(v["errors"], serde_json::json!({}), "{t}");
-        assert_eq!(u(&v, "/bytes_sent"), u(&v, "/bytes_received"), "{t}");
-        // What was still in flight at the interval's end is read in the drain, not
-        // counted in the interval (usually some bytes; none if the readers had caught up).
-        let in_interval = u(&v, "/bytes_received_in_interval");
-        assert!(
-            in_interval > 0 && in_interval <= u(&v, "/bytes_received"),
+        assert_eq!(u(&v, "/body/pairs"), n, "{t}");
+        assert_eq!(v["body"]["errors"], serde_json::json!({}), "{t}");
+        assert_eq!(
+            u(&v, "/body/bytes_sent"),
+            u(&v, "/body/bytes_received"),
             "{t}"
         );
-        let bps = v["bits_per_second"].as_f64().unwrap();
-        let secs = v["duration_seconds"].as_f64().unwrap();
+        // What was still in flight at the interval's end is read in the drain, not
+        // counted in the interval (usually some bytes; none if the readers had caught up).
+        let in_interval = u(&v, "/body/bytes_received_in_interval");
+        assert!(
+            in_interval > 0 && in_interval <= u(&v, "/body/bytes_received"),
+            "{t}"
+        );
+        let bps = v["body"]["bits_per_second"].as_f64().unwrap();
+        let secs = v["body"]["duration_seconds"].as_f64().unwrap();
         assert!((bps * secs / 8.0 - in_interval as f64).abs() < 1.0, "{t}");
-        assert!(v["fairness_jain"].as_f64().unwrap() > 0.0);
-        assert!(u(&v, "/limits/descriptors_needed") >= 2 * n);
+        assert!(v["body"]["fairness_jain"].as_f64().unwrap() > 0.0);
+        assert!(u(&v, "/body/limits/descriptors_needed") >= 2 * n);
     }
     assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
 }
@@ -75,7 +79,7 @@ fn pipe_bytes_are_what_the_kernel_accounted_to_the_process() {
     }
     let (v, printed, io) =
         io_accounting(&["swarm", "-n", "50", "-t", "pipe", "-s", "4K", "-d", "0.3"]);
-    let (sent, received) = (u(&v, "/bytes_sent"), u(&v, "/bytes_received"));
+    let (sent, received) = (u(&v, "/body/bytes_sent"), u(&v, "/body/bytes_received"));
     assert!(sent > 0);
     assert_eq!(sent, received);
     // Every byte the process wrote is a pipe's, or the report it printed.
@@ -95,7 +99,7 @@ fn pingpong_pairs_count_round_trips_and_every_answer_byte() {
         let (code, v, err) = swarm(
             &sb,
             &[
-                "-n", "64", "-t", t, "-w", "pingpong", "-s", "100", "-d", "0.3",
+                "-n", "64", "-t", t, "-W", "pingpong", "-s", "100", "-d", "0.3",
             ],
         );
         assert_eq!(code, Some(0), "{t}: {err}");
@@ -105,17 +109,25 @@ fn pingpong_pairs_count_round_trips_and_every_answer_byte() {
             "{t}: {:?}",
             started.elapsed()
         );
-        assert_eq!(v["errors"], serde_json::json!({}), "{t}");
-        let trips = u(&v, "/round_trips");
+        assert_eq!(v["body"]["errors"], serde_json::json!({}), "{t}");
+        let trips = u(&v, "/body/round_trips");
         assert!(trips >= 64, "{t}: {trips}");
         // Both ways counted: what the askers wrote, the answering ends read; every
         // counted round trip is a whole request and a whole answer.
-        assert_eq!(u(&v, "/bytes_sent"), u(&v, "/bytes_received"), "{t}");
-        assert!(u(&v, "/bytes_sent") >= trips * 100, "{t}");
-        assert_eq!(u(&v, "/bytes_received_in_interval"), trips * 200, "{t}");
-        let p50 = u(&v, "/round_trip_ns/p50");
-        assert!(p50 > 0 && p50 <= u(&v, "/round_trip_ns/max"), "{t}");
-        let per = &v["per_pair"];
+        assert_eq!(
+            u(&v, "/body/bytes_sent"),
+            u(&v, "/body/bytes_received"),
+            "{t}"
+        );
+        assert!(u(&v, "/body/bytes_sent") >= trips * 100, "{t}");
+        assert_eq!(
+            u(&v, "/body/bytes_received_in_interval"),
+            trips * 200,
+            "{t}"
+        );
+        let p50 = u(&v, "/body/round_trip_ns/p50");
+        assert!(p50 > 0 && p50 <= u(&v, "/body/round_trip_ns/max"), "{t}");
+        let per = &v["body"]["per_pair"];
         assert!(per["min"].as_f64() <= per["p50"].as_f64(), "{t}");
     }
 }
@@ -243,23 +255,23 @@ fn the_accepting_side_read_what_the_kernel_carried_from_each_pair() {
     ) else {
         return;
     };
-    assert_eq!(v["errors"], serde_json::json!({}), "{v}");
-    assert_eq!(u(&v, "/pairs"), pairs);
+    assert_eq!(v["body"]["errors"], serde_json::json!({}), "{v}");
+    assert_eq!(u(&v, "/body/pairs"), pairs);
     let c = carried(&k, pairs);
     // Every byte a connecting end sent, the accepting ends read (drain included), and
     // nothing went the other way.
     let total: u64 = c.connecting.iter().sum();
-    let received = u(&v, "/bytes_received");
+    let received = u(&v, "/body/bytes_received");
     assert_carried(received, total, c.exact, "read by the accepting ends");
-    assert_eq!(u(&v, "/bytes_sent"), received);
+    assert_eq!(u(&v, "/body/bytes_sent"), received);
     assert_eq!(c.accepted, 0, "{k:?}");
     // What each accepting end read within the interval is at most what its pair's
     // connecting end sent: so is each percentile over the pairs, rank by rank.
-    let secs = f(&v, "/duration_seconds");
-    let in_interval = u(&v, "/bytes_received_in_interval");
+    let secs = f(&v, "/body/duration_seconds");
+    let in_interval = u(&v, "/body/bytes_received_in_interval");
     assert!(in_interval > 0 && in_interval <= received);
     for (key, p) in SPREAD {
-        let read = f(&v, &format!("/per_pair/{key}")) * secs / 8.0;
+        let read = f(&v, &format!("/body/per_pair/{key}")) * secs / 8.0;
         let sent = nearest_rank(&c.connecting, p) as f64;
         assert!(
             read <= sent * (1.0 + 1e-9) && read >= 0.0,
@@ -269,8 +281,8 @@ fn the_accepting_side_read_what_the_kernel_carried_from_each_pair() {
     }
     // The pairs' mean lies within their spread.
     let mean = in_interval as f64 * 8.0 / secs / pairs as f64;
-    assert!(f(&v, "/per_pair/min") <= mean * (1.0 + 1e-9));
-    assert!(f(&v, "/per_pair/max") >= mean * (1.0 - 1e-9));
+    assert!(f(&v, "/body/per_pair/min") <= mean * (1.0 + 1e-9));
+    assert!(f(&v, "/body/per_pair/max") >= mean * (1.0 - 1e-9));
 }
 
 /// Jain's fairness index, computed here: (sum x)^2 / (n * sum x^2).
@@ -287,21 +299,21 @@ fn each_pairs_round_trips_are_the_requests_the_kernel_carried_from_its_port() {
         &sb,
         &per_port_setup(pairs),
         &[
-            "swarm", "-n", "16", "-t", "tcp", "-w", "pingpong", "-s", "100", "-d", "0.3",
+            "swarm", "-n", "16", "-t", "tcp", "-W", "pingpong", "-s", "100", "-d", "0.3",
         ],
         &kernel_counts(),
     ) else {
         return;
     };
-    assert_eq!(v["errors"], serde_json::json!({}), "{v}");
+    assert_eq!(v["body"]["errors"], serde_json::json!({}), "{v}");
     let c = carried(&k, pairs);
     let requests: Vec<u64> = c.connecting.iter().map(|&b| b / size).collect();
     let asked: u64 = requests.iter().sum();
     // The accepting side read every request and answered each, the last included.
-    let received = u(&v, "/bytes_received");
+    let received = u(&v, "/body/bytes_received");
     assert_carried(received, asked * size, c.exact, "requests read");
     assert_carried(received, c.accepted, c.exact, "answers sent");
-    assert_eq!(u(&v, "/bytes_sent"), received);
+    assert_eq!(u(&v, "/body/bytes_sent"), received);
     if !c.exact {
         return; // what follows needs each pair's exact count
     }
@@ -313,14 +325,14 @@ fn each_pairs_round_trips_are_the_requests_the_kernel_carried_from_its_port() {
     // sent but the one in flight when the interval ended, whose answer is read after.
     // (A pair whose turn ran out just as it completed one, its next turn coming after
     // the end, sent no other: its count is all it sent. The total says how many did.)
-    let trips = u(&v, "/round_trips");
+    let trips = u(&v, "/body/round_trips");
     assert!(
         (asked - pairs..=asked).contains(&trips),
         "{trips} round trips counted, {asked} requests sent by {pairs} pairs"
     );
-    assert_eq!(u(&v, "/bytes_received_in_interval"), trips * 2 * size);
+    assert_eq!(u(&v, "/body/bytes_received_in_interval"), trips * 2 * size);
     let counted: Vec<u64> = requests.iter().map(|r| r - 1).collect();
-    let secs = f(&v, "/duration_seconds");
+    let secs = f(&v, "/body/duration_seconds");
     let exact = trips == asked - pairs;
     if !exact {
         eprintln!(
@@ -330,7 +342,7 @@ fn each_pairs_round_trips_are_the_requests_the_kernel_carried_from_its_port() {
         );
     }
     for (key, p) in SPREAD {
-        let figure = f(&v, &format!("/per_pair/{key}"));
+        let figure = f(&v, &format!("/body/per_pair/{key}"));
         let (lo, hi) = (
             nearest_rank(&counted, p) as f64 / secs,
             nearest_rank(&requests, p) as f64 / secs,
@@ -350,7 +362,10 @@ fn each_pairs_round_trips_are_the_requests_the_kernel_carried_from_its_port() {
     if exact {
         let each: Vec<f64> = counted.iter().map(|&c| c as f64 / secs).collect();
         let want = jain(&each);
-        assert!((f(&v, "/fairness_jain") - want).abs() < 1e-9, "{want}: {v}");
+        assert!(
+            (f(&v, "/body/fairness_jain") - want).abs() < 1e-9,
+            "{want}: {v}"
+        );
     }
 }
 
@@ -363,16 +378,20 @@ fn pingpong_messages_larger_than_a_pipe_wait_for_room_and_still_arrive_whole() {
         let (code, v, err) = swarm(
             &sb,
             &[
-                "-n", "8", "-t", t, "-w", "pingpong", "-s", "256K", "-d", "0.3",
+                "-n", "8", "-t", t, "-W", "pingpong", "-s", "256K", "-d", "0.3",
             ],
         );
         assert_eq!(code, Some(0), "{t}: {err}");
-        assert_eq!(v["errors"], serde_json::json!({}), "{t}");
-        let trips = u(&v, "/round_trips");
+        assert_eq!(v["body"]["errors"], serde_json::json!({}), "{t}");
+        let trips = u(&v, "/body/round_trips");
         assert!(trips >= 8, "{t}: {trips}");
-        assert_eq!(u(&v, "/bytes_sent"), u(&v, "/bytes_received"), "{t}");
         assert_eq!(
-            u(&v, "/bytes_received_in_interval"),
+            u(&v, "/body/bytes_sent"),
+            u(&v, "/body/bytes_received"),
+            "{t}"
+        );
+        assert_eq!(
+            u(&v, "/body/bytes_received_in_interval"),
             trips * 2 * (256 << 10),
             "{t}"
         );
@@ -413,18 +432,18 @@ fn descriptor_limits_are_raised_to_the_hard_one_or_named_when_they_cannot_fit() 
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         (
-            u(&v, "/limits/nofile_soft_before"),
-            u(&v, "/limits/nofile_soft")
+            u(&v, "/body/limits/nofile_soft_before"),
+            u(&v, "/body/limits/nofile_soft")
         ),
         (100, 1000)
     );
-    assert!(v["notes"][0]
+    assert!(v["warnings"][0]
         .as_str()
         .unwrap()
         .contains("raised the soft descriptor limit"));
     assert!(String::from_utf8_lossy(&out.stderr).contains("raised the soft descriptor limit"));
     // Hard 300: 200 pairs cannot fit (unless this process may raise hard limits).
-    if u(&v, "/limits/nofile_hard") == 1000 {
+    if u(&v, "/body/limits/nofile_hard") == 1000 {
         let out = run("300:300", "200");
         assert_eq!(out.status.code(), Some(1));
         let err = String::from_utf8_lossy(&out.stderr);
@@ -485,11 +504,11 @@ fn bad_input_is_a_usage_error() {
         (&["-n", "0"][..], "-n must be"),
         (&["-s", "abc"][..], "--size"),
         (&["-d", "0"][..], "--duration"),
-        (&["-w", "rate"][..], "rate"),
-        (
-            &["--export-csv", "x.csv"][..],
-            "--export-csv is not available",
-        ),
+        (&["-W", "rate"][..], "rate"),
+        // -w is --warmup wherever it is taken; swarm measures once every pair is set up.
+        (&["-w", "stream"][..], "-w"),
+        // A flag of the measuring commands only: refused, not accepted and ignored.
+        (&["--by-placement"][..], "--by-placement"),
     ] {
         let out = sb.cmd().arg("swarm").args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
@@ -517,9 +536,42 @@ fn bad_input_is_a_usage_error() {
     assert!(out.status.success());
     let v: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     assert_eq!(
-        (v["document"].as_str(), v["schema_version"].as_u64()),
-        (Some("sockbench-swarm"), Some(1))
+        (v["kind"].as_str(), v["schema_version"].as_u64()),
+        (
+            Some("swarm"),
+            Some(u64::from(sockbench::report::SCHEMA_VERSION))
+        )
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("3 socketpair pairs"));
     std::fs::remove_file(&path).unwrap();
+}
+
+/// A run after the first that fails fails the command (exit 1, the document's error
+/// names which run), and the runs before it are still the report.
+#[test]
+#[cfg_attr(
+    not(feature = "test-hooks"),
+    ignore = "needs a test build: cargo test --features test-hooks"
+)]
+fn a_later_run_that_fails_fails_the_command_and_keeps_the_runs_before_it() {
+    let sb = Sandbox::new();
+    let out = sb
+        .cmd()
+        .env("SOCKBENCH_TEST_FAULT", "later-run-fails")
+        .args([
+            "swarm", "-n", "4", "-d", "0.1", "--runs", "3", "--format", "json", "-q",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"], "run 2 of 3 failed: test fault", "{v}");
+    assert_eq!(v["body"]["pairs"], 4, "the first run is the report: {v}");
+    assert!(v["body"]["bits_per_second"].as_f64().unwrap() > 0.0, "{v}");
+    assert_eq!(
+        err.matches("run 2 of 3 failed").count(),
+        1,
+        "said once: {err}"
+    );
 }

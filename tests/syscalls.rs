@@ -320,7 +320,7 @@ fn latency_merged_over_streams_holds_every_round_trip_each_stream_made() {
     .unwrap();
     common::assert_success(&out);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     // Each stream's two role threads send once per round trip each.
     let mut per_thread: Vec<u64> = per_process(&prefix)
         .into_iter()

@@ -107,7 +107,7 @@ fn a_lossy_runs_retransmits_are_the_kernels_count_and_the_table_shows_them() {
     common::assert_success(&out);
     let k = netns_figures(&out);
     let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     let tcp = &r["runs"][0]["tcp"];
     plausible_streams(tcp, 2);
     let ours = u(r, "/tcp_retransmits");
@@ -174,8 +174,12 @@ fn a_sender_in_a_child_process_reports_its_own_retransmits() {
     ) else {
         return;
     };
-    let r = &v["results"][0];
-    assert_eq!(v["placement"]["other_role"], "sender", "{}", v["placement"]);
+    let r = &v["body"]["results"][0];
+    assert_eq!(
+        v["body"]["placement"]["other_role"], "sender",
+        "{}",
+        v["body"]["placement"]
+    );
     plausible_streams(&r["runs"][0]["tcp"], 1);
     assert!(k["dropped"] >= 10, "{k:?}");
     assert_eq!(u(r, "/tcp_retransmits"), k["retrans"], "{k:?}");
@@ -199,7 +203,7 @@ fn a_clean_run_reports_the_kernels_retransmits_and_has_a_window_and_an_rtt() {
     ) else {
         return;
     };
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     assert!(r["tcp_retransmits"].is_u64(), "a number, even 0: {r}");
     assert_eq!(
         u(r, "/tcp_retransmits"),
@@ -217,7 +221,7 @@ fn pingpong_and_rate_over_tcp_carry_their_senders_figures() {
         &["rate", "-t", "tcp", "-n", "3000"],
     ] {
         let v = common::json(&sb, &[args, &["-w", "0"]].concat());
-        let r = &v["results"][0];
+        let r = &v["body"]["results"][0];
         assert!(r["error"].is_null(), "{args:?}: {r}");
         let tcp = &r["runs"][0]["tcp"];
         let streams = if args[0] == "pingpong" { 2 } else { 1 };
@@ -237,7 +241,7 @@ fn other_transports_and_connect_have_no_tcp_figures_not_zeros() {
         &["connect", "-t", "tcp", "-n", "20"],
     ] {
         let v = common::json(&sb, &[args, &["-w", "0"]].concat());
-        for r in v["results"].as_array().unwrap() {
+        for r in v["body"]["results"].as_array().unwrap() {
             let what = format!("{} {}", r["workload"], r["transport"]);
             assert!(r["error"].is_null(), "{what}: {r}");
             assert!(r["tcp_retransmits"].is_null(), "{what}: {r}");

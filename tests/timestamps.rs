@@ -90,7 +90,7 @@ fn within_five_percent(args: &[&str], sum: fn(&Value) -> f64, measured: fn(&Valu
     let mut seen = Vec::new();
     for _ in 0..3 {
         let v = json(&sb, args);
-        let r = &v["results"][0];
+        let r = &v["body"]["results"][0];
         check_plausible(r);
         let (s, m) = (sum(r), measured(r));
         seen.push((s, m, missing(r)));
@@ -211,7 +211,7 @@ fn strace_sees_one_error_queue_read_per_message_sent() {
         }
     };
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     let text = std::fs::read_to_string(&log).unwrap();
     // Each call's line that shows its flags (strace may split a call into an
     // "unfinished" and a "resumed" line; the flags are on the resumed one).
@@ -256,7 +256,7 @@ fn the_timestamps_of_a_child_process_cross_to_the_parent() {
             "0",
         ],
     );
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     let dirs = r["timestamps"]["directions"].as_array().unwrap();
     assert!(
         dirs.iter().all(|d| d["stamped"].as_u64().unwrap() > 100),
@@ -287,7 +287,7 @@ fn each_stream_is_joined_with_its_own_server() {
                 "0",
             ],
         );
-        let r = &v["results"][0];
+        let r = &v["body"]["results"][0];
         let t = &r["timestamps"];
         // A fast machine goes past the records a role keeps: the breakdown then covers
         // a sample, and says so (issue 29).
@@ -378,7 +378,7 @@ fn a_breakdown_merged_over_streams_says_what_it_covers_and_how_it_was_sampled() 
         String::from_utf8_lossy(&out.stderr)
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let r = &v["results"][0];
+    let r = &v["body"]["results"][0];
     covers_what_it_says(r);
     let t = &r["timestamps"];
     assert_eq!(t["sampled_every"], 16, "{t}");

@@ -15,7 +15,7 @@ use super::messages::{Auth, Bye, DriveMsg, Hello, Limits, ScenarioMsg, Welcome};
 use super::{parse, Deadlines, VERSION};
 use crate::plan::{Scenario, MAX_BUFFER, MAX_SIZE};
 use crate::transport::TransportKind;
-use crate::workload::{spec, Stop, WorkloadKind};
+use crate::workload::{spec, Stop};
 
 /// Where the conversation is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -218,10 +218,10 @@ impl Session {
         let mut msg: ScenarioMsg = parse(f, FrameType::Scenario).map_err(|e| e.to_string())?;
         let parallel = msg.scenario.parallel;
         if msg.bidir {
-            if !matches!(
-                msg.scenario.workload,
-                WorkloadKind::Stream | WorkloadKind::Rate
-            ) {
+            if !crate::workload::spec(msg.scenario.workload)
+                .takes()
+                .both_ways
+            {
                 return Err(format!("{} does not run both ways", msg.scenario.workload));
             }
             // Limits count the streams of both directions.
@@ -325,6 +325,7 @@ mod tests {
     use crate::control::frame::{self, Decoder};
     use crate::control::messages::Auth;
     use crate::workload::Role;
+    use crate::workload::WorkloadKind;
 
     fn frame_of<T: serde::Serialize>(kind: FrameType, v: &T) -> Frame {
         Frame {

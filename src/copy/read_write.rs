@@ -47,6 +47,7 @@ impl Copier for ReadWrite {
         loop {
             counts.syscalls += 1;
             counts.ops += 1;
+            crate::testhooks::slow("relay-copy");
             match from.read(&mut self.buf) {
                 Ok(0) => break,
                 Ok(n) => write_all(to, &self.buf[..n], counts)?,

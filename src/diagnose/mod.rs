@@ -95,31 +95,32 @@ pub fn counters_unavailable(r: &ScenarioResult) -> Option<Warning> {
 /// disagree.
 const PLACEMENT_APART: f64 = 1.3;
 
-/// A figure read from a run.
-type RunFigure = fn(&crate::report::RunFigures) -> Option<f64>;
-
-/// The figure a placement warning compares, for a run: pingpong's p50 round trip,
-/// stream's throughput, the others' message (connection) rate; and how to print it.
-fn placement_figure(sc: &Scenario) -> (RunFigure, fn(f64) -> String) {
-    match crate::workload::spec(sc.workload).table() {
-        crate::workload::TableKind::Latency => (
-            |r| r.latencies.get("round_trip").map(|l| l.p50_ns as f64),
-            |v| format!("p50 {}", format_ns(v as u64)),
-        ),
-        _ if sc.workload == crate::workload::WorkloadKind::Stream => (
-            |r| Some(r.bits_per_second),
-            |v| {
-                format!(
-                    "throughput {}",
-                    crate::measure::units::format_bits_per_second(v)
-                )
-            },
-        ),
-        _ => (
-            |r| Some(r.messages_per_second),
-            |v| format!("messages {}", crate::measure::units::format_per_second(v)),
-        ),
-    }
+/// The figure a placement warning compares, for a run: its workload's headline
+/// (pingpong's p50 round trip, stream's throughput, the others' message or connection
+/// rate), and how to print it.
+fn placement_figure(
+    sc: &Scenario,
+) -> (
+    impl Fn(&crate::report::RunFigures) -> Option<f64>,
+    impl Fn(f64) -> String,
+) {
+    use crate::measure::headline::Quantity;
+    let spec = crate::workload::spec(sc.workload);
+    let quantity = spec.headline().quantity;
+    let name = match quantity {
+        Quantity::Latency => "p50",
+        Quantity::Throughput => "throughput",
+        Quantity::Rate => "messages",
+    };
+    (
+        move |r: &crate::report::RunFigures| spec.headline_of(r),
+        move |v: f64| {
+            format!(
+                "{name} {}",
+                crate::report::format_headline(quantity, v, crate::report::Units::Bits)
+            )
+        },
+    )
 }
 
 /// Runs that disagree because of where the scheduler put the roles: grouped by
@@ -278,7 +279,8 @@ pub const MIN_STEADY_SECONDS: f64 = 0.02;
 /// A rate measured over a run too short to have one (stream, rate, connect; a pingpong's
 /// percentiles depend on how many round trips, not how long).
 pub fn too_short(r: &ScenarioResult) -> Option<Warning> {
-    if r.workload == crate::workload::WorkloadKind::Pingpong {
+    use crate::measure::headline::Quantity;
+    if crate::workload::spec(r.workload).headline().quantity == Quantity::Latency {
         return None;
     }
     let shortest = r

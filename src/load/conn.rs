@@ -163,6 +163,7 @@ pub fn connected(sock: &Socket) -> io::Result<()> {
 /// # Errors
 /// The send's error (`WouldBlock` when the buffer is full).
 pub fn send(sock: &Socket, bytes: &[u8]) -> io::Result<usize> {
+    crate::testhooks::slow("load-send");
     sock.send_with_flags(bytes, nix::libc::MSG_NOSIGNAL)
 }
 

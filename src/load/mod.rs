@@ -6,7 +6,7 @@
 //! connections, as ab's) or a duration, connections at once, keep-alive, requests in
 //! flight per connection (pipelining), an open-loop rate, threads and their CPUs.
 //! [`run`] drives it with one epoll loop per thread ([`worker`]) and returns the
-//! [`LoadReport`]; [`print_table`] prints that as ab's summary does.
+//! [`LoadReport`]; [`table::grids`] lays that out as ab's summary does.
 //!
 //! - [`url`]: the `http://` URL; [`request`]: the request bytes, built once;
 //! - [`response`]: the incremental response parser;
@@ -36,7 +36,7 @@
 //!     cpus: Vec::new(),
 //! };
 //! let report = run(&spec, false)?;
-//! println!("{} requests/s", report.requests_per_second);
+//! println!("{} requests/s", report.body.requests_per_second);
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
@@ -59,8 +59,7 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use socket2::SockAddr;
 
-pub use report::{LoadReport, LOAD_SCHEMA_VERSION};
-pub use table::print_table;
+pub use report::{LoadBody, LoadReport};
 
 use tally::Tally;
 use worker::{Gate, Shared, Worker};
@@ -163,6 +162,7 @@ impl Spec {
 /// # Errors
 /// The spec is inconsistent, or a thread or its epoll instance cannot be made.
 pub fn run(spec: &Spec, progress: bool) -> anyhow::Result<LoadReport> {
+    let started_at = crate::report::document::now();
     spec.check()?;
     let mut spec = spec.clone();
     if spec.requests.is_none() && spec.duration.is_none() {
@@ -238,6 +238,7 @@ pub fn run(spec: &Spec, progress: bool) -> anyhow::Result<LoadReport> {
             wall,
             first_length: shared.first_length(),
             interrupted: crate::interrupt::requested(),
+            started_at,
         },
         &all,
     ))

@@ -15,9 +15,7 @@ use super::tally::Tally;
 use super::Spec;
 use crate::measure::histogram::Latency;
 use crate::measure::units::{format_per_second, format_seconds};
-
-/// Version of the load document.
-pub const LOAD_SCHEMA_VERSION: u32 = 1;
+use crate::report::document::{Envelope, Kind, Written};
 
 /// Share of the generator threads' time above which the run is called CPU-bound.
 pub const CPU_BOUND_SHARE: f64 = 0.9;
@@ -84,7 +82,7 @@ impl TimesRow {
 }
 
 /// ab's "Connection Times" rows, over complete requests (null when there are none).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ConnectionTimes {
     /// connect() start → connected; 0 on a reused keep-alive connection.
     pub connect: Option<TimesRow>,
@@ -97,15 +95,9 @@ pub struct ConnectionTimes {
     pub total: Option<TimesRow>,
 }
 
-/// The `sockbench load` document.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct LoadReport {
-    /// Always `sockbench-load`.
-    pub document: String,
-    /// [`LOAD_SCHEMA_VERSION`].
-    pub schema_version: u32,
-    /// The command line.
-    pub command: Vec<String>,
+/// What `sockbench load` measured: the body of its document (kind `load`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LoadBody {
     /// The URL.
     pub url: String,
     /// Where the connections go: `tcp ADDR:PORT` or `unix PATH`.
@@ -148,8 +140,12 @@ pub struct LoadReport {
     pub body_bytes_received: u64,
     /// Bytes of requests written.
     pub bytes_sent: u64,
-    /// Complete requests per second of the interval.
+    /// Complete requests per second of the interval (with `--runs`, the median run's).
     pub requests_per_second: f64,
+    /// With `--runs`, every run's requests per second, in run order (the body's other
+    /// figures are the median run's); empty for one run.
+    #[serde(default)]
+    pub runs_requests_per_second: Vec<f64>,
     /// Bytes received per second of the interval (ab's transfer rate).
     pub bytes_per_second: f64,
     /// Connections made.
@@ -185,12 +181,39 @@ pub struct LoadReport {
     /// The threads' CPU over their wall time times their number (1: every thread busy
     /// all the time).
     pub generator_cpu_share: Option<f64>,
-    /// What to keep in mind reading the figures.
-    pub warnings: Vec<String>,
-    /// Ctrl-C cut the run short.
-    pub interrupted: bool,
-    /// Why the run produced nothing (null when some request was answered).
-    pub error: Option<String>,
+}
+
+/// The load generator's document as it is made: the envelope (its warnings: what to
+/// keep in mind reading the figures; its error: why the run produced nothing) and the
+/// body.
+#[derive(Clone, Debug)]
+pub struct LoadReport {
+    /// What every document says of itself.
+    pub envelope: Envelope,
+    /// What the load measured.
+    pub body: LoadBody,
+}
+
+impl<'de> Deserialize<'de> for LoadReport {
+    /// A load document read back (any other kind is refused, named).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<LoadReport, D::Error> {
+        let (envelope, body) = crate::report::Document::read_as(d, Kind::Load, |b| match b {
+            crate::report::Body::Load(body) => Some(*body),
+            _ => None,
+        })?;
+        Ok(LoadReport { envelope, body })
+    }
+}
+
+impl LoadReport {
+    /// The document to write.
+    pub fn document(&self) -> Written<'_, LoadBody> {
+        Written {
+            envelope: &self.envelope,
+            kind: Kind::Load,
+            body: &self.body,
+        }
+    }
 }
 
 /// What the run was, besides the tallies.
@@ -207,6 +230,8 @@ pub struct Context<'a> {
     pub first_length: Option<u64>,
     /// Ctrl-C.
     pub interrupted: bool,
+    /// When the run started (RFC 3339).
+    pub started_at: String,
 }
 
 /// Build the document from the merged tally.
@@ -220,10 +245,7 @@ pub fn build(cx: Context<'_>, t: &Tally) -> LoadReport {
     let per_sec = |n: u64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
     let cpu = t.cpu.total().as_secs_f64();
     let wall = cx.wall.as_secs_f64() * cx.threads as f64;
-    let mut r = LoadReport {
-        document: "sockbench-load".into(),
-        schema_version: LOAD_SCHEMA_VERSION,
-        command: cx.command,
+    let r = LoadBody {
         url: spec.url(),
         target: spec.target.to_string(),
         method: spec.method.clone(),
@@ -264,6 +286,7 @@ pub fn build(cx: Context<'_>, t: &Tally) -> LoadReport {
         body_bytes_received: t.body_bytes,
         bytes_sent: t.bytes_sent,
         requests_per_second: per_sec(t.complete),
+        runs_requests_per_second: Vec::new(),
         bytes_per_second: per_sec(t.bytes_received),
         connections_opened: t.connections_opened,
         reconnects: t.reconnects,
@@ -283,19 +306,19 @@ pub fn build(cx: Context<'_>, t: &Tally) -> LoadReport {
         cpu_system_seconds: t.cpu.system.as_secs_f64(),
         cpu_seconds_per_request: (t.complete > 0).then(|| cpu / t.complete as f64),
         generator_cpu_share: (wall > 0.0).then(|| (cpu / wall).min(1.0)),
-        warnings: Vec::new(),
-        interrupted: cx.interrupted,
-        error: None,
     };
-    r.warnings = warnings(&r, cx.wall);
-    if r.requests_complete == 0 && !r.interrupted {
-        r.error = Some(why_nothing(&r, t.nothing_answered));
+    let mut envelope = Envelope::starting(cx.command);
+    envelope.started_at = Some(cx.started_at);
+    envelope.interrupted = cx.interrupted;
+    envelope.warnings = warnings(&r, cx.interrupted, cx.wall);
+    if r.requests_complete == 0 && !cx.interrupted {
+        envelope.error = Some(why_nothing(&r, t.nothing_answered));
     }
-    r
+    LoadReport { envelope, body: r }
 }
 
 /// The warnings a report deserves.
-fn warnings(r: &LoadReport, wall: Duration) -> Vec<String> {
+fn warnings(r: &LoadBody, interrupted: bool, wall: Duration) -> Vec<String> {
     let mut w = Vec::new();
     // Over a few milliseconds the share says nothing (a refused connect is all CPU).
     let judged = r.requests_complete > 0 && wall >= Duration::from_millis(100);
@@ -317,7 +340,7 @@ fn warnings(r: &LoadReport, wall: Duration) -> Vec<String> {
         ));
     }
     if let Some(asked) = r.rate_per_second {
-        if !r.interrupted && r.requests_per_second < asked * 0.9 && r.requests_complete > 0 {
+        if !interrupted && r.requests_per_second < asked * 0.9 && r.requests_complete > 0 {
             w.push(format!(
                 "asked for {}, got {}: the server (or the generator) could not keep up; latency counts from when each \
                  request was due, so the backlog shows in it",
@@ -357,7 +380,7 @@ fn warnings(r: &LoadReport, wall: Duration) -> Vec<String> {
             r.requests_resent
         ));
     }
-    if r.requests_complete > 0 && r.duration_seconds < 0.1 && !r.interrupted {
+    if r.requests_complete > 0 && r.duration_seconds < 0.1 && !interrupted {
         w.push(format!(
             "the run took {}: too short for a steady figure (more requests with -n, or -d)",
             format_seconds(r.duration_seconds)
@@ -367,7 +390,7 @@ fn warnings(r: &LoadReport, wall: Duration) -> Vec<String> {
 }
 
 /// Why no request was answered, and what to try.
-fn why_nothing(r: &LoadReport, nothing_connected: bool) -> String {
+fn why_nothing(r: &LoadBody, nothing_connected: bool) -> String {
     let c = &r.failure_causes;
     let t = &r.target;
     let timeout = format_seconds(r.timeout_seconds);
@@ -403,4 +426,154 @@ fn why_nothing(r: &LoadReport, nothing_connected: bool) -> String {
         );
     }
     format!("no request to {t} was answered")
+}
+
+impl crate::report::output::Rendered for LoadReport {
+    fn head(&self) -> crate::report::output::Head<'_> {
+        crate::report::output::Head::of(Kind::Load, &self.envelope)
+    }
+
+    fn json(&self) -> serde_json::Result<Vec<u8>> {
+        crate::report::output::pretty(&self.document())
+    }
+
+    fn tables(&self, view: &crate::report::View) -> Vec<crate::report::grid::Grid> {
+        super::table::grids(&self.envelope, &self.body, view.units)
+    }
+
+    fn records(&self) -> crate::report::output::Records {
+        crate::report::output::records_of(
+            &[serde_json::to_value(&self.body).unwrap_or_default()],
+            &serde_json::Value::Null,
+        )
+    }
+
+    fn metrics(&self) -> Vec<crate::report::openmetrics::Family> {
+        let b = &self.body;
+        let labels = vec![
+            ("method", b.method.clone()),
+            ("target", b.target.clone()),
+            ("connections", b.connections.to_string()),
+        ];
+        let mut v = serde_json::to_value(b).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            for k in ["connections", "threads", "pipeline", "keepalive"] {
+                o.remove(k);
+            }
+        }
+        crate::report::output::gauges(Kind::Load, "The load", &[(labels, v)])
+    }
+
+    fn count(&self) -> String {
+        crate::report::output::counted(self.body.requests_complete as usize, "complete request")
+    }
+
+    fn charts(&self) -> Vec<crate::report::chart::Chart> {
+        use crate::report::chart::{bars_of, Axis};
+        let Some(l) = &self.body.latency else {
+            return Vec::new();
+        };
+        let bars = [
+            ("p50", l.p50_ns),
+            ("p90", l.p90_ns),
+            ("p99", l.p99_ns),
+            ("p99.9", l.p99_9_ns),
+            ("p99.99", l.p99_99_ns),
+            ("max", l.max_ns),
+        ]
+        .into_iter()
+        .map(|(k, ns)| (k.to_string(), ns as f64, None))
+        .collect();
+        vec![bars_of(
+            "load-latency",
+            "Request latency percentiles",
+            "From a request's send (or, at a set rate, its due time) to its whole answer.",
+            Axis::Nanoseconds,
+            bars,
+        )]
+    }
+
+    fn nothing_to_chart(&self) -> Option<String> {
+        self.body
+            .latency
+            .is_none()
+            .then(|| "No request was answered, so there is nothing to chart.".to_string())
+    }
+
+    fn setting(&self) -> Vec<(String, String)> {
+        let b = &self.body;
+        vec![
+            ("URL".to_string(), b.url.clone()),
+            ("connections".to_string(), b.connections.to_string()),
+            ("threads".to_string(), b.threads.to_string()),
+            ("keep-alive".to_string(), b.keepalive.to_string()),
+        ]
+    }
+}
+
+/// The path (and query) of an `http://HOST[:PORT]/PATH` URL: what a load asks for,
+/// wherever the server runs.
+fn url_path(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    rest.find('/').map_or("/", |i| &rest[i..])
+}
+
+impl LoadBody {
+    /// `compare`'s row: the load as a whole (its method, target path and concurrency,
+    /// not its host and port), judged by its complete requests per second.
+    pub fn rows(&self) -> Vec<crate::report::rows::Row> {
+        let mut label = format!(
+            "load {} {} c{}",
+            self.method,
+            url_path(&self.url),
+            self.connections
+        );
+        if self.keepalive {
+            label.push_str(" keep-alive");
+        }
+        if self.pipeline > 1 {
+            label.push_str(&format!(" pipeline {}", self.pipeline));
+        }
+        if let Some(r) = self.rate_per_second {
+            label.push_str(&format!(
+                " rate {}",
+                crate::measure::units::format_per_second(r)
+            ));
+        }
+        vec![crate::report::rows::Row::once(
+            label.clone(),
+            label,
+            crate::measure::headline::Headline::rate("requests_per_second"),
+            (self.requests_complete > 0).then_some(self.requests_per_second),
+        )
+        .with_runs(&self.runs_requests_per_second)]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(url: &str, target: &str) -> LoadBody {
+        LoadBody {
+            url: url.into(),
+            target: target.into(),
+            method: "GET".into(),
+            connections: 4,
+            ..LoadBody::default()
+        }
+    }
+
+    #[test]
+    fn compare_matches_a_load_by_its_path_not_where_the_server_ran() {
+        let label = |b: &LoadBody| b.rows()[0].label.clone();
+        let here = body("http://127.0.0.1:8080/a?x=1", "tcp 127.0.0.1:8080");
+        let there = body("http://10.0.0.2:9090/a?x=1", "tcp 10.0.0.2:9090");
+        assert_eq!(label(&here), "load GET /a?x=1 c4");
+        assert_eq!(label(&here), label(&there));
+        let other = body("http://127.0.0.1:8080/b", "tcp 127.0.0.1:8080");
+        assert_ne!(label(&here), label(&other));
+        assert_eq!(url_path("http://h"), "/");
+        assert_eq!(url_path("http://h:1/"), "/");
+    }
 }

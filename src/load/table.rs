@@ -1,13 +1,12 @@
 //! The load report for people, laid out as ab's summary: the counts and rates, ab's
 //! "Connection Times" table in microseconds, the latency percentiles and the warnings.
-//! Reads only a [`LoadReport`], so a saved document prints the same.
+//! Reads only a load document's envelope and [`LoadBody`], so a saved document prints
+//! the same.
 
-use std::io::{self, Write};
-
-use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
-
-use super::report::{LoadReport, TimesRow};
-use crate::measure::units::{format_bytes, format_bytes_per_second, format_ns, format_seconds};
+use super::report::{LoadBody, TimesRow};
+use crate::measure::units::{format_bytes, format_ns, format_seconds};
+use crate::report::document::Envelope;
+use crate::report::grid::{Align, Grid};
 
 /// Microseconds from nanoseconds: whole from 100 µs up, else with one decimal.
 fn us(ns: u64) -> String {
@@ -18,21 +17,25 @@ fn us(ns: u64) -> String {
     }
 }
 
-fn right(t: &mut Table, from: usize, to: usize) {
-    for i in from..to {
-        if let Some(c) = t.column_mut(i) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
+/// A table whose first column names a row and whose others are numbers.
+fn numbers(headers: &[&str], rows: Vec<Vec<String>>) -> Grid {
+    let mut align = vec![Align::Right; headers.len()];
+    align[0] = Align::Left;
+    Grid {
+        title: None,
+        headers: headers.iter().map(|h| h.to_string()).collect(),
+        align,
+        rows,
+        notes: Vec::new(),
     }
 }
 
 /// How the run was driven, in a few words.
-fn concurrency(r: &LoadReport) -> String {
-    let plural = |n: u64, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+fn concurrency(r: &LoadBody) -> String {
     let mut s = format!(
         "{} on {}",
-        plural(r.connections.into(), "connection"),
-        plural(r.threads as u64, "thread")
+        crate::report::output::counted(r.connections as usize, "connection"),
+        crate::report::output::counted(r.threads, "thread")
     );
     s.push_str(if r.keepalive {
         ", keep-alive"
@@ -48,18 +51,23 @@ fn concurrency(r: &LoadReport) -> String {
     s
 }
 
-/// Print `r` as ab-like tables.
-///
-/// # Errors
-/// Writing to `out` failed.
-pub fn print_table(r: &LoadReport, out: &mut impl Write) -> io::Result<()> {
-    writeln!(out, "sockbench load: {} {} ({})", r.method, r.url, r.target)?;
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
+/// `r` as ab-like tables: the counts and rates (a table of names and values, without
+/// a header), the connection times and the latency percentiles; the warnings under the
+/// last.
+pub fn grids(e: &Envelope, r: &LoadBody, units: crate::report::Units) -> Vec<Grid> {
+    let mut summary = Grid {
+        title: Some(format!(
+            "sockbench load: {} {} ({})",
+            r.method, r.url, r.target
+        )),
+        headers: vec![String::new(), String::new()],
+        align: vec![Align::Left, Align::Left],
+        ..Grid::default()
+    };
     let f = &r.requests_failed;
     let failed = f.connect + f.read + f.status + f.length;
     let mut row = |k: &str, v: String| {
-        t.add_row([k.to_string(), v]);
+        summary.rows.push(vec![k.to_string(), v]);
     };
     row("Concurrency", concurrency(r));
     row(
@@ -151,7 +159,10 @@ pub fn print_table(r: &LoadReport, out: &mut impl Write) -> io::Result<()> {
     }
     row(
         "Transfer rate",
-        format!("{} received", format_bytes_per_second(r.bytes_per_second)),
+        format!(
+            "{} received",
+            crate::report::grid::throughput(r.bytes_per_second * 8.0, units)
+        ),
     );
     if let Some(cpu) = r.cpu_seconds_per_request {
         row(
@@ -167,20 +178,11 @@ pub fn print_table(r: &LoadReport, out: &mut impl Write) -> io::Result<()> {
             ),
         );
     }
-    writeln!(out, "{t}")?;
+    let mut out = vec![summary];
 
     let ct = &r.connection_times;
     if ct.total.is_some() {
-        let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED).set_header([
-            "Connection times (µs)",
-            "min",
-            "mean",
-            "[+/-sd]",
-            "median",
-            "max",
-        ]);
-        right(&mut t, 1, 6);
+        let mut rows_out = Vec::new();
         let rows: [(&str, &Option<TimesRow>); 4] = [
             ("Connect", &ct.connect),
             ("Processing", &ct.processing),
@@ -189,7 +191,7 @@ pub fn print_table(r: &LoadReport, out: &mut impl Write) -> io::Result<()> {
         ];
         for (name, v) in rows {
             if let Some(v) = v {
-                t.add_row([
+                rows_out.push(vec![
                     name.to_string(),
                     us(v.min_ns),
                     us(v.mean_ns),
@@ -199,22 +201,21 @@ pub fn print_table(r: &LoadReport, out: &mut impl Write) -> io::Result<()> {
                 ]);
             }
         }
-        writeln!(out, "{t}")?;
+        out.push(numbers(
+            &[
+                "Connection times (µs)",
+                "min",
+                "mean",
+                "[+/-sd]",
+                "median",
+                "max",
+            ],
+            rows_out,
+        ));
     }
 
     if let Some(l) = &r.latency {
-        let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED).set_header([
-            "Latency (µs)",
-            "min",
-            "p50",
-            "p90",
-            "p99",
-            "p99.9",
-            "p99.99",
-            "max",
-        ]);
-        right(&mut t, 1, 8);
+        let mut rows_out = Vec::new();
         let name = if r.latency_uncorrected.is_some() {
             "from due (corrected)"
         } else {
@@ -225,7 +226,7 @@ pub fn print_table(r: &LoadReport, out: &mut impl Write) -> io::Result<()> {
             ("from sent", r.latency_uncorrected.as_ref()),
         ] {
             if let Some(l) = l {
-                t.add_row([
+                rows_out.push(vec![
                     name.to_string(),
                     us(l.min_ns),
                     us(l.p50_ns),
@@ -237,15 +238,28 @@ pub fn print_table(r: &LoadReport, out: &mut impl Write) -> io::Result<()> {
                 ]);
             }
         }
-        writeln!(out, "{t}")?;
+        out.push(numbers(
+            &[
+                "Latency (µs)",
+                "min",
+                "p50",
+                "p90",
+                "p99",
+                "p99.9",
+                "p99.99",
+                "max",
+            ],
+            rows_out,
+        ));
     }
-    for w in &r.warnings {
-        writeln!(out, "warning: {w}")?;
+    let last = out.last_mut().expect("the summary");
+    last.notes
+        .extend(e.warnings.iter().map(|w| format!("warning: {w}")));
+    if e.interrupted {
+        last.notes
+            .push("interrupted: the figures cover what ran before Ctrl-C".into());
     }
-    if r.interrupted {
-        writeln!(out, "interrupted: the figures cover what ran before Ctrl-C")?;
-    }
-    Ok(())
+    out
 }
 
 #[cfg(test)]
@@ -258,5 +272,33 @@ mod tests {
         assert_eq!(us(12_345), "12.3");
         assert_eq!(us(123_456), "123");
         assert_eq!(us(2_000_000_000), "2000000");
+    }
+
+    #[test]
+    fn the_transfer_rate_is_in_the_units_asked_for() {
+        use crate::report::Units;
+        let r = LoadBody {
+            bytes_per_second: 1_250_000.0,
+            ..LoadBody::default()
+        };
+        let rate = |units| {
+            let g = grids(&Envelope::starting(Vec::new()), &r, units);
+            let row = (g.iter().flat_map(|g| &g.rows))
+                .find(|row| row[0] == "Transfer rate")
+                .expect("a transfer rate row")
+                .clone();
+            row[1].clone()
+        };
+        assert_eq!(rate(Units::Bits), "10.0 Mbit/s received");
+        assert!(
+            rate(Units::Bytes).contains("MiB/s"),
+            "{}",
+            rate(Units::Bytes)
+        );
+        assert!(
+            rate(Units::Both).contains("Mbit/s (1.19 MiB/s)"),
+            "{}",
+            rate(Units::Both)
+        );
     }
 }

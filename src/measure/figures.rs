@@ -327,6 +327,7 @@ pub fn figures(sc: &Scenario, raws: &[Roles]) -> ScenarioResult {
             })
         })
         .flatten();
+    let takes = spec(sc.workload).takes();
     let mut result = ScenarioResult {
         workload: sc.workload,
         transport: sc.transport,
@@ -353,10 +354,10 @@ pub fn figures(sc: &Scenario, raws: &[Roles]) -> ScenarioResult {
             nodelay: sc.nodelay,
             cpus: sc.cpus.map(|(a, b)| [a, b]),
             runtime: (sc.engine == crate::engine::EngineKind::Async).then_some(sc.extras.runtime),
-            send: (sc.workload == crate::workload::WorkloadKind::Stream).then_some(sc.extras.send),
-            recv: (sc.workload == crate::workload::WorkloadKind::Stream).then_some(sc.extras.recv),
+            send: takes.send_recv.then_some(sc.extras.send),
+            recv: takes.send_recv.then_some(sc.extras.recv),
             rate_per_second: sc.extras.rate,
-            open: (sc.workload == crate::workload::WorkloadKind::Connect).then_some(sc.extras.open),
+            open: takes.open.then_some(sc.extras.open),
             batch: sc.extras.batch,
             timestamps: sc.extras.timestamps,
             sqpoll: sc.extras.sqpoll,

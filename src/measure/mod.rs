@@ -8,6 +8,7 @@
 pub mod counters;
 pub mod cpu;
 pub mod figures;
+pub mod headline;
 pub mod histogram;
 pub mod live;
 pub mod netstat;

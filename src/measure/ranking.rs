@@ -72,6 +72,9 @@ pub struct Ranking {
     /// The figure with its unit (`bits_per_second`, `requests_per_second`,
     /// `round_trip_p50_ns`, ...).
     pub figure: String,
+    /// What the figure counts: `throughput` (bits per second), `rate` (per second) or
+    /// `latency` (nanoseconds).
+    pub quantity: super::headline::Quantity,
     /// Whether a higher figure is better (false for latency).
     pub higher_is_better: bool,
     /// The entries, best median first (entries without a finished run are left out).
@@ -89,10 +92,10 @@ pub struct Ranking {
 pub fn rank(
     group: &str,
     among: &str,
-    figure: &str,
-    higher_is_better: bool,
+    headline: super::headline::Headline,
     entries: &[(String, Vec<f64>)],
 ) -> Option<Ranking> {
+    let higher_is_better = headline.higher_is_better;
     let mut ranked: Vec<(Ranked, &Vec<f64>)> = entries
         .iter()
         .filter_map(|(name, values)| {
@@ -124,7 +127,8 @@ pub fn rank(
     let mut out = Ranking {
         group: group.to_string(),
         among: among.to_string(),
-        figure: figure.to_string(),
+        figure: headline.name.to_string(),
+        quantity: headline.quantity,
         higher_is_better,
         entries: Vec::new(),
         outcome: Outcome::SingleRun,
@@ -263,6 +267,7 @@ fn range(lo: f64, hi: f64, show: &dyn Fn(f64) -> String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::measure::headline::Headline;
 
     fn entries(v: &[(&str, &[f64])]) -> Vec<(String, Vec<f64>)> {
         v.iter().map(|(n, x)| (n.to_string(), x.to_vec())).collect()
@@ -280,8 +285,7 @@ mod tests {
         let r = rank(
             "tcp 10 KiB",
             "methods",
-            "bits_per_second",
-            true,
+            Headline::throughput("bits_per_second"),
             &entries(&[
                 ("read-write", &[2.0, 9.0, 3.0]),
                 ("vectored", &[8.0, 2.5, 9.5]),
@@ -305,8 +309,7 @@ mod tests {
         let r = rank(
             "tcp 10 KiB",
             "methods",
-            "bits_per_second",
-            true,
+            Headline::throughput("bits_per_second"),
             &entries(&[("read-write", &[1.0]), ("vectored", &[4.0])]),
         )
         .unwrap();
@@ -323,8 +326,7 @@ mod tests {
         let r = rank(
             "tcp 64 KiB",
             "engines",
-            "bits_per_second",
-            true,
+            Headline::throughput("bits_per_second"),
             &entries(&[
                 ("blocking", &[10.0, 10.2, 9.9, 10.1, 10.0]),
                 ("epoll", &[20.0, 20.3, 19.8, 20.1, 20.2]),
@@ -364,8 +366,7 @@ mod tests {
         let r = rank(
             "udp 64 B",
             "engines",
-            "round_trip_p50_ns",
-            false,
+            Headline::latency("round_trip_p50_ns"),
             &entries(&[
                 (
                     "blocking",
@@ -388,12 +389,17 @@ mod tests {
 
     #[test]
     fn fewer_than_two_entries_are_no_ranking() {
-        assert!(rank("g", "models", "x", true, &entries(&[("a", &[1.0, 2.0])])).is_none());
         assert!(rank(
             "g",
             "models",
-            "x",
-            true,
+            Headline::rate("x"),
+            &entries(&[("a", &[1.0, 2.0])])
+        )
+        .is_none());
+        assert!(rank(
+            "g",
+            "models",
+            Headline::rate("x"),
             &entries(&[("a", &[1.0]), ("b", &[])])
         )
         .is_none());

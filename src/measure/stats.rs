@@ -66,6 +66,26 @@ pub fn median(values: &[f64]) -> Option<f64> {
     })
 }
 
+/// Which of several runs stands for them: the index of the median of `values` (the
+/// lower middle of an even count, so it is a run that happened, not an average of two);
+/// `None` for none.
+pub fn median_index(values: &[f64]) -> Option<usize> {
+    let mut order: Vec<usize> = (0..values.len()).collect();
+    order.sort_by(|&a, &b| values[a].total_cmp(&values[b]));
+    order.get(values.len().checked_sub(1)? / 2).copied()
+}
+
+/// Which of several runs a report of them is: the last when it stopped the others
+/// (`last_stopped`: it failed, was interrupted, or its counts disagree), else the median
+/// run by `values` ([`median_index`]); `None` for none.
+pub fn standing_run(values: &[f64], last_stopped: bool) -> Option<usize> {
+    let last = values.len().checked_sub(1)?;
+    match last_stopped {
+        true => Some(last),
+        false => median_index(values),
+    }
+}
+
 impl Summary {
     /// Summarise `values`; `None` for an empty slice.
     pub fn of(values: &[f64]) -> Option<Summary> {
@@ -609,6 +629,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_run_that_stands_for_several_is_the_lower_middle_one() {
+        use super::median_index;
+        assert_eq!(median_index(&[]), None);
+        assert_eq!(median_index(&[5.0]), Some(0));
+        assert_eq!(median_index(&[3.0, 1.0, 2.0]), Some(2));
+        // An even count: the lower of the two middle runs, never their average.
+        assert_eq!(median_index(&[4.0, 1.0, 3.0, 2.0]), Some(3));
+        assert_eq!(median_index(&[9.0, 7.0]), Some(1));
+    }
+
+    #[test]
     fn median_of_odd_and_even_counts() {
         assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
         assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
@@ -957,5 +988,23 @@ mod tests {
                 assert!(flagged <= 0.15, "n = {n}: {flagged}");
             }
         }
+    }
+
+    #[test]
+    fn the_standing_run_is_the_last_that_stopped_the_others_else_the_median() {
+        assert_eq!(standing_run(&[], false), None);
+        assert_eq!(standing_run(&[5.0, 1.0, 3.0], false), Some(2));
+        assert_eq!(
+            standing_run(&[5.0, 1.0, 3.0, 9.0], false),
+            Some(2),
+            "the lower middle"
+        );
+        assert_eq!(standing_run(&[5.0, 1.0, 3.0], true), Some(2));
+        assert_eq!(
+            standing_run(&[5.0, 3.0, 1.0], true),
+            Some(2),
+            "the last, not the median"
+        );
+        assert_eq!(standing_run(&[5.0, 3.0, 1.0], false), Some(1));
     }
 }

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::measure::histogram::{merge, Latency};
 use crate::plan::Scenario;
-use crate::workload::{latency_histogram, Roles, WorkloadKind};
+use crate::workload::{latency_histogram, Roles};
 
 /// The most records one role keeps per run (so a role's log crosses the control
 /// connection in well under a megabyte).
@@ -320,6 +320,16 @@ pub fn join_rate(sender: &StampLog, receiver: &StampLog) -> RunStamps {
     }
 }
 
+/// How a workload's messages are stamped and joined ([`crate::workload::Spec::exchange`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exchange {
+    /// A request and its reply (pingpong): each direction's one-way parts, and the
+    /// server's turnaround.
+    RequestReply,
+    /// Messages one way (rate).
+    OneWay,
+}
+
 /// A run's joined stamps: each stream's sender with its receiver (the one whose link is
 /// its own; the one in the same place if none is), merged over streams; `None` without
 /// `--timestamps` or if a role kept no log. Each direction counts what its sending role
@@ -329,10 +339,9 @@ pub fn of_run(sc: &Scenario, roles: &Roles) -> Option<RunStamps> {
     if !sc.extras.timestamps || roles.senders.len() != roles.receivers.len() {
         return None;
     }
-    let join = match sc.workload {
-        WorkloadKind::Pingpong => join_pingpong,
-        WorkloadKind::Rate => join_rate,
-        _ => return None,
+    let join = match crate::workload::spec(sc.workload).exchange()? {
+        Exchange::RequestReply => join_pingpong,
+        Exchange::OneWay => join_rate,
     };
     let mut out: Option<RunStamps> = None;
     for (i, sender) in roles.senders.iter().enumerate() {

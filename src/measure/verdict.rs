@@ -65,7 +65,7 @@ impl Verdict {
 }
 
 /// The test a comparison used.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum TestKind {
     /// Welch's unequal-variances t-test on the figures.
     #[serde(rename = "welch")]

@@ -204,12 +204,15 @@ pub fn hosts_from_dns(name: &str, port: u16) -> Result<Vec<(String, String)>, St
         .collect())
 }
 
-/// The figures of a client's JSON report.
+/// The figures of a client's JSON report (a document's body; an agent of the version
+/// before the one document sends the results at the top level).
 ///
 /// # Errors
 /// A report without a result, or with a figure that is negative or not finite.
 pub fn figures(report: &serde_json::Value) -> Result<Figures, String> {
     let r = report
+        .get("body")
+        .unwrap_or(report)
         .get("results")
         .and_then(|r| r.as_array())
         .and_then(|r| r.first())
@@ -702,6 +705,9 @@ mod tests {
         assert_eq!(f.round_trip_p50_ns, Some(14000));
         assert_eq!(f.round_trip_p99_ns, Some(80000));
         assert_eq!(f.loss, Some(0.25));
+        // The same in a document's body (an agent of this version).
+        let doc = serde_json::json!({"kind": "stream", "body": report.clone()});
+        assert_eq!(figures(&doc).unwrap(), f);
         // A pingpong: only the requests lost count from source to destination (its
         // delivered fraction also counts the replies lost and late on the way back).
         let pingpong = serde_json::json!({"results": [{

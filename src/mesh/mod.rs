@@ -7,12 +7,12 @@
 //! (a [`crate::control::messages::DriveMsg`]). The source agent ([`agent`]) runs the
 //! test and answers with its client's whole JSON report: the coordinator never carries
 //! measured data. [`report`] turns the pairs' results into source x destination
-//! matrices, the spread across pairs, the worst pairs, merged latency histograms, a
-//! table, JSON and OpenMetrics.
+//! matrices, the spread across pairs, the worst pairs and merged latency histograms,
+//! in every format; [`heat`] draws its heat maps for the HTML page.
 
 pub mod agent;
 pub mod coordinator;
-pub mod html;
+pub mod heat;
 pub mod report;
 pub mod schedule;
 
@@ -23,12 +23,9 @@ use crate::measure::histogram::Bucket;
 /// The tests a mesh can run for a pair, by name.
 pub const WORKLOADS: [&str; 4] = ["tcp-stream", "tcp-pingpong", "udp-pingpong", "udp-rate"];
 
-/// Version of the mesh's JSON document.
-pub const MESH_SCHEMA_VERSION: u32 = 1;
-
 /// What an agent says of itself and of its route toward the agent it measured (read by
 /// the agent when it drives a test; null where unreadable).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HostMeta {
     /// Host name.
@@ -50,7 +47,7 @@ pub struct HostMeta {
 }
 
 /// One agent of the mesh.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Host {
     /// As given (`--hosts`, the file, or the address DNS gave).
     pub name: String,
@@ -63,7 +60,7 @@ pub struct Host {
 }
 
 /// The figures of one test of one ordered pair, taken from the source agent's report.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Figures {
     /// Throughput (tcp-stream, udp-rate: received).
     pub bits_per_second: Option<f64>,
@@ -80,7 +77,7 @@ pub struct Figures {
 }
 
 /// How one test of one ordered pair ended.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum Outcome {
     /// It ran; its figures.
@@ -93,7 +90,7 @@ pub enum Outcome {
 }
 
 /// One test of one ordered pair.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PairTest {
     /// Index of the source host (the client: it sends on a stream).
     pub source: usize,

@@ -5,16 +5,19 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use super::{Figures, Host, Outcome, PairTest, MESH_SCHEMA_VERSION};
+use super::{Figures, Host, Outcome, PairTest};
 use crate::measure::histogram::Bucket;
-use crate::measure::units::{format_bits_per_second, format_per_second};
-use crate::report::openmetrics::{canonical, escape};
+use crate::measure::units::format_per_second;
+use crate::report::grid::{Align, Grid};
+use crate::report::openmetrics::{Family, Type, Value};
+use crate::report::output::{self, Head, Rendered};
+use crate::report::{Body, Document, Envelope, Kind, Written};
 use crate::text::terminal as shown;
 
 /// How the mesh was run.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Settings {
     /// `all`, `ring` or `random N`.
     pub pairs: String,
@@ -40,15 +43,10 @@ pub struct Settings {
     pub ended_unix_ns: u64,
 }
 
-/// The mesh's JSON document.
-#[derive(Clone, Debug, Serialize)]
-pub struct MeshReport {
-    /// [`MESH_SCHEMA_VERSION`].
-    pub schema_version: u32,
-    /// `sockbench <version>`.
-    pub tool: String,
-    /// The command line.
-    pub command: Vec<String>,
+/// What the mesh measured: the body of its document (kind `mesh`). A document of a
+/// command refused before it ran has no hosts and no tests.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MeshBody {
     /// How the mesh was run.
     pub settings: Settings,
     /// The hosts, in the order their indexes refer to.
@@ -59,15 +57,44 @@ pub struct MeshReport {
     pub figures: Vec<FigureSummary>,
     /// Tests whose outcome is `failed`.
     pub failed: usize,
-    /// Ctrl-C cut the mesh short.
-    pub interrupted: bool,
-    /// What a reader must know to read the figures right (a test given twice or naming
-    /// a host that does not exist, two hosts of one name, `--concurrent`).
-    pub warnings: Vec<String>,
+}
+
+/// The mesh's document as it is made: the envelope (`interrupted`: Ctrl-C cut the mesh
+/// short; its warnings: what a reader must know to read the figures right, such as a
+/// test given twice or naming a host that does not exist, two hosts of one name,
+/// `--concurrent`) and the body.
+#[derive(Clone, Debug)]
+pub struct MeshReport {
+    /// What every document says of itself.
+    pub envelope: Envelope,
+    /// What the mesh measured.
+    pub body: MeshBody,
+}
+
+impl<'de> Deserialize<'de> for MeshReport {
+    /// A mesh document read back (any other kind is refused, named).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<MeshReport, D::Error> {
+        let (envelope, body) = Document::read_as(d, Kind::Mesh, |b| match b {
+            Body::Mesh(body) => Some(*body),
+            _ => None,
+        })?;
+        Ok(MeshReport { envelope, body })
+    }
+}
+
+impl MeshReport {
+    /// The document to write.
+    pub fn document(&self) -> Written<'_, MeshBody> {
+        Written {
+            envelope: &self.envelope,
+            kind: Kind::Mesh,
+            body: &self.body,
+        }
+    }
 }
 
 /// One figure of one test over every ordered pair.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FigureSummary {
     /// The test, one of [`super::WORKLOADS`] (e.g. `tcp-pingpong`).
     pub test: String,
@@ -93,7 +120,7 @@ pub struct FigureSummary {
 /// Percentiles are nearest-rank: p of n sorted values is the value at rank
 /// ceil(p/100 x n), counting from 1 (at least rank 1), so it is always one of the
 /// values: p10 of 1 value is that value, p50 of 4 values is the second lowest.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Spread {
     /// Lowest.
     pub min: f64,
@@ -110,7 +137,7 @@ pub struct Spread {
 }
 
 /// One of the worst pairs of a figure.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WorstPair {
     /// Index of the source host.
     pub source: usize,
@@ -126,7 +153,7 @@ pub struct WorstPair {
 /// are never averaged). A quantile q is the upper bound (`le_ns`) of the first bucket
 /// at which the cumulative count reaches ceil(q x `count`): an upper bound on the true
 /// quantile, at most one bucket (about 26%) above it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Merged {
     /// Round trips, every pair together.
     pub count: u64,
@@ -214,6 +241,17 @@ impl Figure {
         matches!(self, Figure::BitsPerSecond | Figure::MessagesPerSecond)
     }
 
+    /// As a headline figure (`compare`'s); loss, a fraction, is never one.
+    fn headline(self) -> Option<crate::measure::headline::Headline> {
+        use crate::measure::headline::Headline;
+        match self {
+            Figure::BitsPerSecond => Some(Headline::throughput(self.key())),
+            Figure::MessagesPerSecond => Some(Headline::rate(self.key())),
+            Figure::RoundTripP50 | Figure::RoundTripP99 => Some(Headline::latency(self.key())),
+            Figure::Loss => None,
+        }
+    }
+
     pub(crate) fn is_round_trip(self) -> bool {
         matches!(self, Figure::RoundTripP50 | Figure::RoundTripP99)
     }
@@ -230,10 +268,10 @@ impl Figure {
         v.filter(|x| x.is_finite())
     }
 
-    /// The value for a person.
-    pub(crate) fn format(self, v: f64) -> String {
+    /// The value for a person, throughput in `units` (`--units`).
+    pub(crate) fn shown(self, v: f64, units: crate::report::Units) -> String {
         match self {
-            Figure::BitsPerSecond => format_bits_per_second(v),
+            Figure::BitsPerSecond => crate::report::grid::throughput(v, units),
             Figure::MessagesPerSecond => format_per_second(v),
             Figure::RoundTripP50 | Figure::RoundTripP99 => micros(v),
             Figure::Loss => format!("{:.2}%", v * 100.0),
@@ -314,17 +352,24 @@ pub fn build(
         .iter()
         .filter(|t| matches!(t.outcome, Outcome::Failed { .. }))
         .count();
+    let mut envelope = Envelope::starting(command);
+    let at = |ns: u64| {
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(ns);
+        crate::measure::units::utc_micros(t)
+    };
+    envelope.started_at = Some(at(settings.started_unix_ns));
+    envelope.ended_at = Some(at(settings.ended_unix_ns));
+    envelope.interrupted = interrupted;
+    envelope.warnings = warnings;
     MeshReport {
-        schema_version: MESH_SCHEMA_VERSION,
-        tool: format!("sockbench {}", env!("CARGO_PKG_VERSION")),
-        command,
-        settings,
-        hosts,
-        tests,
-        figures,
-        failed,
-        interrupted,
-        warnings,
+        envelope,
+        body: MeshBody {
+            settings,
+            hosts,
+            tests,
+            figures,
+            failed,
+        },
     }
 }
 
@@ -554,113 +599,139 @@ pub(crate) fn row_label(hosts: &[Host], labels: &[String], i: usize) -> String {
 /// matrices (rows: source, columns: destination) with their spread, worst pairs and
 /// merged round trips, then what failed and the warnings. Host names, addresses and
 /// reasons pass [`crate::text::terminal`]: they are other machines' words.
-pub fn table(r: &MeshReport) -> String {
-    let labels = labels(&r.hosts);
-    let mut out = String::new();
-    legend(&mut out, r, &labels);
-    let index = index(&r.tests, r.hosts.len());
-    if r.figures.is_empty() {
-        out.push_str("no test gave a figure\n");
+pub fn grids(r: &MeshReport, view: &crate::report::View) -> Vec<Grid> {
+    let units = view.units;
+    let labels = labels(&r.body.hosts);
+    let index = index(&r.body.tests, r.body.hosts.len());
+    let mut out = vec![Grid {
+        title: Some(format!(
+            "mesh of {} hosts, {} tests ({} failed); rows: source, columns: destination",
+            r.body.hosts.len(),
+            r.body.tests.len(),
+            r.body.failed
+        )),
+        headers: hosts_header(view.wide),
+        align: vec![Align::Left; hosts_header(view.wide).len()],
+        rows: (r.body.hosts.iter().enumerate())
+            .map(|(i, h)| host_row(&labels, i, h, view.wide))
+            .collect(),
+        notes: Vec::new(),
+    }];
+    if r.body.figures.is_empty() {
+        out[0].notes.push("no test gave a figure".into());
     }
-    for s in &r.figures {
-        matrix_table(&mut out, s, &index, &r.hosts, &labels);
+    for s in &r.body.figures {
+        if let Some(g) = matrix_grid(s, &index, &r.body.hosts, &labels, units) {
+            out.push(g);
+        }
     }
-    failures(&mut out, r, &labels);
-    if r.interrupted {
-        out.push_str("\ninterrupted: the figures cover what ran before Ctrl-C\n");
+    if let Some(g) = failures(r, &labels) {
+        out.push(g);
     }
-    if !r.warnings.is_empty() {
-        out.push('\n');
+    let last = out.last_mut().expect("the hosts");
+    if r.envelope.interrupted {
+        last.notes
+            .push("interrupted: the figures cover what ran before Ctrl-C".into());
     }
-    for w in &r.warnings {
-        let _ = writeln!(out, "warning: {}", shown(w));
-    }
+    last.notes
+        .extend(r.envelope.warnings.iter().map(|w| format!("warning: {w}")));
     out
 }
 
-/// The hosts, one a line: `h0 = name (address)`.
-fn legend(out: &mut String, r: &MeshReport, labels: &[String]) {
-    let _ = writeln!(
-        out,
-        "mesh of {} hosts, {} tests ({} failed); rows: source, columns: destination",
-        r.hosts.len(),
-        r.tests.len(),
-        r.failed
-    );
-    for (i, h) in r.hosts.iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "  {} = {} ({})",
-            label(labels, i),
-            shown(&h.name),
-            shown(&h.address)
-        );
+/// The hosts legend's columns: with --wide (and on the page), what each agent said of
+/// itself too.
+fn hosts_header(wide: bool) -> Vec<String> {
+    let mut h = vec!["host", "name", "address"];
+    if wide {
+        h.extend(["kernel", "route device", "MTU", "status"]);
     }
+    h.into_iter().map(String::from).collect()
 }
 
-/// One figure's matrix with its spread, worst pairs and merged round trips.
-fn matrix_table(
-    out: &mut String,
+/// A host's row of the legend (see [`hosts_header`]).
+fn host_row(labels: &[String], i: usize, h: &Host, wide: bool) -> Vec<String> {
+    let mut row = vec![label(labels, i), h.name.clone(), h.address.clone()];
+    if wide {
+        let meta = h.meta.as_ref();
+        row.extend([
+            meta.map_or_else(String::new, |m| m.kernel.clone()),
+            meta.and_then(|m| m.route_device.clone())
+                .unwrap_or_default(),
+            meta.and_then(|m| m.mtu)
+                .map_or_else(String::new, |m| m.to_string()),
+            h.error.clone().unwrap_or_else(|| "ok".into()),
+        ]);
+    }
+    row
+}
+
+/// One figure's matrix (a row per source), with its spread, worst pairs and merged round
+/// trips under it; beyond [`TABLE_MATRIX_MAX`] hosts those alone.
+fn matrix_grid(
     s: &FigureSummary,
     index: &Index<'_>,
     hosts: &[Host],
     labels: &[String],
-) {
-    let Some(fig) = Figure::from_key(&s.figure) else {
-        return;
+    units: crate::report::Units,
+) -> Option<Grid> {
+    let fig = Figure::from_key(&s.figure)?;
+    let mut notes = String::new();
+    summary_lines(&mut notes, fig, s, labels, units);
+    let mut g = Grid {
+        title: Some(format!("{}: {}", s.test, fig.title())),
+        notes: notes.lines().map(String::from).collect(),
+        ..Grid::default()
     };
-    let _ = writeln!(out, "\n{}: {}", s.test, fig.title());
     if s.matrix.len() > TABLE_MATRIX_MAX {
-        let _ = writeln!(
-            out,
-            "({0} x {0} matrix: in --format json and --format openmetrics)",
-            s.matrix.len()
+        g.notes.insert(
+            0,
+            format!(
+                "({0} x {0} matrix: in --format json and --format openmetrics)",
+                s.matrix.len()
+            ),
         );
-    } else {
-        print_matrix(out, fig, s, index, hosts, labels);
+        return Some(g);
     }
-    summary_lines(out, fig, s, labels);
+    g.headers = std::iter::once("from \\ to".to_string())
+        .chain((0..s.matrix.len()).map(|d| label(labels, d)))
+        .collect();
+    g.align = std::iter::once(Align::Left)
+        .chain((0..s.matrix.len()).map(|_| Align::Right))
+        .collect();
+    g.rows = (s.matrix.iter().enumerate())
+        .map(|(src, row)| {
+            let cells = (row.iter().enumerate()).map(|(dst, v)| {
+                cell(
+                    fig,
+                    *v,
+                    index.get(&(s.test.as_str(), src, dst)),
+                    src == dst,
+                    units,
+                )
+            });
+            std::iter::once(row_label(hosts, labels, src))
+                .chain(cells)
+                .collect()
+        })
+        .collect();
+    Some(g)
 }
 
 /// Hosts up to which the table prints each matrix (a wider one would not fit a
 /// terminal); beyond, the spread and worst pairs stand for it.
 pub const TABLE_MATRIX_MAX: usize = 16;
 
-/// The matrix itself, a row per source.
-fn print_matrix(
+/// Under a matrix: the spread across pairs, the worst pairs, and (under a test's p50
+/// only: the same for p99) its merged round trips.
+pub(crate) fn summary_lines(
     out: &mut String,
     fig: Figure,
     s: &FigureSummary,
-    index: &Index<'_>,
-    hosts: &[Host],
     labels: &[String],
+    units: crate::report::Units,
 ) {
-    let mut t = comfy_table::Table::new();
-    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
-        .set_content_arrangement(comfy_table::ContentArrangement::Disabled);
-    let header = std::iter::once("from \\ to".to_string())
-        .chain((0..s.matrix.len()).map(|d| label(labels, d)));
-    t.set_header(header);
-    for (src, row) in s.matrix.iter().enumerate() {
-        let cells = row
-            .iter()
-            .enumerate()
-            .map(|(dst, v)| cell(fig, *v, index.get(&(s.test.as_str(), src, dst)), src == dst));
-        t.add_row(std::iter::once(row_label(hosts, labels, src)).chain(cells));
-    }
-    for i in 1..=s.matrix.len() {
-        if let Some(c) = t.column_mut(i) {
-            c.set_cell_alignment(comfy_table::CellAlignment::Right);
-        }
-    }
-    let _ = writeln!(out, "{t}");
-}
-
-/// Under a matrix: the spread across pairs, the worst pairs, and (under a test's p50
-/// only: the same for p99) its merged round trips.
-pub(crate) fn summary_lines(out: &mut String, fig: Figure, s: &FigureSummary, labels: &[String]) {
     if let Some(sp) = &s.spread {
-        let f = |v: f64| fig.format(v);
+        let f = |v: f64| fig.shown(v, units);
         let worst: Vec<String> = s
             .worst
             .iter()
@@ -704,47 +775,53 @@ pub(crate) fn cell(
     v: Option<f64>,
     outcome: Option<&&Outcome>,
     diagonal: bool,
+    units: crate::report::Units,
 ) -> String {
     match (v, outcome) {
         _ if diagonal => "-".into(),
-        (Some(v), _) => fig.format(v),
+        (Some(v), _) => fig.shown(v, units),
         (None, Some(Outcome::Failed { .. })) => "failed".into(),
         (None, Some(Outcome::Measured(_))) => "n/a".into(),
         (None, None) => ".".into(),
     }
 }
 
-/// The failed tests and the hosts that could not take part.
-fn failures(out: &mut String, r: &MeshReport, labels: &[String]) {
-    let bad_hosts: Vec<(usize, &str)> = r
-        .hosts
-        .iter()
-        .enumerate()
-        .filter_map(|(i, h)| h.error.as_deref().map(|e| (i, e)))
+/// The failed tests and the hosts that could not take part, if any.
+fn failures(r: &MeshReport, labels: &[String]) -> Option<Grid> {
+    let mut rows: Vec<Vec<String>> = (r.body.tests.iter())
+        .filter_map(|t| match &t.outcome {
+            Outcome::Failed { reason } => Some(vec![
+                format!(
+                    "{} -> {}",
+                    label(labels, t.source),
+                    label(labels, t.destination)
+                ),
+                t.test.clone(),
+                reason.clone(),
+            ]),
+            Outcome::Measured(_) => None,
+        })
         .collect();
-    if r.failed == 0 && bad_hosts.is_empty() {
-        return;
-    }
-    out.push_str("\nFailed\n");
-    for t in &r.tests {
-        if let Outcome::Failed { reason } = &t.outcome {
-            let (a, b) = (label(labels, t.source), label(labels, t.destination));
-            let _ = writeln!(out, "  {a} -> {b} {}: {}", shown(&t.test), shown(reason));
+    for (i, h) in r.body.hosts.iter().enumerate() {
+        if let Some(e) = &h.error {
+            rows.push(vec![
+                format!("host {}", label(labels, i)),
+                h.name.clone(),
+                e.clone(),
+            ]);
         }
     }
-    for (i, e) in bad_hosts {
-        let name = r.hosts.get(i).map_or("", |h| h.name.as_str());
-        let _ = writeln!(
-            out,
-            "  host {} ({}): {}",
-            label(labels, i),
-            shown(name),
-            shown(e)
-        );
-    }
+    (!rows.is_empty()).then(|| Grid {
+        title: Some("Failed".into()),
+        headers: ["what", "test or host", "why"].map(String::from).to_vec(),
+        align: vec![Align::Left; 3],
+        rows,
+        notes: Vec::new(),
+    })
 }
 
-/// The report in the OpenMetrics 1.0 text format, ending in `# EOF`.
+/// The report as OpenMetrics families (the exposition is written by
+/// [`crate::report::openmetrics::exposition`], ending in `# EOF`).
 ///
 /// One gauge per figure of each measured pair test, labelled `source` and
 /// `destination` (host names) and `test`: `sockbench_mesh_bytes_per_second` (bytes,
@@ -758,90 +835,211 @@ fn failures(out: &mut String, r: &MeshReport, labels: &[String]) {
 /// `# UNIT` where it has a unit, `# HELP`, then its samples), as in
 /// [`crate::report::openmetrics`], whose naming, escaping and number format this
 /// follows.
-pub fn openmetrics(r: &MeshReport) -> String {
-    let mut out = String::new();
-    family(
-        &mut out,
-        "sockbench_build_info",
-        None,
-        "The sockbench that wrote these figures.",
-    );
-    let version = [("version", env!("CARGO_PKG_VERSION").to_string())];
-    sample(&mut out, "sockbench_build_info", &version, "1");
-    let tests: Vec<(&PairTest, [(&str, String); 3])> = r
+pub fn families(r: &MeshReport) -> Vec<Family> {
+    let tests: Vec<(&PairTest, Vec<(&'static str, String)>)> = r
+        .body
         .tests
         .iter()
-        .filter_map(|t| Some((t, pair_labels(r, t)?)))
+        .filter_map(|t| Some((t, pair_labels(r, t)?.to_vec())))
         .collect();
+    let mut out = Vec::new();
     for fig in Figure::ALL {
         let m = fig.metric();
-        let samples: Vec<(&[(&str, String)], String)> = tests
+        let mut f = Family::new(m.name, Type::Gauge, m.unit, m.help);
+        for (t, l) in tests
             .iter()
             .filter(|(t, _)| Figure::of_test(&t.test).contains(&fig))
-            .filter_map(|(t, l)| {
-                let v = canonical(fig.value(measured(&t.outcome)?)? * m.scale)?;
-                Some((l.as_slice(), v))
-            })
-            .collect();
-        if samples.is_empty() {
-            continue;
+        {
+            if let Some(v) = measured(&t.outcome).and_then(|x| fig.value(x)) {
+                f.push(l.clone(), Value::Float(v * m.scale));
+            }
         }
-        family(&mut out, m.name, m.unit, m.help);
-        for (l, v) in samples {
-            sample(&mut out, m.name, l, &v);
-        }
+        out.push(f);
     }
-    if !tests.is_empty() {
-        let name = "sockbench_mesh_test_failed";
-        family(
-            &mut out,
-            name,
-            None,
-            "1 if the test of this pair failed (its figures are then absent; the JSON report says why).",
-        );
-        for (t, l) in &tests {
-            let failed = matches!(t.outcome, Outcome::Failed { .. });
-            sample(&mut out, name, l, if failed { "1" } else { "0" });
-        }
+    let mut failed = Family::new(
+        "sockbench_mesh_test_failed",
+        Type::Gauge,
+        None,
+        "1 if the test of this pair failed (its figures are then absent; the JSON report says why).",
+    );
+    for (t, l) in &tests {
+        let is = matches!(t.outcome, Outcome::Failed { .. });
+        failed.push(l.clone(), Value::Int(u64::from(is)));
     }
-    out.push_str("# EOF\n");
+    out.push(failed);
     out
 }
 
 /// A pair test's labels; `None` if it names a host that does not exist.
 fn pair_labels(r: &MeshReport, t: &PairTest) -> Option<[(&'static str, String); 3]> {
     Some([
-        ("source", r.hosts.get(t.source)?.name.clone()),
-        ("destination", r.hosts.get(t.destination)?.name.clone()),
+        ("source", r.body.hosts.get(t.source)?.name.clone()),
+        ("destination", r.body.hosts.get(t.destination)?.name.clone()),
         ("test", t.test.clone()),
     ])
 }
 
-/// `# TYPE` (always gauge), `# UNIT` (if any) and `# HELP` lines of a family.
-fn family(out: &mut String, name: &str, unit: Option<&str>, help: &str) {
-    let _ = writeln!(out, "# TYPE {name} gauge");
-    if let Some(u) = unit {
-        let _ = writeln!(out, "# UNIT {name} {u}");
+impl Rendered for MeshReport {
+    fn head(&self) -> Head<'_> {
+        Head::of(Kind::Mesh, &self.envelope)
     }
-    let _ = writeln!(out, "# HELP {name} {}", escape(help));
+
+    fn json(&self) -> serde_json::Result<Vec<u8>> {
+        output::pretty(&self.document())
+    }
+
+    fn tables(&self, view: &crate::report::View) -> Vec<Grid> {
+        grids(self, view)
+    }
+
+    fn charts(&self) -> Vec<crate::report::chart::Chart> {
+        super::heat::charts(self, crate::report::Units::Bits)
+    }
+
+    fn findings(&self) -> Vec<output::Finding> {
+        let labels = labels(&self.body.hosts);
+        let failed = (self.body.tests.iter()).filter_map(|t| match &t.outcome {
+            Outcome::Failed { reason } => Some(output::Finding {
+                severity: output::Severity::Failure,
+                about: format!(
+                    "{} → {} {}",
+                    label(&labels, t.source),
+                    label(&labels, t.destination),
+                    t.test
+                ),
+                text: format!(": {reason}"),
+            }),
+            Outcome::Measured(_) => None,
+        });
+        let hosts = (self.body.hosts.iter().enumerate()).filter_map(|(i, h)| {
+            Some(output::Finding {
+                severity: output::Severity::Failure,
+                about: format!("host {} ({})", label(&labels, i), h.name),
+                text: format!(": {}", h.error.as_ref()?),
+            })
+        });
+        failed.chain(hosts).collect()
+    }
+
+    fn setting(&self) -> Vec<(String, String)> {
+        use crate::measure::units::{format_bytes, format_seconds};
+        let s = &self.body.settings;
+        let mut rows = vec![("pairs".to_string(), s.pairs.clone())];
+        if let Some(seed) = s.seed {
+            rows.push(("seed".into(), seed.to_string()));
+        }
+        rows.push((
+            "schedule".into(),
+            if s.concurrent {
+                "--concurrent: every pair at once (stress)".to_string()
+            } else {
+                format!("{} rounds, no host in two tests at once", s.rounds)
+            },
+        ));
+        rows.push(("tests".into(), s.tests.join(", ")));
+        rows.push(("duration".into(), format_seconds(s.duration_s)));
+        rows.push((
+            "warm-up".into(),
+            if s.warmup_s > 0.0 {
+                format_seconds(s.warmup_s)
+            } else {
+                "none".into()
+            },
+        ));
+        rows.push((
+            "parallel streams (tcp-stream)".into(),
+            s.parallel.to_string(),
+        ));
+        rows.push((
+            "message size".into(),
+            s.size.map_or("each test's default".into(), format_bytes),
+        ));
+        if s.ended_unix_ns > s.started_unix_ns {
+            rows.push((
+                "took".into(),
+                format_seconds((s.ended_unix_ns - s.started_unix_ns) as f64 / 1e9),
+            ));
+        }
+        rows
+    }
+
+    fn records(&self) -> output::Records {
+        let rows: Vec<serde_json::Value> = (self.body.tests.iter())
+            .map(|t| {
+                let name = |i: usize| self.body.hosts.get(i).map(|h| h.name.clone());
+                let mut v = serde_json::to_value(t).unwrap_or_default();
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("source_name".into(), name(t.source).into());
+                    o.insert("destination_name".into(), name(t.destination).into());
+                }
+                v
+            })
+            .collect();
+        output::records_of(&rows, &serde_json::Value::Null)
+    }
+
+    fn metrics(&self) -> Vec<Family> {
+        families(self)
+    }
+
+    fn count(&self) -> String {
+        output::counted(self.body.tests.len(), "test")
+    }
+
+    fn nothing_to_chart(&self) -> Option<String> {
+        self.body
+            .figures
+            .is_empty()
+            .then(|| "No test gave a figure.".to_string())
+    }
 }
 
-/// One sample line; `value` as written (see [`canonical`]).
-fn sample(out: &mut String, name: &str, labels: &[(&str, String)], value: &str) {
-    out.push_str(name);
-    if !labels.is_empty() {
-        let l: Vec<String> = labels
-            .iter()
-            .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
-            .collect();
-        let _ = write!(out, "{{{}}}", l.join(","));
+impl MeshBody {
+    /// `compare`'s rows: each test of each ordered pair of named hosts, judged by the
+    /// test's first figure (throughput for the streams, the round trip's median for the
+    /// pingpongs). Pairs are matched by the hosts' names, not their addresses.
+    pub fn rows(&self) -> Vec<crate::report::rows::Row> {
+        (self.tests.iter())
+            .filter_map(|t| {
+                let (from, to) = (self.hosts.get(t.source)?, self.hosts.get(t.destination)?);
+                let figure = *Figure::of_test(&t.test).first()?;
+                let headline = figure.headline()?;
+                let (values, error) = match &t.outcome {
+                    Outcome::Measured(f) => (figure.value(f).into_iter().collect(), None),
+                    Outcome::Failed { reason } => (Vec::new(), Some(reason.clone())),
+                };
+                let label = format!("mesh {} {} -> {}", t.test, from.name, to.name);
+                Some(crate::report::rows::Row {
+                    key: label.clone(),
+                    label,
+                    headline,
+                    values,
+                    error,
+                })
+            })
+            .collect()
     }
-    let _ = writeln!(out, " {value}");
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// The terminal table of `r`, as `--format table` prints it.
+    pub(crate) fn table(r: &MeshReport) -> String {
+        let bytes = crate::report::exporter(crate::cli::Format::Table, Default::default())
+            .serialize(r)
+            .unwrap();
+        String::from_utf8(bytes).unwrap()
+    }
+
+    /// The OpenMetrics exposition of `r`.
+    pub(crate) fn openmetrics(r: &MeshReport) -> String {
+        let bytes = crate::report::exporter(crate::cli::Format::Openmetrics, Default::default())
+            .serialize(r)
+            .unwrap();
+        String::from_utf8(bytes).unwrap()
+    }
 
     pub(crate) fn host(name: &str, address: &str, error: Option<&str>) -> Host {
         Host {
@@ -957,10 +1155,11 @@ pub(crate) mod tests {
     }
 
     fn figure<'a>(r: &'a MeshReport, test: &str, figure: &str) -> &'a FigureSummary {
-        r.figures
+        r.body
+            .figures
             .iter()
             .find(|f| f.test == test && f.figure == figure)
-            .unwrap_or_else(|| panic!("no {test} {figure} in {:?}", r.figures))
+            .unwrap_or_else(|| panic!("no {test} {figure} in {:?}", r.body.figures))
     }
 
     fn worst(f: &FigureSummary) -> Vec<(usize, usize, f64)> {
@@ -973,12 +1172,13 @@ pub(crate) mod tests {
     #[test]
     fn the_report_counts_failures_and_keeps_every_test() {
         let r = sample(false);
-        assert_eq!(r.schema_version, MESH_SCHEMA_VERSION);
-        assert_eq!(r.tool, format!("sockbench {}", env!("CARGO_PKG_VERSION")));
-        assert_eq!(r.failed, 2);
-        assert_eq!(r.tests.len(), 9);
-        assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+        assert_eq!(r.envelope.schema_version, crate::report::SCHEMA_VERSION);
+        assert_eq!(r.envelope.tool.version, env!("CARGO_PKG_VERSION"));
+        assert_eq!(r.body.failed, 2);
+        assert_eq!(r.body.tests.len(), 9);
+        assert!(r.envelope.warnings.is_empty(), "{:?}", r.envelope.warnings);
         let names: Vec<(&str, &str)> = r
+            .body
             .figures
             .iter()
             .map(|f| (f.test.as_str(), f.figure.as_str()))
@@ -1095,8 +1295,8 @@ pub(crate) mod tests {
     #[test]
     fn the_table_shows_cells_spread_failures_and_the_concurrent_warning() {
         let t = table(&sample(true));
+        assert_eq!(row(&t, "h2"), ["h2", "ga\"mma", "10.0.0.3:5201"]);
         for want in [
-            "  h2 = ga\"mma (10.0.0.3:5201)",
             "tcp-stream: throughput",
             "9.41 Gbit/s",
             "failed",
@@ -1104,11 +1304,26 @@ pub(crate) mod tests {
             "across 2 pairs: min 20.0 µs,",
             "all pairs' 20 round trips merged (bucket upper bounds): p50 25.0 µs, p90 50.0 µs, p99 80.0 µs",
             "across 2 pairs: min 0.00%, p10 0.00%, p50 0.00%, p90 1.00%, max 1.00%; worst: h1→h0 1.00%, h0→h1 0.00%",
-            "\nFailed\n  h2 -> h0 tcp-stream: the agent timed out\n  h0 -> h2 udp-pingpong: refused: wrong key\n",
-            "  host h3 (delta.example.org): unreachable: connection refused\n",
+            "\nFailed\n",
         ] {
             assert!(t.contains(want), "no {want:?} in\n{t}");
         }
+        assert_eq!(
+            row(&t, "h2 -> h0"),
+            ["h2 -> h0", "tcp-stream", "the agent timed out"]
+        );
+        assert_eq!(
+            row(&t, "h0 -> h2"),
+            ["h0 -> h2", "udp-pingpong", "refused: wrong key"]
+        );
+        assert_eq!(
+            row(&t, "host h3"),
+            [
+                "host h3",
+                "delta.example.org",
+                "unreachable: connection refused"
+            ]
+        );
         assert!(t.ends_with(&format!("warning: {CONCURRENT}\n")), "{t}");
         assert!(!table(&sample(false)).contains("--concurrent"));
         // The first matrix (tcp-stream): the failed pair, the diagonal, and the pairs
@@ -1143,14 +1358,14 @@ pub(crate) mod tests {
     #[test]
     fn short_distinct_names_label_the_columns() {
         let mut r = sample(false);
-        r.hosts[2].name = "gamma".into();
-        r.hosts[3].name = "delta".into();
+        r.body.hosts[2].name = "gamma".into();
+        r.body.hosts[3].name = "delta".into();
         let t = table(&r);
-        assert!(t.contains("  gamma = gamma (10.0.0.3:5201)"), "{t}");
+        assert_eq!(row(&t, "gamma"), ["gamma", "gamma", "10.0.0.3:5201"]);
         assert!(t.contains("worst: alpha→gamma 5.00 Gbit/s"), "{t}");
-        assert!(
-            t.contains("  gamma -> alpha tcp-stream: the agent timed out"),
-            "{t}"
+        assert_eq!(
+            row(&t, "gamma -> alpha"),
+            ["gamma -> alpha", "tcp-stream", "the agent timed out"]
         );
     }
 
@@ -1221,8 +1436,12 @@ pub(crate) mod tests {
             pair(0, 1, "tcp-stream", stream(4.0)),
         ];
         let r = build(Vec::new(), Settings::default(), hosts, tests, true);
-        assert_eq!(r.warnings.len(), 3, "{:?}", r.warnings);
-        assert!(r.warnings[0].contains("no such host"), "{:?}", r.warnings);
+        assert_eq!(r.envelope.warnings.len(), 3, "{:?}", r.envelope.warnings);
+        assert!(
+            r.envelope.warnings[0].contains("no such host"),
+            "{:?}",
+            r.envelope.warnings
+        );
         let f = figure(&r, "tcp-stream", "bits_per_second");
         assert_eq!(f.matrix, vec![vec![None, Some(4.0)], vec![None, None]]);
         assert!(table(&r).contains("interrupted"));
@@ -1240,7 +1459,7 @@ pub(crate) mod tests {
             Vec::new(),
             false,
         );
-        assert!(r.figures.is_empty());
+        assert!(r.body.figures.is_empty());
         assert!(table(&r).contains("no test gave a figure"));
         let om = openmetrics(&r);
         assert!(om.ends_with("# EOF\n"));
@@ -1297,6 +1516,7 @@ pub(crate) mod tests {
         ];
         let r = build(vec![], Settings::default(), hosts, tests, false);
         let m = r
+            .body
             .figures
             .iter()
             .find_map(|f| f.merged.as_ref())

@@ -1,19 +1,20 @@
 //! The measuring commands (`stream`, `pingpong`, `rate`, `connect`): check the flags into
 //! a plan, run it scenario by scenario (exports rewritten after each), print the report,
-//! and turn the outcome into the exit status.
+//! and say how it ended.
 
-use std::io::{IsTerminal, Write};
-use std::process::ExitCode;
-
-use super::{broken_pipe, empty_report, print_error_document, FAILED, INTERRUPTED, USAGE};
-use crate::cli::{Args, Format};
-use crate::error::PlanError;
+use super::{broken_pipe, empty_report};
+use crate::cli::{Args, Command};
+use crate::error::{CommandResult, Outcome, PlanError};
 use crate::plan::Plan;
-use crate::report::{exporter, ExportManager, Report};
+use crate::report::{ExportManager, Kind, Report};
 use crate::runner::Runner;
+use std::io::IsTerminal;
 
 /// Plan a measuring command and run it.
-pub fn run(args: &Args, argv: Vec<String>) -> ExitCode {
+///
+/// # Errors
+/// As [`execute`].
+pub fn run(args: &Args, argv: Vec<String>) -> CommandResult {
     catch_interrupts();
     execute(Plan::from_args(args), args, argv)
 }
@@ -29,23 +30,20 @@ pub fn catch_interrupts() {
 
 /// Run a checked plan (or report why it could not be made) and print the report (Ctrl-C
 /// caught already, see [`catch_interrupts`]).
-pub fn execute(plan: Result<Plan, PlanError>, args: &Args, argv: Vec<String>) -> ExitCode {
-    let plan = match plan {
-        Ok(p) => p,
-        Err(e) => {
-            let code = match e {
-                PlanError::Unavailable(_) => FAILED,
-                _ => USAGE,
-            };
-            if args.output.format == Format::Json {
-                print_error_document(&argv, &e.to_string());
-            }
-            eprintln!("sockbench: error: {e}");
-            return ExitCode::from(code);
-        }
-    };
+///
+/// # Errors
+/// The plan's error: a usage error, or a system that cannot do what was asked.
+pub fn execute(plan: Result<Plan, PlanError>, args: &Args, argv: Vec<String>) -> CommandResult {
+    let plan = plan?;
     let exports = ExportManager::new(plan.output.exports.clone(), plan.output.view);
-    let mut report = empty_report(argv);
+    let kind = match &args.command {
+        Some(Command::Stream(_)) => Kind::Stream,
+        Some(Command::Pingpong(_)) => Kind::Pingpong,
+        Some(Command::Rate(_)) => Kind::Rate,
+        Some(Command::Connect(_)) => Kind::Connect,
+        _ => Kind::Suite,
+    };
+    let mut report = empty_report(kind, argv);
     report.skipped = plan.skipped.clone();
     report.warnings = plan.notes.clone();
     report.layout = plan.layout;
@@ -53,6 +51,7 @@ pub fn execute(plan: Result<Plan, PlanError>, args: &Args, argv: Vec<String>) ->
         report.error = Some(format!("{e:#}"));
     }
     report.rankings = crate::report::rankings::of(&report.results, report.layout);
+    report.ended_at = Some(crate::report::document::now());
     let failed = report.results.iter().filter(|r| r.error.is_some()).count();
     if report.error.is_none() && failed > 0 {
         report.error = Some(format!(
@@ -64,25 +63,17 @@ pub fn execute(plan: Result<Plan, PlanError>, args: &Args, argv: Vec<String>) ->
     // A Ctrl-C after the last scenario (while an export waited for a FIFO's reader)
     // interrupted the command too.
     report.interrupted |= crate::interrupt::requested();
-    let mut status = if report.interrupted {
-        INTERRUPTED
-    } else if report.error.is_some() || !exports.failures().is_empty() {
-        FAILED
-    } else {
-        0
-    };
+    let mut failed = report.error.is_some() || !exports.failures().is_empty();
     if let Err(e) = print(&plan, &exports, &report) {
         if !broken_pipe(&e) {
             eprintln!("sockbench: error: cannot print the report: {e:#}");
-            if status == 0 {
-                status = FAILED;
-            }
+            failed = true;
         }
     }
     // A table on the terminal already names each failed scenario's error under it: say
     // it once. Anywhere else (a file, a pipe, JSON) stderr is where a person sees it.
-    let errors_shown = matches!(plan.output.format, Format::Table | Format::Markdown)
-        && std::io::stdout().is_terminal();
+    let errors_shown =
+        crate::report::names_errors(plan.output.format) && std::io::stdout().is_terminal();
     if !errors_shown {
         for r in report.results.iter().filter(|r| r.error.is_some()) {
             eprintln!(
@@ -98,19 +89,9 @@ pub fn execute(plan: Result<Plan, PlanError>, args: &Args, argv: Vec<String>) ->
     for f in exports.failures() {
         eprintln!("sockbench: error: not written: {f}");
     }
-    ExitCode::from(status)
+    Ok(Outcome::of(report.interrupted, failed))
 }
 
 fn print(plan: &Plan, exports: &ExportManager, report: &Report) -> anyhow::Result<()> {
-    let mut stdout = std::io::stdout().lock();
-    let view = plan.output.view;
-    stdout.write_all(&exporter(plan.output.format, view).serialize(report)?)?;
-    for f in exports.stdout_formats() {
-        if f == plan.output.format {
-            continue; // already printed: one document, not two
-        }
-        stdout.write_all(&exporter(f, view).serialize(report)?)?;
-    }
-    stdout.flush()?;
-    Ok(())
+    super::print_document(report, plan.output.format, plan.output.view, exports)
 }

@@ -1,8 +1,10 @@
-//! `sockbench compare BASE.json NEW.json [...]`: match scenarios across saved reports and
-//! say, per scenario, whether the new run is faster, slower, or not significantly different.
+//! `sockbench compare BASE.json NEW.json [...]`: match the rows of saved documents of one
+//! kind and say, per row, whether the new run is faster, slower, or not significantly
+//! different.
 //!
 //! # Matching
-//! A scenario's identity is what it measured: its workload, transport, engine and message
+//! Documents of the measuring commands and the suite match by scenario. A scenario's
+//! identity is what it measured: its workload, transport, engine and message
 //! size, the options that shape the traffic (requested `sndbuf`/`rcvbuf`, `parallel`,
 //! `nodelay`, `cpus`, the async `runtime`, `send`/`recv` methods, the target `rate`
 //! (`--rate`; unpaced is a value of its own), connect's `open`) and the report's placement
@@ -15,6 +17,11 @@
 //! of them. A scenario that occurs several times in one file matches the same occurrence
 //! in the other (first with first). Each NEW file is compared with BASE on its own; a
 //! scenario only in one of them is listed as `only in BASE` / `only in NEW`.
+//!
+//! Every other kind matches by the rows its body names ([`crate::report::rows::Row`]:
+//! relay methods, load runs, models, swarms, mesh pairs, serve and listen summaries), each
+//! with its headline figure and, with `--runs`, every run's. Documents of two kinds are
+//! refused.
 //!
 //! # The figure, the ratio and the test
 //! The headline figure per run: `runs[].bits_per_second` for stream, `messages_per_second`
@@ -52,43 +59,40 @@
 //! run) on either side is `failed`.
 //!
 //! # Exit status
-//! 0; 1 when `--fail-if-slower PCT` finds a scenario significantly slower by more than PCT
+//! 0; 1 when `--fail-if-slower PCT` finds a row significantly slower by more than PCT
 //! percent (slower percent: 100 (1 - ratio) for rates, 100 (ratio - 1) for latency), or a
-//! scenario that ran in BASE failed in NEW or is missing from it (each named on stderr),
-//! or when a file cannot be read or is not a report (as `report`), or an export cannot be
+//! row that ran in BASE failed in NEW or is missing from it (each named on stderr), or
+//! when a file cannot be read or is not a document (as `report`), or an export cannot be
 //! written; 2 for bad usage: PCT negative or not a number, alpha outside (0, 1), `-`
-//! (stdin) or another NEW file given twice, or a format compare does not write
-//! (openmetrics).
+//! (stdin) or another NEW file given twice.
 //!
 //! # Output
-//! `--format table` (default), `markdown`, `html` (one self-contained page with a chart of
-//! the ratios and their intervals), `csv` (one row per comparison) and `json`, a versioned
-//! document (`"document": "sockbench-compare"`, `schema_version` [`SCHEMA_VERSION`]); the
-//! same go to `--export-json/--export-csv/--export-markdown/--export-html PATH`. The JSON
-//! document's schema is schema/compare.schema.json.
+//! The comparison is a document of kind `compare` (schema/document.schema.json), in every
+//! format: a table (default), Markdown, HTML (a chart of the ratios and their intervals),
+//! CSV (one row per comparison), JSON and OpenMetrics (each ratio a gauge), on stdout and
+//! through `--export-FORMAT PATH`.
 
 mod render;
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::path::PathBuf;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use super::{broken_pipe, FAILED, USAGE};
-use crate::cli::{CompareArgs, Format, OutputArgs};
+use crate::cli::CompareArgs;
+use crate::error::{CommandResult, Error, Outcome};
 use crate::measure::stats;
 use crate::measure::units::{format_bytes, format_per_second};
 use crate::measure::verdict;
 #[cfg(test)]
 use crate::measure::verdict::within_equivalence;
 pub use crate::measure::verdict::{TestKind, Verdict, EQUIVALENCE};
-use crate::report::{PlacementInfo, Report, ScenarioResult, Tool};
+use crate::report::output::{self, Head, Rendered};
+use crate::report::rows::Row;
+use crate::report::{
+    Body, Document, Envelope, Headline, Kind, PlacementInfo, Report, ScenarioResult, Written,
+};
 use crate::text::terminal as shown;
 use crate::workload::WorkloadKind;
-
-/// Version of the compare document's shape.
-pub const SCHEMA_VERSION: u32 = 2;
 
 /// Options `--ignore-option` can leave out of a scenario's identity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -129,7 +133,7 @@ impl IdentityOption {
 }
 
 /// One side of a comparison: the scenario as one file has it.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Side {
     /// The scenario's label in this file.
     pub scenario: String,
@@ -146,24 +150,28 @@ pub struct Side {
 }
 
 /// One matched scenario.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Comparison {
     /// The NEW file this row compares with BASE.
     pub new_file: String,
-    /// The scenario, as BASE labels it; then, in brackets, how the options
+    /// The scenario (or row), as BASE labels it; then, in brackets, how the options
     /// `--ignore-option` left out differ in NEW (`[sndbuf default → 4 KiB]`).
     pub scenario: String,
-    /// The workload.
-    pub workload: WorkloadKind,
-    /// The transport.
-    pub transport: crate::transport::TransportKind,
-    /// The engine (BASE's).
-    pub engine: crate::engine::EngineKind,
-    /// Message size.
-    pub size_bytes: u64,
+    /// The kind of the documents compared.
+    pub kind: Kind,
+    /// The workload (the measuring commands' scenarios; null for other kinds' rows).
+    pub workload: Option<WorkloadKind>,
+    /// The transport (the measuring commands' scenarios).
+    pub transport: Option<crate::transport::TransportKind>,
+    /// The engine, BASE's (the measuring commands' scenarios).
+    pub engine: Option<crate::engine::EngineKind>,
+    /// Message size (the measuring commands' scenarios).
+    pub size_bytes: Option<u64>,
     /// The headline figure and its unit: `bits_per_second`, `messages_per_second` or
     /// `round_trip_p50_ns`.
-    pub figure: &'static str,
+    pub figure: String,
+    /// What the figure counts: `throughput`, `rate` or `latency`.
+    pub quantity: crate::measure::headline::Quantity,
     /// Whether a higher figure is better (false for latency).
     pub higher_is_better: bool,
     /// BASE.
@@ -199,34 +207,30 @@ pub struct Comparison {
 }
 
 /// A scenario only one file of a pair has.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Unmatched {
     /// The NEW file of the pair.
     pub new_file: String,
-    /// The scenario's label.
+    /// The scenario's (or row's) label.
     pub scenario: String,
-    /// The workload.
-    pub workload: WorkloadKind,
-    /// The transport.
-    pub transport: crate::transport::TransportKind,
-    /// The engine.
-    pub engine: crate::engine::EngineKind,
-    /// Message size.
-    pub size_bytes: u64,
+    /// The workload (the measuring commands' scenarios; null for other kinds' rows).
+    pub workload: Option<WorkloadKind>,
+    /// The transport (the measuring commands' scenarios).
+    pub transport: Option<crate::transport::TransportKind>,
+    /// The engine (the measuring commands' scenarios).
+    pub engine: Option<crate::engine::EngineKind>,
+    /// Message size (the measuring commands' scenarios).
+    pub size_bytes: Option<u64>,
     /// True if this fails `--fail-if-slower`: a scenario BASE ran (with a figure) and the
     /// NEW file lacks. Always false in `only_in_new`.
     pub gate_failed: bool,
 }
 
-/// The compare document: what every format shows.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
-pub struct Document {
-    /// Always `sockbench-compare`.
-    pub document: &'static str,
-    /// Version of this shape ([`SCHEMA_VERSION`]).
-    pub schema_version: u32,
-    /// The tool that wrote it.
-    pub tool: Tool,
+/// What compare found: the body of its document (kind `compare`). Its warnings (failed
+/// or interrupted runs, how to read the table) and its error (a file it could not read)
+/// are the envelope's.
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CompareBody {
     /// The BASE file as given.
     pub base: String,
     /// The NEW files as given.
@@ -246,54 +250,89 @@ pub struct Document {
     /// True if a comparison or a scenario only in BASE failed that gate (the exit status
     /// is then 1).
     pub failed_gate: bool,
-    /// What else to know: failed or interrupted runs, how to read the table.
-    pub notes: Vec<String>,
-    /// Why compare failed before comparing (a file it could not read); null otherwise.
-    pub error: Option<String>,
 }
 
-/// The formats compare writes.
-const FORMATS: &str = "table, json, csv, markdown or html";
+impl Default for CompareBody {
+    /// Nothing compared, at compare's default significance level.
+    fn default() -> CompareBody {
+        CompareBody {
+            base: String::new(),
+            new: Vec::new(),
+            alpha: DEFAULT_ALPHA,
+            ignored_options: Vec::new(),
+            comparisons: Vec::new(),
+            only_in_base: Vec::new(),
+            only_in_new: Vec::new(),
+            fail_if_slower_percent: None,
+            failed_gate: false,
+        }
+    }
+}
+
+/// compare's default significance level (`--alpha`).
+pub const DEFAULT_ALPHA: f64 = 0.05;
+
+/// compare's document as it is made: what every format shows.
+#[derive(Clone, Debug)]
+pub struct CompareReport {
+    /// What every document says of itself.
+    pub envelope: Envelope,
+    /// What compare found.
+    pub body: CompareBody,
+}
+
+impl<'de> Deserialize<'de> for CompareReport {
+    /// A compare document read back (any other kind is refused, named).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<CompareReport, D::Error> {
+        let (envelope, body) = crate::report::Document::read_as(d, Kind::Compare, |b| match b {
+            Body::Compare(body) => Some(*body),
+            _ => None,
+        })?;
+        Ok(CompareReport { envelope, body })
+    }
+}
+
+impl CompareReport {
+    /// The document to write.
+    pub fn document(&self) -> Written<'_, CompareBody> {
+        Written {
+            envelope: &self.envelope,
+            kind: Kind::Compare,
+            body: &self.body,
+        }
+    }
+}
 
 /// Compare saved reports. What the files say (and their names) reaches stderr through
 /// [`crate::text::terminal`], as it reaches the tables.
-pub fn run(c: &CompareArgs, output: &OutputArgs) -> ExitCode {
-    if let Err(e) = check_usage(c, output) {
-        print_error(c, output, &e);
-        eprintln!("sockbench: error: {e}");
-        return ExitCode::from(USAGE);
-    }
-    let mut reports = Vec::with_capacity(c.files.len());
-    for path in &c.files {
-        match super::report::load(path) {
-            Ok(r) => reports.push(r),
-            Err(e) => {
-                let message = format!("{e:#}");
-                print_error(c, output, &message);
-                eprintln!("sockbench: error: {}", shown(&message));
-                return ExitCode::from(FAILED);
-            }
+///
+/// # Errors
+/// A usage error, or a file that cannot be read as a document, or documents of two
+/// kinds.
+pub fn run(c: &CompareArgs, argv: Vec<String>) -> CommandResult {
+    let output = &c.output;
+    check_usage(c).map_err(Error::usage)?;
+    let docs = (c.files.iter())
+        .map(|path| super::report::load_document(path))
+        .collect::<anyhow::Result<Vec<Document>>>()
+        .and_then(|docs| one_kind(&docs, &c.files).map(|()| docs))
+        .map_err(|e| Error::failed(format!("{e:#}")))?;
+    check_kind(c, &docs).map_err(Error::usage)?;
+    let mut doc = match docs.first().map(|d| d.body.rows().is_none()) {
+        Some(true) => {
+            let reports: Vec<Report> = (docs.into_iter())
+                .filter_map(|d| Report::try_from(d).ok())
+                .collect();
+            compare(c, &reports, argv)
         }
-    }
-    let doc = compare(c, &reports);
-    let mut status = 0;
-    let view = output.view();
-    for (format, path) in output.report_exports() {
-        if let Err(e) = write_to(&doc, format, view, &path) {
-            if !broken_pipe(&e) {
-                eprintln!("sockbench: error: not written: {}: {e:#}", path.display());
-                status = FAILED;
-            }
-        }
-    }
-    if let Err(e) = write_to(&doc, output.format, view, Path::new("-")) {
-        if !broken_pipe(&e) {
-            eprintln!("sockbench: error: cannot print the comparison: {e:#}");
-            status = FAILED;
-        }
-    }
-    let pct = render::format_percent(doc.fail_if_slower_percent.unwrap_or(0.0));
-    for row in doc.comparisons.iter().filter(|r| r.gate_failed) {
+        _ => compare_rows(c, &docs, argv),
+    };
+    doc.envelope.end();
+    let exports = super::exports(output)?;
+    exports.finish(&doc);
+    let written = super::emit(&doc, output, &exports);
+    let pct = render::format_percent(doc.body.fail_if_slower_percent.unwrap_or(0.0));
+    for row in doc.body.comparisons.iter().filter(|r| r.gate_failed) {
         if row.verdict == Verdict::Failed {
             eprintln!(
                 "sockbench: {} failed in {} ({}): it ran in BASE, so --fail-if-slower {pct} fails",
@@ -312,7 +351,7 @@ pub fn run(c: &CompareArgs, output: &OutputArgs) -> ExitCode {
             render::test_name(row.test),
         );
     }
-    for u in doc.only_in_base.iter().filter(|u| u.gate_failed) {
+    for u in doc.body.only_in_base.iter().filter(|u| u.gate_failed) {
         eprintln!(
             "sockbench: {} is missing from {}: it ran in BASE, so --fail-if-slower {pct} fails \
              (if it was renamed or its options changed on purpose, see --ignore-option)",
@@ -320,38 +359,118 @@ pub fn run(c: &CompareArgs, output: &OutputArgs) -> ExitCode {
             shown(&u.new_file),
         );
     }
-    if doc.failed_gate {
-        status = FAILED;
-    }
-    ExitCode::from(status)
+    Ok(Outcome::ok_if(written && !doc.body.failed_gate))
 }
 
-/// Under `--format json`, a failure before comparing is a compare document too, with the
-/// error in it.
-fn print_error(c: &CompareArgs, output: &OutputArgs, message: &str) {
-    if output.format == Format::Json {
-        let mut doc = empty_document(c);
-        doc.error = Some(message.to_string());
-        let _ = super::write_document(&doc, Path::new("-"));
+impl Rendered for CompareReport {
+    fn head(&self) -> Head<'_> {
+        Head::of(Kind::Compare, &self.envelope)
+    }
+
+    fn json(&self) -> serde_json::Result<Vec<u8>> {
+        output::pretty(&self.document())
+    }
+
+    fn tables(&self, view: &crate::report::View) -> Vec<crate::report::grid::Grid> {
+        render::grids(self, *view)
+    }
+
+    fn charts(&self) -> Vec<crate::report::chart::Chart> {
+        render::charts(self)
+    }
+
+    fn records(&self) -> output::Records {
+        render::records(self)
+    }
+
+    fn metrics(&self) -> Vec<crate::report::openmetrics::Family> {
+        let rows: Vec<_> = (self.body.comparisons.iter())
+            .map(|c| {
+                let labels = vec![
+                    ("new_file", c.new_file.clone()),
+                    ("scenario", c.scenario.clone()),
+                ];
+                let figures = serde_json::json!({
+                    "ratio": c.ratio,
+                    "ratio_ci_low": c.ratio_ci_low,
+                    "ratio_ci_high": c.ratio_ci_high,
+                    "p_value": c.p_value,
+                    "slower_percent": c.slower_percent,
+                    "gate_failed": u8::from(c.gate_failed),
+                });
+                (labels, figures)
+            })
+            .collect();
+        output::gauges(Kind::Compare, "A comparison", &rows)
+    }
+
+    fn count(&self) -> String {
+        output::counted(self.body.comparisons.len(), "comparison")
+    }
+
+    fn nothing_to_chart(&self) -> Option<String> {
+        (self.body.comparisons.iter())
+            .all(|c| c.ratio.is_none())
+            .then(|| "No row has a ratio, so there is nothing to chart.".to_string())
+    }
+
+    fn setting(&self) -> Vec<(String, String)> {
+        vec![
+            ("BASE".to_string(), self.body.base.clone()),
+            ("NEW".to_string(), self.body.new.join(", ")),
+            ("alpha".to_string(), self.body.alpha.to_string()),
+        ]
+    }
+
+    fn title(&self) -> String {
+        "sockbench compare report".into()
     }
 }
 
-/// Print compare's JSON document for a usage error clap found before compare could read
-/// its arguments (`compare a.json --format json`): no files, the default alpha, the error.
-pub fn print_usage_error_document(message: &str) {
-    let c = CompareArgs {
-        files: Vec::new(),
-        fail_if_slower: None,
-        alpha: 0.05,
-        ignore_option: Vec::new(),
+/// Documents compare can set side by side: the measuring commands' (stream, pingpong,
+/// rate, connect and the suite, matched scenario by scenario), or else all of one kind.
+///
+/// # Errors
+/// Two files of different kinds, named.
+fn one_kind(docs: &[Document], files: &[PathBuf]) -> anyhow::Result<()> {
+    let family = |d: &Document| match d.body.rows() {
+        None => "stream, pingpong, rate, connect or suite".to_string(),
+        Some(_) => d.body.kind().to_string(),
     };
-    let mut doc = empty_document(&c);
-    doc.error = Some(message.to_string());
-    let _ = super::write_document(&doc, Path::new("-"));
+    let Some(first) = docs.first() else {
+        return Ok(());
+    };
+    for (d, f) in docs.iter().zip(files).skip(1) {
+        if family(d) != family(first) {
+            anyhow::bail!(
+                "{} is a {} document and {} a {} document: compare sets documents of one kind \
+                 side by side",
+                files[0].display(),
+                first.body.kind(),
+                f.display(),
+                d.body.kind()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Refuse `--ignore-option` where rows are not matched by options. (Documents without
+/// figures, listen's and compare's, still open: they have no row, and the comparison
+/// says so.)
+fn check_kind(c: &CompareArgs, docs: &[Document]) -> Result<(), String> {
+    match docs.first() {
+        Some(first) if first.body.rows().is_some() && !c.ignore_option.is_empty() => Err(format!(
+            "--ignore-option matches the scenarios of stream, pingpong, rate, connect and suite \
+             documents; {} rows are matched by what they measure: leave it out",
+            first.body.kind()
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Refuse what compare cannot do before reading anything.
-fn check_usage(c: &CompareArgs, output: &OutputArgs) -> Result<(), String> {
+fn check_usage(c: &CompareArgs) -> Result<(), String> {
     if let Some(p) = c.fail_if_slower {
         if !p.is_finite() || p < 0.0 {
             return Err(format!(
@@ -377,84 +496,41 @@ fn check_usage(c: &CompareArgs, output: &OutputArgs) -> Result<(), String> {
             ));
         }
     }
-    if output.format == Format::Openmetrics {
-        return Err(format!(
-            "compare does not write openmetrics (it holds a run's figures, not a comparison): \
-             use --format {FORMATS}"
-        ));
-    }
-    if output.export_openmetrics.is_some() {
-        return Err(format!(
-            "compare does not write openmetrics: use --export-json, --export-csv, \
-             --export-markdown or --export-html (formats {FORMATS})"
-        ));
-    }
-    Ok(())
-}
-
-/// Serialize `doc` as `format` to `path` (`-`: stdout).
-fn write_to(
-    doc: &Document,
-    format: Format,
-    view: crate::report::View,
-    path: &Path,
-) -> anyhow::Result<()> {
-    let bytes = match format {
-        Format::Json => {
-            let mut b = serde_json::to_vec_pretty(doc)?;
-            b.push(b'\n');
-            b
-        }
-        Format::Table => render::table(doc, view).into_bytes(),
-        Format::Markdown => render::markdown(doc, view).into_bytes(),
-        Format::Html => render::html(doc, view).into_bytes(),
-        Format::Csv => render::csv(doc)?,
-        Format::Openmetrics => anyhow::bail!("compare does not write openmetrics"),
-    };
-    if path.as_os_str() == "-" {
-        let mut out = std::io::stdout().lock();
-        out.write_all(&bytes)?;
-        out.flush()?;
-    } else {
-        std::fs::write(path, bytes)?;
-    }
     Ok(())
 }
 
 /// A document with nothing compared yet.
-fn empty_document(c: &CompareArgs) -> Document {
+fn empty_document(c: &CompareArgs, argv: Vec<String>) -> CompareReport {
     let name = |p: &PathBuf| p.display().to_string();
-    Document {
-        document: "sockbench-compare",
-        schema_version: SCHEMA_VERSION,
-        tool: Tool {
-            name: "sockbench".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
+    CompareReport {
+        envelope: Envelope::starting(argv),
+        body: CompareBody {
+            base: c.files.first().map(name).unwrap_or_default(),
+            new: c.files.iter().skip(1).map(name).collect(),
+            alpha: c.alpha,
+            ignored_options: c.ignore_option.iter().map(|o| o.name()).collect(),
+            fail_if_slower_percent: c.fail_if_slower,
+            ..CompareBody::default()
         },
-        base: c.files.first().map(name).unwrap_or_default(),
-        new: c.files.iter().skip(1).map(name).collect(),
-        alpha: c.alpha,
-        ignored_options: c.ignore_option.iter().map(|o| o.name()).collect(),
-        comparisons: Vec::new(),
-        only_in_base: Vec::new(),
-        only_in_new: Vec::new(),
-        fail_if_slower_percent: c.fail_if_slower,
-        failed_gate: false,
-        notes: Vec::new(),
-        error: None,
     }
 }
 
 /// Compare `reports[0]` (BASE) with each of the others, named as in `c.files`.
-pub fn compare(c: &CompareArgs, reports: &[Report]) -> Document {
-    let mut doc = empty_document(c);
+pub fn compare(c: &CompareArgs, reports: &[Report], argv: Vec<String>) -> CompareReport {
+    let mut doc = empty_document(c, argv);
     let Some((base, news)) = reports.split_first() else {
         return doc;
     };
-    let base_name = doc.base.clone();
-    doc.notes.extend(run_notes(&base_name, base));
-    for (new, new_name) in news.iter().zip(doc.new.clone()) {
-        doc.notes.extend(run_notes(&new_name, new));
+    let base_name = doc.body.base.clone();
+    doc.envelope.warnings.extend(run_notes(
+        &base_name,
+        (base.error.as_deref(), base.interrupted),
+    ));
+    for (new, new_name) in news.iter().zip(doc.body.new.clone()) {
+        doc.envelope.warnings.extend(run_notes(
+            &new_name,
+            (new.error.as_deref(), new.interrupted),
+        ));
         let pairs = match_scenarios(base, new, &c.ignore_option);
         for &(b, n) in &pairs.matched {
             let (b, n) = (&base.results[b], &new.results[n]);
@@ -464,29 +540,135 @@ pub fn compare(c: &CompareArgs, reports: &[Report]) -> Document {
             if !changed.is_empty() {
                 row.scenario = format!("{} [{}]", row.scenario, changed.join(", "));
             }
-            doc.comparisons.push(row);
+            doc.body.comparisons.push(row);
         }
         let unmatched = |r: &ScenarioResult, gate_failed: bool| Unmatched {
             new_file: new_name.clone(),
             scenario: label(r),
-            workload: r.workload,
-            transport: r.transport,
-            engine: r.engine,
-            size_bytes: r.size_bytes,
+            workload: Some(r.workload),
+            transport: Some(r.transport),
+            engine: Some(r.engine),
+            size_bytes: Some(r.size_bytes),
             gate_failed,
         };
-        doc.only_in_base.extend(pairs.only_base.iter().map(|&i| {
-            let r = &base.results[i];
-            unmatched(r, c.fail_if_slower.is_some() && side(r).error.is_none())
-        }));
-        doc.only_in_new
+        doc.body
+            .only_in_base
+            .extend(pairs.only_base.iter().map(|&i| {
+                let r = &base.results[i];
+                unmatched(r, c.fail_if_slower.is_some() && side(r).error.is_none())
+            }));
+        doc.body
+            .only_in_new
             .extend((pairs.only_new.iter()).map(|&i| unmatched(&new.results[i], false)));
-        doc.notes
+        doc.envelope
+            .warnings
             .extend(near_misses(base, new, &pairs, &c.ignore_option, &new_name));
     }
-    doc.failed_gate = doc.comparisons.iter().any(|r| r.gate_failed)
-        || doc.only_in_base.iter().any(|u| u.gate_failed);
+    doc.body.failed_gate = doc.body.comparisons.iter().any(|r| r.gate_failed)
+        || doc.body.only_in_base.iter().any(|u| u.gate_failed);
     doc
+}
+
+/// Compare documents of one kind that is not the measuring commands' (relay, swarm,
+/// load, serve, models, mesh): each body's rows matched by what they measured
+/// ([`crate::report::rows::Row::key`]), in BASE's order.
+pub fn compare_rows(c: &CompareArgs, docs: &[Document], argv: Vec<String>) -> CompareReport {
+    let mut doc = empty_document(c, argv);
+    let Some((base, news)) = docs.split_first() else {
+        return doc;
+    };
+    let kind = base.body.kind();
+    let notes = |name: &str, d: &Document| {
+        run_notes(name, (d.envelope.error.as_deref(), d.envelope.interrupted))
+    };
+    let base_name = doc.body.base.clone();
+    doc.envelope.warnings.extend(notes(&base_name, base));
+    let base_rows = base.body.rows().unwrap_or_default();
+    let keys = |rows: &[Row]| -> Vec<String> { rows.iter().map(|r| r.key.clone()).collect() };
+    for (new, new_name) in news.iter().zip(doc.body.new.clone()) {
+        doc.envelope.warnings.extend(notes(&new_name, new));
+        let new_rows = new.body.rows().unwrap_or_default();
+        let pairs = match_keys(&keys(&base_rows), &keys(&new_rows));
+        for &(b, n) in &pairs.matched {
+            let (b, n) = (&base_rows[b], &new_rows[n]);
+            let mut row = judged(
+                kind,
+                b.headline,
+                row_side(b),
+                row_side(n),
+                &new_name,
+                c.alpha,
+                c.fail_if_slower,
+            );
+            if !takes_runs(kind) {
+                row.note = row.note.map(|n| one_run_note(kind, &n));
+            }
+            doc.body.comparisons.push(row);
+        }
+        let unmatched = |r: &Row, gate_failed: bool| Unmatched {
+            new_file: new_name.clone(),
+            scenario: r.label.clone(),
+            workload: None,
+            transport: None,
+            engine: None,
+            size_bytes: None,
+            gate_failed,
+        };
+        doc.body
+            .only_in_base
+            .extend(pairs.only_base.iter().map(|&i| {
+                let r = &base_rows[i];
+                unmatched(r, c.fail_if_slower.is_some() && row_side(r).error.is_none())
+            }));
+        doc.body
+            .only_in_new
+            .extend((pairs.only_new.iter()).map(|&i| unmatched(&new_rows[i], false)));
+    }
+    if base_rows.is_empty() {
+        doc.envelope.warnings.push(format!(
+            "{base_name}: a {kind} document holds no figure compare can test"
+        ));
+    }
+    doc.body.failed_gate = doc.body.comparisons.iter().any(|r| r.gate_failed)
+        || doc.body.only_in_base.iter().any(|u| u.gate_failed);
+    doc
+}
+
+/// Whether the command that writes `kind` documents takes `--runs`.
+fn takes_runs(kind: Kind) -> bool {
+    !matches!(kind, Kind::Serve | Kind::Mesh)
+}
+
+/// A verdict's note for a kind whose command measures one run: advice to give `--runs`
+/// becomes what can be done instead.
+fn one_run_note(kind: Kind, note: &str) -> String {
+    match note.find("measure both with") {
+        Some(at) => format!(
+            "{}{kind} measures one run (it takes no --runs): the ratio is one observation \
+             of each, not a verdict",
+            &note[..at]
+        ),
+        None => note.to_string(),
+    }
+}
+
+/// One side of a row: its figures, or why it has none.
+fn row_side(r: &Row) -> Side {
+    let error = match (&r.error, r.values.is_empty()) {
+        (Some(e), _) => Some(e.clone()),
+        (None, true) => Some("no run finished".to_string()),
+        (None, false) => r.headline.implausible(&r.values),
+    };
+    Side {
+        scenario: r.label.clone(),
+        runs: r.values.len(),
+        median: stats::median(&r.values),
+        mean: (!r.values.is_empty())
+            .then(|| r.values.iter().sum::<f64>() / r.values.len() as f64)
+            .filter(|m| m.is_finite()),
+        values: r.values.clone(),
+        error,
+    }
 }
 
 /// Options that alone keep unmatched scenarios apart (an old report without `open`, a
@@ -526,14 +708,15 @@ fn near_misses(
 }
 
 /// What to say about a whole run: it failed, or was interrupted.
-fn run_notes(name: &str, r: &Report) -> Vec<String> {
+fn run_notes(name: &str, envelope: (Option<&str>, bool)) -> Vec<String> {
+    let (error, interrupted) = envelope;
     let mut notes = Vec::new();
-    if let Some(e) = &r.error {
+    if let Some(e) = error {
         notes.push(format!("{name}: the run failed: {e}"));
     }
-    if r.interrupted {
+    if interrupted {
         notes.push(format!(
-            "{name}: the run was interrupted: it holds only the scenarios that finished"
+            "{name}: the run was interrupted: it holds only what finished"
         ));
     }
     notes
@@ -555,6 +738,11 @@ fn match_scenarios(base: &Report, new: &Report, ignore: &[IdentityOption]) -> Pa
     let key_n: Vec<String> = (new.results.iter())
         .map(|r| identity(r, &new.placement, ignore))
         .collect();
+    match_keys(&key_b, &key_n)
+}
+
+/// Pair equal keys, first with first; the rest are in one file only.
+fn match_keys(key_b: &[String], key_n: &[String]) -> Pairs {
     let mut used = vec![false; key_n.len()];
     let mut pairs = Pairs {
         matched: Vec::new(),
@@ -697,35 +885,13 @@ fn label(r: &ScenarioResult) -> String {
     s
 }
 
-/// The headline figure of a workload: its name (with unit) and whether higher is better
-/// (the one the rankings rank, too: [`crate::report::headline`]).
-pub fn figure(workload: WorkloadKind) -> (&'static str, bool) {
-    crate::report::headline(workload)
-}
-
-/// The most a run's headline figure of `workload` may be: beyond it the file holds no
-/// measurement (an edited or forged one), and comparing it would be comparing nothing.
-fn plausible_most(workload: WorkloadKind) -> f64 {
-    use crate::measure::units::plausible;
-    match workload {
-        WorkloadKind::Stream => plausible::BITS_PER_SECOND,
-        WorkloadKind::Rate | WorkloadKind::Connect => plausible::PER_SECOND,
-        WorkloadKind::Pingpong => plausible::LATENCY_NS,
-    }
-}
-
 /// One side of a comparison.
 fn side(r: &ScenarioResult) -> Side {
     let values = r.headline_runs();
-    let most = plausible_most(r.workload);
-    let wild = values.iter().find(|&&v| !(0.0..=most).contains(&v));
-    let error = match (&r.error, values.is_empty(), wild) {
-        (Some(e), _, _) => Some(e.clone()),
-        (None, true, _) => Some("no run finished".to_string()),
-        (None, false, Some(v)) => Some(format!(
-            "a run's figure is out of range ({v:e}, beyond {most:e}): not a measurement"
-        )),
-        (None, false, None) => None,
+    let error = match (&r.error, values.is_empty()) {
+        (Some(e), _) => Some(e.clone()),
+        (None, true) => Some("no run finished".to_string()),
+        (None, false) => r.headline().implausible(&values),
     };
     Side {
         scenario: label(r),
@@ -739,7 +905,8 @@ fn side(r: &ScenarioResult) -> Side {
     }
 }
 
-/// Compare one matched pair.
+/// Compare one matched scenario of the measuring commands: its headline figure per
+/// run in BASE against NEW.
 pub fn compare_one(
     b: &ScenarioResult,
     n: &ScenarioResult,
@@ -747,8 +914,35 @@ pub fn compare_one(
     alpha: f64,
     fail_if_slower: Option<f64>,
 ) -> Comparison {
-    let (figure, higher_is_better) = figure(b.workload);
-    let (base, new) = (side(b), side(n));
+    let kind = Kind::of_workload(b.workload);
+    let mut row = judged(
+        kind,
+        b.headline(),
+        side(b),
+        side(n),
+        new_file,
+        alpha,
+        fail_if_slower,
+    );
+    row.workload = Some(b.workload);
+    row.transport = Some(b.transport);
+    row.engine = Some(b.engine);
+    row.size_bytes = Some(b.size_bytes);
+    row
+}
+
+/// Judge BASE's runs against NEW's: the ratio of their medians, the test, its interval
+/// and the verdict, and whether the row fails `--fail-if-slower`.
+fn judged(
+    kind: Kind,
+    headline: Headline,
+    base: Side,
+    new: Side,
+    new_file: &str,
+    alpha: f64,
+    fail_if_slower: Option<f64>,
+) -> Comparison {
+    let higher_is_better = headline.higher_is_better;
     let scenario = base.scenario.clone();
     let ratio = match (base.median, new.median) {
         (Some(b), Some(n)) if b != 0.0 => Some(n / b).filter(|r| r.is_finite()),
@@ -757,11 +951,13 @@ pub fn compare_one(
     let mut row = Comparison {
         new_file: new_file.to_string(),
         scenario,
-        workload: b.workload,
-        transport: b.transport,
-        engine: b.engine,
-        size_bytes: b.size_bytes,
-        figure,
+        kind,
+        workload: None,
+        transport: None,
+        engine: None,
+        size_bytes: None,
+        figure: headline.name.to_string(),
+        quantity: headline.quantity,
         higher_is_better,
         ratio,
         ratio_ci_low: None,

@@ -11,21 +11,23 @@ use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use socket2::{Domain, SockAddr, Socket, Type};
 
-use super::FAILED;
 use crate::cli::{Format, ListenArgs};
-use crate::measure::units::{
-    format_bits_per_second, format_bytes, parse_duration, parse_size, utc_micros,
-};
+use crate::error::{CommandResult, Error, Outcome};
+use crate::measure::units::{format_bytes, parse_size, utc_micros};
 use crate::placement::threads::RunDir;
+use crate::report::grid::Grid;
+use crate::report::openmetrics::Family;
+use crate::report::output::{self, Head, Records, Rendered};
+use crate::report::{Envelope, Kind, View, Written};
 use crate::transport::TransportKind;
 
 /// The transports `listen` takes.
@@ -58,34 +60,29 @@ struct Setup {
     duration: Option<Duration>,
     verbose: u8,
     json: bool,
-}
-
-fn usage(msg: impl std::fmt::Display) -> ExitCode {
-    super::usage_error(msg)
+    /// The log goes to stderr (stdout holds the summary in another format).
+    log_to_stderr: bool,
 }
 
 /// Check the flags.
 fn setup(args: &ListenArgs, format: Format) -> Result<Setup, String> {
     let names: Vec<&str> = TRANSPORTS.iter().map(|t| t.name()).collect();
+    let asked = args.transports.transport.as_deref().unwrap_or("tcp");
     let transport = TRANSPORTS
         .into_iter()
-        .find(|t| t.name() == args.transport.trim())
+        .find(|t| t.name() == asked.trim())
         .ok_or_else(|| {
             format!(
                 "listen cannot use transport '{}': use one of {}",
-                args.transport,
+                asked,
                 names.join(", ")
             )
         })?;
-    let json = match format {
-        Format::Table => false,
-        Format::Json => true,
-        other => {
-            return Err(format!(
-                "listen logs events as text (the default) or --format json, not {other:?}"
-            ))
-        }
-    };
+    // The log is JSON Lines under --format json, else text: on stdout under the table,
+    // on stderr under a format of a whole document (the summary then holds stdout).
+    let stream = crate::report::log_stream(format);
+    let json = stream == crate::report::LogStream::JsonLines;
+    let log_to_stderr = stream == crate::report::LogStream::Stderr;
     let read_size = parse_size(&args.read_size).map_err(|e| format!("--read-size: {e}"))?;
     if read_size == 0 || read_size > MAX_READ {
         return Err(format!(
@@ -106,11 +103,7 @@ fn setup(args: &ListenArgs, format: Format) -> Result<Setup, String> {
             Some(n as usize)
         }
     };
-    let duration = args
-        .duration
-        .as_deref()
-        .map(|d| parse_duration(d).map_err(|e| format!("--duration: {e}")))
-        .transpose()?;
+    let duration = args.duration.parsed()?;
     let (addr, path) = if transport.is_ip() {
         if args.path.is_some() {
             return Err(format!(
@@ -160,28 +153,77 @@ fn setup(args: &ListenArgs, format: Format) -> Result<Setup, String> {
         duration,
         verbose: args.verbose,
         json,
+        log_to_stderr,
     })
 }
 
+/// What `listen` saw: the body of its end-of-run summary, a document (kind `listen`)
+/// like every command's; under `--format json` it is the log's last line, with
+/// `"event": "summary"`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ListenBody {
+    /// The transport it listened on.
+    pub transport: String,
+    /// Where it listened (the address, or the socket file).
+    pub address: String,
+    /// One entry per peer (a connection, or a datagram sender), by id.
+    pub connections: Vec<PeerSummary>,
+}
+
+/// One peer's counts at the end.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PeerSummary {
+    /// Its number in the log (`#1` is the first).
+    pub id: u64,
+    /// Who it was (address, or its own name for an unnamed Unix peer).
+    pub peer: String,
+    /// Bytes read from it.
+    pub bytes: u64,
+    /// Reads that returned data.
+    pub reads: u64,
+    /// From accept (or its first datagram) to close (or the end).
+    pub duration_seconds: f64,
+    /// `bytes` over `duration_seconds`, in bits per second (0 for no time).
+    pub bits_per_second: f64,
+}
+
 /// Run `sockbench listen`.
-pub fn run(args: &ListenArgs, output: &crate::cli::OutputArgs) -> ExitCode {
-    if !output.report_exports().is_empty() {
-        return usage("listen writes its log to stdout as it goes (--format json for JSON Lines); --export-* do not apply");
-    }
+///
+/// # Errors
+/// A usage error, or a socket that cannot be opened.
+pub fn run(args: &ListenArgs, argv: Vec<String>) -> CommandResult {
+    let output = &args.output;
     let setup = match setup(args, output.format) {
         Ok(s) => s,
-        Err(e) => return usage(e),
+        Err(e) => return Err(Error::usage(e)),
     };
-    if let Err(e) = crate::interrupt::install() {
-        eprintln!("sockbench: error: cannot handle Ctrl-C: {e}");
-        return ExitCode::from(FAILED);
-    }
-    match serve(&setup) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("sockbench: error: {e:#}");
-            ExitCode::from(FAILED)
+    let exports = super::exports(output)?;
+    crate::interrupt::install().map_err(|e| Error::failed(format!("cannot handle Ctrl-C: {e}")))?;
+    match serve(&setup, Envelope::starting(argv)) {
+        Ok((report, mut log)) => {
+            if setup.json {
+                // The last line of the JSON log: the summary document, as one event.
+                summary_event(&mut log, &report);
+                exports.finish(&report);
+                let mut ok = true;
+                let view = exports.view();
+                let printed = super::print_stdout_exports(&report, Format::Json, view, &exports);
+                if let Err(e) = printed.as_ref() {
+                    if !super::broken_pipe(e) {
+                        eprintln!("sockbench: error: cannot print: {e:#}");
+                        ok = false;
+                    }
+                }
+                for f in &exports.failures() {
+                    eprintln!("sockbench: error: not written: {f}");
+                    ok = false;
+                }
+                return Ok(Outcome::ok_if(ok));
+            }
+            exports.finish(&report);
+            Ok(Outcome::ok_if(super::emit(&report, output, &exports)))
         }
+        Err(e) => Err(Error::failed(format!("{e:#}"))),
     }
 }
 
@@ -255,12 +297,13 @@ impl Peer {
     }
 }
 
-/// Writes the log: one line per event, text or JSON, to stdout.
+/// Writes the log: one line per event, text or JSON, to stdout (or stderr, when stdout
+/// holds the summary in a format of its own).
 struct Log {
     started: Instant,
     json: bool,
     verbose: u8,
-    out: io::Stdout,
+    to_stderr: bool,
 }
 
 impl Log {
@@ -282,9 +325,14 @@ impl Log {
         } else {
             format!("{wall} {mono:12.6} {text}")
         };
-        let mut out = self.out.lock();
-        let _ = writeln!(out, "{line}");
-        let _ = out.flush();
+        if self.to_stderr {
+            let mut err = io::stderr().lock();
+            let _ = writeln!(err, "{line}");
+        } else {
+            let mut out = io::stdout().lock();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
     }
 
     /// A read: its size, and from -v 2 its bytes escaped (from -v 3 also in hex).
@@ -292,7 +340,10 @@ impl Log {
         if self.verbose < 1 {
             return;
         }
-        let mut text = format!("#{id} read {}", plural(data.len() as u64, "byte"));
+        let mut text = format!(
+            "#{id} read {}",
+            crate::report::output::counted(data.len(), "byte")
+        );
         let mut fields = json!({"event": "read", "id": id, "bytes": data.len()});
         if let Some(f) = from {
             text.push_str(&format!(" from {f}"));
@@ -443,7 +494,7 @@ struct State<'a> {
     buf: Vec<u8>,
 }
 
-fn serve(setup: &Setup) -> anyhow::Result<()> {
+fn serve(setup: &Setup, mut envelope: Envelope) -> anyhow::Result<(ListenReport, Log)> {
     let bound = bind(setup)?;
     let mut poll = Poll::new().context("cannot create an epoll instance")?;
     let fd = bound.socket.as_raw_fd();
@@ -455,7 +506,7 @@ fn serve(setup: &Setup) -> anyhow::Result<()> {
             started: Instant::now(),
             json: setup.json,
             verbose: setup.verbose,
-            out: io::stdout(),
+            to_stderr: setup.log_to_stderr,
         },
         peers: Vec::new(),
         conns: HashMap::new(),
@@ -526,9 +577,23 @@ fn serve(setup: &Setup) -> anyhow::Result<()> {
     let live: Vec<Peer> = st.conns.drain().map(|(_, c)| c.peer).collect();
     st.peers.extend(live);
     st.peers.sort_by_key(|p| p.id);
-    summary(&mut st.log, &st.peers, now);
+    envelope.end();
+    let body = ListenBody {
+        transport: setup.transport.to_string(),
+        address: bound.shown.clone(),
+        connections: (st.peers.iter())
+            .map(|p| PeerSummary {
+                id: p.id as u64,
+                peer: p.from.clone(),
+                bytes: p.bytes,
+                reads: p.reads,
+                duration_seconds: p.duration(now).as_secs_f64(),
+                bits_per_second: p.bits_per_second(now),
+            })
+            .collect(),
+    };
     drop(bound);
-    Ok(())
+    Ok((ListenReport { envelope, body }, st.log))
 }
 
 impl State<'_> {
@@ -666,8 +731,8 @@ impl State<'_> {
                     End::Reset => "reset by the peer".to_string(),
                     End::Error(e) => format!("error: {e}"),
                 },
-                plural(p.bytes, "byte"),
-                plural(p.reads, "read"),
+                crate::report::output::counted(p.bytes as usize, "byte"),
+                crate::report::output::counted(p.reads as usize, "read"),
                 p.duration(Instant::now()).as_secs_f64()
             ),
             json!({
@@ -739,15 +804,6 @@ impl State<'_> {
     }
 }
 
-/// "1 byte", "2 bytes".
-fn plural(n: u64, what: &str) -> String {
-    if n == 1 {
-        format!("1 {what}")
-    } else {
-        format!("{n} {what}s")
-    }
-}
-
 /// The peer as the log shows it. A Unix client names its own socket (any bytes it
 /// likes), so its path is escaped ([`crate::text::terminal`]) before it reaches a line.
 fn peer_name(a: &SockAddr) -> String {
@@ -758,54 +814,134 @@ fn peer_name(a: &SockAddr) -> String {
     }
 }
 
-/// The summary: one line (or object) per peer.
-fn summary(log: &mut Log, peers: &[Peer], now: Instant) {
-    let rows: Vec<serde_json::Value> = peers
-        .iter()
-        .map(|p| {
-            json!({
-                "id": p.id,
-                "peer": p.from,
-                "bytes": p.bytes,
-                "reads": p.reads,
-                "duration_seconds": p.duration(now).as_secs_f64(),
-                "bits_per_second": p.bits_per_second(now),
-            })
-        })
-        .collect();
-    if log.json {
-        log.event(0, "", json!({"event": "summary", "connections": rows}));
-        return;
-    }
-    let mut t = comfy_table::Table::new();
-    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
-        .set_header(["id", "peer", "bytes", "reads", "duration", "throughput"]);
-    for i in 2..6 {
-        if let Some(c) = t.column_mut(i) {
-            c.set_cell_alignment(comfy_table::CellAlignment::Right);
+/// The summary line of a JSON log: the document, marked as the summary event.
+#[derive(Serialize)]
+struct SummaryEvent<'a> {
+    event: &'static str,
+    #[serde(flatten)]
+    document: Written<'a, ListenBody>,
+}
+
+/// `listen`'s summary as it is made: the envelope and what it saw.
+#[derive(Clone, Debug)]
+pub struct ListenReport {
+    /// What every document says of itself.
+    pub envelope: Envelope,
+    /// What it saw.
+    pub body: ListenBody,
+}
+
+impl ListenReport {
+    /// The document to write.
+    pub fn document(&self) -> Written<'_, ListenBody> {
+        Written {
+            envelope: &self.envelope,
+            kind: Kind::Listen,
+            body: &self.body,
         }
     }
-    for p in peers {
-        t.add_row([
-            format!("#{}", p.id),
-            p.from.clone(),
-            p.bytes.to_string(),
-            p.reads.to_string(),
-            format!("{:.3} s", p.duration(now).as_secs_f64()),
-            format_bits_per_second(p.bits_per_second(now)),
-        ]);
+}
+
+/// The JSON log's last line: the summary document as the `summary` event.
+fn summary_event(log: &mut Log, report: &ListenReport) {
+    let event = SummaryEvent {
+        event: "summary",
+        document: report.document(),
+    };
+    log.event(0, "", serde_json::to_value(&event).unwrap_or_default());
+}
+
+impl Rendered for ListenReport {
+    fn head(&self) -> Head<'_> {
+        Head::of(Kind::Listen, &self.envelope)
     }
-    let mut out = log.out.lock();
-    let _ = writeln!(
-        out,
-        "summary: {} {}",
-        peers.len(),
-        if peers.len() == 1 { "peer" } else { "peers" }
-    );
-    if !peers.is_empty() {
-        let _ = writeln!(out, "{t}");
+
+    fn json(&self) -> serde_json::Result<Vec<u8>> {
+        output::pretty(&self.document())
     }
-    let _ = out.flush();
+
+    fn tables(&self, view: &View) -> Vec<Grid> {
+        let peers = &self.body.connections;
+        let rows = (peers.iter())
+            .map(|p| {
+                vec![
+                    format!("#{}", p.id),
+                    p.peer.clone(),
+                    p.bytes.to_string(),
+                    p.reads.to_string(),
+                    format!("{:.3} s", p.duration_seconds),
+                    crate::report::grid::throughput(p.bits_per_second, view.units),
+                ]
+            })
+            .collect();
+        use crate::report::grid::Align::{Left, Right};
+        vec![Grid {
+            title: Some(format!(
+                "summary: {}",
+                crate::report::output::counted(peers.len(), "peer")
+            )),
+            headers: ["id", "peer", "bytes", "reads", "duration", "throughput"]
+                .map(String::from)
+                .to_vec(),
+            align: vec![Left, Left, Right, Right, Right, Right],
+            rows,
+            notes: Vec::new(),
+        }]
+    }
+
+    fn records(&self) -> Records {
+        let rows: Vec<serde_json::Value> = (self.body.connections.iter())
+            .map(|p| serde_json::to_value(p).unwrap_or_default())
+            .collect();
+        let template = serde_json::to_value(PeerSummary::default()).unwrap_or_default();
+        output::records_of(&rows, &template)
+    }
+
+    fn metrics(&self) -> Vec<Family> {
+        let rows: Vec<_> = (self.body.connections.iter())
+            .map(|p| {
+                let labels = vec![("id", p.id.to_string()), ("peer", p.peer.clone())];
+                let mut v = serde_json::to_value(p).unwrap_or_default();
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("id");
+                }
+                (labels, v)
+            })
+            .collect();
+        output::gauges(Kind::Listen, "A peer", &rows)
+    }
+
+    fn count(&self) -> String {
+        output::counted(self.body.connections.len(), "peer")
+    }
+
+    fn charts(&self) -> Vec<crate::report::chart::Chart> {
+        use crate::report::chart::{bars_of, Axis};
+        let bars = (self.body.connections.iter())
+            .map(|p| (format!("#{} {}", p.id, p.peer), p.bytes as f64, None))
+            .collect();
+        vec![bars_of(
+            "listen-bytes",
+            "Bytes by peer",
+            "What each peer sent, in the order they came.",
+            Axis::Bytes,
+            bars,
+        )]
+    }
+
+    fn nothing_to_chart(&self) -> Option<String> {
+        self.body
+            .connections
+            .is_empty()
+            .then(|| "No peer came, so there is nothing to chart.".to_string())
+    }
+
+    fn setting(&self) -> Vec<(String, String)> {
+        vec![
+            ("transport".to_string(), self.body.transport.clone()),
+            ("listened on".to_string(), self.body.address.clone()),
+        ]
+    }
 }
 
 #[cfg(test)]
@@ -850,7 +986,9 @@ mod tests {
         assert!(err(&["-t", "tcp", "--path", "/tmp/x"]).contains("--listen"));
         let long = format!("/tmp/{}", "x".repeat(120));
         assert!(err(&["-t", "unix", "--path", &long]).contains("at most 107"));
-        assert!(setup(&args(&[]), Format::Csv).unwrap_err().contains("json"));
+        // Any format: a document format's summary holds stdout, the log goes to stderr.
+        let csv = setup(&args(&[]), Format::Csv).unwrap();
+        assert!(csv.log_to_stderr && !csv.json);
         let s = setup(
             &args(&["-t", "udp6", "--read-size", "1", "-p", "0"]),
             Format::Json,
@@ -858,7 +996,9 @@ mod tests {
         .unwrap();
         assert_eq!(s.addr, Some("[::1]:0".parse().unwrap()));
         assert_eq!((s.read_size, s.json, s.verbose), (1, true, 1));
+        assert!(!s.log_to_stderr);
         let s = setup(&args(&[]), Format::Table).unwrap();
+        assert!(!s.log_to_stderr && !s.json);
         assert_eq!(s.addr, Some("127.0.0.1:5301".parse().unwrap()));
     }
 

@@ -1,19 +1,16 @@
 //! `sockbench load URL`: an HTTP/1.1 load generator, as ab (`-n`, `-k`) and wrk (`-d`,
 //! and wrk2's `--rate`) are. Checks the flags into a [`crate::load::Spec`] (every usage
 //! error before a socket opens), runs it with [`crate::load::run`], and prints the
-//! report as ab's summary or as the `sockbench-load` JSON document.
+//! report as ab's summary or as the one JSON document (kind `load`).
 //!
 //! Exit status: 0 some requests were answered; 1 none were (the message says why and
 //! what to try); 2 bad usage; 130 Ctrl-C (after printing what was measured).
 
-use std::io::Write;
-use std::process::ExitCode;
-
-use super::{broken_pipe, FAILED, INTERRUPTED, USAGE};
-use crate::cli::{Format, LoadArgs, OutputArgs};
+use crate::cli::LoadArgs;
+use crate::error::{CommandResult, Error, Outcome};
 use crate::load::request::{parse_header, parse_method};
 use crate::load::url::Url;
-use crate::load::{print_table, LoadReport, Spec, Target, DEFAULT_DURATION};
+use crate::load::{Spec, Target, DEFAULT_DURATION};
 use crate::measure::units::{parse_duration, parse_rate};
 
 /// Most connections.
@@ -36,24 +33,6 @@ pub enum SpecError {
 
 fn usage<T>(msg: impl Into<String>) -> Result<T, SpecError> {
     Err(SpecError::Usage(msg.into()))
-}
-
-/// A CPU list: `1`, `0,1`, `0-3`, `0,2-3`.
-fn parse_cpus(text: &str) -> Result<Vec<usize>, String> {
-    let bad = || format!("invalid --cpus '{text}': a list of CPU numbers, e.g. 1 or 0,1 or 0-3");
-    let mut out = Vec::new();
-    for part in text.split(',').map(str::trim) {
-        let (a, b) = part.split_once('-').unwrap_or((part, part));
-        let (a, b): (usize, usize) = (
-            a.trim().parse().map_err(|_| bad())?,
-            b.trim().parse().map_err(|_| bad())?,
-        );
-        if a > b || b >= 4096 {
-            return Err(bad());
-        }
-        out.extend(a..=b);
-    }
-    Ok(out)
 }
 
 /// Make room for `connections` descriptors: raise the soft limit (up to the hard one)
@@ -96,13 +75,10 @@ pub fn spec(args: &LoadArgs) -> Result<Spec, SpecError> {
     if args.requests == Some(0) {
         return usage("-n must be at least 1");
     }
-    let duration = match &args.duration {
-        None => None,
-        Some(d) => match parse_duration(d) {
-            Ok(d) if !d.is_zero() => Some(d),
-            Ok(_) => return usage("--duration must be more than 0"),
-            Err(e) => return usage(format!("--duration: {e}")),
-        },
+    let duration = match args.duration.parsed() {
+        Ok(Some(d)) if d.is_zero() => return usage("--duration must be more than 0"),
+        Ok(d) => d,
+        Err(e) => return usage(e),
     };
     let duration = match (args.requests, duration) {
         (None, None) => Some(DEFAULT_DURATION),
@@ -135,25 +111,12 @@ pub fn spec(args: &LoadArgs) -> Result<Spec, SpecError> {
         Ok(_) => return usage("--timeout must be more than 0"),
         Err(e) => return usage(format!("--timeout: {e}")),
     };
-    let cpus = match &args.cpus {
+    let cpus = match &args.cpus.cpus {
         None => Vec::new(),
         Some(list) => {
-            let cpus = parse_cpus(list).map_err(SpecError::Usage)?;
-            let allowed = super::serve::allowed_cpus();
-            if let Some(c) = cpus
-                .iter()
-                .find(|c| !allowed.is_empty() && !allowed.contains(c))
-            {
-                return usage(format!(
-                    "--cpus: CPU {c} is not one this process may run on (it may use {})",
-                    allowed
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join(",")
-                ));
-            }
-            cpus
+            list.within(&super::serve::allowed_cpus())
+                .map_err(SpecError::Usage)?;
+            list.0.clone()
         }
     };
     let connections = args.connections;
@@ -212,78 +175,79 @@ pub fn spec(args: &LoadArgs) -> Result<Spec, SpecError> {
     })
 }
 
-fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
-    if code == USAGE {
-        return super::usage_error(msg);
-    }
-    eprintln!("sockbench: error: {msg}");
-    ExitCode::from(code)
-}
-
 /// Run `sockbench load`.
-pub fn run(args: &LoadArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode {
-    if !matches!(output.format, Format::Table | Format::Json) {
-        return fail(
-            USAGE,
-            "load's report is one document: a table (the default), --format json, or --export-json PATH (no CSV or Markdown)",
-        );
-    }
-    let exports = match super::own_document_exports(output, "load") {
-        Ok(e) => e,
-        Err(e) => return fail(USAGE, e),
-    };
+///
+/// # Errors
+/// A usage error, or a target that cannot be reached or a limit too low to start.
+pub fn run(args: &LoadArgs, argv: Vec<String>) -> CommandResult {
+    let output = &args.output;
+    let exports = super::exports(output)?;
     let spec = match spec(args) {
         Ok(s) => s,
-        Err(SpecError::Usage(e)) => return fail(USAGE, e),
-        Err(SpecError::Resolve(e)) => return fail(FAILED, e),
+        Err(SpecError::Usage(e)) => return Err(Error::Usage(e)),
+        Err(SpecError::Resolve(e)) => return Err(Error::Failed(e)),
     };
-    if let Err(e) = descriptors(spec.connections) {
-        return fail(FAILED, e);
+    descriptors(spec.connections).map_err(Error::Failed)?;
+    crate::interrupt::install().map_err(|e| Error::failed(format!("cannot handle Ctrl-C: {e}")))?;
+    // Each run on its own; the report is the median run's, with every run's figure.
+    let mut runs = Vec::new();
+    let mut later_error = None;
+    for i in 0..args.runs.runs {
+        let outcome = match i > 0 && crate::testhooks::fault("later-run-fails") {
+            true => Err(anyhow::anyhow!("test fault")),
+            false => crate::load::run(&spec, !output.quiet),
+        };
+        match outcome {
+            Ok(r) => {
+                let stop = r.envelope.error.is_some() || r.envelope.interrupted;
+                runs.push(r);
+                if stop || crate::interrupt::requested() {
+                    break;
+                }
+            }
+            Err(e) if runs.is_empty() => return Err(Error::failed(format!("{e:#}"))),
+            Err(e) => {
+                // The runs before it stand; the command failed.
+                later_error = Some(format!("run {} of {} failed: {e:#}", i + 1, args.runs.runs));
+                break;
+            }
+        }
     }
-    if let Err(e) = crate::interrupt::install() {
-        return fail(FAILED, format!("cannot handle Ctrl-C: {e}"));
+    let mut report = median_run(runs);
+    if report.envelope.error.is_none() {
+        report.envelope.error = later_error;
     }
-    let mut report = match crate::load::run(&spec, !output.quiet) {
-        Ok(r) => r,
-        Err(e) => return fail(FAILED, format!("{e:#}")),
-    };
-    report.command = argv;
-    let exported = super::write_own_document(&report, &exports);
+    report.envelope.command = argv;
+    report.envelope.end();
+    exports.finish(&report);
     // A Ctrl-C while an export waited for a FIFO's reader interrupted the command too.
-    report.interrupted |= crate::interrupt::requested();
-    if let Err(e) = print(&report, output.format) {
-        if !broken_pipe(&e) {
-            return fail(FAILED, format!("{e:#}"));
-        }
+    report.envelope.interrupted |= crate::interrupt::requested();
+    let written = super::emit(&report, output, &exports);
+    if let (Some(e), false) = (&report.envelope.error, report.envelope.interrupted) {
+        eprintln!("sockbench: error: {e}");
     }
-    if let Err(e) = exported {
-        if !report.interrupted {
-            return fail(FAILED, format!("{e:#}"));
-        }
-        eprintln!("sockbench: error: {e:#}");
-    }
-    if report.interrupted {
-        ExitCode::from(INTERRUPTED)
-    } else if let Some(e) = &report.error {
-        fail(FAILED, e)
-    } else {
-        ExitCode::SUCCESS
-    }
+    Ok(Outcome::of(
+        report.envelope.interrupted,
+        report.envelope.error.is_some() || !written,
+    ))
 }
 
-/// Print stdout's format.
-fn print(r: &LoadReport, format: Format) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    match format {
-        Format::Json => {
-            // Through io::Error, so a closed pipe (`| head`) is told apart.
-            serde_json::to_writer_pretty(&mut out, r).map_err(std::io::Error::from)?;
-            writeln!(out)?;
-        }
-        _ => print_table(r, &mut out)?,
+/// The run a report of several is: a failed or interrupted run (the last, as they stop
+/// there), else the median by requests per second (the lower middle of an even count),
+/// with every run's figure in `runs_requests_per_second` when there were several.
+fn median_run(mut runs: Vec<crate::load::LoadReport>) -> crate::load::LoadReport {
+    let each: Vec<f64> = runs.iter().map(|r| r.body.requests_per_second).collect();
+    let started = runs[0].envelope.started_at.clone();
+    let last = runs.len() - 1;
+    let stopped = runs[last].envelope.error.is_some() || runs[last].envelope.interrupted;
+    let pick = crate::measure::stats::standing_run(&each, stopped).unwrap_or(last);
+    let mut r = runs.swap_remove(pick);
+    // The command began with the first run.
+    r.envelope.started_at = started;
+    if each.len() > 1 {
+        r.body.runs_requests_per_second = each;
     }
-    out.flush()?;
-    Ok(())
+    r
 }
 
 #[cfg(test)]
@@ -373,7 +337,10 @@ mod tests {
         assert!(usage_of(&["-m", "G T", "http://h/"]).contains("method"));
         assert!(usage_of(&["-t", "3", "-c", "2", "http://h/"]).contains("every thread"));
         assert!(usage_of(&["-t", "0", "http://h/"]).contains("-t"));
-        assert!(usage_of(&["--cpus", "x", "http://h/"]).contains("--cpus"));
+        // Not a CPU list at all: clap's error, as on every command that takes --cpus.
+        let line = ["sockbench", "load", "--cpus", "x", "http://h/"];
+        let e = <crate::cli::Args as clap::Parser>::try_parse_from(line).unwrap_err();
+        assert!(e.to_string().contains("--cpus"), "{e}");
         assert!(usage_of(&["--cpus", "4000", "http://h/"]).contains("CPU 4000"));
         let long = format!("/tmp/{}", "x".repeat(120));
         assert!(usage_of(&["--unix-socket", &long, "http://h/"]).contains("at most 107"));
@@ -385,13 +352,5 @@ mod tests {
             Err(SpecError::Resolve(e)) => assert!(e.contains("cannot resolve"), "{e}"),
             other => panic!("{other:?}"),
         }
-    }
-
-    #[test]
-    fn cpu_lists_take_ranges() {
-        assert_eq!(parse_cpus("1").unwrap(), [1]);
-        assert_eq!(parse_cpus("0,2-3").unwrap(), [0, 2, 3]);
-        assert!(parse_cpus("3-1").is_err());
-        assert!(parse_cpus("").is_err());
     }
 }

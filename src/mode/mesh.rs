@@ -1,35 +1,27 @@
 //! `sockbench mesh`: read the flags, find the agents, run the mesh
-//! ([`crate::mesh::coordinator`]) and print its report ([`crate::mesh::report`], or
-//! [`crate::mesh::html`]'s page).
+//! ([`crate::mesh::coordinator`]) and print its document ([`crate::mesh::report`]) in
+//! any format, the HTML page with [`crate::mesh::heat`]'s heat maps.
 
-use std::io::Write;
-use std::process::ExitCode;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::{FAILED, INTERRUPTED};
-use crate::cli::{Format, MeshArgs, OutputArgs};
+use crate::cli::MeshArgs;
 use crate::control::auth::Key;
+use crate::error::{CommandResult, Error, Outcome as Ended};
 use crate::measure::units::{parse_duration, parse_size};
 use crate::mesh::coordinator::{
     self, dedupe_hosts, hosts_file_entries, hosts_from_dns, parse_hosts, Options,
 };
-use crate::mesh::html;
 use crate::mesh::report::{self, Settings};
 use crate::mesh::schedule::Pairs;
 use crate::mesh::{Outcome, WORKLOADS};
-use crate::report::export::{self, ExportKind};
+
+/// How long each test measures when -d is not given.
+const DEFAULT_DURATION: Duration = Duration::from_secs(5);
+/// The warm-up before each test when -w is not given.
+const DEFAULT_WARMUP: Duration = Duration::from_millis(500);
 
 /// Most agents in one mesh.
 const MAX_HOSTS: usize = 1000;
-
-fn usage(msg: impl std::fmt::Display) -> ExitCode {
-    super::usage_error(msg)
-}
-
-fn failed(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("sockbench: error: {msg}");
-    ExitCode::from(FAILED)
-}
 
 fn now_ns() -> u64 {
     SystemTime::now()
@@ -75,42 +67,19 @@ fn enough(hosts: Vec<(String, String)>) -> Result<Vec<(String, String)>, String>
 }
 
 /// Run a mesh.
-pub fn run(args: &MeshArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode {
-    let format = output.format;
-    if !matches!(
-        format,
-        Format::Table | Format::Json | Format::Openmetrics | Format::Html
-    ) {
-        return usage(
-            "mesh prints a table (the default), --format json, --format openmetrics or --format html",
-        );
-    }
-    if output.export_csv.is_some() || output.export_markdown.is_some() {
-        return usage(
-            "mesh's report is one document: --export-json PATH, --export-openmetrics PATH or --export-html PATH",
-        );
-    }
-    // Checked before anything runs, and written as every export is: a FIFO's reader is
-    // waited for a few seconds at most, and Ctrl-C ends that wait.
-    let wanted: Vec<_> = [
-        (Format::Json, &output.export_json),
-        (Format::Openmetrics, &output.export_openmetrics),
-        (Format::Html, &output.export_html),
-    ]
-    .into_iter()
-    .filter_map(|(f, p)| Some((ExportKind::Report(f), p.clone()?)))
-    .collect();
-    let exports = match export::prepare(&wanted) {
-        Ok(e) => e,
-        Err(e) => return usage(e),
-    };
+///
+/// # Errors
+/// A usage error.
+pub fn run(args: &MeshArgs, argv: Vec<String>) -> CommandResult {
+    let output = &args.output;
+    let exports = super::exports(output)?;
     let hosts = match hosts(args) {
         Ok(h) => h,
-        Err(e) => return usage(e),
+        Err(e) => return Err(Error::usage(e)),
     };
     let pairs = match Pairs::parse(&args.pairs) {
         Ok(p) => p,
-        Err(e) => return usage(e),
+        Err(e) => return Err(Error::usage(e)),
     };
     let mut tests: Vec<String> = Vec::new();
     for t in args
@@ -120,46 +89,42 @@ pub fn run(args: &MeshArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode 
         .filter(|t| !t.is_empty())
     {
         if !WORKLOADS.contains(&t) {
-            return usage(format!(
+            return Err(Error::usage(format!(
                 "--tests: unknown test '{t}': choose from {}",
                 WORKLOADS.join(", ")
-            ));
+            )));
         }
         if !tests.iter().any(|x| x == t) {
             tests.push(t.to_string());
         }
     }
     if tests.is_empty() {
-        return usage(format!(
+        return Err(Error::usage(format!(
             "--tests: name at least one of {}",
             WORKLOADS.join(", ")
-        ));
+        )));
     }
-    let duration = match parse_duration(&args.duration) {
-        Ok(d) if !d.is_zero() => d,
-        Ok(_) => return usage("--duration must be above 0"),
-        Err(e) => return usage(format!("--duration: {e}")),
-    };
-    let warmup = match parse_duration(&args.warmup) {
-        Ok(d) => d,
-        Err(e) => return usage(format!("--warmup: {e}")),
-    };
+    let duration = args.duration.or(DEFAULT_DURATION).map_err(Error::Usage)?;
+    if duration.is_zero() {
+        return Err(Error::usage("--duration must be above 0"));
+    }
+    let warmup = args.warmup.or(DEFAULT_WARMUP).map_err(Error::Usage)?;
     let timeout = match parse_duration(&args.timeout) {
         Ok(d) => d,
-        Err(e) => return usage(format!("--timeout: {e}")),
+        Err(e) => return Err(Error::usage(format!("--timeout: {e}"))),
     };
-    let size = match args.size.as_deref().map(parse_size).transpose() {
-        Ok(Some(0)) => return usage("--size must be above 0"),
+    let size = match args.sizes.size.as_deref().map(parse_size).transpose() {
+        Ok(Some(0)) => return Err(Error::usage("--size must be above 0")),
         Ok(s) => s,
-        Err(e) => return usage(format!("--size: {e}")),
+        Err(e) => return Err(Error::usage(format!("--size: {e}"))),
     };
     if args.parallel == 0 || args.parallel > 128 {
-        return usage("-P must be between 1 and 128");
+        return Err(Error::usage("-P must be between 1 and 128"));
     }
     let key = match &args.key_file {
         Some(p) => match Key::load(p) {
             Ok(k) => Some(k),
-            Err(e) => return usage(format!("{e:#}")),
+            Err(e) => return Err(Error::usage(format!("{e:#}"))),
         },
         None => None,
     };
@@ -171,11 +136,9 @@ pub fn run(args: &MeshArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode 
     }
     let hosts = match enough(hosts) {
         Ok(h) => h,
-        Err(e) => return usage(e),
+        Err(e) => return Err(Error::usage(e)),
     };
-    if let Err(e) = crate::interrupt::install() {
-        return failed(format!("cannot handle Ctrl-C: {e}"));
-    }
+    crate::interrupt::install().map_err(|e| Error::failed(format!("cannot handle Ctrl-C: {e}")))?;
     let seed = args
         .seed
         .unwrap_or_else(|| now_ns() ^ u64::from(std::process::id()));
@@ -214,50 +177,19 @@ pub fn run(args: &MeshArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode 
             .all(|t| matches!(t.outcome, Outcome::Failed { .. }));
     let nothing_ran = out.tests.is_empty();
     let mut doc = report::build(argv, settings, out.hosts, out.tests, out.interrupted);
-    let mut not_written = false;
-    for e in &exports {
-        let text = match e.kind {
-            ExportKind::Report(Format::Openmetrics) => report::openmetrics(&doc),
-            ExportKind::Report(Format::Html) => html::html(&doc),
-            _ => json(&doc),
-        };
-        if let Err(err) = export::write_document(e, text.as_bytes()) {
-            eprintln!(
-                "sockbench: error: cannot write {} {}: {err:#}",
-                e.kind.flag(),
-                e.given.display()
-            );
-            not_written = true;
-        }
-    }
+    exports.finish(&doc);
     // A Ctrl-C while an export waited for a FIFO's reader interrupted the command too.
-    doc.interrupted |= crate::interrupt::requested();
-    let interrupted = doc.interrupted;
-    let text = match format {
-        Format::Json => json(&doc),
-        Format::Openmetrics => report::openmetrics(&doc),
-        Format::Html => html::html(&doc),
-        _ => report::table(&doc),
-    };
-    if let Err(e) = std::io::stdout().lock().write_all(text.as_bytes()) {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            return failed(format!("cannot write the report: {e}"));
-        }
-    }
+    doc.envelope.interrupted |= crate::interrupt::requested();
+    let written = super::emit(&doc, output, &exports);
+    let interrupted = doc.envelope.interrupted;
     if interrupted {
-        ExitCode::from(INTERRUPTED)
-    } else if not_written {
-        ExitCode::from(FAILED)
+        Ok(Ended::Interrupted)
+    } else if !written {
+        Ok(Ended::Failed)
     } else if all_failed || nothing_ran {
         eprintln!("sockbench: error: no test of the mesh could run: see the failures above");
-        ExitCode::from(FAILED)
+        Ok(Ended::Failed)
     } else {
-        ExitCode::SUCCESS
+        Ok(Ended::Done)
     }
-}
-
-fn json(doc: &report::MeshReport) -> String {
-    let mut s = serde_json::to_string_pretty(doc).expect("the mesh report serializes");
-    s.push('\n');
-    s
 }

@@ -1,14 +1,25 @@
 //! One file per top-level command, each owning its flow. `main` parses the command line,
-//! matches the command and hands it to its mode; a mode returns the exit status.
+//! matches the command and hands it to its mode; a mode returns how it ended
+//! ([`crate::error::Outcome`]) or why it could not run ([`crate::error::Error`]), and
+//! `main` alone says an error and picks the exit status.
 //!
 //! - [`bench`](mod@bench): the measuring commands (`stream`, `pingpong`, `rate`, `connect`): plan,
 //!   run, report;
 //! - [`suite`]: the default suite (plain `sockbench`);
-//! - [`report`]: print a saved JSON report again;
-//! - [`server`]: `sockbench server`, and the child of a `--placement processes` run;
-//! - [`listen`]: `sockbench listen`, a socket that logs what its clients send;
+//! - [`report`]: print a saved document again, of any kind, in any format;
+//! - [`compare`]: match the rows of saved documents of one kind and judge each headline;
+//! - [`relay`]: `sockbench relay`, the ways to copy between sockets;
 //! - [`swarm`]: `sockbench swarm`, many pairs at once on two epoll threads;
-//! - [`relay`]: `sockbench relay`, the ways to copy between sockets.
+//! - [`serve`]: `sockbench serve`, an HTTP server of a chosen concurrency model;
+//! - [`load`]: `sockbench load`, an HTTP load generator;
+//! - [`models`]: `sockbench models`, every server model under the same load;
+//! - [`mesh`]: `sockbench mesh`, every pair of N hosts;
+//! - [`listen`]: `sockbench listen`, a socket that logs what its clients send;
+//! - [`server`]: `sockbench server`, and the child of a `--placement processes` run.
+//!
+//! Every command that measures ends the same way: its document is made, its exports
+//! written ([`crate::report::ExportManager::finish`]), a Ctrl-C during them marked, and
+//! the document printed in `--format` ([`emit`]).
 
 pub mod bench;
 pub mod compare;
@@ -25,27 +36,19 @@ pub mod swarm;
 
 use std::io::Write;
 
-use crate::cli::Format;
 use crate::environment::Environment;
-use crate::report::{exporter, Report, Tool, SCHEMA_VERSION};
+use crate::report::{Envelope, Kind, Report, SCHEMA_VERSION};
 
-/// Exit status of a runtime failure.
-pub const FAILED: u8 = 1;
-/// Exit status of bad usage (as clap's own).
-pub const USAGE: u8 = 2;
-/// Exit status after Ctrl-C / SIGTERM / SIGHUP (128 + SIGINT, as shells report it).
-pub const INTERRUPTED: u8 = 130;
-
-/// A report of this run with nothing in it yet.
-pub fn empty_report(command: Vec<String>) -> Report {
+/// A report of this run (of `kind`) with nothing in it yet, started now.
+pub fn empty_report(kind: Kind, command: Vec<String>) -> Report {
     Report {
         schema_version: SCHEMA_VERSION,
-        tool: Tool {
-            name: "sockbench".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-        },
+        tool: crate::report::document::this_tool(),
+        kind,
         command,
-        environment: Environment::collect(),
+        environment: Some(Environment::collect()),
+        started_at: Some(crate::report::document::now()),
+        ended_at: None,
         placement: crate::report::PlacementInfo {
             name: "threads".into(),
             ..Default::default()
@@ -56,134 +59,117 @@ pub fn empty_report(command: Vec<String>) -> Report {
         interrupted: false,
         error: None,
         rankings: Vec::new(),
-        layout: Default::default(),
+        layout: kind.layout(),
     }
 }
 
-/// The usage error a mode reported with [`usage_error`], for `main` to print as a JSON
-/// document under `--format json`.
-static USAGE_ERROR: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
-
-/// A usage error a mode finds after clap parsed the line (a bad value, flags that do not
-/// go together): said on stderr and kept for `main`, which under `--format json` prints it
-/// as a JSON document ([`print_error_document`]) on stdout, as for an error clap finds.
-/// Exit status 2. Every command that does not print its own document for a usage error
-/// reports it here, so none is left without one.
-pub fn usage_error(message: impl std::fmt::Display) -> std::process::ExitCode {
-    let message = message.to_string();
-    eprintln!("sockbench: error: {message}");
-    if let Ok(mut slot) = USAGE_ERROR.lock() {
-        *slot = Some(message);
-    }
-    std::process::ExitCode::from(USAGE)
-}
-
-/// The usage error a mode reported with [`usage_error`], if any (taken: asked again, none).
-pub fn take_usage_error() -> Option<String> {
-    USAGE_ERROR.lock().ok().and_then(|mut slot| slot.take())
-}
-
-/// Under `--format json` even an error before any run is a JSON document, with the
-/// error in it.
-pub fn print_error_document(argv: &[String], error: &str) {
-    let mut report = empty_report(argv.to_vec());
-    report.error = Some(error.to_string());
-    if let Ok(bytes) = exporter(Format::Json, Default::default()).serialize(&report) {
+/// Under `--format json` even an error before any run is a JSON document, of the
+/// command's `kind`, with the error in it and an empty body.
+pub fn print_error_document(kind: Kind, argv: &[String], error: &str) {
+    let mut envelope = Envelope::starting(argv.to_vec());
+    envelope.ended_at = envelope.started_at.clone();
+    envelope.error = Some(error.to_string());
+    let doc = crate::report::Document {
+        envelope,
+        body: crate::report::Body::empty(kind),
+    };
+    if let Ok(bytes) = crate::report::output::pretty(&doc) {
         let _ = std::io::stdout().lock().write_all(&bytes);
     }
+}
+
+/// The exports a command's flags ask for (`--export-FORMAT PATH`, any format), checked
+/// before anything runs, as every command's are.
+///
+/// # Errors
+/// A usage error: a path that cannot be written, two exports to one file, or two to
+/// stdout.
+pub fn exports(
+    output: &crate::cli::OutputArgs,
+) -> Result<crate::report::ExportManager, crate::error::Error> {
+    exports_viewed(output, output.view())
+}
+
+/// [`exports`], with tables drawn as `view` says (`report --by-placement`).
+///
+/// # Errors
+/// As [`exports`].
+pub fn exports_viewed(
+    output: &crate::cli::OutputArgs,
+    view: crate::report::View,
+) -> Result<crate::report::ExportManager, crate::error::Error> {
+    use crate::report::export::{self, ExportKind};
+    let wanted: Vec<_> = (output.report_exports().into_iter())
+        .map(|(f, p)| (ExportKind::Report(f), p))
+        .collect();
+    let prepared = export::prepare(&wanted).map_err(crate::error::Error::usage)?;
+    Ok(crate::report::ExportManager::new(prepared, view))
+}
+
+/// The end of a command: its document printed on stdout in `--format` (and in each
+/// format exported to `-`, once), after [`crate::report::ExportManager::finish`] wrote
+/// its exports (the caller's: a Ctrl-C while an export waited for a FIFO's reader
+/// interrupted the command, which its document must say before it is printed). Whether
+/// all of it was written; what was not is said on stderr (a closed stdout, `| head`, is
+/// not a failure).
+pub fn emit(
+    doc: &dyn crate::report::output::Rendered,
+    output: &crate::cli::OutputArgs,
+    exports: &crate::report::ExportManager,
+) -> bool {
+    let mut ok = true;
+    if let Err(e) = print_document(doc, output.format, exports.view(), exports) {
+        if !broken_pipe(&e) {
+            eprintln!("sockbench: error: cannot print: {e:#}");
+            ok = false;
+        }
+    }
+    for f in exports.failures() {
+        eprintln!("sockbench: error: not written: {f}");
+        ok = false;
+    }
+    ok
+}
+
+/// Print `doc` on stdout in `format`, then in each other format exported to stdout.
+///
+/// # Errors
+/// Writing to stdout failed.
+pub fn print_document(
+    doc: &dyn crate::report::output::Rendered,
+    format: crate::cli::Format,
+    view: crate::report::View,
+    exports: &crate::report::ExportManager,
+) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(&crate::report::exporter(format, view).serialize(doc)?)?;
+    drop(stdout);
+    print_stdout_exports(doc, format, view, exports)
+}
+
+/// Print `doc` on stdout in each format exported to stdout but `printed` (already there:
+/// one document, not two).
+///
+/// # Errors
+/// Writing to stdout failed.
+pub fn print_stdout_exports(
+    doc: &dyn crate::report::output::Rendered,
+    printed: crate::cli::Format,
+    view: crate::report::View,
+    exports: &crate::report::ExportManager,
+) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    for f in exports.stdout_formats() {
+        if f != printed {
+            stdout.write_all(&crate::report::exporter(f, view).serialize(doc)?)?;
+        }
+    }
+    stdout.flush()?;
+    Ok(())
 }
 
 /// Whether an error writing to stdout is a closed pipe (`sockbench | head`): the table is
 /// lost, not the outcome.
 pub fn broken_pipe(e: &anyhow::Error) -> bool {
     e.downcast_ref::<std::io::Error>().map(|e| e.kind()) == Some(std::io::ErrorKind::BrokenPipe)
-}
-
-/// The exports of a command that writes one JSON document of its own (load, swarm,
-/// relay): `--export-json PATH` only, checked before anything runs (as a benchmark's
-/// exports are). Any other export flag is refused, never ignored.
-///
-/// # Errors
-/// The message for a usage error (exit 2).
-pub fn own_document_exports(
-    output: &crate::cli::OutputArgs,
-    command: &str,
-) -> Result<Vec<crate::report::export::Export>, String> {
-    use crate::cli::Format;
-    use crate::report::export::{self, ExportKind};
-    let others = [
-        ("--export-csv", &output.export_csv),
-        ("--export-markdown", &output.export_markdown),
-        ("--export-html", &output.export_html),
-        ("--export-openmetrics", &output.export_openmetrics),
-    ];
-    if let Some((flag, _)) = others.iter().find(|(_, p)| p.is_some()) {
-        return Err(format!(
-            "{command} writes one JSON document: --format json or --export-json PATH ({flag} is not \
-             available for it)"
-        ));
-    }
-    let wanted: Vec<_> = (output.export_json.iter())
-        .map(|p| (ExportKind::Report(Format::Json), p.clone()))
-        .collect();
-    export::prepare(&wanted).map_err(|e| e.to_string())
-}
-
-/// Write `doc` (pretty JSON and a final newline) to each of `exports`.
-///
-/// # Errors
-/// The first export that cannot be written, named.
-pub fn write_own_document(
-    doc: &impl serde::Serialize,
-    exports: &[crate::report::export::Export],
-) -> anyhow::Result<()> {
-    let mut b = serde_json::to_vec_pretty(doc)?;
-    b.push(b'\n');
-    for e in exports {
-        crate::report::export::write_document(e, &b)
-            .map_err(|err| anyhow::anyhow!("{} {}: {err:#}", e.kind.flag(), e.given.display()))?;
-    }
-    Ok(())
-}
-
-/// Write a command's own JSON document (models, relay) to `path`, pretty-printed
-/// with a final newline; `-` is stdout.
-///
-/// # Errors
-/// If the file cannot be written.
-pub fn write_document(doc: &impl serde::Serialize, path: &std::path::Path) -> std::io::Result<()> {
-    let mut b = serde_json::to_vec_pretty(doc).map_err(std::io::Error::other)?;
-    b.push(b'\n');
-    if path.as_os_str() == "-" {
-        std::io::stdout().lock().write_all(&b)
-    } else {
-        std::fs::write(path, b)
-    }
-}
-
-#[cfg(test)]
-mod document_tests {
-    #[test]
-    fn a_usage_error_is_kept_once_for_the_json_document() {
-        let status = super::usage_error("-n must be between 1 and 9");
-        assert_eq!(status, std::process::ExitCode::from(super::USAGE));
-        assert_eq!(
-            super::take_usage_error().as_deref(),
-            Some("-n must be between 1 and 9")
-        );
-        assert_eq!(super::take_usage_error(), None);
-    }
-
-    #[test]
-    fn a_document_is_written_whole_with_a_final_newline() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("doc.json");
-        super::write_document(&serde_json::json!({"document": "x", "n": 1}), &path).unwrap();
-        let text = std::fs::read_to_string(&path).unwrap();
-        assert!(text.ends_with("}\n"), "{text:?}");
-        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(v["n"], 1);
-        let e = super::write_document(&1, &dir.path().join("no/such/dir.json")).unwrap_err();
-        assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
-    }
 }

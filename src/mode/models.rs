@@ -11,31 +11,33 @@
 //! for a benchmark's exports); one that cannot be written at the end makes the exit status
 //! 1; one given as `-` is what stdout holds, without the table.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::PathBuf;
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::{FAILED, INTERRUPTED};
-use crate::cli::{Format, ModelsArgs, OutputArgs};
-use crate::measure::units::{format_per_second, parse_duration, parse_size};
+use super::serve::ServeReport;
+use crate::cli::ModelsArgs;
+use crate::error::{CommandResult, Error, Outcome};
+use crate::measure::units::{format_per_second, parse_size};
 use crate::model::ModelKind;
-use crate::report::export::{self, ExportKind, Target};
-
-/// Version of the models JSON document.
-pub const MODELS_SCHEMA_VERSION: u32 = 1;
+use crate::report::grid::{Align, Grid};
+use crate::report::output::{self, Head, Rendered};
+use crate::report::{Body, Document, Envelope, Kind, Written};
 
 /// wrk and h2load without -n run this long.
 const DEFAULT_TIMED: Duration = Duration::from_secs(3);
 
 /// Who drives the servers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Driver {
-    /// `sockbench load`.
+    /// `sockbench load` (the default).
+    #[default]
     Builtin,
     /// ApacheBench.
     Ab,
@@ -91,7 +93,6 @@ struct Setup {
     backlog: u32,
     cpus: Option<(usize, usize)>,
     runs: u32,
-    json: bool,
 }
 
 /// One model's figures.
@@ -134,15 +135,10 @@ pub struct Row {
     pub runs_requests_per_second: Vec<f64>,
 }
 
-/// The `models` JSON document.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ModelsReport {
-    /// Always `sockbench-models`.
-    pub document: String,
-    /// [`MODELS_SCHEMA_VERSION`].
-    pub schema_version: u32,
-    /// The command line.
-    pub command: Vec<String>,
+/// What `models` measured: the body of its document (kind `models`). A document of a
+/// command refused before it ran has the defaults and no rows.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ModelsBody {
     /// Who drove the servers.
     pub driver: Driver,
     /// The driver's exact command line for the first model (the URL differs by model).
@@ -172,21 +168,45 @@ pub struct ModelsReport {
     /// runs, none from single runs; null with fewer than two models that ran.
     #[serde(default)]
     pub ranking: Option<crate::measure::ranking::Ranking>,
-    /// What to be careful of in the figures.
-    pub warnings: Vec<String>,
-    /// Ctrl-C cut it short.
-    pub interrupted: bool,
 }
 
-fn usage(msg: impl std::fmt::Display) -> ExitCode {
-    super::usage_error(msg)
+/// `models`' document as it is made: the envelope (its warnings: what to be careful of
+/// in the figures; `interrupted`: Ctrl-C cut it short) and the body.
+#[derive(Clone, Debug)]
+pub struct ModelsReport {
+    /// What every document says of itself.
+    pub envelope: Envelope,
+    /// What the models measured.
+    pub body: ModelsBody,
+}
+
+impl<'de> Deserialize<'de> for ModelsReport {
+    /// A models document read back (any other kind is refused, named).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ModelsReport, D::Error> {
+        let (envelope, body) = Document::read_as(d, Kind::Models, |b| match b {
+            Body::Models(body) => Some(*body),
+            _ => None,
+        })?;
+        Ok(ModelsReport { envelope, body })
+    }
+}
+
+impl ModelsReport {
+    /// The document to write.
+    pub fn document(&self) -> Written<'_, ModelsBody> {
+        Written {
+            envelope: &self.envelope,
+            kind: Kind::Models,
+            body: &self.body,
+        }
+    }
 }
 
 fn one() -> u32 {
     1
 }
 
-fn setup(args: &ModelsArgs, format: Format) -> Result<Setup, String> {
+fn setup(args: &ModelsArgs) -> Result<Setup, String> {
     let models = if args.model.trim() == "all" {
         ModelKind::ALL.to_vec()
     } else {
@@ -200,20 +220,7 @@ fn setup(args: &ModelsArgs, format: Format) -> Result<Setup, String> {
         v
     };
     let driver = Driver::parse(&args.driver)?;
-    let json = match format {
-        Format::Table => false,
-        Format::Json => true,
-        other => {
-            return Err(format!(
-                "models prints a table or --format json, not {other:?}"
-            ))
-        }
-    };
-    let duration = args
-        .duration
-        .as_deref()
-        .map(|d| parse_duration(d).map_err(|e| format!("--duration: {e}")))
-        .transpose()?;
+    let duration = args.duration.parsed()?;
     if duration.is_some_and(|d| d < Duration::from_millis(100)) {
         return Err("--duration must be at least 100ms".into());
     }
@@ -242,13 +249,10 @@ fn setup(args: &ModelsArgs, format: Format) -> Result<Setup, String> {
     if args.backlog == 0 {
         return Err("--backlog must be at least 1".into());
     }
-    if args.runs == 0 || args.runs > 100 {
-        return Err("--runs must be between 1 and 100".into());
-    }
-    let cpus = match &args.cpus {
-        Some(t) => {
-            let v = super::serve::parse_cpus(t, "--cpus")?;
-            match v[..] {
+    let cpus = match &args.cpus.cpus {
+        Some(list) => {
+            list.within(&super::serve::allowed_cpus())?;
+            match list.0[..] {
                 [s, l] => Some((s, l)),
                 _ => {
                     return Err(
@@ -287,8 +291,7 @@ fn setup(args: &ModelsArgs, format: Format) -> Result<Setup, String> {
         body_size,
         backlog: args.backlog.max(args.connections.min(4096)),
         cpus,
-        runs: args.runs,
-        json,
+        runs: args.runs.runs,
     })
 }
 
@@ -299,150 +302,63 @@ fn installed(program: &str) -> bool {
 }
 
 /// Run `sockbench models`.
-pub fn run(args: &ModelsArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode {
-    let setup = match setup(args, output.format) {
-        Ok(s) => s,
-        Err(e) => return usage(e),
-    };
-    if output.export_csv.is_some()
-        || output.export_markdown.is_some()
-        || output.export_openmetrics.is_some()
-    {
-        return usage(
-            "models writes its own document: use --export-json PATH or --export-html PATH \
-             (not --export-csv, --export-markdown or --export-openmetrics)",
-        );
-    }
-    // The export paths are checked before anything runs, as for a benchmark's exports.
-    let wanted: Vec<(ExportKind, PathBuf)> = [
-        (Format::Json, &output.export_json),
-        (Format::Html, &output.export_html),
-    ]
-    .into_iter()
-    .filter_map(|(f, p)| p.clone().map(|p| (ExportKind::Report(f), p)))
-    .collect();
-    let exports = match export::prepare(&wanted) {
-        Ok(e) => e,
-        Err(e) => return usage(e),
-    };
-    if exports
-        .iter()
-        .filter(|e| e.target == Target::Stdout)
-        .count()
-        > 1
-    {
-        return usage(
-            "--export-json and --export-html cannot both go to stdout (-): give one a file name",
-        );
-    }
+///
+/// # Errors
+/// A usage error, or a load driver that is not installed.
+pub fn run(args: &ModelsArgs, argv: Vec<String>) -> CommandResult {
+    let output = &args.output;
+    let setup = setup(args).map_err(Error::usage)?;
+    let exports = super::exports(output)?;
     if setup.driver != Driver::Builtin && !installed(setup.driver.program()) {
-        eprintln!(
-            "sockbench: error: {} is not installed: install it (Debian: apt install {}) or use --driver builtin",
+        return Err(Error::failed(format!(
+            "{} is not installed: install it (Debian: apt install {}) or use --driver builtin",
             setup.driver.program(),
             setup.driver.package()
-        );
-        return ExitCode::from(FAILED);
+        )));
     }
-    if let Err(e) = crate::interrupt::install() {
-        eprintln!("sockbench: error: cannot handle Ctrl-C: {e}");
-        return ExitCode::from(FAILED);
-    }
+    crate::interrupt::install().map_err(|e| Error::failed(format!("cannot handle Ctrl-C: {e}")))?;
     let mut report = run_all(&setup, argv, output.quiet);
-    let mut not_written = false;
-    for e in &exports {
-        if let Err(err) = write_export(e, &report) {
-            if !super::broken_pipe(&err) {
-                eprintln!(
-                    "sockbench: error: {} {}: not written: {err:#}",
-                    e.kind.flag(),
-                    e.given.display()
-                );
-                not_written = true;
-            }
-        }
-    }
+    exports.finish(&report);
     // A Ctrl-C while an export waited for a FIFO's reader interrupted the command too.
-    report.interrupted |= crate::interrupt::requested();
-    // An export to stdout (`--export-html -`) is what stdout holds: no table after it.
-    let to_stdout = exports.iter().any(|e| e.target == Target::Stdout);
-    let mut out = std::io::stdout().lock();
-    let printed = if to_stdout {
-        Ok(())
-    } else if setup.json {
-        serde_json::to_writer_pretty(&mut out, &report)
-            .map_err(std::io::Error::other)
-            .and_then(|()| writeln!(out))
+    report.envelope.interrupted |= crate::interrupt::requested();
+    let written = super::emit(&report, output, &exports);
+    if report.envelope.interrupted {
+        Ok(Outcome::Interrupted)
+    } else if !written || report.body.rows.iter().any(|r| r.error.is_some()) {
+        Ok(Outcome::Failed)
     } else {
-        print_table(&report, &mut out)
-    };
-    if let Err(e) = printed {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            eprintln!("sockbench: error: cannot print: {e}");
-            return ExitCode::from(FAILED);
-        }
+        Ok(Outcome::Done)
     }
-    if report.interrupted {
-        ExitCode::from(INTERRUPTED)
-    } else if not_written || report.rows.iter().any(|r| r.error.is_some()) {
-        ExitCode::from(FAILED)
-    } else {
-        ExitCode::SUCCESS
-    }
-}
-
-/// Write one export (`--export-json` or `--export-html`) of the models document: a regular
-/// file replaced atomically, a device or FIFO written in place, or stdout.
-fn write_export(e: &export::Export, report: &ModelsReport) -> anyhow::Result<()> {
-    let bytes = match e.kind {
-        ExportKind::Report(Format::Html) => crate::report::html::models_page(report).into_bytes(),
-        _ => {
-            let mut b = serde_json::to_vec_pretty(report)?;
-            b.push(b'\n');
-            b
-        }
-    };
-    match &e.target {
-        Target::Stdout => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(&bytes)?;
-            out.flush()?;
-        }
-        // A FIFO's reader is waited for a few seconds, never forever.
-        Target::File(_) | Target::InPlace(_) => export::write_document(e, &bytes)?,
-    }
-    Ok(())
 }
 
 fn run_all(setup: &Setup, argv: Vec<String>, quiet: bool) -> ModelsReport {
     let mut report = ModelsReport {
-        document: "sockbench-models".into(),
-        schema_version: MODELS_SCHEMA_VERSION,
-        command: argv,
-        driver: setup.driver,
-        driver_command: Vec::new(),
-        requests: setup.requests,
-        duration_seconds: setup.duration.map(|d| d.as_secs_f64()),
-        connections: setup.connections,
-        keepalive: setup.keepalive,
-        pipeline: setup.pipeline,
-        body_bytes: setup.body_size,
-        backlog: setup.backlog,
-        cpus: setup.cpus.map(|(s, l)| [s, l]),
-        runs: setup.runs,
-        rows: Vec::new(),
-        ranking: None,
-        warnings: Vec::new(),
-        interrupted: false,
+        envelope: Envelope::starting(argv),
+        body: ModelsBody {
+            driver: setup.driver,
+            driver_command: Vec::new(),
+            requests: setup.requests,
+            duration_seconds: setup.duration.map(|d| d.as_secs_f64()),
+            connections: setup.connections,
+            keepalive: setup.keepalive,
+            pipeline: setup.pipeline,
+            body_bytes: setup.body_size,
+            backlog: setup.backlog,
+            cpus: setup.cpus.map(|(s, l)| [s, l]),
+            runs: setup.runs,
+            rows: Vec::new(),
+            ranking: None,
+        },
     };
     if setup.cpus.is_some() && setup.driver != Driver::Builtin && !installed("taskset") {
-        report.warnings.push(format!(
+        report.envelope.warnings.push(format!(
             "taskset (util-linux) is not installed: {} ran unpinned",
             setup.driver.program()
         ));
     }
     for (i, &model) in setup.models.iter().enumerate() {
         if crate::interrupt::requested() {
-            report.interrupted = true;
+            report.envelope.interrupted = true;
             break;
         }
         if !quiet {
@@ -459,7 +375,7 @@ fn run_all(setup: &Setup, argv: Vec<String>, quiet: bool) -> ModelsReport {
         };
         if let Err(why) = model.available() {
             row.skipped = Some(why);
-            report.rows.push(row);
+            report.body.rows.push(row);
             continue;
         }
         // Each run with a fresh server; the row is the median run by requests/s.
@@ -468,28 +384,28 @@ fn run_all(setup: &Setup, argv: Vec<String>, quiet: bool) -> ModelsReport {
             let mut one = row.clone();
             if let Err(e) = run_one(setup, model, &mut one, &mut report) {
                 if crate::interrupt::requested() {
-                    report.interrupted = true;
+                    report.envelope.interrupted = true;
                 } else {
                     one.error = Some(format!("{e:#}"));
                 }
             }
             if let (Some(server), Some(done)) = (one.server_requests, one.requests_complete) {
                 if server < done {
-                    report.warnings.push(format!(
+                    report.envelope.warnings.push(format!(
                         "{model}: the server counted {server} answered requests but the driver {done} complete ones"
                     ));
                 }
             }
-            let stop = one.error.is_some() || report.interrupted;
+            let stop = one.error.is_some() || report.envelope.interrupted;
             runs.push(one);
             if stop {
                 break;
             }
         }
-        report.rows.push(median_row(row, runs));
+        report.body.rows.push(median_row(row, runs));
     }
-    report.interrupted |= crate::interrupt::requested();
-    report.ranking = ranking(&report.rows);
+    report.body.ranking = ranking(&report.body.rows);
+    report.envelope.end();
     report
 }
 
@@ -514,7 +430,7 @@ fn median_row(empty: Row, mut runs: Vec<Row>) -> Row {
 }
 
 /// The models that ran, ranked by requests per second.
-fn ranking(rows: &[Row]) -> Option<crate::measure::ranking::Ranking> {
+pub(crate) fn ranking(rows: &[Row]) -> Option<crate::measure::ranking::Ranking> {
     let entries: Vec<(String, Vec<f64>)> = (rows.iter())
         .filter(|r| r.error.is_none() && r.skipped.is_none())
         .map(|r| (r.model.clone(), r.runs_requests_per_second.clone()))
@@ -522,8 +438,7 @@ fn ranking(rows: &[Row]) -> Option<crate::measure::ranking::Ranking> {
     crate::measure::ranking::rank(
         "by requests/s",
         "models",
-        "requests_per_second",
-        true,
+        crate::measure::headline::Headline::rate("requests_per_second"),
         &entries,
     )
 }
@@ -605,12 +520,11 @@ fn start_server(setup: &Setup, model: ModelKind) -> anyhow::Result<Server> {
 
 /// The server's CPU: from its own summary (getrusage, microseconds) when it has one, else
 /// the clock-tick difference read from /proc.
-fn server_cpu(summary: Option<&serde_json::Value>, ticks: Option<f64>) -> Option<f64> {
-    let own = summary.and_then(|v| {
-        let user = v.get("cpu_user_seconds")?.as_f64()?;
-        let system = v.get("cpu_system_seconds")?.as_f64()?;
-        Some(user + system).filter(|c| c.is_finite() && *c >= 0.0)
-    });
+fn server_cpu(summary: Option<&ServeReport>, ticks: Option<f64>) -> Option<f64> {
+    let own = summary
+        .filter(|s| s.envelope.error.is_none())
+        .map(|s| s.body.cpu_user_seconds + s.body.cpu_system_seconds)
+        .filter(|c| c.is_finite() && *c >= 0.0);
     own.or(ticks)
 }
 
@@ -726,8 +640,8 @@ fn run_one(
 ) -> anyhow::Result<()> {
     let mut server = start_server(setup, model)?;
     let cmd = driver_command(setup, &server.url);
-    if report.driver_command.is_empty() {
-        report.driver_command = cmd.clone();
+    if report.body.driver_command.is_empty() {
+        report.body.driver_command = cmd.clone();
     }
     let pid = server.child.id();
     let cpu0 = process_cpu(pid);
@@ -758,7 +672,7 @@ fn run_one(
         if Instant::now() >= stop_by {
             let _ = server.child.kill();
             let _ = server.child.wait();
-            report.warnings.push(format!(
+            report.envelope.warnings.push(format!(
                 "{model}: the server did not stop within 5 s of SIGTERM and was killed"
             ));
             break;
@@ -769,8 +683,10 @@ fn run_one(
     if let Some(mut so) = server.child.stdout.take() {
         let _ = so.read_to_string(&mut summary);
     }
-    let summary: Option<serde_json::Value> = serde_json::from_str(&summary).ok();
-    row.server_requests = summary.as_ref().and_then(|v| v.get("requests")?.as_u64());
+    let summary: Option<ServeReport> = serde_json::from_str(&summary).ok();
+    row.server_requests = (summary.as_ref())
+        .filter(|s| s.envelope.error.is_none())
+        .map(|s| s.body.requests);
     let Some(m) = measured else {
         if let Some(e) = serde_json::from_str::<serde_json::Value>(&text)
             .ok()
@@ -805,7 +721,7 @@ fn run_one(
         row.server_cpu_seconds_per_request = (m.complete > 0).then(|| cpu / m.complete as f64);
     }
     if m.failed > 0 || m.non_2xx > 0 {
-        report.warnings.push(format!(
+        report.envelope.warnings.push(format!(
             "{model}: {} failed and {} non-2xx requests under {}",
             m.failed,
             m.non_2xx,
@@ -888,10 +804,11 @@ struct Measured {
 
 /// `sockbench load --format json`.
 fn parse_builtin(text: &str) -> Option<Measured> {
-    let v: serde_json::Value = serde_json::from_str(text).ok()?;
-    if v.get("error").is_some_and(|e| !e.is_null()) {
+    let doc: serde_json::Value = serde_json::from_str(text).ok()?;
+    if doc.get("error").is_some_and(|e| !e.is_null()) {
         return None;
     }
+    let v = doc.get("body")?;
     let u = |k: &str| v.get(k).and_then(serde_json::Value::as_u64);
     let failed = v.get("requests_failed").map_or(0, |f| match f {
         serde_json::Value::Object(m) => m.values().filter_map(serde_json::Value::as_u64).sum(),
@@ -1058,18 +975,19 @@ fn parse_h2load(text: &str) -> Option<Measured> {
 }
 
 fn us(ns: Option<u64>) -> String {
-    ns.map_or("-".into(), |n| format!("{:.1} us", n as f64 / 1e3))
+    ns.map_or("-".into(), |n| format!("{:.1} µs", n as f64 / 1e3))
 }
 
-/// The D benchmark's summary table, with latency and CPU beside requests/s.
-fn print_table(r: &ModelsReport, out: &mut impl Write) -> std::io::Result<()> {
+/// The D benchmark's summary table, with latency and CPU beside requests/s; a skipped
+/// or failed model's row says why; the rankings and warnings under it.
+fn grid(report: &ModelsReport) -> Grid {
+    let r = &report.body;
     let load = match (r.requests, r.duration_seconds) {
         (Some(n), _) => format!("{n} requests"),
         (None, Some(d)) => format!("{d} s"),
         (None, None) => String::new(),
     };
-    writeln!(
-        out,
+    let title = format!(
         "{} over {} connections{}{}, {} B bodies, driven by {}{}",
         load,
         r.connections,
@@ -1093,19 +1011,18 @@ fn print_table(r: &ModelsReport, out: &mut impl Write) -> std::io::Result<()> {
         r.cpus.map_or(String::new(), |[s, l]| format!(
             "; server on CPU {s}, load on CPU {l}"
         )),
-    )?;
-    let mut t = comfy_table::Table::new();
-    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
-        .set_header([
-            "model",
-            "requests/s",
-            "runs min-max",
-            "p50",
-            "p99",
-            "server CPU/request",
-            "failed",
-            "server count",
-        ]);
+    );
+    let headers = [
+        "model",
+        "requests/s",
+        "runs min-max",
+        "p50",
+        "p99",
+        "server CPU/request",
+        "failed",
+        "server count",
+    ];
+    let mut rows = Vec::new();
     for row in &r.rows {
         if let Some(why) = row.skipped.as_ref().or(row.error.as_ref()) {
             let what = if row.skipped.is_some() {
@@ -1113,10 +1030,12 @@ fn print_table(r: &ModelsReport, out: &mut impl Write) -> std::io::Result<()> {
             } else {
                 "failed"
             };
-            t.add_row([row.model.clone(), format!("{what}: {why}")]);
+            let mut cells = vec![row.model.clone(), format!("{what}: {why}")];
+            cells.resize(headers.len(), "-".into());
+            rows.push(cells);
             continue;
         }
-        t.add_row([
+        rows.push(vec![
             row.model.clone(),
             row.requests_per_second
                 .map_or("-".into(), |v| format!("{v:.0}")),
@@ -1126,7 +1045,7 @@ fn print_table(r: &ModelsReport, out: &mut impl Write) -> std::io::Result<()> {
             us(row.p50_ns),
             us(row.p99_ns),
             row.server_cpu_seconds_per_request
-                .map_or("-".into(), |s| format!("{:.1} us", s * 1e6)),
+                .map_or("-".into(), |s| format!("{:.1} µs", s * 1e6)),
             format!(
                 "{}{}",
                 row.requests_failed.unwrap_or(0),
@@ -1138,32 +1057,146 @@ fn print_table(r: &ModelsReport, out: &mut impl Write) -> std::io::Result<()> {
             row.server_requests.map_or("-".into(), |n| n.to_string()),
         ]);
     }
-    writeln!(out, "{t}")?;
+    let mut notes = Vec::new();
     if r.driver == Driver::H2load {
-        writeln!(
-            out,
-            "note: h2load reports no latency percentiles (mean in the JSON)"
-        )?;
+        notes.push("note: h2load reports no latency percentiles (mean in the JSON)".to_string());
     }
     let show = |v: f64| format_per_second(v).replace("/s", " requests/s");
     for line in crate::measure::ranking::summaries(r.ranking.as_slice(), &show) {
-        writeln!(out, "ranking: {line}")?;
+        notes.push(format!("ranking: {line}"));
     }
-    for w in &r.warnings {
-        writeln!(out, "warning: {w}")?;
+    for w in &report.envelope.warnings {
+        notes.push(format!("warning: {w}"));
     }
-    if r.interrupted {
-        writeln!(
-            out,
-            "interrupted: the table covers the models that ran before Ctrl-C"
-        )?;
+    if report.envelope.interrupted {
+        notes.push("interrupted: the table covers the models that ran before Ctrl-C".into());
     }
-    Ok(())
+    let mut align = vec![Align::Right; headers.len()];
+    align[0] = Align::Left;
+    Grid {
+        title: Some(title),
+        headers: headers.map(String::from).to_vec(),
+        align,
+        rows,
+        notes,
+    }
+}
+
+impl Rendered for ModelsReport {
+    fn head(&self) -> Head<'_> {
+        Head::of(Kind::Models, &self.envelope)
+    }
+
+    fn json(&self) -> serde_json::Result<Vec<u8>> {
+        output::pretty(&self.document())
+    }
+
+    fn tables(&self, _view: &crate::report::View) -> Vec<Grid> {
+        vec![grid(self)]
+    }
+
+    fn charts(&self) -> Vec<crate::report::chart::Chart> {
+        crate::report::chart::models_charts(&self.body.rows)
+    }
+
+    fn records(&self) -> output::Records {
+        let rows: Vec<serde_json::Value> = (self.body.rows.iter())
+            .map(|r| serde_json::to_value(r).unwrap_or_default())
+            .collect();
+        output::records_of(
+            &rows,
+            &serde_json::to_value(Row::default()).unwrap_or_default(),
+        )
+    }
+
+    fn metrics(&self) -> Vec<crate::report::openmetrics::Family> {
+        let rows: Vec<_> = (self.body.rows.iter())
+            .filter(|r| r.error.is_none() && r.skipped.is_none())
+            .map(|r| {
+                let mut v = serde_json::to_value(r).unwrap_or_default();
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("model");
+                }
+                (vec![("model", r.model.clone())], v)
+            })
+            .collect();
+        output::gauges(Kind::Models, "A server model", &rows)
+    }
+
+    fn count(&self) -> String {
+        output::counted(self.body.rows.len(), "model")
+    }
+
+    fn nothing_to_chart(&self) -> Option<String> {
+        self.body
+            .rows
+            .iter()
+            .all(|r| r.requests_per_second.is_none())
+            .then(|| "No model was measured, so there is nothing to chart.".to_string())
+    }
+
+    fn findings(&self) -> Vec<output::Finding> {
+        (self.body.rows.iter())
+            .filter_map(|r| {
+                Some(output::Finding {
+                    severity: output::Severity::Failure,
+                    about: r.model.clone(),
+                    text: format!(" failed: {}", r.error.as_ref()?),
+                })
+            })
+            .collect()
+    }
+
+    fn setting(&self) -> Vec<(String, String)> {
+        let r = &self.body;
+        let mut rows = vec![
+            ("driver".to_string(), r.driver.program().to_string()),
+            ("backlog".to_string(), r.backlog.to_string()),
+        ];
+        if let Some([s, l]) = r.cpus {
+            rows.push(("CPUs".to_string(), format!("server {s}, load {l}")));
+        }
+        rows
+    }
+
+    fn title(&self) -> String {
+        "sockbench models report".into()
+    }
+}
+
+impl ModelsBody {
+    /// `compare`'s rows: each model, judged by its requests per second in every run.
+    pub fn rows(&self) -> Vec<crate::report::rows::Row> {
+        (self.rows.iter())
+            .map(|r| {
+                let values = match r.runs_requests_per_second.is_empty() {
+                    true => r.requests_per_second.into_iter().collect(),
+                    false => r.runs_requests_per_second.clone(),
+                };
+                crate::report::rows::Row {
+                    key: format!(
+                        "{} {:?} c{} k{} p{} b{}",
+                        r.model,
+                        self.driver,
+                        self.connections,
+                        self.keepalive,
+                        self.pipeline,
+                        self.body_bytes
+                    ),
+                    label: format!("models {} under {}", r.model, self.driver.program()),
+                    headline: crate::measure::headline::Headline::rate("requests_per_second"),
+                    values: values.into_iter().filter(|v| v.is_finite()).collect(),
+                    error: r.error.clone().or_else(|| r.skipped.clone()),
+                }
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::Format;
 
     /// A model's row is its median run with every run's figure; a failed run is the row;
     /// from single runs the ranking names no model (issue 29).
@@ -1192,26 +1225,28 @@ mod tests {
         assert_eq!(r.outcome, crate::measure::ranking::Outcome::SingleRun);
         let mut text = Vec::new();
         let report = ModelsReport {
-            document: "sockbench-models".into(),
-            schema_version: MODELS_SCHEMA_VERSION,
-            command: Vec::new(),
-            driver: Driver::Builtin,
-            driver_command: Vec::new(),
-            requests: Some(10),
-            duration_seconds: None,
-            connections: 1,
-            keepalive: false,
-            pipeline: 1,
-            body_bytes: 13,
-            backlog: 10,
-            cpus: None,
-            runs: 1,
-            rows: vec![one("epoll", 100.0), one("thread", 400.0)],
-            ranking: Some(r),
-            warnings: Vec::new(),
-            interrupted: false,
+            envelope: Envelope::starting(Vec::new()),
+            body: ModelsBody {
+                driver: Driver::Builtin,
+                driver_command: Vec::new(),
+                requests: Some(10),
+                duration_seconds: None,
+                connections: 1,
+                keepalive: false,
+                pipeline: 1,
+                body_bytes: 13,
+                backlog: 10,
+                cpus: None,
+                runs: 1,
+                rows: vec![one("epoll", 100.0), one("thread", 400.0)],
+                ranking: Some(r),
+            },
         };
-        print_table(&report, &mut text).unwrap();
+        text.extend(
+            crate::report::exporter(Format::Table, Default::default())
+                .serialize(&report)
+                .unwrap(),
+        );
         let text = String::from_utf8(text).unwrap();
         assert!(!text.contains("fastest: "), "{text}");
         assert!(text.contains("no model is ranked fastest"), "{text}");
@@ -1221,16 +1256,29 @@ mod tests {
     fn the_servers_cpu_is_its_own_microsecond_count_not_clock_ticks() {
         // The server's summary: 0.123456 s of CPU to the microsecond, where /proc's
         // ticks read 0.12 (10 ms steps, which made 20.0, 22.0, 24.0 us per request).
-        let summary =
-            serde_json::json!({"cpu_user_seconds": 0.100123, "cpu_system_seconds": 0.023333});
-        let cpu = server_cpu(Some(&summary), Some(0.12)).unwrap();
+        let summary = |user: f64, system: f64, error: Option<&str>| {
+            let mut envelope = crate::report::Envelope::starting(vec!["sockbench".into()]);
+            envelope.error = error.map(String::from);
+            ServeReport {
+                envelope,
+                body: crate::mode::serve::ServeBody {
+                    cpu_user_seconds: user,
+                    cpu_system_seconds: system,
+                    ..crate::mode::serve::ServeBody::default()
+                },
+            }
+        };
+        let cpu = server_cpu(Some(&summary(0.100123, 0.023333, None)), Some(0.12)).unwrap();
         assert!((cpu - 0.123456).abs() < 1e-12, "{cpu}");
-        // No summary (a server killed at the stop), or one without the figures: ticks.
+        // No summary (a server killed at the stop), or a failed server's: ticks.
         assert_eq!(server_cpu(None, Some(0.12)), Some(0.12));
-        let bare = serde_json::json!({"requests": 5});
-        assert_eq!(server_cpu(Some(&bare), Some(0.12)), Some(0.12));
-        let wild = serde_json::json!({"cpu_user_seconds": -1.0, "cpu_system_seconds": 0.0});
-        assert_eq!(server_cpu(Some(&wild), None), None);
+        let failed = summary(0.0, 0.0, Some("cannot listen"));
+        assert_eq!(server_cpu(Some(&failed), Some(0.12)), Some(0.12));
+        assert_eq!(server_cpu(Some(&summary(-1.0, 0.0, None)), None), None);
+        // What a server writes is what models reads back.
+        let text = serde_json::to_string(&summary(0.5, 0.25, None).document()).unwrap();
+        let back: ServeReport = serde_json::from_str(&text).unwrap();
+        assert_eq!(server_cpu(Some(&back), None), Some(0.75));
     }
 
     #[test]
@@ -1391,8 +1439,8 @@ req/s           :   30646.97    39627.97    35299.52     3468.79    60.00%
 
     #[test]
     fn builtin_output_is_read() {
-        let text = r#"{"requests_complete": 100, "requests_failed": {"connect": 1, "read": 2, "status": 0, "length": 3},
-            "non_2xx": 4, "requests_per_second": 1234.5, "latency": {"p50_ns": 10, "p99_ns": 20, "mean_ns": 12}}"#;
+        let text = r#"{"error": null, "kind": "load", "body": {"requests_complete": 100, "requests_failed": {"connect": 1, "read": 2, "status": 0, "length": 3},
+            "non_2xx": 4, "requests_per_second": 1234.5, "latency": {"p50_ns": 10, "p99_ns": 20, "mean_ns": 12}}}"#;
         let m = parse_builtin(text).unwrap();
         assert_eq!((m.complete, m.failed, m.non_2xx), (100, 6, 4));
         assert_eq!(
@@ -1400,10 +1448,7 @@ req/s           :   30646.97    39627.97    35299.52     3468.79    60.00%
             (Some(10), Some(20), Some(12))
         );
         assert!(parse_builtin("{}").is_none());
-        let failed = text.replace(
-            "{\"requests_complete\"",
-            "{\"error\": \"nothing answered\", \"requests_complete\"",
-        );
+        let failed = text.replace("\"error\": null", "\"error\": \"nothing answered\"");
         assert!(parse_builtin(&failed).is_none());
     }
 }

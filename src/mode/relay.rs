@@ -14,34 +14,33 @@
 //! or `-d`.
 
 use std::collections::BTreeMap;
-use std::io::{self, Write};
-use std::process::ExitCode;
+use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use super::{FAILED, INTERRUPTED};
-use crate::cli::{Format, OutputArgs, RelayArgs, RelayMode};
+use crate::cli::{RelayArgs, RelayMode};
 use crate::copy::{self, Copied, End, Method};
+use crate::error::{CommandResult, Error, Outcome as Ended};
+use crate::measure::headline::Headline;
 use crate::measure::ranking::{self, Ranking};
-use crate::measure::units::{
-    format_bits_per_second, format_bytes, format_ns, parse_duration, parse_size, parse_size_list,
-};
+use crate::measure::units::{format_bytes, format_ns, parse_size, parse_size_list};
 use crate::measure::verdict::{self, Verdict};
+use crate::report::document::{Envelope, Kind, Written};
+use crate::report::grid::{Align, Grid};
+use crate::report::output::{self, Head, Rendered};
 use crate::transport::TransportKind;
 use crate::workload::relay::{self, Listener, Outcome, Shape, Target};
 use crate::workload::Stop;
 
-/// Version of the relay's JSON document.
-pub const RELAY_SCHEMA_VERSION: u32 = 1;
 /// The largest size, buffer or pipe.
 const MAX_SIZE: u64 = 1 << 30;
 
 /// One scenario's figures (from its median run by throughput).
-#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RelayResult {
     /// The relay's two ends.
     pub transport: String,
@@ -101,7 +100,7 @@ pub struct RelayResult {
 }
 
 /// A combination left out, with the reason.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RelaySkip {
     /// The transport.
     pub transport: String,
@@ -112,7 +111,7 @@ pub struct RelaySkip {
 }
 
 /// Where a splice method overtakes the copy methods, on one transport.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Crossover {
     /// The transport.
     pub transport: String,
@@ -127,8 +126,11 @@ pub struct Crossover {
 }
 
 /// The relay-only form's figures.
-#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RelayOnly {
+    /// The copy method (`--method`).
+    #[serde(default)]
+    pub method: String,
     /// Where it accepted.
     pub listen: String,
     /// Where it copied to.
@@ -160,17 +162,9 @@ pub struct RelayOnly {
     pub pipe_size_bytes: Option<u64>,
 }
 
-/// The relay's JSON document.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
-pub struct RelayReport {
-    /// Always `sockbench-relay`.
-    pub document: String,
-    /// [`RELAY_SCHEMA_VERSION`].
-    pub schema_version: u32,
-    /// The command line.
-    pub command: Vec<String>,
-    /// The kernel (`uname -sr`).
-    pub kernel: String,
+/// What `relay` measured: the body of its document (kind `relay`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RelayBody {
     /// Bulk or one message at a time.
     pub mode: RelayMode,
     /// Short connections in all, each one payload; null for long streams.
@@ -202,10 +196,26 @@ pub struct RelayReport {
     pub rankings: Vec<crate::measure::ranking::Ranking>,
     /// The relay-only form's figures, or null.
     pub relay_only: Option<RelayOnly>,
-    /// What to be careful of in the figures.
-    pub warnings: Vec<String>,
-    /// Ctrl-C cut it short.
-    pub interrupted: bool,
+}
+
+/// The relay's document as it is made: the envelope and the body.
+#[derive(Clone, Debug)]
+pub struct RelayReport {
+    /// What every document says of itself.
+    pub envelope: Envelope,
+    /// What the relay measured.
+    pub body: RelayBody,
+}
+
+impl RelayReport {
+    /// The document to write.
+    pub fn document(&self) -> Written<'_, RelayBody> {
+        Written {
+            envelope: &self.envelope,
+            kind: Kind::Relay,
+            body: &self.body,
+        }
+    }
 }
 
 /// Why `buffered` cannot carry request/response traffic.
@@ -224,17 +234,7 @@ struct Plan {
     connections: Option<u64>,
     copy: copy::Options,
     skipped: Vec<RelaySkip>,
-    json: bool,
     standalone: Option<(Target, Target, Option<Duration>)>,
-}
-
-fn usage(msg: impl std::fmt::Display) -> ExitCode {
-    super::usage_error(msg)
-}
-
-fn failed(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("sockbench: error: {msg}");
-    ExitCode::from(FAILED)
 }
 
 fn size_flag(name: &str, text: &str) -> Result<u64, String> {
@@ -268,19 +268,7 @@ fn parse_transports(text: &str) -> Result<Vec<TransportKind>, String> {
     Ok(out)
 }
 
-fn plan(args: &RelayArgs, format: Format) -> Result<Plan, String> {
-    let json = match format {
-        Format::Table => false,
-        Format::Json => true,
-        other => {
-            return Err(format!(
-                "relay prints a table or --format json, not {}",
-                other
-                    .to_possible_value()
-                    .map_or("that".into(), |v| v.get_name().to_string())
-            ))
-        }
-    };
+fn plan(args: &RelayArgs) -> Result<Plan, String> {
     let methods = Method::parse_list(&args.method)?;
     let everything = args.method.split(',').any(|m| m.trim() == "all");
     let buffer = size_flag("--buffer", &args.buffer)? as usize;
@@ -297,14 +285,7 @@ fn plan(args: &RelayArgs, format: Format) -> Result<Plan, String> {
     if args.parallel == 0 || args.parallel > 1024 {
         return Err("--parallel must be between 1 and 1024".into());
     }
-    if args.runs == 0 || args.runs > 100 {
-        return Err("--runs must be between 1 and 100".into());
-    }
-    let duration = args
-        .duration
-        .as_deref()
-        .map(|d| parse_duration(d).map_err(|e| format!("--duration: {e}")))
-        .transpose()?;
+    let duration = args.duration.parsed()?;
     if duration.is_some_and(|d| d < Duration::from_millis(10)) {
         return Err("--duration must be at least 10ms".into());
     }
@@ -343,11 +324,10 @@ fn plan(args: &RelayArgs, format: Format) -> Result<Plan, String> {
             connections: None,
             copy,
             skipped,
-            json,
             standalone: Some((listen, to, duration)),
         });
     }
-    let transports = parse_transports(&args.transport)?;
+    let transports = parse_transports(args.transports.transport.as_deref().unwrap_or("tcp"))?;
     let pingpong = args.mode == RelayMode::Pingpong;
     if pingpong && (args.parallel > 1 || args.connections.is_some() || args.bytes.is_some()) {
         return Err(
@@ -371,7 +351,7 @@ fn plan(args: &RelayArgs, format: Format) -> Result<Plan, String> {
     } else {
         "64K"
     };
-    let sizes = parse_size_list(args.size.as_deref().unwrap_or(default_size))
+    let sizes = parse_size_list(args.sizes.size.as_deref().unwrap_or(default_size))
         .map_err(|e| format!("--size: {e}"))?;
     if let Some(bad) = sizes.iter().find(|&&s| s == 0 || s > MAX_SIZE) {
         return Err(format!("--size must be between 1 byte and 1G, not {bad}"));
@@ -417,67 +397,50 @@ fn plan(args: &RelayArgs, format: Format) -> Result<Plan, String> {
         connections: args.connections,
         copy,
         skipped,
-        json,
         standalone: None,
     })
 }
 
 /// Run `sockbench relay`.
-pub fn run(args: &RelayArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode {
-    let plan = match plan(args, output.format) {
-        Ok(p) => p,
-        Err(e) => return usage(e),
-    };
-    let exports = match super::own_document_exports(output, "relay") {
-        Ok(e) => e,
-        Err(e) => return usage(e),
-    };
-    if let Err(e) = crate::interrupt::install() {
-        return failed(format!("cannot handle Ctrl-C: {e}"));
-    }
-    let kernel = nix::sys::utsname::uname()
-        .map(|u| {
-            format!(
-                "{} {}",
-                u.sysname().to_string_lossy(),
-                u.release().to_string_lossy()
-            )
-        })
-        .unwrap_or_default();
+///
+/// # Errors
+/// A usage error, or a relay that could not be set up.
+pub fn run(args: &RelayArgs, argv: Vec<String>) -> CommandResult {
+    let output = &args.output;
+    let plan = plan(args).map_err(Error::usage)?;
+    let exports = super::exports(output)?;
+    crate::interrupt::install().map_err(|e| Error::failed(format!("cannot handle Ctrl-C: {e}")))?;
     let mut report = RelayReport {
-        document: "sockbench-relay".into(),
-        schema_version: RELAY_SCHEMA_VERSION,
-        command: argv,
-        kernel,
-        mode: args.mode,
-        connections: plan.connections,
-        parallel: args.parallel,
-        duration_seconds: match plan.stop {
-            Stop::Duration(d) if plan.connections.is_none() => Some(d.as_secs_f64()),
-            _ => None,
+        envelope: Envelope::starting(argv),
+        body: RelayBody {
+            mode: args.mode,
+            connections: plan.connections,
+            parallel: args.parallel,
+            duration_seconds: match plan.stop {
+                Stop::Duration(d) if plan.connections.is_none() => Some(d.as_secs_f64()),
+                _ => None,
+            },
+            bytes_per_connection: match plan.stop {
+                Stop::Bytes(b) => Some(b),
+                _ => None,
+            },
+            count: match plan.stop {
+                Stop::Count(n) if args.mode == RelayMode::Pingpong => Some(n),
+                _ => None,
+            },
+            buffer_bytes: plan.copy.buffer as u64,
+            pipe_size_requested_bytes: plan.copy.pipe_size as u64,
+            iovecs: plan.copy.iovecs,
+            runs: args.runs.runs,
+            results: Vec::new(),
+            skipped: plan.skipped.clone(),
+            crossovers: Vec::new(),
+            rankings: Vec::new(),
+            relay_only: None,
         },
-        bytes_per_connection: match plan.stop {
-            Stop::Bytes(b) => Some(b),
-            _ => None,
-        },
-        count: match plan.stop {
-            Stop::Count(n) if args.mode == RelayMode::Pingpong => Some(n),
-            _ => None,
-        },
-        buffer_bytes: plan.copy.buffer as u64,
-        pipe_size_requested_bytes: plan.copy.pipe_size as u64,
-        iovecs: plan.copy.iovecs,
-        runs: args.runs,
-        results: Vec::new(),
-        skipped: plan.skipped.clone(),
-        crossovers: Vec::new(),
-        rankings: Vec::new(),
-        relay_only: None,
-        warnings: Vec::new(),
-        interrupted: false,
     };
     let status = if let Some((listen, to, duration)) = &plan.standalone {
-        report.duration_seconds = duration.map(|d| d.as_secs_f64());
+        report.body.duration_seconds = duration.map(|d| d.as_secs_f64());
         match relay_only(
             plan.methods[0],
             &plan.copy,
@@ -487,47 +450,32 @@ pub fn run(args: &RelayArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode
             args.parallel,
         ) {
             Ok((r, fatal)) => {
-                report.relay_only = Some(r);
+                report.body.relay_only = Some(r);
                 // What was relayed is printed; the status says the relay broke.
                 fatal.map(|e| {
                     eprintln!("sockbench: error: {e}");
-                    ExitCode::from(FAILED)
+                    Ok(Ended::Failed)
                 })
             }
-            Err(e) => return failed(e),
+            Err(e) => return Err(Error::failed(e)),
         }
     } else {
         benchmark(&plan, args, output.quiet, &mut report)
     };
-    report.interrupted = crate::interrupt::requested();
-    let exported = super::write_own_document(&report, &exports);
-    if let Err(e) = &exported {
-        eprintln!("sockbench: error: {e:#}");
-    }
+    report.envelope.end();
+    exports.finish(&report);
     // A Ctrl-C while an export waited for a FIFO's reader interrupted the command too.
-    report.interrupted |= crate::interrupt::requested();
-    let mut out = io::stdout().lock();
-    let printed = if plan.json {
-        serde_json::to_writer_pretty(&mut out, &report)
-            .map_err(io::Error::other)
-            .and_then(|()| writeln!(out))
-    } else {
-        print_table(&report, &mut out)
-    };
-    if let Err(e) = printed {
-        if e.kind() != io::ErrorKind::BrokenPipe {
-            return failed(format!("cannot print: {e}"));
-        }
-    }
+    report.envelope.interrupted |= crate::interrupt::requested();
+    let written = super::emit(&report, output, &exports);
     if let Some(code) = status {
         return code;
     }
-    if report.interrupted {
-        ExitCode::from(INTERRUPTED)
-    } else if exported.is_err() || report.results.iter().any(|r| r.error.is_some()) {
-        ExitCode::from(FAILED)
+    if report.envelope.interrupted {
+        Ok(Ended::Interrupted)
+    } else if !written || report.body.results.iter().any(|r| r.error.is_some()) {
+        Ok(Ended::Failed)
     } else {
-        ExitCode::SUCCESS
+        Ok(Ended::Done)
     }
 }
 
@@ -537,7 +485,7 @@ fn benchmark(
     args: &RelayArgs,
     quiet: bool,
     report: &mut RelayReport,
-) -> Option<ExitCode> {
+) -> Option<CommandResult> {
     // A private directory of this process's (named by its pid, so the next run finds and
     // removes it if this one is killed), only when some transport needs file names; and
     // first, what a killed sockbench left there.
@@ -547,7 +495,7 @@ fn benchmark(
             if !quiet {
                 eprintln!("sockbench: note: {note}");
             }
-            report.warnings.push(note);
+            report.envelope.warnings.push(note);
         }
     }
     let dir = match named
@@ -555,7 +503,7 @@ fn benchmark(
         .transpose()
     {
         Ok(d) => d,
-        Err(e) => return Some(failed(format!("{e:#}"))),
+        Err(e) => return Some(Err(Error::failed(format!("{e:#}")))),
     };
     let dir_path = dir
         .as_ref()
@@ -578,7 +526,7 @@ fn benchmark(
                 };
                 let mut runs = Vec::new();
                 let mut error = None;
-                for _ in 0..args.runs {
+                for _ in 0..args.runs.runs {
                     match relay::run(&setup) {
                         Ok(o) => {
                             let stop = o.interrupted;
@@ -593,7 +541,7 @@ fn benchmark(
                         }
                     }
                 }
-                report.results.push(result(t, m, size, &runs, error));
+                report.body.results.push(result(t, m, size, &runs, error));
                 progress.inc();
                 if crate::interrupt::requested() {
                     break 'all;
@@ -602,11 +550,11 @@ fn benchmark(
         }
     }
     progress.finish();
-    report.crossovers = crossovers(&report.results);
-    report.rankings = rankings(&report.results, report.mode);
+    report.body.crossovers = crossovers(&report.body.results);
+    report.body.rankings = rankings(&report.body.results, report.body.mode);
     let cpus = crate::mode::serve::allowed_cpus().len();
-    if cpus < 3 && !report.results.is_empty() {
-        report.warnings.push(format!(
+    if cpus < 3 && !report.body.results.is_empty() {
+        report.envelope.warnings.push(format!(
             "the source, the relay and the sink share {cpus} CPU{}: throughput is that of a relay \
              competing with its own traffic; for the relay alone, run the relay-only form \
              (--listen, --to) between programs on other CPUs",
@@ -696,15 +644,18 @@ const MARGIN: f64 = 1.05;
 
 /// The figure a method is ranked by, per run: throughput, or under `--mode pingpong` the
 /// median source-to-sink time (lower is better).
-fn headline(r: &RelayResult, mode: RelayMode) -> (&'static str, bool, &[f64]) {
+fn headline(r: &RelayResult, mode: RelayMode) -> (Headline, &[f64]) {
     match mode {
-        RelayMode::Stream => ("bits_per_second", true, &r.runs_bits_per_second),
-        RelayMode::Pingpong => ("p50_ns", false, &r.runs_p50_ns),
+        RelayMode::Stream => (
+            Headline::throughput("bits_per_second"),
+            &r.runs_bits_per_second,
+        ),
+        RelayMode::Pingpong => (Headline::latency("p50_ns"), &r.runs_p50_ns),
     }
 }
 
 /// Per transport and size with two methods or more that ran: the methods ranked.
-fn rankings(results: &[RelayResult], mode: RelayMode) -> Vec<Ranking> {
+pub(crate) fn rankings(results: &[RelayResult], mode: RelayMode) -> Vec<Ranking> {
     let mut groups: Vec<(&str, u64)> = Vec::new();
     for r in results {
         if !groups.contains(&(&r.transport, r.size_bytes)) {
@@ -716,11 +667,11 @@ fn rankings(results: &[RelayResult], mode: RelayMode) -> Vec<Ranking> {
         .filter_map(|(t, size)| {
             let entries: Vec<(String, Vec<f64>)> = (results.iter())
                 .filter(|r| r.transport == t && r.size_bytes == size && r.error.is_none())
-                .map(|r| (r.method.clone(), headline(r, mode).2.to_vec()))
+                .map(|r| (r.method.clone(), headline(r, mode).1.to_vec()))
                 .collect();
-            let (figure, higher, _) = headline(&RelayResult::default(), mode);
+            let (figure, _) = headline(&RelayResult::default(), mode);
             let group = format!("{t} {}", format_bytes(size));
-            ranking::rank(&group, "methods", figure, higher, &entries)
+            ranking::rank(&group, "methods", figure, &entries)
         })
         .collect()
 }
@@ -843,9 +794,13 @@ fn crossovers(results: &[RelayResult]) -> Vec<Crossover> {
     out
 }
 
-fn print_table(r: &RelayReport, out: &mut impl Write) -> io::Result<()> {
+/// The relay's tables: one row per transport, method and size (its figures, or why it
+/// failed), the notes under it (pipes granted, what was skipped, the rankings, the
+/// crossovers, the warnings); `--relay-only`'s one row of what it relayed.
+fn grids(e: &Envelope, r: &RelayBody, units: crate::report::Units) -> Vec<Grid> {
+    let bps = |v: f64| crate::report::grid::throughput(v, units);
     if let Some(o) = &r.relay_only {
-        return print_relay_only(r, o, out);
+        return vec![relay_only_grid(o, units)];
     }
     let what = match (r.mode, r.connections) {
         (RelayMode::Pingpong, _) => "one message at a time".to_string(),
@@ -856,16 +811,7 @@ fn print_table(r: &RelayReport, out: &mut impl Write) -> io::Result<()> {
             if r.parallel == 1 { "" } else { "s" }
         ),
     };
-    writeln!(
-        out,
-        "relay: {what}; buffer {}, pipe {} asked, {} iovecs",
-        format_bytes(r.buffer_bytes),
-        format_bytes(r.pipe_size_requested_bytes),
-        r.iovecs
-    )?;
     let pingpong = r.mode == RelayMode::Pingpong;
-    let mut t = comfy_table::Table::new();
-    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
     let mut head = vec!["transport", "method", "size"];
     if pingpong {
         head.extend(["p50", "p50 min-max", "p99", "max"]);
@@ -873,7 +819,10 @@ fn print_table(r: &RelayReport, out: &mut impl Write) -> io::Result<()> {
         head.extend(["throughput", "runs min-max", "per message"]);
     }
     head.extend(["relay CPU/GB", "CPU/message", "syscalls/MB", "bytes/call"]);
-    t.set_header(head);
+    let mut align = vec![Align::Right; head.len()];
+    align[0] = Align::Left;
+    align[1] = Align::Left;
+    let mut rows = Vec::new();
     for x in &r.results {
         let mut row = vec![
             x.transport.clone(),
@@ -882,7 +831,8 @@ fn print_table(r: &RelayReport, out: &mut impl Write) -> io::Result<()> {
         ];
         if let Some(e) = &x.error {
             row.push(format!("failed: {e}"));
-            t.add_row(row);
+            row.resize(head.len(), "-".into());
+            rows.push(row);
             continue;
         }
         if pingpong {
@@ -900,11 +850,8 @@ fn print_table(r: &RelayReport, out: &mut impl Write) -> io::Result<()> {
                 }
             }
         } else {
-            row.push(format_bits_per_second(x.bits_per_second));
-            row.push(ranking::spread_cell(
-                &x.runs_bits_per_second,
-                &format_bits_per_second,
-            ));
+            row.push(bps(x.bits_per_second));
+            row.push(ranking::spread_cell(&x.runs_bits_per_second, &bps));
             row.push(format_ns(x.ns_per_message.round() as u64));
         }
         row.push(
@@ -920,9 +867,9 @@ fn print_table(r: &RelayReport, out: &mut impl Write) -> io::Result<()> {
             x.bytes_per_syscall
                 .map_or("-".into(), |v| format_bytes(v.round() as u64)),
         );
-        t.add_row(row);
+        rows.push(row);
     }
-    writeln!(out, "{t}")?;
+    let mut notes = Vec::new();
     let pipes: Vec<String> = r
         .results
         .iter()
@@ -935,78 +882,107 @@ fn print_table(r: &RelayReport, out: &mut impl Write) -> io::Result<()> {
             v
         });
     if !pipes.is_empty() {
-        writeln!(out, "pipe granted: {}", pipes.join(", "))?;
+        notes.push(format!("pipe granted: {}", pipes.join(", ")));
     }
     for s in &r.skipped {
-        writeln!(out, "skipped: {} {}: {}", s.transport, s.method, s.reason)?;
+        notes.push(format!(
+            "skipped: {} {}: {}",
+            s.transport, s.method, s.reason
+        ));
     }
     let show = |v: f64| match pingpong {
         true => format_ns(v as u64),
-        false => format_bits_per_second(v),
+        false => bps(v),
     };
     for line in ranking::summaries(&r.rankings, &show) {
-        writeln!(out, "ranking: {line}")?;
+        notes.push(format!("ranking: {line}"));
     }
     for c in &r.crossovers {
-        writeln!(out, "crossover: {}", c.summary)?;
+        notes.push(format!("crossover: {}", c.summary));
     }
-    for w in &r.warnings {
-        writeln!(out, "warning: {w}")?;
+    for w in &e.warnings {
+        notes.push(format!("warning: {w}"));
     }
-    if r.interrupted {
-        writeln!(
-            out,
-            "interrupted: the figures are what was measured before Ctrl-C"
-        )?;
+    if e.interrupted {
+        notes.push("interrupted: the figures are what was measured before Ctrl-C".into());
     }
-    Ok(())
+    vec![Grid {
+        title: Some(format!(
+            "relay: {what}; buffer {}, pipe {} asked, {} iovecs",
+            format_bytes(r.buffer_bytes),
+            format_bytes(r.pipe_size_requested_bytes),
+            r.iovecs
+        )),
+        headers: head.into_iter().map(String::from).collect(),
+        align,
+        rows,
+        notes,
+    }]
 }
 
-fn print_relay_only(r: &RelayReport, o: &RelayOnly, out: &mut impl Write) -> io::Result<()> {
+/// `--relay-only`: what it relayed, as a table of names and values.
+fn relay_only_grid(o: &RelayOnly, units: crate::report::Units) -> Grid {
     let bytes = o.bytes_forward + o.bytes_backward;
     let secs = o.duration_seconds;
-    writeln!(
-        out,
-        "relayed {} connection{} from {} to {} with {}: {} forward, {} back in {:.3} s{}",
-        o.connections,
-        if o.connections == 1 { "" } else { "s" },
-        o.listen,
-        o.to,
-        r.command
-            .windows(2)
-            .find(|w| w[0] == "-m" || w[0] == "--method")
-            .map_or("?", |w| w[1].as_str()),
-        format_bytes(o.bytes_forward),
-        format_bytes(o.bytes_backward),
-        secs,
-        if secs > 0.0 {
-            format!(" ({})", format_bits_per_second(bytes as f64 * 8.0 / secs))
-        } else {
-            String::new()
-        }
-    )?;
-    writeln!(
-        out,
-        "CPU {:.3} s{}; {} system calls{}{}",
-        o.cpu_seconds,
-        o.cpu_seconds_per_gb
-            .map_or(String::new(), |v| format!(" ({v:.3} s per GB)")),
-        o.syscalls,
-        o.syscalls_per_mb
-            .map_or(String::new(), |v| format!(" ({v:.1} per MB)")),
-        o.pipe_size_bytes
-            .map_or(String::new(), |p| format!("; pipe {}", format_bytes(p)))
-    )?;
+    let method = if o.method.is_empty() { "?" } else { &o.method };
+    let mut rows = vec![
+        (
+            "relayed",
+            format!(
+                "{} from {} to {} with {method}",
+                crate::report::output::counted(o.connections as usize, "connection"),
+                o.listen,
+                o.to
+            ),
+        ),
+        (
+            "bytes",
+            format!(
+                "{} forward, {} back in {secs:.3} s{}",
+                format_bytes(o.bytes_forward),
+                format_bytes(o.bytes_backward),
+                if secs > 0.0 {
+                    format!(
+                        " ({})",
+                        crate::report::grid::throughput(bytes as f64 * 8.0 / secs, units)
+                    )
+                } else {
+                    String::new()
+                }
+            ),
+        ),
+        (
+            "CPU",
+            format!(
+                "{:.3} s{}",
+                o.cpu_seconds,
+                o.cpu_seconds_per_gb
+                    .map_or(String::new(), |v| format!(" ({v:.3} s per GB)"))
+            ),
+        ),
+        (
+            "system calls",
+            format!(
+                "{}{}{}",
+                o.syscalls,
+                o.syscalls_per_mb
+                    .map_or(String::new(), |v| format!(" ({v:.1} per MB)")),
+                o.pipe_size_bytes
+                    .map_or(String::new(), |p| format!("; pipe {}", format_bytes(p)))
+            ),
+        ),
+    ];
     if o.failed > 0 {
-        writeln!(
-            out,
-            "{} connection{} failed; the first: {}",
-            o.failed,
-            if o.failed == 1 { "" } else { "s" },
-            o.first_error.as_deref().unwrap_or("?")
-        )?;
+        rows.push((
+            "failed",
+            format!(
+                "{}; the first: {}",
+                crate::report::output::counted(o.failed as usize, "connection"),
+                o.first_error.as_deref().unwrap_or("?")
+            ),
+        ));
     }
-    Ok(())
+    crate::report::output::pairs(Some("relay --listen --to".into()), rows)
 }
 
 /// The relay-only form's shared tallies.
@@ -1228,6 +1204,7 @@ fn relay_only(
         .clone();
     let pipe = *tallies.pipe.lock().unwrap_or_else(|p| p.into_inner());
     let only = RelayOnly {
+        method: method.to_string(),
         listen: shown,
         to: to.to_string(),
         connections: tallies.connections.load(Ordering::Relaxed),
@@ -1244,6 +1221,190 @@ fn relay_only(
         pipe_size_bytes: pipe.map(|p| p as u64),
     };
     Ok((only, fatal))
+}
+
+impl Rendered for RelayReport {
+    fn head(&self) -> Head<'_> {
+        Head::of(Kind::Relay, &self.envelope)
+    }
+
+    fn json(&self) -> serde_json::Result<Vec<u8>> {
+        output::pretty(&self.document())
+    }
+
+    fn tables(&self, view: &crate::report::View) -> Vec<Grid> {
+        grids(&self.envelope, &self.body, view.units)
+    }
+
+    fn records(&self) -> output::Records {
+        if let Some(o) = &self.body.relay_only {
+            let row = serde_json::to_value(o).unwrap_or_default();
+            let template = serde_json::to_value(RelayOnly::default()).unwrap_or_default();
+            return output::records_of(&[row], &template);
+        }
+        let rows: Vec<serde_json::Value> = (self.body.results.iter())
+            .map(|r| serde_json::to_value(r).unwrap_or_default())
+            .collect();
+        let template = serde_json::to_value(RelayResult::default()).unwrap_or_default();
+        output::records_of(&rows, &template)
+    }
+
+    fn metrics(&self) -> Vec<crate::report::openmetrics::Family> {
+        if let Some(o) = &self.body.relay_only {
+            let labels = vec![
+                ("method", o.method.clone()),
+                ("listen", o.listen.clone()),
+                ("to", o.to.clone()),
+            ];
+            let mut v = serde_json::to_value(o).unwrap_or_default();
+            if let Some(m) = v.as_object_mut() {
+                for text in ["method", "listen", "to", "first_error"] {
+                    m.remove(text);
+                }
+            }
+            return output::gauges(
+                Kind::Relay,
+                "What the relay-only form relayed",
+                &[(labels, v)],
+            );
+        }
+        let rows: Vec<_> = (self.body.results.iter())
+            .filter(|r| r.error.is_none())
+            .map(|r| {
+                let labels = vec![
+                    ("transport", r.transport.clone()),
+                    ("method", r.method.clone()),
+                    ("size_bytes", r.size_bytes.to_string()),
+                ];
+                let mut v = serde_json::to_value(r).unwrap_or_default();
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("size_bytes");
+                }
+                (labels, v)
+            })
+            .collect();
+        output::gauges(Kind::Relay, "A relay method", &rows)
+    }
+
+    fn count(&self) -> String {
+        output::counted(self.body.results.len(), "method run")
+    }
+
+    fn charts(&self) -> Vec<crate::report::chart::Chart> {
+        use crate::report::chart::{bars_of, Axis};
+        let pingpong = self.body.mode == RelayMode::Pingpong;
+        let spread = |v: &[f64]| {
+            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            (v.len() > 1 && lo.is_finite()).then_some((lo, hi))
+        };
+        let bars = (self.body.results.iter())
+            .filter(|r| r.error.is_none())
+            .filter_map(|r| {
+                let label = format!(
+                    "{} {} {}",
+                    r.transport,
+                    r.method,
+                    format_bytes(r.size_bytes)
+                );
+                match pingpong {
+                    true => {
+                        let p50 = r.latency_ns.as_ref()?.get("p50").copied()? as f64;
+                        Some((label, p50, spread(&r.runs_p50_ns)))
+                    }
+                    false => Some((label, r.bits_per_second, spread(&r.runs_bits_per_second))),
+                }
+            })
+            .collect();
+        let (id, title, axis, what) = match pingpong {
+            true => (
+                "relay-latency",
+                "Source-to-sink time by method (p50)",
+                Axis::Nanoseconds,
+                "the median source-to-sink time of a message",
+            ),
+            false => (
+                "relay-throughput",
+                "Throughput by method",
+                Axis::BitsPerSecond,
+                "the bits the sink received per second",
+            ),
+        };
+        vec![bars_of(
+            id,
+            title,
+            &format!("Each transport, method and size: {what}, the median run; the whisker spans the runs (--runs 2 or more)."),
+            axis,
+            bars,
+        )]
+    }
+
+    fn nothing_to_chart(&self) -> Option<String> {
+        self.body
+            .results
+            .iter()
+            .all(|r| r.error.is_some())
+            .then(|| "No method ran, so there is nothing to chart.".to_string())
+    }
+
+    fn findings(&self) -> Vec<output::Finding> {
+        (self.body.results.iter())
+            .filter_map(|r| {
+                Some(output::Finding {
+                    severity: output::Severity::Failure,
+                    about: format!(
+                        "{} {} {}",
+                        r.transport,
+                        r.method,
+                        format_bytes(r.size_bytes)
+                    ),
+                    text: format!(" failed: {}", r.error.as_ref()?),
+                })
+            })
+            .collect()
+    }
+
+    fn left_out(&self) -> Vec<String> {
+        (self.body.skipped.iter())
+            .map(|s| format!("{} {}: {}", s.transport, s.method, s.reason))
+            .collect()
+    }
+}
+
+impl RelayBody {
+    /// `compare`'s rows: each transport, method and size that ran or failed, judged by
+    /// its throughput in each run (`--mode pingpong`: its median source-to-sink time).
+    pub fn rows(&self) -> Vec<crate::report::rows::Row> {
+        let mode = match self.mode {
+            RelayMode::Stream => "",
+            RelayMode::Pingpong => " pingpong",
+        };
+        (self.results.iter())
+            .map(|r| {
+                let (headline, values) = headline(r, self.mode);
+                crate::report::rows::Row {
+                    key: format!(
+                        "{mode} {} {} {} c{:?} p{} b{:?}",
+                        r.transport,
+                        r.method,
+                        r.size_bytes,
+                        self.connections,
+                        self.parallel,
+                        self.bytes_per_connection
+                    ),
+                    label: format!(
+                        "relay{mode} {} {} {}",
+                        r.transport,
+                        r.method,
+                        format_bytes(r.size_bytes)
+                    ),
+                    headline,
+                    values: values.iter().copied().filter(|v| v.is_finite()).collect(),
+                    error: r.error.clone(),
+                }
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -1304,11 +1465,7 @@ mod tests {
         rw.runs_bits_per_second = vec![100e6, 30e6, 420e6];
         let mut vec = res("tcp", Method::Vectored, 10240, 400e6);
         vec.runs_bits_per_second = vec![400e6, 90e6, 410e6];
-        let mut r = RelayReport {
-            document: "sockbench-relay".into(),
-            schema_version: RELAY_SCHEMA_VERSION,
-            command: Vec::new(),
-            kernel: String::new(),
+        let mut r = RelayBody {
             mode: RelayMode::Stream,
             connections: Some(5000),
             parallel: 1,
@@ -1324,15 +1481,21 @@ mod tests {
             crossovers: Vec::new(),
             rankings: Vec::new(),
             relay_only: None,
-            warnings: Vec::new(),
-            interrupted: false,
         };
         r.rankings = rankings(&r.results, r.mode);
         assert_eq!(r.rankings.len(), 1);
         assert_eq!(r.rankings[0].winner, None);
-        let table = |r: &RelayReport| {
+        let e = Envelope::starting(Vec::new());
+        let table = |r: &RelayBody| {
             let mut out = Vec::new();
-            print_table(r, &mut out).unwrap();
+            out.extend(
+                crate::report::exporter(crate::cli::Format::Table, Default::default())
+                    .serialize(&RelayReport {
+                        envelope: e.clone(),
+                        body: r.clone(),
+                    })
+                    .unwrap(),
+            );
             String::from_utf8(out).unwrap()
         };
         let text = table(&r);
@@ -1352,7 +1515,7 @@ mod tests {
         }
         r.rankings = rankings(&r.results, r.mode);
         let text = table(&r);
-        assert!(text.contains("┆ 1 run "), "{text}");
+        assert!(text.contains(" 1 run ┆"), "{text}");
         let line = text.lines().find(|l| l.starts_with("ranking: ")).unwrap();
         assert!(
             line.contains("single run, so the noise is unknown"),
@@ -1474,7 +1637,7 @@ mod tests {
         let all: Vec<&str> = ["sockbench", "relay"].iter().chain(args).copied().collect();
         let parsed = crate::cli::Args::try_parse_from(all).map_err(|e| e.to_string())?;
         match parsed.command {
-            Some(crate::cli::Command::Relay(r)) => plan(&r, parsed.output.format),
+            Some(crate::cli::Command::Relay(r)) => plan(&r),
             _ => unreachable!(),
         }
     }
@@ -1538,8 +1701,8 @@ mod tests {
         let p = plan_of(&["-d", "250ms", "-m", "splice,read-write,splice"]).unwrap();
         assert_eq!(p.stop, Stop::Duration(Duration::from_millis(250)));
         assert_eq!(p.methods, [Method::Splice, Method::ReadWrite]);
-        assert!(!p.json);
-        assert!(plan_of(&["--format", "json"]).unwrap().json);
+        // Every format is taken (the one registry prints it).
+        assert!(plan_of(&["--format", "csv"]).is_ok());
     }
 
     #[test]
@@ -1592,32 +1755,8 @@ mod tests {
 
     #[test]
     fn the_relay_only_summary_adds_both_directions() {
-        let r = RelayReport {
-            document: "sockbench-relay".into(),
-            schema_version: RELAY_SCHEMA_VERSION,
-            command: ["sockbench", "relay", "-m", "splice"]
-                .map(String::from)
-                .to_vec(),
-            kernel: String::new(),
-            mode: RelayMode::Stream,
-            connections: None,
-            parallel: 1,
-            duration_seconds: None,
-            bytes_per_connection: None,
-            count: None,
-            buffer_bytes: 1,
-            pipe_size_requested_bytes: 1,
-            iovecs: 1,
-            runs: 1,
-            results: Vec::new(),
-            skipped: Vec::new(),
-            crossovers: Vec::new(),
-            rankings: Vec::new(),
-            relay_only: None,
-            warnings: Vec::new(),
-            interrupted: false,
-        };
         let o = RelayOnly {
+            method: "splice".into(),
             connections: 2,
             bytes_forward: 3_000_000,
             bytes_backward: 1_000_000,
@@ -1626,17 +1765,24 @@ mod tests {
             first_error: Some("boom".into()),
             ..RelayOnly::default()
         };
-        let mut out = Vec::new();
-        print_relay_only(&r, &o, &mut out).unwrap();
-        let text = String::from_utf8(out).unwrap();
-        // 4 MB both ways in 2 s: 16 Mbit/s.
+        let g = relay_only_grid(&o, crate::report::Units::Bits);
+        let text = format!("{:?}", g.rows);
+        // 4 MB both ways in 2 s: 16 Mbit/s, 2 MB/s.
         assert!(text.contains("(16.0 Mbit/s)"), "{text}");
+        let bytes = format!(
+            "{:?}",
+            relay_only_grid(&o, crate::report::Units::Bytes).rows
+        );
+        assert!(
+            bytes.contains("(2.00 MB/s)") || bytes.contains("(1.91 MiB/s)"),
+            "{bytes}"
+        );
         assert!(
             text.contains("2 connections") && text.contains("with splice"),
             "{text}"
         );
         assert!(
-            text.contains("1 connection failed; the first: boom"),
+            text.contains(r#"["failed", "1 connection; the first: boom"]"#),
             "{text}"
         );
     }

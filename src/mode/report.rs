@@ -1,75 +1,64 @@
-//! `sockbench report FILE.json`: print a saved run again, in any format, with `--wide`
-//! and `--units`, and write the `--export-*` files from it. Nothing is measured.
+//! `sockbench report FILE.json`: print a saved document again, whatever command wrote
+//! it, in any format, with `--wide` and `--units`, and write the `--export-*` files from
+//! it. Nothing is measured.
 
-use std::io::Write;
+use crate::cli::ReportArgs;
+use crate::error::{CommandResult, Error, Outcome};
+use crate::report::{Document, Report, SCHEMA_VERSION};
 use std::path::Path;
-use std::process::ExitCode;
 
-use super::{broken_pipe, FAILED, USAGE};
-use crate::cli::{Args, Command, ReportArgs};
-use crate::plan::Layout;
-use crate::report::export::ExportKind;
-use crate::report::{exporter, ExportManager, Report, SCHEMA_VERSION};
-
-/// Read, check and print a saved report.
-pub fn run(r: &ReportArgs, args: &Args) -> ExitCode {
-    let report = match load(&r.file) {
-        Ok(report) => report,
-        Err(e) => {
-            // The file's own words (a serde message quotes them) never drive the terminal.
-            eprintln!(
-                "sockbench: error: {}",
-                crate::text::terminal(&format!("{e:#}"))
-            );
-            return ExitCode::from(FAILED);
-        }
-    };
-    let wanted: Vec<_> = (args.output.report_exports().into_iter())
-        .map(|(f, p)| (ExportKind::Report(f), p))
-        .collect();
-    let exports = match crate::report::export::prepare(&wanted) {
-        Ok(e) => ExportManager::new(e, args.output.view()),
-        Err(e) => {
-            eprintln!("sockbench: error: {e}");
-            return ExitCode::from(USAGE);
-        }
-    };
-    exports.finish(&report);
-    let mut status = 0;
-    let printed = exporter(args.output.format, args.output.view())
-        .serialize(&report)
-        .and_then(|bytes| {
-            let mut out = std::io::stdout().lock();
-            out.write_all(&bytes)?;
-            out.flush()?;
-            Ok(())
-        });
-    if let Err(e) = printed {
-        if !broken_pipe(&e) {
-            eprintln!("sockbench: error: cannot print the report: {e:#}");
-            status = FAILED;
-        }
+/// Read, check and print a saved document, of any kind.
+///
+/// # Errors
+/// A file that cannot be read as a document (a failure), an export that cannot be
+/// written (a usage error).
+pub fn run(r: &ReportArgs) -> CommandResult {
+    let doc = load_document(&r.file)
+        .map_err(|e| Error::failed(format!("{e:#}")))?
+        .rendered();
+    // What the run that wrote it said on its stderr, said again: a table of zeros from a
+    // run that failed must not pass for a measurement.
+    let head = doc.head();
+    let name = crate::text::terminal(&r.file.display().to_string());
+    if let Some(e) = head.error {
+        eprintln!(
+            "sockbench: note: the run {name} records failed: {}",
+            crate::text::terminal(e)
+        );
     }
-    for f in exports.failures() {
-        eprintln!("sockbench: error: not written: {f}");
-        status = FAILED;
+    if head.interrupted {
+        eprintln!("sockbench: note: the run {name} records was interrupted (Ctrl-C): its figures cover what ran");
     }
-    ExitCode::from(status)
+    let exports = super::exports_viewed(&r.output, r.output.view_by(r.by_placement))?;
+    exports.finish(doc.as_ref());
+    Ok(Outcome::ok_if(super::emit(
+        doc.as_ref(),
+        &r.output,
+        &exports,
+    )))
 }
 
-/// The oldest schema version `load` reads: versions 5 to 7 only added keys (5:
-/// `runs[].intervals`; 6: placement, timestamps, calls and counters; 7: `runs[].tcp`,
-/// `tcp_retransmits`), so an older report reads as a newer one without them.
-pub const OLDEST_READABLE: u32 = 4;
-
-/// Read a report from `path` ("-": stdin) and check it is one this sockbench can read.
-/// At most [`crate::input::REPORT`]'s 256 MiB are read, and a path must name a regular
-/// file (a FIFO or a device is refused: pipe it to `-` instead).
+/// Read a document from `path` ("-": stdin) and check it is one this sockbench can
+/// read: this version's, of a kind it renders, or an older bench report (versions 4 to
+/// 8, converted by [`crate::report::legacy`]). At most [`crate::input::REPORT`]'s
+/// 256 MiB are read, and a path must name a regular file (a FIFO or a device is refused:
+/// pipe it to `-` instead).
 ///
 /// # Errors
 /// If the file cannot be read, is not a regular file, is over 256 MiB, is not JSON, is
-/// another schema version or not a report.
+/// of a version or kind this sockbench does not read, or not a document.
 pub fn load(path: &Path) -> anyhow::Result<Report> {
+    let doc = load_document(path)?;
+    Report::try_from(doc).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+/// Read a document of any kind from `path` ("-": stdin), as [`load`] does; an older
+/// bench report (versions 4 to 8) is converted to this version's document.
+///
+/// # Errors
+/// As [`load`], but a document of any kind is read.
+pub fn load_document(path: &Path) -> anyhow::Result<Document> {
+    use crate::report::legacy::{BenchV8, LAST_BENCH, OLDEST_BENCH};
     use anyhow::Context;
     let name = path.display();
     let text = if path == Path::new("-") {
@@ -77,74 +66,66 @@ pub fn load(path: &Path) -> anyhow::Result<Report> {
     } else {
         crate::input::read_file(path, crate::input::REPORT)?
     };
-    let value: serde_json::Value = serde_json::from_slice(&text).with_context(|| {
-        format!("{name} is not JSON: give a report written by --format json or --export-json")
-    })?;
-    match value.get("schema_version").and_then(serde_json::Value::as_u64) {
-        Some(v) if (u64::from(OLDEST_READABLE)..=u64::from(SCHEMA_VERSION)).contains(&v) => {}
-        Some(v) => anyhow::bail!(
-            "{name} is a report of schema version {v}; this sockbench {} reads versions {OLDEST_READABLE} to \
-             {SCHEMA_VERSION}: print it with the sockbench that wrote it, or run the measurement again",
-            env!("CARGO_PKG_VERSION")
-        ),
-        None => anyhow::bail!(
-            "{name} is not a sockbench report (no schema_version): give a report written by --format json \
-             or --export-json"
-        ),
-    }
-    let mut report: Report = serde_json::from_value(value)
-        .with_context(|| format!("{name} is not a complete sockbench report"))?;
-    report.layout = layout_of(&report);
-    // A report from before rankings were kept: rank what it holds, by the same rule.
-    if report.rankings.is_empty() {
-        report.rankings = crate::report::rankings::of(&report.results, report.layout);
-    }
-    // Read as this version (an older one lacks only what defaults to empty).
-    report.schema_version = SCHEMA_VERSION;
-    Ok(report)
-}
-
-/// How the run's tables were laid out: the command line it was run with tells (plain
-/// `sockbench` and `suite` are the suite); failing that, a mix of workloads is the suite.
-pub fn layout_of(report: &Report) -> Layout {
-    use clap::Parser;
-    match Args::try_parse_from(&report.command).map(|a| a.command) {
-        Ok(None | Some(Command::Suite(_))) => Layout::Suite,
-        Ok(_) => Layout::List,
-        Err(_) => {
-            let first = report.results.first().map(|r| r.workload);
-            match report.results.iter().any(|r| Some(r.workload) != first) {
-                true => Layout::Suite,
-                false => Layout::List,
+    let value: serde_json::Value = match serde_json::from_slice(&text) {
+        Ok(v) => v,
+        // A `listen --format json` log: its last line, the summary, is the document.
+        Err(e) => match crate::report::legacy::listen_log(&text) {
+            Some(doc) => return Ok(doc),
+            None => {
+                return Err(e).with_context(|| {
+                    format!(
+                        "{name} is not JSON: give a document written by --format json or \
+                         --export-json"
+                    )
+                })
             }
+        },
+    };
+    let version = value
+        .get("schema_version")
+        .and_then(serde_json::Value::as_u64);
+    let Some(version) = version else {
+        anyhow::bail!(
+            "{name} is not a sockbench document (no schema_version): give one written by --format json \
+             or --export-json"
+        );
+    };
+    let this = env!("CARGO_PKG_VERSION");
+    if value.get("kind").is_some() {
+        if version != u64::from(SCHEMA_VERSION) {
+            anyhow::bail!(
+                "{name} is a document of schema version {version}; this sockbench {this} reads version \
+                 {SCHEMA_VERSION} (and bench reports of versions {OLDEST_BENCH} to {LAST_BENCH}): print it \
+                 with the sockbench that wrote it, or run the measurement again"
+            );
         }
+        let doc: Document = serde_json::from_value(value)
+            .with_context(|| format!("{name} is not a complete sockbench document"))?;
+        return Ok(doc);
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::report::sample;
-
-    #[test]
-    fn the_layout_follows_the_command_line_or_else_the_mix_of_workloads() {
-        let mut suite = sample::suite();
-        suite.command = vec!["sockbench".into()];
-        assert_eq!(layout_of(&suite), Layout::Suite);
-        suite.command = vec!["sockbench".into(), "suite".into(), "-d".into(), "1".into()];
-        assert_eq!(layout_of(&suite), Layout::Suite);
-        let mut list = sample::stream();
-        list.command = vec![
-            "sockbench".into(),
-            "stream".into(),
-            "-t".into(),
-            "tcp".into(),
-        ];
-        assert_eq!(layout_of(&list), Layout::List);
-        // A command line this version cannot parse: the results decide.
-        suite.command = vec!["sockbench".into(), "--from-the-future".into()];
-        list.command = suite.command.clone();
-        assert_eq!(layout_of(&suite), Layout::Suite);
-        assert_eq!(layout_of(&list), Layout::List);
+    if let Some(kind) = crate::report::legacy::own_kind(&value) {
+        return crate::report::legacy::read_own(kind, value).map_err(|e| {
+            anyhow::anyhow!(
+                "{name}: {e:#}: print it with the sockbench that wrote it, or run the measurement \
+                 again"
+            )
+        });
     }
+    if let Some(kind) = value.get("document").and_then(serde_json::Value::as_str) {
+        anyhow::bail!(
+            "{name} is a {} document of schema version {version}, which this sockbench {this} does not \
+             read: print it with the sockbench that wrote it",
+            crate::text::terminal(kind)
+        );
+    }
+    if !(u64::from(OLDEST_BENCH)..=u64::from(LAST_BENCH)).contains(&version) {
+        anyhow::bail!(
+            "{name} is a report of schema version {version}; this sockbench {this} reads version \
+             {SCHEMA_VERSION} (and bench reports of versions {OLDEST_BENCH} to {LAST_BENCH}): print it \
+             with the sockbench that wrote it, or run the measurement again"
+        );
+    }
+    let old: BenchV8 = serde_json::from_value(value)
+        .with_context(|| format!("{name} is not a complete sockbench report"))?;
+    Ok(Document::from(old.into_report()))
 }

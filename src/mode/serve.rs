@@ -7,21 +7,21 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use socket2::{Domain, SockAddr, Socket, Type};
 
-use super::{FAILED, INTERRUPTED};
-use crate::cli::{Format, OutputArgs, ServeArgs};
+use crate::cli::ServeArgs;
+use crate::error::{CommandResult, Error, Outcome};
 use crate::http::{session::MAX_BODY, Counters, Site};
 use crate::measure::units::{format_bytes, format_per_second, parse_duration, parse_size};
 use crate::model::{Ctx, Listener, ModelKind};
-
-/// Version of the serve summary's JSON document.
-pub const SERVE_SCHEMA_VERSION: u32 = 2;
+use crate::report::grid::Grid;
+use crate::report::openmetrics::Family;
+use crate::report::output::{self, Head, Records, Rendered};
+use crate::report::{Body, Document, Envelope, Kind, View, Written};
 
 /// What `serve` was asked to do, checked.
 #[derive(Debug)]
@@ -46,21 +46,13 @@ pub struct Setup {
     pub cpus: Vec<usize>,
     /// Log level.
     pub verbose: u8,
-    /// Summary as JSON on stdout.
-    pub json: bool,
 }
 
-/// The summary `serve` prints when it stops (`--format json`).
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ServeReport {
-    /// Always `sockbench-serve`.
-    pub document: String,
-    /// [`SERVE_SCHEMA_VERSION`].
-    pub schema_version: u32,
-    /// The command line.
-    pub command: Vec<String>,
-    /// The model.
-    pub model: ModelKind,
+/// What `serve` measured: the body of its document (kind `serve`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ServeBody {
+    /// The model (null in the document of a command refused before it chose one).
+    pub model: Option<ModelKind>,
     /// Where it listened (`http://ADDR:PORT/` or the socket file).
     pub url: String,
     /// listen(2)'s backlog.
@@ -89,14 +81,39 @@ pub struct ServeReport {
     pub cpu_system_seconds: f64,
     /// CPU seconds per answered request (null when none was).
     pub cpu_seconds_per_request: Option<f64>,
-    /// Ctrl-C (or SIGTERM) stopped it, rather than --duration.
-    pub interrupted: bool,
-    /// Why the server failed (then most figures are absent), or null.
-    pub error: Option<String>,
 }
 
-fn usage(msg: impl std::fmt::Display) -> ExitCode {
-    super::usage_error(msg)
+/// `serve`'s document as it is made: the envelope (`interrupted`: Ctrl-C or SIGTERM
+/// stopped it rather than `--duration`; `error`: why it failed, and then the body has
+/// only what was asked) and the body.
+#[derive(Clone, Debug)]
+pub struct ServeReport {
+    /// What every document says of itself.
+    pub envelope: Envelope,
+    /// What the server measured.
+    pub body: ServeBody,
+}
+
+impl<'de> Deserialize<'de> for ServeReport {
+    /// A serve document read back (any other kind is refused, named).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ServeReport, D::Error> {
+        let (envelope, body) = Document::read_as(d, Kind::Serve, |b| match b {
+            Body::Serve(body) => Some(*body),
+            _ => None,
+        })?;
+        Ok(ServeReport { envelope, body })
+    }
+}
+
+impl ServeReport {
+    /// The document to write.
+    pub fn document(&self) -> Written<'_, ServeBody> {
+        Written {
+            envelope: &self.envelope,
+            kind: Kind::Serve,
+            body: &self.body,
+        }
+    }
 }
 
 /// The CPUs this process may run on (its affinity mask: a cpuset or `taskset` narrows it).
@@ -109,51 +126,15 @@ pub fn allowed_cpus() -> Vec<usize> {
     }
 }
 
-/// Parse a CPU list (`0`, `0,1`), each one this process may run on.
-///
-/// # Errors
-/// A CPU that is not a number or not in this process's affinity mask.
-pub fn parse_cpus(text: &str, flag: &str) -> Result<Vec<usize>, String> {
-    let allowed = allowed_cpus();
-    text.split(',')
-        .map(|c| {
-            let cpu: usize = c
-                .trim()
-                .parse()
-                .map_err(|_| format!("{flag}: '{c}' is not a CPU number (e.g. 0 or 0,1)"))?;
-            if !allowed.is_empty() && !allowed.contains(&cpu) {
-                return Err(format!(
-                    "{flag}: CPU {cpu} is not one this process may use (allowed: {})",
-                    allowed
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join(",")
-                ));
-            }
-            Ok(cpu)
-        })
-        .collect()
-}
-
 /// Check the flags.
 ///
 /// # Errors
 /// The message for a usage error.
-pub fn setup(args: &ServeArgs, format: Format) -> Result<Setup, String> {
+pub fn setup(args: &ServeArgs) -> Result<Setup, String> {
     let model = ModelKind::parse(&args.model)?;
     model
         .available()
         .map_err(|why| format!("the {model} model cannot run here: {why}"))?;
-    let json = match format {
-        Format::Table => false,
-        Format::Json => true,
-        other => {
-            return Err(format!(
-                "serve prints its summary as text (the default) or --format json, not {other:?}"
-            ))
-        }
-    };
     let body_size = parse_size(&args.body_size).map_err(|e| format!("--body-size: {e}"))?;
     if body_size > MAX_BODY {
         return Err(format!("--body-size is at most {}", format_bytes(MAX_BODY)));
@@ -166,13 +147,12 @@ pub fn setup(args: &ServeArgs, format: Format) -> Result<Setup, String> {
     if idle_timeout.is_zero() {
         return Err("--idle-timeout must be more than 0".into());
     }
-    let duration = args
-        .duration
-        .as_deref()
-        .map(|d| parse_duration(d).map_err(|e| format!("--duration: {e}")))
-        .transpose()?;
-    let cpus = match &args.cpus {
-        Some(t) => parse_cpus(t, "--cpus")?,
+    let duration = args.duration.parsed()?;
+    let cpus = match &args.cpus.cpus {
+        Some(list) => {
+            list.within(&allowed_cpus())?;
+            list.0.clone()
+        }
         None => Vec::new(),
     };
     let threads = match args.threads {
@@ -220,7 +200,6 @@ pub fn setup(args: &ServeArgs, format: Format) -> Result<Setup, String> {
         duration,
         cpus,
         verbose: args.verbose,
-        json,
     })
 }
 
@@ -297,42 +276,39 @@ fn bind(setup: &Setup) -> anyhow::Result<(Listener, String, SocketFile)> {
 }
 
 /// Run `sockbench serve`.
-pub fn run(args: &ServeArgs, output: &OutputArgs, argv: Vec<String>) -> ExitCode {
-    if !output.report_exports().is_empty() {
-        return usage("serve prints its summary when it stops (--format json for JSON); --export-* do not apply");
-    }
-    let setup = match setup(args, output.format) {
-        Ok(s) => s,
-        Err(e) => return usage(e),
-    };
-    if let Err(e) = crate::interrupt::install() {
-        eprintln!("sockbench: error: cannot handle Ctrl-C: {e}");
-        return ExitCode::from(FAILED);
-    }
-    match serve(&setup, argv.clone()) {
-        Ok(report) => {
-            print(&report, setup.json);
-            if report.interrupted {
-                ExitCode::from(INTERRUPTED)
-            } else {
-                ExitCode::SUCCESS
-            }
-        }
+///
+/// # Errors
+/// A usage error (a failure to serve is in the document).
+pub fn run(args: &ServeArgs, argv: Vec<String>) -> CommandResult {
+    let output = &args.output;
+    let setup = setup(args).map_err(Error::usage)?;
+    let exports = super::exports(output)?;
+    crate::interrupt::install().map_err(|e| Error::failed(format!("cannot handle Ctrl-C: {e}")))?;
+    let mut envelope = Envelope::starting(argv);
+    let outcome = serve(&setup);
+    envelope.end();
+    let (body, failed) = match outcome {
+        Ok(body) => (body, false),
         Err(e) => {
             eprintln!("sockbench: error: {e:#}");
-            if setup.json {
-                // Even a failure is a JSON document, with the failure in it.
-                let doc = serde_json::json!({
-                    "document": "sockbench-serve",
-                    "schema_version": SERVE_SCHEMA_VERSION,
-                    "command": argv,
-                    "model": setup.model,
-                    "error": format!("{e:#}"),
-                });
-                println!("{doc:#}");
-            }
-            ExitCode::from(FAILED)
+            envelope.error = Some(format!("{e:#}"));
+            let asked = ServeBody {
+                model: Some(setup.model),
+                ..ServeBody::default()
+            };
+            (asked, true)
         }
+    };
+    let report = ServeReport { envelope, body };
+    // Even a failure is a document, with the failure in it.
+    exports.finish(&report);
+    let written = super::emit(&report, output, &exports);
+    if report.envelope.interrupted {
+        Ok(Outcome::Interrupted)
+    } else if failed || !written {
+        Ok(Outcome::Failed)
+    } else {
+        Ok(Outcome::Done)
     }
 }
 
@@ -349,7 +325,7 @@ fn process_cpu() -> (f64, f64) {
 ///
 /// # Errors
 /// The socket cannot be bound, or the model fails.
-pub fn serve(setup: &Setup, command: Vec<String>) -> anyhow::Result<ServeReport> {
+pub fn serve(setup: &Setup) -> anyhow::Result<ServeBody> {
     let (listener, url, _file) = bind(setup)?;
     let threads = setup.model.takes_threads().then_some(setup.threads);
     crate::testhooks::hold("serve-listen");
@@ -378,11 +354,8 @@ pub fn serve(setup: &Setup, command: Vec<String>) -> anyhow::Result<ServeReport>
         Some((first, last)) if requests >= 2 => Some((last - first) as f64 / 1e9),
         _ => None,
     };
-    Ok(ServeReport {
-        document: "sockbench-serve".into(),
-        schema_version: SERVE_SCHEMA_VERSION,
-        command,
-        model: setup.model,
+    Ok(ServeBody {
+        model: Some(setup.model),
         url,
         backlog: setup.backlog as u32,
         body_bytes: setup.body_size as u64,
@@ -396,53 +369,169 @@ pub fn serve(setup: &Setup, command: Vec<String>) -> anyhow::Result<ServeReport>
         cpu_user_seconds: (u1 - u0).max(0.0),
         cpu_system_seconds: (s1 - s0).max(0.0),
         cpu_seconds_per_request: (requests > 0).then(|| cpu / requests as f64),
-        interrupted: crate::interrupt::requested(),
-        error: None,
     })
 }
 
-/// The summary: JSON on stdout, or lines on stderr.
-fn print(r: &ServeReport, json: bool) {
-    if json {
-        if let Ok(text) = serde_json::to_string_pretty(r) {
-            println!("{text}");
-        }
-        return;
+impl Rendered for ServeReport {
+    fn head(&self) -> Head<'_> {
+        Head::of(Kind::Serve, &self.envelope)
     }
-    let c = &r.counters;
-    let refused = c.responses_400 + c.responses_431 + c.responses_501 + c.responses_505;
-    eprintln!(
-        "sockbench serve: {} model served {} requests ({} 200, {refused} refused: {} 400, {} 431, {} 501, {} 505) on {} connections in {:.3} s, busy {}: {}",
-        r.model,
-        r.requests,
-        c.responses_2xx,
-        c.responses_400,
-        c.responses_431,
-        c.responses_501,
-        c.responses_505,
-        c.connections,
-        r.duration_seconds,
-        r.busy_seconds.map_or("-".into(), crate::measure::units::format_seconds),
-        r.requests_per_second.map_or("-".into(), |v| format_per_second(v).replace("/s", " requests/s while busy")),
-    );
-    eprintln!(
-        "  received {}, sent {}; connections closed by clients {}, by the server {}, idle {}, on errors {}, open at the stop {}; refused {}",
-        format_bytes(c.bytes_received),
-        format_bytes(c.bytes_sent),
-        c.closed_by_client,
-        c.closed_by_server,
-        c.timed_out,
-        c.errors,
-        c.closed_at_stop,
-        c.refused,
-    );
-    eprintln!(
-        "  CPU {:.3} s user + {:.3} s system{}",
-        r.cpu_user_seconds,
-        r.cpu_system_seconds,
-        r.cpu_seconds_per_request.map_or(String::new(), |s| format!(
-            " = {:.2} us per request",
-            s * 1e6
-        )),
-    );
+
+    fn json(&self) -> serde_json::Result<Vec<u8>> {
+        output::pretty(&self.document())
+    }
+
+    fn tables(&self, _view: &View) -> Vec<Grid> {
+        let r = &self.body;
+        let c = &r.counters;
+        let refused = c.responses_400 + c.responses_431 + c.responses_501 + c.responses_505;
+        let model = r.model.map_or_else(|| "-".to_string(), |m| m.to_string());
+        if self.envelope.error.is_some() {
+            // It never served: no table (the error is on stderr).
+            return Vec::new();
+        }
+        let title = format!("sockbench serve: {model} model on {}", r.url);
+        let rows = vec![
+            (
+                "requests",
+                format!(
+                    "{} ({} 200, {refused} refused)",
+                    r.requests, c.responses_2xx
+                ),
+            ),
+            (
+                "refused",
+                format!(
+                    "{} 400, {} 431, {} 501, {} 505",
+                    c.responses_400, c.responses_431, c.responses_501, c.responses_505
+                ),
+            ),
+            (
+                "requests/s while busy",
+                r.requests_per_second.map_or("-".into(), format_per_second),
+            ),
+            (
+                "busy",
+                r.busy_seconds
+                    .map_or("-".into(), crate::measure::units::format_seconds),
+            ),
+            (
+                "up",
+                crate::measure::units::format_seconds(r.duration_seconds),
+            ),
+            (
+                "connections",
+                format!("{} ({} refused)", c.connections, c.refused),
+            ),
+            (
+                "closed",
+                format!(
+                    "{} by clients, {} by the server, {} idle, {} on errors, {} at the stop",
+                    c.closed_by_client, c.closed_by_server, c.timed_out, c.errors, c.closed_at_stop
+                ),
+            ),
+            (
+                "bytes",
+                format!(
+                    "{} received, {} sent",
+                    format_bytes(c.bytes_received),
+                    format_bytes(c.bytes_sent)
+                ),
+            ),
+            (
+                "CPU",
+                format!(
+                    "{:.3} s user + {:.3} s system{}",
+                    r.cpu_user_seconds,
+                    r.cpu_system_seconds,
+                    r.cpu_seconds_per_request.map_or(String::new(), |s| format!(
+                        " = {:.2} µs per request",
+                        s * 1e6
+                    ))
+                ),
+            ),
+        ];
+        vec![output::pairs(Some(title), rows)]
+    }
+
+    fn records(&self) -> Records {
+        output::records_of(
+            &[serde_json::to_value(&self.body).unwrap_or_default()],
+            &serde_json::Value::Null,
+        )
+    }
+
+    fn metrics(&self) -> Vec<Family> {
+        let model = self
+            .body
+            .model
+            .map_or_else(|| "-".to_string(), |m| m.to_string());
+        let mut body = serde_json::to_value(&self.body).unwrap_or_default();
+        if let Some(o) = body.as_object_mut() {
+            o.remove("backlog");
+            o.remove("threads");
+        }
+        output::gauges(Kind::Serve, "The server", &[(vec![("model", model)], body)])
+    }
+
+    fn count(&self) -> String {
+        output::counted(self.body.requests as usize, "request")
+    }
+
+    fn charts(&self) -> Vec<crate::report::chart::Chart> {
+        use crate::report::chart::{bars_of, Axis};
+        let c = &self.body.counters;
+        let bars = [
+            ("200", c.responses_2xx),
+            ("400", c.responses_400),
+            ("431", c.responses_431),
+            ("501", c.responses_501),
+            ("505", c.responses_505),
+        ]
+        .into_iter()
+        .map(|(k, n)| (k.to_string(), n as f64, None))
+        .collect();
+        vec![bars_of(
+            "serve-answers",
+            "Answers by status",
+            "Every request the server answered, by the status it answered with.",
+            Axis::Count("requests"),
+            bars,
+        )]
+    }
+
+    fn nothing_to_chart(&self) -> Option<String> {
+        (self.body.requests == 0)
+            .then(|| "The server answered no request, so there is nothing to chart.".into())
+    }
+
+    fn setting(&self) -> Vec<(String, String)> {
+        let r = &self.body;
+        let mut rows = vec![
+            ("listened on".to_string(), r.url.clone()),
+            ("backlog".to_string(), r.backlog.to_string()),
+            ("body".to_string(), format_bytes(r.body_bytes)),
+        ];
+        if let Some(t) = r.threads {
+            rows.push(("threads".to_string(), t.to_string()));
+        }
+        rows
+    }
+}
+
+impl ServeBody {
+    /// `compare`'s row: the server's model, judged by the requests it answered per second
+    /// while busy.
+    pub fn rows(&self) -> Vec<crate::report::rows::Row> {
+        let model = self
+            .model
+            .map_or_else(|| "-".to_string(), |m| m.to_string());
+        let label = format!("serve {model} body {}", format_bytes(self.body_bytes));
+        vec![crate::report::rows::Row::once(
+            label.clone(),
+            label,
+            crate::measure::headline::Headline::rate("requests_per_second"),
+            self.requests_per_second,
+        )]
+    }
 }

@@ -10,20 +10,19 @@
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use super::{FAILED, USAGE};
 use crate::cli::{PeerArgs, ServerArgs};
 use crate::control::auth::Key;
 use crate::control::messages::{Limits, ScenarioMsg};
 use crate::control::session::{Peer, Session, Step};
 use crate::control::{Control, ControlError, Deadlines};
 use crate::environment::Environment;
+use crate::error::{CommandResult, Error, Outcome};
 use crate::measure::units::{format_bits_per_second, format_bytes};
 use crate::placement::data_port::DataPort;
 use crate::placement::split::{canonical, server_run, ServerSide};
@@ -131,22 +130,12 @@ impl Shared {
 }
 
 /// Run `sockbench server`.
-pub fn run(args: &ServerArgs, output: &crate::cli::OutputArgs) -> ExitCode {
-    if let Some((_, path)) = output.report_exports().first() {
-        eprintln!(
-            "sockbench: error: the server logs one line per test on stderr and writes no report \
-             ({} was given): export from the client (`sockbench stream --server HOST \
-             --export-json FILE`), where both sides' figures meet",
-            path.display()
-        );
-        return ExitCode::from(USAGE);
-    }
+pub fn run(args: &ServerArgs) -> CommandResult {
     let key = match &args.key_file {
         Some(p) => match Key::load(p) {
             Ok(k) => Some(k),
             Err(e) => {
-                eprintln!("sockbench: error: {e:#}");
-                return ExitCode::from(USAGE);
+                return Err(Error::usage(format!("{e:#}")));
             }
         },
         None => None,
@@ -154,13 +143,11 @@ pub fn run(args: &ServerArgs, output: &crate::cli::OutputArgs) -> ExitCode {
     let limits = match limits_of(args) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("sockbench: error: {e}");
-            return ExitCode::from(USAGE);
+            return Err(Error::usage(e));
         }
     };
     if let Err(e) = check_data_port(args.port, args.data_port) {
-        eprintln!("sockbench: error: {e}");
-        return ExitCode::from(USAGE);
+        return Err(Error::usage(e));
     }
     // The data port first, so a control port the kernel picks (--port 0) cannot take it.
     let data_port = match args
@@ -169,16 +156,14 @@ pub fn run(args: &ServerArgs, output: &crate::cli::OutputArgs) -> ExitCode {
     {
         Some(Ok(dp)) => Some(dp),
         Some(Err(e)) => {
-            eprintln!("sockbench: error: {e:#}");
-            return ExitCode::from(FAILED);
+            return Err(Error::failed(format!("{e:#}")));
         }
         None => None,
     };
     let listener = match bind(args.listen.as_deref(), args.port) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("sockbench: error: {e:#}");
-            return ExitCode::from(FAILED);
+            return Err(Error::failed(format!("{e:#}")));
         }
     };
     if let Err(e) = crate::interrupt::install() {
@@ -216,8 +201,9 @@ pub fn run(args: &ServerArgs, output: &crate::cli::OutputArgs) -> ExitCode {
     shared.data_port = data_port;
     let shared = Arc::new(shared);
     if let Err(e) = listener.set_nonblocking(true) {
-        eprintln!("sockbench: error: cannot poll the listening socket: {e}");
-        return ExitCode::from(FAILED);
+        return Err(Error::failed(format!(
+            "cannot poll the listening socket: {e}"
+        )));
     }
     let mut threads = Vec::new();
     let mut accept_errors = Repeats::default();
@@ -302,19 +288,18 @@ pub fn run(args: &ServerArgs, output: &crate::cli::OutputArgs) -> ExitCode {
         shared.tests.load(Ordering::Relaxed),
         shared.refused.load(Ordering::Relaxed)
     );
-    ExitCode::SUCCESS
+    Ok(Outcome::Done)
 }
 
 /// Run the hidden `sockbench peer`: one conversation with the parent on an inherited
 /// socket.
-pub fn peer(args: &PeerArgs) -> ExitCode {
+pub fn peer(args: &PeerArgs) -> CommandResult {
     let fd = args.control_fd;
     let valid = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GETFD).is_ok();
     if !valid {
-        eprintln!(
-            "sockbench: error: `peer` is started by sockbench itself (--placement processes)"
-        );
-        return ExitCode::from(USAGE);
+        return Err(Error::usage(
+            "`peer` is started by sockbench itself (--placement processes)",
+        ));
     }
     let stream = UnixStream::from(crate::sys::own_fd(fd));
     let limits = Limits {
@@ -339,13 +324,10 @@ pub fn peer(args: &PeerArgs) -> ExitCode {
         Instant::now(),
         None,
     ) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => Ok(Outcome::Done),
         // The parent says why, once.
-        Err(_) if crate::interrupt::requested() => ExitCode::from(super::INTERRUPTED),
-        Err(e) => {
-            eprintln!("sockbench peer: {e:#}");
-            ExitCode::from(FAILED)
-        }
+        Err(_) if crate::interrupt::requested() => Ok(Outcome::Interrupted),
+        Err(e) => Err(Error::failed(format!("peer: {e:#}"))),
     }
 }
 

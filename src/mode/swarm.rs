@@ -4,25 +4,22 @@
 //! ephemeral ports, memory) are checked first, and the soft descriptor limit raised to
 //! the hard one when that is what it takes.
 
-use std::io::Write;
-use std::process::ExitCode;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use super::{FAILED, INTERRUPTED};
-use crate::cli::{Format, SwarmArgs};
-use crate::measure::units::{
-    format_bits_per_second, format_bytes, format_per_second, parse_duration, parse_size,
-};
+use crate::cli::SwarmArgs;
+use crate::error::{CommandResult, Error, Outcome};
+use crate::measure::units::{format_bytes, format_per_second, parse_size};
 use crate::placement::threads::RunDir;
 use crate::reactor::pairs::{self, fds_per_pair};
 use crate::reactor::{self, Plan, ReactorReport, Role, Work};
+use crate::report::document::{Envelope, Kind, Written};
+use crate::report::grid::Grid;
+use crate::report::output::{self, Head, Rendered};
 use crate::transport::TransportKind;
 
-/// Version of the swarm's JSON document.
-pub const SWARM_SCHEMA_VERSION: u32 = 1;
 /// Most pairs.
 const MAX_PAIRS: u64 = 100_000;
 /// Descriptors kept free for everything else (stdio, two epolls, the listener, a file
@@ -30,7 +27,7 @@ const MAX_PAIRS: u64 = 100_000;
 const SPARE_FDS: u64 = 16;
 
 /// The machine's limits as the swarm found them.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Limits {
     /// RLIMIT_NOFILE soft limit before and after raising it, and the hard limit.
     pub nofile_soft_before: u64,
@@ -52,7 +49,7 @@ pub struct Limits {
 }
 
 /// Per-pair figures across the pairs.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Spread {
     /// Lowest.
     pub min: f64,
@@ -64,15 +61,9 @@ pub struct Spread {
     pub max: f64,
 }
 
-/// The swarm's JSON document.
-#[derive(Clone, Debug, Serialize)]
-pub struct SwarmReport {
-    /// Always `sockbench-swarm`.
-    pub document: &'static str,
-    /// [`SWARM_SCHEMA_VERSION`].
-    pub schema_version: u32,
-    /// The command line.
-    pub command: Vec<String>,
+/// What `swarm` measured: the body of its document (kind `swarm`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SwarmBody {
     /// The work.
     pub workload: Work,
     /// The transport.
@@ -109,19 +100,32 @@ pub struct SwarmReport {
     pub errors: std::collections::BTreeMap<String, u64>,
     /// The machine's limits.
     pub limits: Limits,
-    /// Notes (a raised limit, for one).
-    pub notes: Vec<String>,
-    /// Ctrl-C cut it short.
-    pub interrupted: bool,
+    /// With `--runs`, every run's headline figure (bits/s for stream, round trips/s for
+    /// pingpong), in run order; the body's other figures are the median run's. Empty for
+    /// one run.
+    #[serde(default)]
+    pub runs: Vec<f64>,
 }
 
-fn usage(msg: impl std::fmt::Display) -> ExitCode {
-    super::usage_error(msg)
+/// The swarm's document as it is made: the envelope (its warnings: a raised limit, for
+/// one) and the body.
+#[derive(Clone, Debug)]
+pub struct SwarmReport {
+    /// What every document says of itself.
+    pub envelope: Envelope,
+    /// What the swarm measured.
+    pub body: SwarmBody,
 }
 
-fn failed(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("sockbench: error: {msg}");
-    ExitCode::from(FAILED)
+impl SwarmReport {
+    /// The document to write.
+    pub fn document(&self) -> Written<'_, SwarmBody> {
+        Written {
+            envelope: &self.envelope,
+            kind: Kind::Swarm,
+            body: &self.body,
+        }
+    }
 }
 
 fn sysctl(path: &str) -> Option<String> {
@@ -248,55 +252,56 @@ fn spread(mut xs: Vec<f64>) -> Option<Spread> {
 }
 
 /// Run `sockbench swarm`.
-pub fn run(args: &SwarmArgs, output: &crate::cli::OutputArgs, argv: Vec<String>) -> ExitCode {
-    let (format, quiet) = (output.format, output.quiet);
-    if !matches!(format, Format::Table | Format::Json) {
-        return usage("swarm's report is one document: a table (the default), --format json, or --export-json PATH (no CSV or Markdown)");
-    }
-    let exports = match super::own_document_exports(output, "swarm") {
-        Ok(e) => e,
-        Err(e) => return usage(e),
-    };
+///
+/// # Errors
+/// A usage error, or pairs that cannot be set up.
+pub fn run(args: &SwarmArgs, argv: Vec<String>) -> CommandResult {
+    let output = &args.output;
+    let quiet = output.quiet;
+    let exports = super::exports(output)?;
     let names: Vec<&str> = pairs::TRANSPORTS.iter().map(|t| t.name()).collect();
+    let transport = args.transports.transport.as_deref().unwrap_or("unix");
     let Some(t) = pairs::TRANSPORTS
         .into_iter()
-        .find(|t| t.name() == args.transport.trim())
+        .find(|t| t.name() == transport.trim())
     else {
-        return usage(format!(
+        return Err(Error::usage(format!(
             "swarm cannot use transport '{}': use one of {} (stream transports with a listener, socketpair and pipe)",
-            args.transport,
+            transport,
             names.join(", ")
-        ));
+        )));
     };
-    if !matches!(format, Format::Table | Format::Json) {
-        return usage("swarm prints a table (the default) or --format json");
-    }
-    let work = args.workload;
+    let work = args.work;
     let default_size = match work {
         Work::Stream => "64K",
         Work::Pingpong => "64",
     };
-    let size = match parse_size(args.size.as_deref().unwrap_or(default_size)) {
+    let size = match parse_size(args.sizes.size.as_deref().unwrap_or(default_size)) {
         Ok(s) if (1..=16 << 20).contains(&s) => s,
-        Ok(_) => return usage("--size must be between 1 byte and 16 MiB"),
-        Err(e) => return usage(format!("--size: {e}")),
+        Ok(_) => return Err(Error::usage("--size must be between 1 byte and 16 MiB")),
+        Err(e) => return Err(Error::usage(format!("--size: {e}"))),
     };
-    let duration = match parse_duration(&args.duration) {
+    let duration = match args.duration.or(Duration::from_secs(2)) {
         Ok(d) if d > Duration::ZERO && d <= Duration::from_secs(3600) => d,
-        Ok(_) => return usage("--duration must be more than 0 and at most 1h"),
-        Err(e) => return usage(format!("--duration: {e}")),
+        Ok(_) => {
+            return Err(Error::usage(
+                "--duration must be more than 0 and at most 1h",
+            ))
+        }
+        Err(e) => return Err(Error::Usage(e)),
     };
     let n = args.pairs;
     if n == 0 || n > MAX_PAIRS {
-        return usage(format!("-n must be between 1 and {MAX_PAIRS}"));
+        return Err(Error::usage(format!(
+            "-n must be between 1 and {MAX_PAIRS}"
+        )));
     }
-    if let Err(e) = crate::interrupt::install() {
-        return failed(format!("cannot handle Ctrl-C: {e}"));
-    }
+    let runs = args.runs.runs;
+    crate::interrupt::install().map_err(|e| Error::failed(format!("cannot handle Ctrl-C: {e}")))?;
     let mut notes = Vec::new();
     let limits = match check_limits(t, work, n, &mut notes) {
         Ok(l) => l,
-        Err(e) => return failed(e),
+        Err(e) => return Err(Error::failed(e)),
     };
     let progress = |msg: &str| {
         if !quiet {
@@ -318,55 +323,135 @@ pub fn run(args: &SwarmArgs, output: &crate::cli::OutputArgs, argv: Vec<String>)
     }
     let dir = match t.uses_path().then(|| RunDir::open(None)).transpose() {
         Ok(d) => d,
-        Err(e) => return failed(format!("{e:#}")),
+        Err(e) => return Err(Error::failed(format!("{e:#}"))),
     };
     let dir_path = dir.as_ref().map(RunDir::path).unwrap_or_default();
+    let shape = Shape {
+        t,
+        work,
+        n,
+        size,
+        duration,
+        limits,
+    };
+    let mut envelope = Envelope::starting(argv);
+    envelope.warnings = notes;
+    // Each run sets its pairs up afresh, so a run is what a user's first would be.
+    let mut done: Vec<Run> = Vec::new();
+    let mut later_error = None;
+    for i in 0..runs {
+        if runs > 1 {
+            progress(&format!("run {} of {runs}", i + 1));
+        }
+        let outcome = match i > 0 && crate::testhooks::fault("later-run-fails") {
+            true => Err("test fault".to_string()),
+            false => once(&shape, &dir_path, &progress),
+        };
+        let run = match outcome {
+            Ok(r) => r,
+            Err(e) if done.is_empty() => return Err(Error::Failed(e)),
+            Err(e) => {
+                // The runs before it stand; the command failed.
+                later_error = Some(format!("run {} of {runs} failed: {e}", i + 1));
+                break;
+            }
+        };
+        let stop = run.interrupted || run.body.pairs == 0 || !run.agree;
+        done.push(run);
+        if stop || crate::interrupt::requested() {
+            break;
+        }
+    }
+    drop(dir);
+    let run = median_run(done);
+    envelope.interrupted = run.interrupted;
+    let mut report = SwarmReport {
+        envelope,
+        body: run.body,
+    };
+    if report.body.pairs == 0 && !report.envelope.interrupted {
+        eprintln!("sockbench: error: no pair could be set up");
+    }
+    if let Some(e) = &later_error {
+        eprintln!("sockbench: error: {e}");
+    }
+    report.envelope.error = later_error;
+    let exported = print(&mut report, output, &exports);
+    let failed =
+        !exported || !run.agree || report.body.pairs == 0 || report.envelope.error.is_some();
+    Ok(Outcome::of(report.envelope.interrupted, failed))
+}
+
+/// What every run of a swarm is.
+struct Shape {
+    t: TransportKind,
+    work: Work,
+    n: u64,
+    size: u64,
+    duration: Duration,
+    limits: Limits,
+}
+
+/// One run of a swarm: its figures, whether Ctrl-C cut it short, and whether both
+/// sides' counts agree.
+struct Run {
+    body: SwarmBody,
+    interrupted: bool,
+    agree: bool,
+}
+
+/// The run a report of several is: a run that stopped the others (interrupted, no pairs,
+/// counts that disagree: the last, as they stop there), else the median by its headline
+/// figure, with every run's beside it in `runs`.
+fn median_run(mut done: Vec<Run>) -> Run {
+    let figure = |r: &Run| match r.body.workload {
+        Work::Stream => r.body.bits_per_second,
+        Work::Pingpong => r.body.round_trips_per_second,
+    };
+    let each: Vec<f64> = done.iter().map(|r| figure(r).unwrap_or(0.0)).collect();
+    let last = done.len() - 1;
+    let stopped = done[last].interrupted || !done[last].agree || done[last].body.pairs == 0;
+    let pick = crate::measure::stats::standing_run(&each, stopped).unwrap_or(last);
+    let mut run = done.swap_remove(pick);
+    if each.len() > 1 {
+        run.body.runs = each;
+    }
+    run
+}
+
+/// Set up the pairs, run both reactors for the duration, and tally both sides.
+fn once(s: &Shape, dir: &std::path::Path, progress: &dyn Fn(&str)) -> Result<Run, String> {
+    let Shape {
+        t,
+        work,
+        n,
+        size,
+        duration,
+        ..
+    } = *s;
     progress(&format!("setting up {n} {t} pairs"));
     let setup_started = Instant::now();
-    let made = match pairs::make(t, work, n, &dir_path) {
-        Ok(m) => m,
-        Err(e) => return failed(format!("{e:#}")),
-    };
+    let made = pairs::make(t, work, n, dir).map_err(|e| format!("{e:#}"))?;
     let setup = setup_started.elapsed();
     let mut errors: std::collections::BTreeMap<String, u64> = made.errors.into_iter().collect();
     let running = made.pairs.len() as u64;
-    let mut report = SwarmReport {
-        document: "sockbench-swarm",
-        schema_version: SWARM_SCHEMA_VERSION,
-        command: argv,
+    let mut body = SwarmBody {
         workload: work,
         transport: t,
         pairs_requested: n,
         pairs: running,
         size_bytes: size,
         setup_seconds: setup.as_secs_f64(),
-        duration_seconds: 0.0,
-        bytes_sent: 0,
-        bytes_received: 0,
-        bytes_received_in_interval: 0,
-        bits_per_second: None,
-        round_trips: None,
-        round_trips_per_second: None,
-        per_pair: None,
-        fairness_jain: None,
-        round_trip_ns: None,
-        errors: std::collections::BTreeMap::new(),
-        limits,
-        notes,
-        interrupted: made.interrupted,
+        limits: s.limits.clone(),
+        ..SwarmBody::default()
     };
     if made.interrupted || running == 0 {
-        report.errors = errors;
-        let code = if made.interrupted {
-            ExitCode::from(INTERRUPTED)
-        } else {
-            eprintln!("sockbench: error: no pair could be set up");
-            ExitCode::from(FAILED)
-        };
-        if !print(&mut report, format, &exports) {
-            return ExitCode::from(FAILED);
-        }
-        return code;
+        body.errors = errors;
+        return Ok(Run {
+            body,
+            interrupted: made.interrupted,
+            agree: true,
+        });
     }
     progress(&format!(
         "{running} pairs ready in {:.2} s; running for {:.1} s",
@@ -381,23 +466,15 @@ pub fn run(args: &SwarmArgs, output: &crate::cli::OutputArgs, argv: Vec<String>)
     };
     let (active, passive): (Vec<_>, Vec<_>) = made.pairs.into_iter().unzip();
     let start = Barrier::new(2);
-    let outcome = std::thread::scope(|s| {
+    let (a, p): (ReactorReport, ReactorReport) = std::thread::scope(|sc| {
         let a = std::thread::Builder::new()
             .name("sb-swarm-a".into())
-            .spawn_scoped(s, || reactor::run(Role::Active, &plan, active, &start));
-        let a = match a {
-            Ok(h) => h,
-            Err(e) => return Err(format!("cannot start a thread: {e}")),
-        };
+            .spawn_scoped(sc, || reactor::run(Role::Active, &plan, active, &start))
+            .map_err(|e| format!("cannot start a thread: {e}"))?;
         let p = reactor::run(Role::Passive, &plan, passive, &start);
         let a = a.join().map_err(|_| "a reactor panicked".to_string())?;
-        Ok((a.map_err(|e| e.to_string())?, p.map_err(|e| e.to_string())?))
-    });
-    let (a, p): (ReactorReport, ReactorReport) = match outcome {
-        Ok(r) => r,
-        Err(e) => return failed(e),
-    };
-    drop(dir);
+        Ok::<_, String>((a.map_err(|e| e.to_string())?, p.map_err(|e| e.to_string())?))
+    })?;
     for c in a.pairs.iter().chain(&p.pairs) {
         if let Some(e) = &c.error {
             *errors.entry(e.clone()).or_default() += 1;
@@ -408,37 +485,36 @@ pub fn run(args: &SwarmArgs, output: &crate::cli::OutputArgs, argv: Vec<String>)
         Work::Pingpong => a.interval,
     };
     let secs = interval.as_secs_f64().max(f64::MIN_POSITIVE);
-    report.duration_seconds = interval.as_secs_f64();
-    report.interrupted = a.interrupted || p.interrupted;
+    body.duration_seconds = interval.as_secs_f64();
+    let interrupted = a.interrupted || p.interrupted;
     let ok = |i: usize| a.pairs[i].error.is_none() && p.pairs[i].error.is_none();
     match work {
         Work::Stream => {
-            report.bytes_sent = a.pairs.iter().map(|c| c.sent).sum();
-            report.bytes_received = p.pairs.iter().map(|c| c.received).sum();
-            report.bytes_received_in_interval =
-                p.pairs.iter().map(|c| c.received_in_interval).sum();
-            report.bits_per_second = Some(report.bytes_received_in_interval as f64 * 8.0 / secs);
+            body.bytes_sent = a.pairs.iter().map(|c| c.sent).sum();
+            body.bytes_received = p.pairs.iter().map(|c| c.received).sum();
+            body.bytes_received_in_interval = p.pairs.iter().map(|c| c.received_in_interval).sum();
+            body.bits_per_second = Some(body.bytes_received_in_interval as f64 * 8.0 / secs);
             let each: Vec<f64> = (0..p.pairs.len())
                 .filter(|&i| ok(i))
                 .map(|i| p.pairs[i].received_in_interval as f64 * 8.0 / secs)
                 .collect();
-            report.fairness_jain = Some(reactor::jain(&each));
-            report.per_pair = spread(each);
+            body.fairness_jain = Some(reactor::jain(&each));
+            body.per_pair = spread(each);
         }
         Work::Pingpong => {
-            report.bytes_sent = a.pairs.iter().map(|c| c.sent).sum();
-            report.bytes_received = p.pairs.iter().map(|c| c.received).sum();
+            body.bytes_sent = a.pairs.iter().map(|c| c.sent).sum();
+            body.bytes_received = p.pairs.iter().map(|c| c.received).sum();
             let trips: u64 = a.pairs.iter().map(|c| c.round_trips).sum();
-            report.round_trips = Some(trips);
-            report.round_trips_per_second = Some(trips as f64 / secs);
-            report.bytes_received_in_interval = trips * size * 2;
+            body.round_trips = Some(trips);
+            body.round_trips_per_second = Some(trips as f64 / secs);
+            body.bytes_received_in_interval = trips * size * 2;
             let each: Vec<f64> = (0..a.pairs.len())
                 .filter(|&i| ok(i))
                 .map(|i| a.pairs[i].round_trips as f64 / secs)
                 .collect();
-            report.fairness_jain = Some(reactor::jain(&each));
-            report.per_pair = spread(each);
-            report.round_trip_ns = a.latency.as_ref().filter(|h| !h.is_empty()).map(|h| {
+            body.fairness_jain = Some(reactor::jain(&each));
+            body.per_pair = spread(each);
+            body.round_trip_ns = a.latency.as_ref().filter(|h| !h.is_empty()).map(|h| {
                 [("min", 0.0), ("p50", 50.0), ("p99", 99.0), ("p99.9", 99.9)]
                     .into_iter()
                     .map(|(k, q)| {
@@ -454,7 +530,7 @@ pub fn run(args: &SwarmArgs, output: &crate::cli::OutputArgs, argv: Vec<String>)
             });
         }
     }
-    report.errors = errors;
+    body.errors = errors;
     // Both sides counted: every byte written was read (the drain reads what was in
     // flight at the interval's end).
     // Pingpong: the answers too, each way counted by its writer and its reader.
@@ -465,112 +541,104 @@ pub fn run(args: &SwarmArgs, output: &crate::cli::OutputArgs, argv: Vec<String>)
             a.pairs.iter().map(|c| c.received).sum::<u64>(),
         ),
     };
-    let agree = report.bytes_sent == report.bytes_received && answers.0 == answers.1;
-    if !agree && !report.interrupted && report.errors.is_empty() {
-        report.errors.insert(
+    let counted = body.bytes_sent == body.bytes_received && answers.0 == answers.1;
+    // A disagreement with an error or a Ctrl-C to explain it is not a miscount.
+    let agree = counted || interrupted || !body.errors.is_empty();
+    if !counted && !interrupted && body.errors.is_empty() {
+        body.errors.insert(
             format!(
                 "counts disagree: {} bytes written, {} read; answers: {} written, {} read",
-                report.bytes_sent, report.bytes_received, answers.0, answers.1
+                body.bytes_sent, body.bytes_received, answers.0, answers.1
             ),
             1,
         );
     }
-    let exported = print(&mut report, format, &exports);
-    if report.interrupted {
-        ExitCode::from(INTERRUPTED)
-    } else if !exported
-        || !agree
-            && report
-                .errors
-                .keys()
-                .any(|k| k.starts_with("counts disagree"))
-    {
-        ExitCode::from(FAILED)
-    } else {
-        ExitCode::SUCCESS
-    }
+    Ok(Run {
+        body,
+        interrupted,
+        agree,
+    })
 }
 
-/// Write the exports and print stdout's format; false if an export could not be written
-/// (said on stderr).
-fn print(r: &mut SwarmReport, format: Format, exports: &[crate::report::export::Export]) -> bool {
-    let exported = super::write_own_document(r, exports);
-    if let Err(e) = &exported {
-        eprintln!("sockbench: error: {e:#}");
-    }
+/// Write the exports and print stdout's format; false if something could not be
+/// written (said on stderr).
+fn print(
+    r: &mut SwarmReport,
+    output: &crate::cli::OutputArgs,
+    exports: &crate::report::ExportManager,
+) -> bool {
+    r.envelope.end();
+    exports.finish(&*r);
     // A Ctrl-C while an export waited for a FIFO's reader interrupted the command too.
-    r.interrupted |= crate::interrupt::requested();
-    print_stdout(r, format);
-    exported.is_ok()
+    r.envelope.interrupted |= crate::interrupt::requested();
+    super::emit(&*r, output, exports)
 }
 
-fn print_stdout(r: &SwarmReport, format: Format) {
-    let mut out = std::io::stdout().lock();
-    if format == Format::Json {
-        let _ = serde_json::to_writer_pretty(&mut out, r);
-        let _ = writeln!(out);
-        return;
-    }
-    let mut t = comfy_table::Table::new();
-    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
-        .set_header([
-            "swarm",
-            &format!(
-                "{} {} pairs, {}",
-                r.pairs,
-                r.transport,
-                match r.workload {
-                    Work::Stream => format!("stream of {} writes", format_bytes(r.size_bytes)),
-                    Work::Pingpong =>
-                        format!("pingpong of {} messages", format_bytes(r.size_bytes)),
-                }
-            ),
-        ]);
-    t.add_row([
+/// The swarm's table of names and values: what ran, its aggregate and per-pair figures,
+/// the counts and errors; the warnings under it.
+fn grid(report: &SwarmReport, units: crate::report::Units) -> Grid {
+    let r = &report.body;
+    let bps = |v: f64| crate::report::grid::throughput(v, units);
+    let mut rows: Vec<(&str, String)> = Vec::new();
+    rows.push((
         "setup",
-        &format!("{:.3} s for {} pairs", r.setup_seconds, r.pairs),
-    ]);
-    t.add_row(["measured", &format!("{:.3} s", r.duration_seconds)]);
+        format!("{:.3} s for {} pairs", r.setup_seconds, r.pairs),
+    ));
+    rows.push(("measured", format!("{:.3} s", r.duration_seconds)));
     match r.workload {
         Work::Stream => {
-            t.add_row([
-                "aggregate".to_string(),
+            rows.push((
+                "aggregate",
                 format!(
                     "{} ({} read in the interval)",
-                    r.bits_per_second.map_or("-".into(), format_bits_per_second),
+                    r.bits_per_second.map_or("-".into(), bps),
                     format_bytes(r.bytes_received_in_interval)
                 ),
-            ]);
+            ));
         }
         Work::Pingpong => {
-            t.add_row([
-                "aggregate".to_string(),
+            rows.push((
+                "aggregate",
                 format!(
                     "{} round trips ({})",
                     r.round_trips.unwrap_or(0),
                     r.round_trips_per_second
                         .map_or("-".into(), format_per_second)
                 ),
-            ]);
+            ));
             if let Some(l) = &r.round_trip_ns {
                 let us = |k: &str| {
                     l.get(k)
-                        .map_or("-".into(), |v| format!("{:.1} us", *v as f64 / 1e3))
+                        .map_or("-".into(), |v| format!("{:.1} µs", *v as f64 / 1e3))
                 };
-                t.add_row([
-                    "round trip".to_string(),
+                rows.push((
+                    "round trip",
                     format!("p50 {}, p99 {}, max {}", us("p50"), us("p99"), us("max")),
-                ]);
+                ));
             }
         }
     }
-    if let Some(s) = &r.per_pair {
+    if r.runs.len() > 1 {
         let f = |v: f64| match r.workload {
-            Work::Stream => format_bits_per_second(v),
+            Work::Stream => bps(v),
             Work::Pingpong => format_per_second(v),
         };
-        t.add_row([
-            "per pair".to_string(),
+        rows.push((
+            "runs",
+            format!(
+                "{}: {} (the figures here are the median run's)",
+                r.runs.len(),
+                crate::measure::ranking::spread_cell(&r.runs, &f)
+            ),
+        ));
+    }
+    if let Some(s) = &r.per_pair {
+        let f = |v: f64| match r.workload {
+            Work::Stream => bps(v),
+            Work::Pingpong => format_per_second(v),
+        };
+        rows.push((
+            "per pair",
             format!(
                 "min {}, p50 {}, p99 {}, max {}",
                 f(s.min),
@@ -578,34 +646,165 @@ fn print_stdout(r: &SwarmReport, format: Format) {
                 f(s.p99),
                 f(s.max)
             ),
-        ]);
+        ));
     }
     if let Some(j) = r.fairness_jain {
-        t.add_row([
-            "fairness (Jain)".to_string(),
+        rows.push((
+            "fairness (Jain)",
             format!("{j:.4} (1 = every pair the same)"),
-        ]);
+        ));
     }
-    t.add_row([
-        "counts".to_string(),
+    rows.push((
+        "counts",
         format!("{} written, {} read", r.bytes_sent, r.bytes_received),
-    ]);
+    ));
     let errors = if r.errors.is_empty() {
         "none".to_string()
     } else {
-        r.errors
-            .iter()
+        (r.errors.iter())
             .map(|(k, n)| format!("{n} x {k}"))
             .collect::<Vec<_>>()
             .join("; ")
     };
-    t.add_row(["errors".to_string(), errors]);
-    let _ = writeln!(out, "{t}");
-    for n in &r.notes {
-        let _ = writeln!(out, "note: {n}");
+    rows.push(("errors", errors));
+    let title = format!(
+        "swarm: {} {} pairs, {}",
+        r.pairs,
+        r.transport,
+        match r.workload {
+            Work::Stream => format!("stream of {} writes", format_bytes(r.size_bytes)),
+            Work::Pingpong => format!("pingpong of {} messages", format_bytes(r.size_bytes)),
+        }
+    );
+    let mut g = crate::report::output::pairs(Some(title), rows);
+    g.notes.extend(
+        report
+            .envelope
+            .warnings
+            .iter()
+            .map(|n| format!("note: {n}")),
+    );
+    if report.envelope.interrupted {
+        g.notes
+            .push("interrupted: the figures cover what ran before Ctrl-C".into());
     }
-    if r.interrupted {
-        let _ = writeln!(out, "interrupted: the figures cover what ran before Ctrl-C");
+    g
+}
+
+impl Rendered for SwarmReport {
+    fn head(&self) -> Head<'_> {
+        Head::of(Kind::Swarm, &self.envelope)
+    }
+
+    fn json(&self) -> serde_json::Result<Vec<u8>> {
+        output::pretty(&self.document())
+    }
+
+    fn tables(&self, view: &crate::report::View) -> Vec<Grid> {
+        vec![grid(self, view.units)]
+    }
+
+    fn records(&self) -> output::Records {
+        output::records_of(
+            &[serde_json::to_value(&self.body).unwrap_or_default()],
+            &serde_json::Value::Null,
+        )
+    }
+
+    fn metrics(&self) -> Vec<crate::report::openmetrics::Family> {
+        let b = &self.body;
+        let work = serde_json::to_value(b.workload).unwrap_or_default();
+        let labels = vec![
+            ("workload", work.as_str().unwrap_or_default().to_string()),
+            ("transport", b.transport.to_string()),
+            ("size_bytes", b.size_bytes.to_string()),
+            ("pairs", b.pairs_requested.to_string()),
+        ];
+        let mut v = serde_json::to_value(b).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            for k in ["size_bytes", "pairs_requested", "errors", "limits"] {
+                o.remove(k);
+            }
+        }
+        output::gauges(Kind::Swarm, "The swarm", &[(labels, v)])
+    }
+
+    fn count(&self) -> String {
+        output::counted(self.body.pairs as usize, "pair")
+    }
+
+    fn charts(&self) -> Vec<crate::report::chart::Chart> {
+        use crate::report::chart::{bars_of, Axis};
+        let b = &self.body;
+        let (aggregate, axis) = match b.workload {
+            Work::Stream => (b.bits_per_second, Axis::BitsPerSecond),
+            Work::Pingpong => (b.round_trips_per_second, Axis::PerSecond("round trips")),
+        };
+        let mut bars = Vec::new();
+        if let Some(v) = aggregate {
+            bars.push(("every pair".to_string(), v, None));
+        }
+        if let Some(s) = &b.per_pair {
+            bars.push(("one pair (p50)".to_string(), s.p50, Some((s.min, s.max))));
+        }
+        let mut out = vec![bars_of(
+            "swarm-rate",
+            "The swarm and its pairs",
+            "The pairs together, and the median pair with a whisker from the slowest pair to \
+             the fastest.",
+            axis,
+            bars,
+        )];
+        if let Some(l) = &b.round_trip_ns {
+            let bars = ["p50", "p99", "max"]
+                .into_iter()
+                .filter_map(|k| Some((k.to_string(), *l.get(k)? as f64, None)))
+                .collect();
+            out.push(bars_of(
+                "swarm-round-trip",
+                "Round trip over every pair",
+                "Percentiles of every pair's round trips together.",
+                Axis::Nanoseconds,
+                bars,
+            ));
+        }
+        out
+    }
+
+    fn nothing_to_chart(&self) -> Option<String> {
+        let b = &self.body;
+        (b.bits_per_second.is_none() && b.round_trips_per_second.is_none())
+            .then(|| "The swarm measured nothing, so there is nothing to chart.".to_string())
+    }
+}
+
+impl SwarmBody {
+    /// `compare`'s row: the swarm as a whole, judged by its aggregate throughput (a
+    /// stream) or round trips per second (pingpong).
+    pub fn rows(&self) -> Vec<crate::report::rows::Row> {
+        use crate::measure::headline::Headline;
+        let (work, headline, value) = match self.workload {
+            Work::Stream => (
+                "stream",
+                Headline::throughput("bits_per_second"),
+                self.bits_per_second,
+            ),
+            Work::Pingpong => (
+                "pingpong",
+                Headline::rate("round_trips_per_second"),
+                self.round_trips_per_second,
+            ),
+        };
+        let label = format!(
+            "swarm {work} {} {} x{}",
+            self.transport,
+            format_bytes(self.size_bytes),
+            self.pairs_requested
+        );
+        vec![
+            crate::report::rows::Row::once(label.clone(), label, headline, value)
+                .with_runs(&self.runs),
+        ]
     }
 }
 

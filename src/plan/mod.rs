@@ -5,7 +5,10 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cli::{Args, Command, CommonArgs, Format, SuiteArgs};
+use crate::cli::{
+    Args, ByPlacementArg, Command, CommonArgs, CpuList, DurationArg, Format, SuiteArgs,
+    TransportsArg, WarmupArg,
+};
 use crate::engine::EngineKind;
 use crate::error::PlanError;
 use crate::measure::units::{format_bytes, parse_duration, parse_size, parse_size_list};
@@ -438,34 +441,22 @@ fn parse_bind(text: &str) -> Result<SocketAddr, PlanError> {
         })
 }
 
-fn parse_cpus(host: &Host, text: &str) -> Result<(usize, usize), PlanError> {
-    let usable = &host.cpus;
-    let list = usable
-        .iter()
-        .map(|c| c.to_string())
-        .collect::<Vec<_>>()
-        .join(",");
-    let parse = |s: &str| {
-        s.parse::<usize>()
-            .ok()
-            .filter(|c| usable.contains(c))
-            .ok_or_else(|| {
-                invalid(format!(
-                    "invalid --cpus '{text}': this process may run on CPUs {list}; give two of them, e.g. --cpus {}",
-                    usable.iter().take(2).map(|c| c.to_string()).collect::<Vec<_>>().join(",")
-                ))
-            })
-    };
-    match text
-        .split(',')
-        .map(str::trim)
-        .collect::<Vec<_>>()
-        .as_slice()
-    {
-        [a, b] => Ok((parse(a)?, parse(b)?)),
-        [a] => Ok((parse(a)?, parse(a)?)),
+/// `--cpus` of the measuring commands: the sender's CPU, then the receiver's (one: both
+/// there), each one this process may run on.
+fn parse_cpus(host: &Host, list: &CpuList) -> Result<(usize, usize), PlanError> {
+    list.within(&host.cpus).map_err(invalid)?;
+    match list.0[..] {
+        [a, b] => Ok((a, b)),
+        [a] => Ok((a, a)),
         _ => Err(invalid(format!(
-            "invalid --cpus '{text}': give A,B (sender CPU, receiver CPU)"
+            "--cpus: give the sender's CPU and the receiver's, e.g. --cpus {} ({} given)",
+            host.cpus
+                .iter()
+                .take(2)
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+            list.0.len()
         ))),
     }
 }
@@ -563,7 +554,8 @@ impl Plan {
     /// # Errors
     /// As [`Plan::from_args`].
     pub fn from_args_on(args: &Args, host: &Host) -> Result<Plan, PlanError> {
-        let mut wanted: Vec<_> = (args.output.report_exports().into_iter())
+        let out = args.output();
+        let mut wanted: Vec<_> = (out.report_exports().into_iter())
             .map(|(f, p)| (ExportKind::Report(f), p))
             .collect();
         if let Some(Command::Pingpong(p)) = &args.command {
@@ -572,11 +564,20 @@ impl Plan {
             }
         }
         let exports = crate::report::export::prepare(&wanted)?;
+        let by_placement = match &args.command {
+            Some(Command::Stream(a)) => a.common.by_placement,
+            Some(Command::Pingpong(a)) => a.common.by_placement,
+            Some(Command::Rate(a)) => a.common.by_placement,
+            Some(Command::Connect(a)) => a.common.by_placement,
+            Some(Command::Suite(a)) => a.by_placement,
+            None => args.by_placement,
+            _ => ByPlacementArg::default(),
+        };
         let output = Output {
-            format: args.output.format,
+            format: out.format,
             exports,
-            quiet: args.output.quiet,
-            view: args.output.view(),
+            quiet: out.quiet,
+            view: out.view_by(by_placement),
         };
         match &args.command {
             Some(Command::Stream(s)) => {
@@ -652,9 +653,11 @@ impl Plan {
             None => Plan::suite(
                 host,
                 &SuiteArgs {
-                    duration: "1s".into(),
-                    warmup: "0.1s".into(),
-                    transport: "all".into(),
+                    duration: DurationArg::default(),
+                    warmup: WarmupArg::default(),
+                    transports: TransportsArg::default(),
+                    output: args.output.clone(),
+                    by_placement: args.by_placement,
                 },
                 output,
             ),
@@ -662,13 +665,17 @@ impl Plan {
     }
 
     fn suite(host: &Host, args: &SuiteArgs, output: Output) -> Result<Plan, PlanError> {
-        let duration =
-            parse_duration(&args.duration).map_err(|e| invalid(format!("--duration: {e}")))?;
-        let warmup = parse_duration(&args.warmup).map_err(|e| invalid(format!("--warmup: {e}")))?;
+        let duration = parse_duration(args.duration.duration.as_deref().unwrap_or("1s"))
+            .map_err(|e| invalid(format!("--duration: {e}")))?;
+        let warmup = parse_duration(args.warmup.warmup.as_deref().unwrap_or("0.1s"))
+            .map_err(|e| invalid(format!("--warmup: {e}")))?;
         if duration.is_zero() {
             return Err(invalid("--duration must be more than 0"));
         }
-        let (transports, _) = parse_transports(&args.transport, &TransportKind::ALL)?;
+        let (transports, _) = parse_transports(
+            args.transports.transport.as_deref().unwrap_or("all"),
+            &TransportKind::ALL,
+        )?;
         let cell = |workload: WorkloadKind, duration: Duration| Scenario {
             workload,
             transport: transports[0],
@@ -742,7 +749,10 @@ impl Plan {
         extras: WorkloadOptions,
         output: Output,
     ) -> Result<Plan, PlanError> {
-        let (transports, all) = parse_transports(&a.transport, spec(kind).transports())?;
+        let (transports, all) = parse_transports(
+            a.transports.transport.as_deref().unwrap_or("unix"),
+            spec(kind).transports(),
+        )?;
         let mut engines = parse_engines(&a.engine)?;
         let all_engines = a.engine.trim() == "all";
         // An engine the system refuses (io_uring disabled, a feature not built) stops an
@@ -757,7 +767,7 @@ impl Plan {
             }
         }
         engines.retain(|&e| host.engine_unavailable(e).is_none());
-        let sizes = match &a.size {
+        let sizes = match &a.sizes.size {
             Some(text) => Some(parse_size_list(text).map_err(|e| invalid(format!("--size: {e}")))?),
             None => None,
         };
@@ -774,7 +784,7 @@ impl Plan {
                 format_bytes(MAX_SIZE)
             )));
         }
-        let stop = match (&a.duration, a.count, extras.bytes) {
+        let stop = match (&a.duration.duration, a.count, extras.bytes) {
             (_, Some(0), _) => return Err(invalid("--count must be at least 1")),
             (_, Some(n), _) => Stop::Count(n),
             (_, _, Some(b)) => Stop::Bytes(b),
@@ -787,7 +797,8 @@ impl Plan {
             }
             (None, None, None) => Stop::Duration(Duration::from_secs(2)),
         };
-        let warmup = parse_duration(&a.warmup).map_err(|e| invalid(format!("--warmup: {e}")))?;
+        let warmup = parse_duration(a.warmup.warmup.as_deref().unwrap_or("0.25s"))
+            .map_err(|e| invalid(format!("--warmup: {e}")))?;
         let interval = a
             .interval
             .as_deref()
@@ -802,9 +813,6 @@ impl Plan {
                 Ok(d)
             })
             .transpose()?;
-        if a.runs == 0 {
-            return Err(invalid("--runs must be at least 1"));
-        }
         if a.parallel == 0 {
             return Err(invalid("--parallel must be at least 1"));
         }
@@ -851,7 +859,12 @@ impl Plan {
         let sndbufs = parse_buffer_list("sndbuf", &a.sndbuf)?;
         let rcvbufs = parse_buffer_list("rcvbuf", &a.rcvbuf)?;
         let sndbuf = sndbufs.iter().copied().max().flatten();
-        let cpus = a.cpus.as_deref().map(|c| parse_cpus(host, c)).transpose()?;
+        let cpus = a
+            .cpus
+            .cpus
+            .as_ref()
+            .map(|c| parse_cpus(host, c))
+            .transpose()?;
         let bind = a.bind.as_deref().map(parse_bind).transpose()?;
         let connect = a
             .connect
@@ -939,7 +952,7 @@ impl Plan {
             size: 0,
             stop,
             warmup,
-            runs: a.runs,
+            runs: a.runs.runs,
             parallel: a.parallel,
             cpus,
             sndbuf: None,
@@ -955,6 +968,12 @@ impl Plan {
             },
             live: None,
         };
+        // What the workload cannot do at all comes before what the placement lacks.
+        if a.bidir && !spec(kind).takes().both_ways {
+            return Err(invalid(
+                "--bidir applies to stream and rate (pingpong already goes both ways; connect's dialer is one side)",
+            ));
+        }
         let placement = placement_of(a)?;
         // Both roles pinned to one CPU of this host (a server's role is not pinned).
         let one_cpu = cpus
@@ -984,11 +1003,6 @@ impl Plan {
         if extras.timestamps && a.bidir {
             return Err(invalid(
                 "--timestamps times one direction of rate: drop --bidir",
-            ));
-        }
-        if a.bidir && !matches!(kind, WorkloadKind::Stream | WorkloadKind::Rate) {
-            return Err(invalid(
-                "--bidir applies to stream and rate (pingpong already goes both ways; connect's dialer is one side)",
             ));
         }
         if a.bidir && a.parallel > MAX_PARALLEL / 2 {
@@ -1248,7 +1262,6 @@ mod tests {
         assert!(plan(&["stream", "-t", "unix", "--nodelay"]).is_err());
         assert!(plan(&["stream", "-t", "pipe", "--bind", "127.0.0.1"]).is_err());
         assert!(plan(&["stream", "-t", "tcp6", "--bind", "127.0.0.1"]).is_err());
-        assert!(plan(&["stream", "-t", "tcp", "--runs", "0"]).is_err());
     }
 
     #[test]
@@ -1419,7 +1432,10 @@ mod tests {
         host.cpus = vec![3];
         let args = <Args as clap::Parser>::parse_from(["sockbench", "stream", "--cpus", "0,1"]);
         let e = Plan::from_args_on(&args, &host).unwrap_err().to_string();
-        assert!(e.contains("may run on CPUs 3"), "{e}");
+        assert!(
+            e.contains("CPU 0 is not one") && e.contains("may use 3"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -21,11 +21,21 @@ use mio::{Events, Interest, Poll, Token};
 
 /// What each pair does.
 #[derive(
-    Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+    clap::ValueEnum,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum Work {
     /// One way, as fast as it goes.
+    #[default]
     Stream,
     /// A request of the size, answered by as many bytes; the next when the answer is in.
     Pingpong,
@@ -209,6 +219,7 @@ pub fn run(
     let mut again: Vec<usize> = Vec::new();
     let mut queued = vec![role == Role::Active; n];
     loop {
+        crate::testhooks::slow("swarm-step");
         for i in ready.drain(..) {
             queued[i] = false;
             let now_in = Instant::now() < deadline;

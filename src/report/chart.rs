@@ -22,6 +22,7 @@ use plotters::prelude::*;
 
 use super::{Report, ScenarioResult};
 use crate::engine::EngineKind;
+use crate::measure::headline::Quantity;
 use crate::measure::histogram::{bucket_bounds, Bucket, Latency};
 use crate::measure::units::format_bytes;
 use crate::workload::WorkloadKind;
@@ -52,7 +53,7 @@ const LOG_Y_RATIO: f64 = 30.0;
 const MAX_BAR_CHARTS: usize = 8;
 
 /// One chart, ready for the page.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Chart {
     /// A stable identifier (`throughput-size`, `pingpong-round_trip-percentiles`...),
     /// the SVG's `data-chart` attribute.
@@ -65,6 +66,54 @@ pub struct Chart {
     pub legend: Vec<(String, String)>,
     /// The SVG element (no XML prolog), text and axes in `currentColor`.
     pub svg: String,
+    /// A heat map, drawn by the page as a table of coloured cells, in place of an SVG.
+    pub heat: Option<HeatMap>,
+    /// Lines under the drawing (a spread, the worst pairs), plain text.
+    pub notes: Vec<String>,
+}
+
+/// A matrix of values drawn as a table whose cells are coloured from best (green) to
+/// worst (red): the mesh's source x destination pairs. The page draws it; what is best
+/// and on which scale is the document's business ([`HeatCell::Value`]'s `badness`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HeatMap {
+    /// What the rows and columns are (the corner cell: `from \ to`).
+    pub corner: String,
+    /// The column headings.
+    pub columns: Vec<String>,
+    /// A row per source: its heading and a cell per column.
+    pub rows: Vec<(String, Vec<HeatCell>)>,
+    /// `data-*` attributes of the table (name without the prefix, value), for tools that
+    /// read the page.
+    pub data: Vec<(String, String)>,
+    /// What the colours mean, in a sentence under the heading.
+    pub scale: Option<String>,
+}
+
+/// One cell of a [`HeatMap`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum HeatCell {
+    /// Nothing to show (the diagonal: a host with itself).
+    Blank,
+    /// A value: its text, its exact value, and how bad it is from 0 (the best of the map)
+    /// to 1 (the worst), which gives its colour.
+    Value {
+        /// As a person reads it.
+        text: String,
+        /// In base units.
+        value: f64,
+        /// 0 best, 1 worst.
+        badness: f64,
+    },
+    /// The test failed: its text, and why (shown on hover).
+    Failed {
+        /// As a person reads it.
+        text: String,
+        /// Why it failed.
+        why: String,
+    },
+    /// Not measured, or not this figure (`.`, `n/a`).
+    Missing(String),
 }
 
 /// One line of a line chart: points in plot coordinates (already scaled).
@@ -461,18 +510,14 @@ fn whisker_note(results: &[&ScenarioResult]) -> String {
 /// rate and loss, then each latency distribution's percentiles and histogram.
 pub fn charts(report: &Report) -> Vec<Chart> {
     let mut out = Vec::new();
-    for w in [
-        WorkloadKind::Stream,
-        WorkloadKind::Pingpong,
-        WorkloadKind::Rate,
-        WorkloadKind::Connect,
-    ] {
+    for w in WorkloadKind::ALL {
         let results: Vec<&ScenarioResult> =
             report.results.iter().filter(|r| r.workload == w).collect();
         if results.is_empty() {
             continue;
         }
-        if w == WorkloadKind::Stream {
+        // Bulk throughput against size, or operations per second as bars.
+        if crate::workload::spec(w).headline().quantity == Quantity::Throughput {
             out.extend(throughput_charts(&results));
         } else {
             out.extend(rate_charts(w, &results));
@@ -684,13 +729,79 @@ pub fn models_charts(rows: &[crate::mode::models::Row]) -> Vec<Chart> {
     out
 }
 
-/// What one operation of a workload is called, per second.
-fn operation(w: WorkloadKind) -> &'static str {
-    match w {
-        WorkloadKind::Pingpong => "round trips",
-        WorkloadKind::Connect => "connections",
-        _ => "messages",
-    }
+/// What the bars of [`bars_of`] measure, and so the unit their axis reads in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Axis {
+    /// Bits per second (SI).
+    BitsPerSecond,
+    /// Events per second (SI), named (`requests`, `round trips`).
+    PerSecond(&'static str),
+    /// Nanoseconds, shown in the time unit that reads well.
+    Nanoseconds,
+    /// Bytes (binary: KiB, MiB, GiB).
+    Bytes,
+    /// A count of things, named.
+    Count(&'static str),
+}
+
+/// One bar of [`bars_of`]: its label, its value in the axis's base unit, and its
+/// whisker's low and high ends, if it has one.
+pub type Labelled = (String, f64, Option<(f64, f64)>);
+
+/// A horizontal bar chart of `bars` (each its label, value in the axis's base unit and
+/// optional whisker), each bar its own colour, on an axis whose unit reads well; a
+/// chart with nothing to draw says so.
+pub fn bars_of(id: &str, title: &str, caption: &str, axis: Axis, bars: Vec<Labelled>) -> Chart {
+    let max = bars
+        .iter()
+        .map(|(_, v, w)| w.map_or(*v, |(_, hi)| hi.max(*v)))
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::max);
+    let (unit, x_desc) = match axis {
+        Axis::BitsPerSecond => {
+            let (u, p) = si_scale(max);
+            (u, format!("throughput ({p}bit/s)"))
+        }
+        Axis::PerSecond(what) => {
+            let (u, p) = si_scale(max);
+            let p = if p.is_empty() {
+                String::new()
+            } else {
+                format!("{p} ")
+            };
+            (u, format!("{what} per second ({p}{what}/s)"))
+        }
+        Axis::Nanoseconds => {
+            let (u, sym) = time_unit(max);
+            (u, format!("time ({sym})"))
+        }
+        Axis::Bytes => {
+            let (u, sym) = match max {
+                m if m >= (1u64 << 30) as f64 => ((1u64 << 30) as f64, "GiB"),
+                m if m >= (1u64 << 20) as f64 => ((1u64 << 20) as f64, "MiB"),
+                m if m >= 1024.0 => (1024.0, "KiB"),
+                _ => (1.0, "B"),
+            };
+            (u, format!("bytes ({sym})"))
+        }
+        Axis::Count(what) => (1.0, what.to_string()),
+    };
+    let bars = (bars.into_iter().enumerate())
+        .filter(|(_, (_, v, _))| v.is_finite())
+        .map(|(i, (label, value, whisker))| Bar {
+            label,
+            value: value / unit,
+            whisker: whisker.map(|(lo, hi)| (lo / unit, hi / unit)),
+            colour: i,
+        })
+        .collect();
+    bar_chart(BarSpec {
+        id: id.into(),
+        title: title.into(),
+        caption: caption.into(),
+        x_desc,
+        bars,
+    })
 }
 
 fn rate_charts(w: WorkloadKind, results: &[&ScenarioResult]) -> Vec<Chart> {
@@ -705,7 +816,7 @@ fn rate_charts(w: WorkloadKind, results: &[&ScenarioResult]) -> Vec<Chart> {
         })
         .fold(0.0, f64::max);
     let (unit, prefix) = si_scale(max);
-    let op = operation(w);
+    let op = crate::workload::spec(w).operation();
     let b = bars(
         results,
         unit,
@@ -738,7 +849,9 @@ fn rate_charts(w: WorkloadKind, results: &[&ScenarioResult]) -> Vec<Chart> {
         ),
         bars: b,
     })];
-    if w == WorkloadKind::Rate && results.iter().any(|r| r.delivered_fraction.is_some()) {
+    if crate::workload::spec(w).counts_loss()
+        && results.iter().any(|r| r.delivered_fraction.is_some())
+    {
         let vary = engines_vary(results);
         let loss: Vec<Bar> = results
             .iter()
@@ -984,8 +1097,7 @@ fn nothing_chart(id: &str, title: &str, caption: &str) -> Chart {
         id: id.into(),
         title: title.into(),
         caption: caption.into(),
-        legend: Vec::new(),
-        svg: String::new(),
+        ..Chart::default()
     }
 }
 
@@ -1109,6 +1221,7 @@ fn drawn_chart<E: std::fmt::Display>(
             title,
             caption,
             legend,
+            ..Chart::default()
         },
         Err(e) => nothing_chart(&id, &title, &format!("Chart failed: {e}")),
     }

@@ -1,5 +1,6 @@
 //! CSV: one row per scenario, exact values in base units (empty cell = unknown).
 
+use super::output::{Records, Rendered};
 use super::{Exporter, Report};
 
 /// CSV exporter.
@@ -33,12 +34,23 @@ fn opt<T: ToString>(v: Option<T>) -> String {
 }
 
 impl Exporter for Csv {
-    fn serialize(&self, report: &Report) -> anyhow::Result<Vec<u8>> {
+    fn serialize(&self, doc: &dyn Rendered) -> anyhow::Result<Vec<u8>> {
+        let records = doc.records();
         let mut w = csv::Writer::from_writer(Vec::new());
-        w.write_record(HEADER)?;
-        for r in &report.results {
+        w.write_record(&records.header)?;
+        for r in &records.rows {
+            w.write_record(r)?;
+        }
+        Ok(w.into_inner()?)
+    }
+}
+
+/// The measuring commands' records: one per scenario.
+pub fn records(report: &Report) -> Records {
+    let rows = (report.results.iter())
+        .map(|r| {
             let first = r.median_run();
-            w.write_record([
+            vec![
                 r.workload.to_string(),
                 r.transport.to_string(),
                 r.engine.to_string(),
@@ -63,9 +75,12 @@ impl Exporter for Csv {
                     .as_deref()
                     .map(crate::text::terminal)
                     .unwrap_or_default(),
-            ])?;
-        }
-        Ok(w.into_inner()?)
+            ]
+        })
+        .collect();
+    Records {
+        header: HEADER.iter().map(|h| h.to_string()).collect(),
+        rows,
     }
 }
 

@@ -30,7 +30,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use super::{exporter, histogram, Report};
+use super::exporter;
+use super::output::Rendered;
 use crate::cli::Format;
 use crate::error::PlanError;
 
@@ -298,6 +299,11 @@ pub struct ExportManager {
 }
 
 impl ExportManager {
+    /// How the exports (and the document on stdout) draw their tables.
+    pub fn view(&self) -> super::View {
+        self.view
+    }
+
     /// Exports resolved by [`prepare`].
     pub fn new(exports: Vec<Export>, view: super::View) -> ExportManager {
         ExportManager {
@@ -309,24 +315,24 @@ impl ExportManager {
 
     /// After a scenario: rewrite every regular-file export (in-place and stdout ones
     /// wait for the end).
-    pub fn after_scenario(&self, report: &Report) {
-        self.write_files(report, true);
+    pub fn after_scenario(&self, doc: &dyn Rendered) {
+        self.write_files(doc, true);
     }
 
     /// At the end: the final state of every file export, and the in-place ones, once.
-    pub fn finish(&self, report: &Report) {
-        self.write_files(report, false);
+    pub fn finish(&self, doc: &dyn Rendered) {
+        self.write_files(doc, false);
         for e in &self.exports {
             if let Target::InPlace(p) = &e.target {
-                self.attempt(e, report, false, |bytes| write_in_place(p, bytes));
+                self.attempt(e, doc, false, |bytes| write_in_place(p, bytes));
             }
         }
     }
 
-    fn write_files(&self, report: &Report, announce: bool) {
+    fn write_files(&self, doc: &dyn Rendered, announce: bool) {
         for e in &self.exports {
             if let Target::File(p) = &e.target {
-                self.attempt(e, report, announce, |bytes| write_replacing(p, bytes));
+                self.attempt(e, doc, announce, |bytes| write_replacing(p, bytes));
             }
         }
     }
@@ -336,11 +342,11 @@ impl ExportManager {
     fn attempt(
         &self,
         e: &Export,
-        report: &Report,
+        doc: &dyn Rendered,
         announce: bool,
         write: impl FnOnce(&[u8]) -> anyhow::Result<()>,
     ) {
-        let result = render(e, report, self.view).and_then(|b| write(&b));
+        let result = render(e, doc, self.view).and_then(|b| write(&b));
         if let Err(err) = result {
             let mut failures = self.failures.borrow_mut();
             if failures.iter().all(|(p, _)| p != &e.given) {
@@ -375,12 +381,10 @@ impl ExportManager {
     }
 }
 
-fn render(e: &Export, report: &Report, view: super::View) -> anyhow::Result<Vec<u8>> {
+fn render(e: &Export, doc: &dyn Rendered, view: super::View) -> anyhow::Result<Vec<u8>> {
     match e.kind {
-        ExportKind::Report(f) => exporter(f, view).serialize(report),
-        ExportKind::Histogram => {
-            histogram::render(report, e.given.extension().is_some_and(|x| x == "json"))
-        }
+        ExportKind::Report(f) => exporter(f, view).serialize(doc),
+        ExportKind::Histogram => doc.histograms(e.given.extension().is_some_and(|x| x == "json")),
     }
 }
 

@@ -123,31 +123,27 @@ pub fn build(report: &Report, view: &View) -> Vec<Grid> {
         Layout::List => vec![list(report, view)],
         Layout::Suite => {
             let only = |w: WorkloadKind| Report {
-                results: report
-                    .results
-                    .iter()
+                results: (report.results.iter())
                     .filter(|r| r.workload == w)
+                    .cloned()
+                    .collect(),
+                skipped: (report.skipped.iter())
+                    .filter(|s| s.workload == w)
                     .cloned()
                     .collect(),
                 ..report.clone()
             };
-            let mut v = vec![titled(
-                suite(&only(WorkloadKind::Stream), view),
-                "Throughput: one-way stream",
-            )];
-            let latency = only(WorkloadKind::Pingpong);
-            if !latency.results.is_empty() {
-                v.push(titled(
-                    latency_list(&latency, view),
-                    "Round-trip latency: pingpong",
-                ));
-            }
-            let rate = only(WorkloadKind::Rate);
-            if !rate.results.is_empty() {
-                v.push(titled(
-                    throughput_list(&rate, view),
-                    "Message rate: message transports (one send is one message)",
-                ));
+            let mut v = Vec::new();
+            for (i, (w, title)) in crate::workload::SUITE.into_iter().enumerate() {
+                let part = only(w);
+                let g = match (i, crate::workload::spec(w).table()) {
+                    // The matrix, even empty: it says what was skipped.
+                    (0, _) => suite(&part, view),
+                    _ if part.results.is_empty() => continue,
+                    (_, TableKind::Latency) => latency_list(&part, view),
+                    _ => throughput_list(&part, view),
+                };
+                v.push(titled(g, title));
             }
             v
         }
@@ -864,10 +860,7 @@ fn suite(report: &Report, view: &View) -> Grid {
                 Some(r) => {
                     cell_or_error(r, |r| r.bits_per_second.map(|b| throughput(b, view.units)))
                 }
-                None if report.skipped.iter().any(|k| {
-                    k.transport == t && k.size_bytes == s && k.workload == WorkloadKind::Stream
-                }) =>
-                {
+                None if (report.skipped.iter()).any(|k| k.transport == t && k.size_bytes == s) => {
                     any_na = true;
                     "n/a".into()
                 }

@@ -9,9 +9,10 @@
 
 use std::fmt::Write as _;
 
-use super::chart::{self, Chart};
-use super::grid::{self, Align};
-use super::{Exporter, Report, View};
+use super::chart::{Chart, HeatCell, HeatMap};
+use super::grid::Align;
+use super::output::{Finding, Head, Rendered, Severity};
+use super::{Exporter, View};
 
 /// The HTML exporter.
 pub struct Html {
@@ -74,6 +75,14 @@ ul.notes { font-size: .9rem; color: var(--muted); }
 dl.env { display: grid; grid-template-columns: max-content 1fr; gap: .2rem 1rem; margin: 0; }
 dl.env dt { color: var(--muted); }
 dl.env dd { margin: 0; }
+p.summary { font-size: .9rem; margin: .3rem 0; }
+table.heat td, table.heat th { border: 1px solid var(--line); }
+table.heat td { text-align: right; font-variant-numeric: tabular-nums; min-width: 6em; }
+table.heat td.value { color: #1d1f23; }
+table.heat td.failed { color: #1d1f23; background: repeating-linear-gradient(45deg, #9aa0a8 0 4px, #c9cdd3 4px 8px); font-style: italic; }
+table.heat td.missing { color: var(--muted); text-align: center; }
+table.heat td.diagonal { background: var(--bg); }
+.scale { display: inline-block; width: 8em; height: .8em; border-radius: 2px; vertical-align: middle; margin: 0 .4em; background: linear-gradient(to right, hsl(120,70%,80%), hsl(60,70%,80%), hsl(0,70%,80%)); }
 "#;
 
 /// The theme switch: cycles the page between the system's theme, light and dark.
@@ -96,8 +105,8 @@ const SCRIPT: &str = r#"
 "#;
 
 impl Exporter for Html {
-    fn serialize(&self, report: &Report) -> anyhow::Result<Vec<u8>> {
-        Ok(page(report, &self.view).into_bytes())
+    fn serialize(&self, doc: &dyn Rendered) -> anyhow::Result<Vec<u8>> {
+        Ok(page(doc, &self.view).into_bytes())
     }
 }
 
@@ -124,30 +133,25 @@ fn tail(out: &mut String) {
 }
 
 /// The whole page.
-fn page(report: &Report, view: &View) -> String {
+fn page(doc: &dyn Rendered, view: &View) -> String {
     let mut out = String::new();
-    let title = match report.command.get(1) {
-        Some(mode) if !mode.starts_with('-') => format!("sockbench {mode} report"),
-        _ if report.layout == crate::plan::Layout::Suite => "sockbench suite report".into(),
-        _ => "sockbench report".to_string(),
-    };
-    head(&mut out, &title);
+    let h = doc.head();
+    head(&mut out, &doc.title());
     let _ = writeln!(
         out,
-        "<p class=\"muted\">{} {} &middot; {} scenario{} &middot; schema version {}</p>",
-        escape(&report.tool.name),
-        escape(&report.tool.version),
-        report.results.len(),
-        if report.results.len() == 1 { "" } else { "s" },
-        report.schema_version
+        "<p class=\"muted\">{} {} &middot; {} &middot; schema version {}</p>",
+        escape(&h.tool.name),
+        escape(&h.tool.version),
+        escape(&doc.count()),
+        h.schema_version
     );
     let _ = writeln!(
         out,
         "<pre id=\"command\">{}</pre>",
-        escape(&shell_words(&report.command))
+        escape(&shell_words(h.command))
     );
-    status(&mut out, report);
-    let notes = warning_items(report);
+    status(&mut out, &h);
+    let notes = warning_items(&h, &doc.findings());
     if !notes.is_empty() {
         let _ = writeln!(
             out,
@@ -157,172 +161,26 @@ fn page(report: &Report, view: &View) -> String {
             if notes.len() == 1 { "" } else { "s" },
         );
     }
-    if report.results.is_empty() {
-        out.push_str(
-            "<p id=\"empty\" class=\"warn\">No results: this report holds no finished \
-             scenario, so there is nothing to chart.</p>\n",
-        );
-    } else {
-        out.push_str("<h2 id=\"charts\">Charts</h2>\n");
-        for c in chart::charts(report) {
-            figure(&mut out, &c);
+    match doc.nothing_to_chart() {
+        Some(why) => {
+            let _ = writeln!(out, "<p id=\"empty\" class=\"warn\">{}</p>", escape(&why));
+        }
+        None => {
+            out.push_str("<h2 id=\"charts\">Charts</h2>\n");
+            for c in doc.charts() {
+                figure(&mut out, &c);
+            }
         }
     }
     warnings(&mut out, &notes);
-    tables(&mut out, report, view);
-    environment(&mut out, report);
+    tables(&mut out, doc, view);
+    environment(&mut out, doc);
     tail(&mut out);
     out
-}
-
-/// The page of a `sockbench models` document: how the servers were driven, the charts
-/// of [`chart::models_charts`], the warnings and one table row per model.
-pub fn models_page(report: &crate::mode::models::ModelsReport) -> String {
-    let mut out = String::new();
-    head(&mut out, "sockbench models report");
-    let _ = writeln!(
-        out,
-        "<pre id=\"command\">{}</pre>",
-        escape(&shell_words(&report.command))
-    );
-    let load = match (report.requests, report.duration_seconds) {
-        (Some(n), _) => format!("{n} requests per model"),
-        (None, Some(d)) => format!("{d} s per model"),
-        (None, None) => String::new(),
-    };
-    let _ = writeln!(
-        out,
-        "<p class=\"muted\">{load} over {} connection{}{}{}, {} B response bodies, backlog {}; driven by {}{}.</p>",
-        report.connections,
-        if report.connections == 1 { "" } else { "s" },
-        if report.keepalive { ", keep-alive" } else { ", a connection per request" },
-        if report.pipeline > 1 { format!(", {} pipelined", report.pipeline) } else { String::new() },
-        report.body_bytes,
-        report.backlog,
-        escape(
-            &serde_json::to_value(report.driver)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default()
-        ),
-        report.cpus.map_or(String::new(), |[s, l]| format!("; server on CPU {s}, load on CPU {l}")),
-    );
-    if report.interrupted {
-        out.push_str(
-            "<p class=\"warn\">Interrupted: the page holds the models that finished.</p>\n",
-        );
-    }
-    if report.rows.is_empty() {
-        out.push_str("<p id=\"empty\" class=\"warn\">No results: no model ran.</p>\n");
-    } else {
-        out.push_str("<h2 id=\"charts\">Charts</h2>\n");
-        for c in chart::models_charts(&report.rows) {
-            figure(&mut out, &c);
-        }
-    }
-    let mut notes: Vec<String> = report
-        .warnings
-        .iter()
-        .map(|w| format!("<li class=\"warn\">{}</li>", escape(w)))
-        .collect();
-    // The ranking, with its noise: a winner only beyond it (issue 29).
-    let show = |v: f64| crate::measure::units::format_per_second(v).replace("/s", " requests/s");
-    for line in crate::measure::ranking::summaries(report.ranking.as_slice(), &show) {
-        notes.push(format!(
-            "<li id=\"ranking\">ranking: {}</li>",
-            escape(&line)
-        ));
-    }
-    for r in &report.rows {
-        if let Some(e) = &r.error {
-            notes.push(format!(
-                "<li class=\"bad\"><strong>{}</strong> failed: {}</li>",
-                escape(&r.model),
-                escape(e)
-            ));
-        }
-        if let Some(s) = &r.skipped {
-            notes.push(format!(
-                "<li class=\"muted\"><strong>{}</strong> skipped: {}</li>",
-                escape(&r.model),
-                escape(s)
-            ));
-        }
-    }
-    warnings(&mut out, &notes);
-    if !report.rows.is_empty() {
-        models_table(&mut out, &report.rows);
-    }
-    tail(&mut out);
-    out
-}
-
-/// One row per model, the figures as the terminal table shows them.
-fn models_table(out: &mut String, rows: &[crate::mode::models::Row]) {
-    use crate::measure::units::{format_ns, format_per_second, format_seconds};
-    let headers = [
-        "model",
-        "requests/s",
-        "runs min-max",
-        "p50",
-        "p99",
-        "mean",
-        "server CPU/request",
-        "complete",
-        "failed",
-        "non-2xx",
-    ];
-    out.push_str("<h2 id=\"tables\">Table</h2>\n<div class=\"table-wrap\"><table>\n<thead><tr>");
-    for (i, h) in headers.iter().enumerate() {
-        let _ = write!(
-            out,
-            "<th{}>{}</th>",
-            class(if i == 0 { Align::Left } else { Align::Right }),
-            escape(h)
-        );
-    }
-    out.push_str("</tr></thead>\n<tbody>\n");
-    let dash = || "-".to_string();
-    for r in rows {
-        let status = if r.skipped.is_some() {
-            Some("skipped")
-        } else if r.error.is_some() {
-            Some("failed")
-        } else {
-            None
-        };
-        let cells = [
-            r.model.clone(),
-            status.map_or_else(
-                || r.requests_per_second.map_or_else(dash, format_per_second),
-                str::to_string,
-            ),
-            crate::measure::ranking::spread_cell(&r.runs_requests_per_second, &format_per_second),
-            r.p50_ns.map_or_else(dash, format_ns),
-            r.p99_ns.map_or_else(dash, format_ns),
-            r.mean_ns.map_or_else(dash, format_ns),
-            r.server_cpu_seconds_per_request
-                .map_or_else(dash, format_seconds),
-            r.requests_complete.map_or_else(dash, |n| n.to_string()),
-            r.requests_failed.map_or_else(dash, |n| n.to_string()),
-            r.non_2xx.map_or_else(dash, |n| n.to_string()),
-        ];
-        out.push_str("<tr>");
-        for (i, c) in cells.iter().enumerate() {
-            let _ = write!(
-                out,
-                "<td{}>{}</td>",
-                class(if i == 0 { Align::Left } else { Align::Right }),
-                escape(c)
-            );
-        }
-        out.push_str("</tr>\n");
-    }
-    out.push_str("</tbody>\n</table></div>\n");
 }
 
 /// The command line as a shell would take it back: words with special characters quoted.
-fn shell_words(argv: &[String]) -> String {
+pub(crate) fn shell_words(argv: &[String]) -> String {
     argv.iter()
         .map(|w| {
             if !w.is_empty()
@@ -339,48 +197,33 @@ fn shell_words(argv: &[String]) -> String {
 }
 
 /// Whether the run was interrupted or failed.
-fn status(out: &mut String, report: &Report) {
-    if report.interrupted {
+fn status(out: &mut String, h: &Head<'_>) {
+    if h.interrupted {
         out.push_str(
             "<p class=\"warn\">Interrupted: the run was stopped early; the report holds the \
              scenarios that finished.</p>\n",
         );
     }
-    if let Some(e) = &report.error {
+    if let Some(e) = h.error {
         let _ = writeln!(out, "<p class=\"bad\">The run failed: {}</p>", escape(e));
     }
 }
 
-/// The report's warnings and every scenario's, with failures, as list items.
-fn warning_items(report: &Report) -> Vec<String> {
-    let mut items: Vec<String> = report
-        .warnings
-        .iter()
+/// The document's warnings and its parts', with failures, as list items.
+fn warning_items(h: &Head<'_>, findings: &[Finding]) -> Vec<String> {
+    let mut items: Vec<String> = (h.warnings.iter())
         .map(|w| format!("<li class=\"warn\">{}</li>", escape(w)))
         .collect();
-    for r in &report.results {
-        for w in &r.warnings {
-            items.push(format!(
-                "<li class=\"warn\"><strong>{}</strong> ({}): {}</li>",
-                escape(&r.label()),
-                escape(&w.kind),
-                escape(&w.message)
-            ));
-        }
-        if let Some(e) = &r.error {
-            items.push(format!(
-                "<li class=\"bad\"><strong>{} {}</strong> failed: {}</li>",
-                escape(&r.workload.to_string()),
-                escape(&r.label()),
-                escape(e)
-            ));
-        } else if r.runs.is_empty() {
-            items.push(format!(
-                "<li class=\"bad\"><strong>{} {}</strong>: no run finished</li>",
-                escape(&r.workload.to_string()),
-                escape(&r.label())
-            ));
-        }
+    for f in findings {
+        let class = match f.severity {
+            Severity::Warning => "warn",
+            Severity::Failure => "bad",
+        };
+        items.push(format!(
+            "<li class=\"{class}\"><strong>{}</strong>{}</li>",
+            escape(&f.about),
+            escape(&f.text)
+        ));
     }
     items
 }
@@ -407,7 +250,9 @@ fn figure(out: &mut String, c: &Chart) {
         escape(&c.id),
         escape(&c.title)
     );
-    if c.svg.is_empty() {
+    if let Some(h) = &c.heat {
+        heat_map(out, h);
+    } else if c.svg.is_empty() {
         let _ = writeln!(
             out,
             "<p class=\"muted\" data-empty-chart=\"{}\">",
@@ -417,6 +262,9 @@ fn figure(out: &mut String, c: &Chart) {
     } else {
         out.push_str(&c.svg);
         out.push('\n');
+    }
+    for n in &c.notes {
+        let _ = writeln!(out, "<p class=\"summary\">{}</p>", escape(n));
     }
     if !c.legend.is_empty() {
         out.push_str("<ul class=\"legend\">");
@@ -437,14 +285,71 @@ fn figure(out: &mut String, c: &Chart) {
     );
 }
 
+/// A heat map: its scale's sentence (best, the colour bar, worst), then a table whose
+/// value cells are coloured by their badness, hue 120 (green, best) to 0 (red, worst);
+/// a failed cell hatched with why on hover.
+fn heat_map(out: &mut String, h: &HeatMap) {
+    if let Some(scale) = &h.scale {
+        let _ = writeln!(
+            out,
+            "<p class=\"muted summary\"><span class=\"scale\"></span>{}</p>",
+            escape(scale)
+        );
+    }
+    out.push_str("<div class=\"table-wrap\"><table class=\"heat\"");
+    for (k, v) in &h.data {
+        let _ = write!(out, " data-{}=\"{}\"", escape(k), escape(v));
+    }
+    let _ = write!(out, ">\n<thead><tr><th>{}</th>", escape(&h.corner));
+    for c in &h.columns {
+        let _ = write!(out, "<th class=\"num\">{}</th>", escape(c));
+    }
+    out.push_str("</tr></thead>\n<tbody>\n");
+    for (head, cells) in &h.rows {
+        let _ = write!(out, "<tr><th>{}</th>", escape(head));
+        for c in cells {
+            match c {
+                HeatCell::Blank => out.push_str("<td class=\"diagonal\"></td>"),
+                HeatCell::Value {
+                    text,
+                    value,
+                    badness,
+                } => {
+                    let bad = badness.clamp(0.0, 1.0);
+                    let _ = write!(
+                        out,
+                        "<td class=\"value\" data-bad=\"{:.0}\" data-value=\"{value}\" style=\"background:hsl({:.0},70%,80%)\">{}</td>",
+                        bad * 100.0,
+                        120.0 * (1.0 - bad),
+                        escape(text)
+                    );
+                }
+                HeatCell::Failed { text, why } => {
+                    let _ = write!(
+                        out,
+                        "<td class=\"failed\" title=\"{}\">{}</td>",
+                        escape(why),
+                        escape(text)
+                    );
+                }
+                HeatCell::Missing(text) => {
+                    let _ = write!(out, "<td class=\"missing\">{}</td>", escape(text));
+                }
+            }
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</tbody>\n</table></div>\n");
+}
+
 /// Every table of the shared builder (all columns: the page scrolls sideways), notes
 /// under each.
-fn tables(out: &mut String, report: &Report, view: &View) {
+fn tables(out: &mut String, doc: &dyn Rendered, view: &View) {
     let view = View {
         wide: true,
         ..*view
     };
-    let grids = grid::build(report, &view);
+    let grids = doc.tables(&view);
     if grids
         .iter()
         .all(|g| g.rows.is_empty() && g.notes.is_empty())
@@ -457,11 +362,16 @@ fn tables(out: &mut String, report: &Report, view: &View) {
             let _ = writeln!(out, "<h3>{}</h3>", escape(t));
         }
         if !g.rows.is_empty() {
-            out.push_str("<div class=\"table-wrap\"><table>\n<thead><tr>");
-            for (h, a) in g.headers.iter().zip(&g.align) {
-                let _ = write!(out, "<th{}>{}</th>", class(*a), escape(h));
+            out.push_str("<div class=\"table-wrap\"><table>\n");
+            // A table of names and values has no header.
+            if g.headers.iter().any(|h| !h.is_empty()) {
+                out.push_str("<thead><tr>");
+                for (h, a) in g.headers.iter().zip(&g.align) {
+                    let _ = write!(out, "<th{}>{}</th>", class(*a), escape(h));
+                }
+                out.push_str("</tr></thead>\n");
             }
-            out.push_str("</tr></thead>\n<tbody>\n");
+            out.push_str("<tbody>\n");
             for row in &g.rows {
                 out.push_str("<tr>");
                 for (c, a) in row.iter().zip(&g.align) {
@@ -488,58 +398,39 @@ fn class(a: Align) -> &'static str {
     }
 }
 
-/// The machine, the placement and the sysctls.
-fn environment(out: &mut String, report: &Report) {
-    let env = &report.environment;
+/// The machine, how the command ran (the placement, the server), the sysctls, and what
+/// was left out.
+fn environment(out: &mut String, doc: &dyn Rendered) {
     out.push_str("<h2 id=\"environment\">Environment</h2>\n<dl class=\"env\">\n");
     let mut row = |k: &str, v: &str| {
         let _ = writeln!(out, "<dt>{}</dt><dd>{}</dd>", escape(k), escape(v));
     };
-    row("kernel", &env.kernel);
-    row("host", &env.hostname);
-    row("CPU", env.cpu_model.as_deref().unwrap_or("unknown"));
-    row("logical CPUs", &env.cpus.to_string());
-    row(
-        "frequency governor",
-        env.governor.as_deref().unwrap_or("none (no cpufreq)"),
-    );
-    let p = &report.placement;
-    let mut placement = p.name.clone();
-    if let Some(role) = &p.other_role {
-        let role = serde_json::to_value(role)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
-        placement.push_str(&format!(" (the {role} in the other process)"));
+    let env = doc.head().environment;
+    match env {
+        Some(env) => {
+            row("kernel", &env.kernel);
+            row("host", &env.hostname);
+            row("CPU", env.cpu_model.as_deref().unwrap_or("unknown"));
+            row("logical CPUs", &env.cpus.to_string());
+            row(
+                "frequency governor",
+                env.governor.as_deref().unwrap_or("none (no cpufreq)"),
+            );
+        }
+        None => row("machine", "not recorded"),
     }
-    if p.bidir {
-        placement.push_str(", both directions at once");
+    for (k, v) in doc.setting() {
+        row(&k, &v);
     }
-    row("placement", &placement);
-    if let Some(server) = &p.server {
-        row("server", server);
-    }
-    if let Some(s) = &p.server_environment {
-        row("server kernel", &s.kernel);
-        row("server CPU", s.cpu_model.as_deref().unwrap_or("unknown"));
-        row("server logical CPUs", &s.cpus.to_string());
-    }
-    for (k, v) in &env.sysctls {
+    for (k, v) in env.iter().flat_map(|e| &e.sysctls) {
         row(k, v.as_deref().unwrap_or("absent"));
     }
     out.push_str("</dl>\n");
-    if !report.skipped.is_empty() {
+    let left_out = doc.left_out();
+    if !left_out.is_empty() {
         out.push_str("<h3>Left out</h3>\n<ul class=\"notes\">\n");
-        for s in &report.skipped {
-            let _ = writeln!(
-                out,
-                "<li>{} {} {} ({}): {}</li>",
-                escape(&s.workload.to_string()),
-                escape(&s.transport.to_string()),
-                escape(&crate::measure::units::format_bytes(s.size_bytes)),
-                escape(&s.engine.to_string()),
-                escape(&s.reason)
-            );
+        for s in &left_out {
+            let _ = writeln!(out, "<li>{}</li>", escape(s));
         }
         out.push_str("</ul>\n");
     }
@@ -548,7 +439,7 @@ fn environment(out: &mut String, report: &Report) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{sample, Warning};
+    use crate::report::{chart, grid, sample, Report, Warning};
 
     fn render(report: &Report) -> String {
         String::from_utf8(

@@ -2,8 +2,9 @@
 //! title, header, cell and note is free text to Markdown ([`crate::text::markdown`]): no
 //! HTML element, cell break, code span or line break comes from a report's strings.
 
-use super::grid::{self, Align};
-use super::{Exporter, Report};
+use super::grid::Align;
+use super::output::Rendered;
+use super::Exporter;
 use crate::text::markdown as escape;
 
 /// Markdown exporter.
@@ -13,28 +14,31 @@ pub struct Markdown {
 }
 
 impl Exporter for Markdown {
-    fn serialize(&self, report: &Report) -> anyhow::Result<Vec<u8>> {
+    fn serialize(&self, doc: &dyn Rendered) -> anyhow::Result<Vec<u8>> {
         let mut out = String::new();
         let line = |cells: Vec<String>| format!("| {} |\n", cells.join(" | "));
-        for (i, g) in grid::build(report, &self.view).iter().enumerate() {
+        for (i, g) in doc.tables(&self.view).iter().enumerate() {
             if i > 0 {
                 out.push('\n');
             }
             if let Some(t) = &g.title {
                 out.push_str(&format!("### {}\n\n", escape(t)));
             }
-            out.push_str(&line(g.headers.iter().map(|h| escape(h)).collect()));
-            out.push_str(&line(
-                g.align
-                    .iter()
-                    .map(|a| match a {
-                        Align::Left => ":---".to_string(),
-                        Align::Right => "---:".to_string(),
-                    })
-                    .collect(),
-            ));
-            for row in &g.rows {
-                out.push_str(&line(row.iter().map(|c| escape(c)).collect()));
+            // A grid of notes alone (no columns) has no table.
+            if !g.headers.is_empty() {
+                out.push_str(&line(g.headers.iter().map(|h| escape(h)).collect()));
+                out.push_str(&line(
+                    g.align
+                        .iter()
+                        .map(|a| match a {
+                            Align::Left => ":---".to_string(),
+                            Align::Right => "---:".to_string(),
+                        })
+                        .collect(),
+                ));
+                for row in &g.rows {
+                    out.push_str(&line(row.iter().map(|c| escape(c)).collect()));
+                }
             }
             if !g.notes.is_empty() {
                 out.push('\n');
@@ -50,7 +54,7 @@ impl Exporter for Markdown {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{sample, View};
+    use crate::report::{sample, Report, View};
 
     fn render(report: &Report) -> String {
         String::from_utf8(

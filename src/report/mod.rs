@@ -1,28 +1,34 @@
 //! The report: plain data that every exporter reads, and the exporters themselves.
 //!
-//! The JSON shape is the public interface (schema/report.schema.json, `SCHEMA_VERSION`):
-//! units live in key names, counters are unsigned, an unknown figure is `null`.
-//! Exporters never measure and workloads never format.
+//! The JSON shape is the public interface ([`document`], schema/document.schema.json,
+//! `SCHEMA_VERSION`): units live in key names, counters are unsigned, an unknown figure
+//! is `null`. Exporters never measure and workloads never format.
 
 pub mod breakdown;
 pub mod chart;
 pub mod csv;
+pub mod document;
 pub mod export;
 pub mod grid;
 pub mod histogram;
 pub mod html;
 pub mod json;
+pub mod legacy;
 pub mod markdown;
 pub mod openmetrics;
+pub mod output;
 pub mod placement;
 pub mod progress;
 pub mod rankings;
+pub mod rows;
 #[cfg(test)]
 pub mod sample;
 pub mod table;
 
+pub use crate::measure::headline::{Headline, Quantity};
 pub use crate::measure::tcp_info::{TcpFigures, TcpInfo};
 pub use crate::workload::stream::{Phases, RecvCounts, SendCounts, ZerocopyCounts};
+pub use document::{Body, Document, Envelope, Kind, Written};
 pub use export::ExportManager;
 
 use hdrhistogram::Histogram;
@@ -39,20 +45,29 @@ use crate::plan::{Layout, Skipped};
 use crate::transport::TransportKind;
 use crate::workload::WorkloadKind;
 
-/// Version of the JSON report's shape; bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 8;
+/// Version of the JSON document's shape (every kind's); bumped on any incompatible
+/// change.
+pub const SCHEMA_VERSION: u32 = 9;
 
-/// The whole report.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+/// The whole report of a measuring command (`stream`, `pingpong`, `rate`, `connect`,
+/// the suite), as every exporter reads it. Written and read as a [`Document`] of its
+/// kind: the envelope, and the placement, results, skips and rankings as the body.
+#[derive(Clone, Debug)]
 pub struct Report {
     /// Version of this shape.
     pub schema_version: u32,
     /// The tool that wrote it.
     pub tool: Tool,
+    /// Which command wrote it.
+    pub kind: Kind,
     /// The command line, argv as given.
     pub command: Vec<String>,
-    /// The machine.
-    pub environment: Environment,
+    /// The machine (None: a document that did not record it).
+    pub environment: Option<Environment>,
+    /// When the command started (RFC 3339, UTC).
+    pub started_at: Option<String>,
+    /// When it ended.
+    pub ended_at: Option<String>,
     /// Where the roles ran.
     pub placement: PlacementInfo,
     /// One object per finished scenario, in run order.
@@ -68,11 +83,131 @@ pub struct Report {
     /// What the run ranked: the engines of each scenario run under several (`-e`), the
     /// suite's transports at each size; a winner only beyond the noise of the runs, none
     /// from single runs (see [`rankings`]).
-    #[serde(default)]
     pub rankings: Vec<crate::measure::ranking::Ranking>,
-    /// Table layout (not part of the JSON).
-    #[serde(skip)]
+    /// Table layout (not part of the JSON: the kind says it).
     pub layout: Layout,
+}
+
+impl Serialize for Report {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // The document's shape ([`Document`], whose schema is committed), borrowed.
+        #[derive(Serialize)]
+        struct Body<'a> {
+            placement: &'a PlacementInfo,
+            results: &'a [ScenarioResult],
+            skipped: &'a [Skipped],
+            rankings: &'a [crate::measure::ranking::Ranking],
+        }
+        #[derive(Serialize)]
+        struct Wire<'a> {
+            tool: &'a Tool,
+            schema_version: u32,
+            command: &'a [String],
+            environment: &'a Option<Environment>,
+            started_at: &'a Option<String>,
+            ended_at: &'a Option<String>,
+            interrupted: bool,
+            error: &'a Option<String>,
+            warnings: &'a [String],
+            kind: Kind,
+            body: Body<'a>,
+        }
+        Wire {
+            tool: &self.tool,
+            schema_version: self.schema_version,
+            command: &self.command,
+            environment: &self.environment,
+            started_at: &self.started_at,
+            ended_at: &self.ended_at,
+            interrupted: self.interrupted,
+            error: &self.error,
+            warnings: &self.warnings,
+            kind: self.kind,
+            body: Body {
+                placement: &self.placement,
+                results: &self.results,
+                skipped: &self.skipped,
+                rankings: &self.rankings,
+            },
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Report {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Report, D::Error> {
+        let doc = Document::deserialize(d)?;
+        Report::try_from(doc).map_err(serde::de::Error::custom)
+    }
+}
+
+impl From<Report> for Document {
+    /// A report as the one document it is written as.
+    fn from(r: Report) -> Document {
+        Document {
+            envelope: Envelope {
+                tool: r.tool,
+                schema_version: r.schema_version,
+                command: r.command,
+                environment: r.environment,
+                started_at: r.started_at,
+                ended_at: r.ended_at,
+                interrupted: r.interrupted,
+                error: r.error,
+                warnings: r.warnings,
+            },
+            body: Body::bench(
+                r.kind,
+                document::BenchBody {
+                    placement: r.placement,
+                    results: r.results,
+                    skipped: r.skipped,
+                    rankings: r.rankings,
+                },
+            ),
+        }
+    }
+}
+
+impl TryFrom<Document> for Report {
+    type Error = String;
+
+    /// A bench kind's document as its report (another kind's is refused, named).
+    fn try_from(doc: Document) -> Result<Report, String> {
+        let kind = doc.body.kind();
+        let body = match doc.body {
+            Body::Stream(b)
+            | Body::Pingpong(b)
+            | Body::Rate(b)
+            | Body::Connect(b)
+            | Body::Suite(b) => b,
+            other => {
+                return Err(format!(
+                "a {} document, not a report of the measuring commands (stream, pingpong, rate, \
+                     connect, suite)",
+                other.kind()
+            ))
+            }
+        };
+        let e = doc.envelope;
+        Ok(Report {
+            schema_version: e.schema_version,
+            tool: e.tool,
+            kind,
+            command: e.command,
+            environment: e.environment,
+            started_at: e.started_at,
+            ended_at: e.ended_at,
+            placement: body.placement,
+            results: body.results,
+            skipped: body.skipped,
+            warnings: e.warnings,
+            interrupted: e.interrupted,
+            error: e.error,
+            rankings: body.rankings,
+            layout: kind.layout(),
+        })
+    }
 }
 
 /// Where the roles of every scenario ran.
@@ -557,28 +692,29 @@ impl ScenarioResult {
 }
 
 impl ScenarioResult {
-    /// The headline figure of each run that has it (see [`headline`]): what `compare`
-    /// tests and the rankings rank.
+    /// The headline figure of each run that has it (its workload's
+    /// [`crate::workload::Spec::headline`]): what `compare` tests and the rankings rank.
     pub fn headline_runs(&self) -> Vec<f64> {
+        let spec = crate::workload::spec(self.workload);
         (self.runs.iter())
-            .filter_map(|run| match self.workload {
-                WorkloadKind::Stream => Some(run.bits_per_second),
-                WorkloadKind::Rate | WorkloadKind::Connect => Some(run.messages_per_second),
-                WorkloadKind::Pingpong => run.latencies.get("round_trip").map(|l| l.p50_ns as f64),
-            })
+            .filter_map(|run| spec.headline_of(run))
             .filter(|v| v.is_finite())
             .collect()
     }
+
+    /// The headline figure of its workload.
+    pub fn headline(&self) -> Headline {
+        crate::workload::spec(self.workload).headline()
+    }
 }
 
-/// The headline figure of a workload: its name (with unit) and whether higher is better:
-/// throughput for stream, messages (connections) per second for rate and connect, the
-/// round trip's median for pingpong (lower is better).
-pub fn headline(workload: WorkloadKind) -> (&'static str, bool) {
-    match workload {
-        WorkloadKind::Stream => ("bits_per_second", true),
-        WorkloadKind::Rate | WorkloadKind::Connect => ("messages_per_second", true),
-        WorkloadKind::Pingpong => ("round_trip_p50_ns", false),
+/// A headline figure's value as a table shows it: throughput in `units`, latency in
+/// time units, rates per second.
+pub fn format_headline(quantity: Quantity, v: f64, units: Units) -> String {
+    match quantity {
+        Quantity::Throughput => grid::throughput(v, units),
+        Quantity::Latency => crate::measure::units::format_ns(v.round().max(0.0) as u64),
+        Quantity::Rate => crate::measure::units::format_per_second(v),
     }
 }
 
@@ -589,13 +725,139 @@ fn method_name(m: impl clap::ValueEnum) -> String {
         .unwrap_or_default()
 }
 
-/// Turns a report into bytes of one format.
+/// Turns a document, of any kind, into bytes of one format.
 pub trait Exporter {
-    /// Serialize the report.
+    /// Serialize the document.
     ///
     /// # Errors
     /// Only if serialization itself fails.
-    fn serialize(&self, report: &Report) -> anyhow::Result<Vec<u8>>;
+    fn serialize(&self, doc: &dyn output::Rendered) -> anyhow::Result<Vec<u8>>;
+}
+
+impl output::Rendered for Report {
+    fn head(&self) -> output::Head<'_> {
+        output::Head {
+            kind: self.kind,
+            tool: &self.tool,
+            schema_version: self.schema_version,
+            command: &self.command,
+            environment: self.environment.as_ref(),
+            interrupted: self.interrupted,
+            error: self.error.as_deref(),
+            warnings: &self.warnings,
+        }
+    }
+
+    fn json(&self) -> serde_json::Result<Vec<u8>> {
+        output::pretty(self)
+    }
+
+    fn tables(&self, view: &View) -> Vec<grid::Grid> {
+        grid::build(self, view)
+    }
+
+    fn charts(&self) -> Vec<chart::Chart> {
+        chart::charts(self)
+    }
+
+    fn records(&self) -> output::Records {
+        csv::records(self)
+    }
+
+    fn metrics(&self) -> Vec<openmetrics::Family> {
+        openmetrics::families(self)
+    }
+
+    fn count(&self) -> String {
+        output::counted(self.results.len(), "scenario")
+    }
+
+    fn nothing_to_chart(&self) -> Option<String> {
+        self.results.is_empty().then(|| {
+            "No results: this report holds no finished scenario, so there is nothing to chart."
+                .to_string()
+        })
+    }
+
+    fn findings(&self) -> Vec<output::Finding> {
+        use output::{Finding, Severity};
+        let mut out = Vec::new();
+        for r in &self.results {
+            for w in &r.warnings {
+                out.push(Finding {
+                    severity: Severity::Warning,
+                    about: r.label(),
+                    text: format!(" ({}): {}", w.kind, w.message),
+                });
+            }
+            let failed = |text: String| Finding {
+                severity: Severity::Failure,
+                about: format!("{} {}", r.workload, r.label()),
+                text,
+            };
+            if let Some(e) = &r.error {
+                out.push(failed(format!(" failed: {e}")));
+            } else if r.runs.is_empty() {
+                out.push(failed(": no run finished".into()));
+            }
+        }
+        out
+    }
+
+    fn setting(&self) -> Vec<(String, String)> {
+        let p = &self.placement;
+        let mut placement = p.name.clone();
+        if let Some(role) = &p.other_role {
+            let role = serde_json::to_value(role)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            placement.push_str(&format!(" (the {role} in the other process)"));
+        }
+        if p.bidir {
+            placement.push_str(", both directions at once");
+        }
+        let mut rows = vec![("placement".to_string(), placement)];
+        if let Some(server) = &p.server {
+            rows.push(("server".into(), server.clone()));
+        }
+        if let Some(s) = &p.server_environment {
+            rows.push(("server kernel".into(), s.kernel.clone()));
+            rows.push((
+                "server CPU".into(),
+                s.cpu_model.clone().unwrap_or_else(|| "unknown".into()),
+            ));
+            rows.push(("server logical CPUs".into(), s.cpus.to_string()));
+        }
+        rows
+    }
+
+    fn left_out(&self) -> Vec<String> {
+        (self.skipped.iter())
+            .map(|s| {
+                format!(
+                    "{} {} {} ({}): {}",
+                    s.workload,
+                    s.transport,
+                    crate::measure::units::format_bytes(s.size_bytes),
+                    s.engine,
+                    s.reason
+                )
+            })
+            .collect()
+    }
+
+    fn histograms(&self, json: bool) -> anyhow::Result<Vec<u8>> {
+        histogram::render(self, json)
+    }
+
+    fn title(&self) -> String {
+        match self.command.get(1) {
+            Some(mode) if !mode.starts_with('-') => format!("sockbench {mode} report"),
+            _ if self.layout == crate::plan::Layout::Suite => "sockbench suite report".into(),
+            _ => "sockbench report".to_string(),
+        }
+    }
 }
 
 /// How the tables for people present figures (`--wide`, `--units`). JSON and CSV are
@@ -620,6 +882,39 @@ pub enum Units {
     Bytes,
     /// Both, side by side.
     Both,
+}
+
+/// Whether stdout in `format` is a JSON document, so that even an error before any run
+/// is printed as one.
+pub fn is_json(format: Format) -> bool {
+    matches!(format, Format::Json)
+}
+
+/// Whether a document printed in `format` names each failed part's error under its
+/// table (a table, Markdown), so stderr need not say it again.
+pub fn names_errors(format: Format) -> bool {
+    matches!(format, Format::Table | Format::Markdown)
+}
+
+/// Where a command that logs as it goes (`listen`) writes its log in `format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogStream {
+    /// One JSON object per line on stdout, the summary document the last line.
+    JsonLines,
+    /// Text on stdout, above the summary table.
+    Stdout,
+    /// Text on stderr: stdout holds the summary document alone (CSV, Markdown, HTML,
+    /// OpenMetrics).
+    Stderr,
+}
+
+/// How a log goes with `format` ([`LogStream`]).
+pub fn log_stream(format: Format) -> LogStream {
+    match format {
+        Format::Json => LogStream::JsonLines,
+        Format::Table => LogStream::Stdout,
+        Format::Csv | Format::Markdown | Format::Html | Format::Openmetrics => LogStream::Stderr,
+    }
 }
 
 /// The exporter for a format; `view` shapes the tables for people.

@@ -94,6 +94,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt::Write as _;
 
+use super::output::Rendered;
 use super::{Exporter, Report, ScenarioResult};
 use crate::measure::histogram::{bucket_bounds, Bucket, Latency};
 
@@ -104,10 +105,13 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 pub struct OpenMetrics;
 
 /// A metric family's type.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Type {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Type {
+    /// A total that only grows (its samples end in `_total`).
     Counter,
+    /// A measurement.
     Gauge,
+    /// A distribution: cumulative `_bucket`s, `_count` and `_sum`.
     Histogram,
 }
 
@@ -123,9 +127,105 @@ impl Type {
 
 /// A sample's value: exact integers for counts, floats for measurements.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Value {
+pub enum Value {
+    /// A count.
     Int(u64),
+    /// A measurement.
     Float(f64),
+}
+
+/// One metric family as a document gives it: its name, type, unit and help, and its
+/// samples in order. A family without a sample is not written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Family {
+    /// The family name (a counter's samples add `_total`).
+    pub name: String,
+    /// Its type.
+    pub kind: Type,
+    /// Its base unit (`bytes`, `seconds`, `ratio`), if it has one.
+    pub unit: Option<&'static str>,
+    /// What it is, for a person.
+    pub help: String,
+    /// Its samples.
+    pub samples: Vec<Sample>,
+}
+
+/// One sample line: its full name (with `_total`, `_bucket`, `_count` or `_sum`), its
+/// labels in order, its value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    /// The sample's name.
+    pub name: String,
+    /// Label names and values.
+    pub labels: Vec<(&'static str, String)>,
+    /// The value.
+    pub value: Value,
+}
+
+impl Family {
+    /// A family with no samples yet.
+    pub fn new(
+        name: impl Into<String>,
+        kind: Type,
+        unit: Option<&'static str>,
+        help: impl Into<String>,
+    ) -> Family {
+        Family {
+            name: name.into(),
+            kind,
+            unit,
+            help: help.into(),
+            samples: Vec::new(),
+        }
+    }
+
+    /// Add a sample of the family's own name (`_total` added for a counter); a value
+    /// that cannot be written (NaN, infinite) is left out.
+    pub fn push(&mut self, labels: Vec<(&'static str, String)>, value: Value) {
+        let name = match self.kind {
+            Type::Counter => format!("{}_total", self.name),
+            _ => self.name.clone(),
+        };
+        self.push_named(name, labels, value);
+    }
+
+    /// Add a sample under its full name (a histogram's `_bucket`, `_count`, `_sum`).
+    pub fn push_named(&mut self, name: String, labels: Vec<(&'static str, String)>, value: Value) {
+        if value.render().is_some() {
+            self.samples.push(Sample {
+                name,
+                labels,
+                value,
+            });
+        }
+    }
+}
+
+/// The exposition of `families`, after the `build_info` of the sockbench `version` that
+/// wrote them, ended by `# EOF`.
+pub fn exposition(version: &str, families: &[Family]) -> String {
+    let mut out = String::new();
+    family(
+        &mut out,
+        "sockbench_build_info",
+        Type::Gauge,
+        None,
+        "The sockbench that wrote these figures.",
+    );
+    sample(
+        &mut out,
+        "sockbench_build_info",
+        &[("version", version.to_string())],
+        Value::Int(1),
+    );
+    for f in families.iter().filter(|f| !f.samples.is_empty()) {
+        family(&mut out, &f.name, f.kind, f.unit, &f.help);
+        for s in &f.samples {
+            sample(&mut out, &s.name, &s.labels, s.value);
+        }
+    }
+    out.push_str("# EOF\n");
+    out
 }
 
 impl Value {
@@ -294,47 +394,26 @@ const SCALARS: [Scalar; 18] = [
 ];
 
 impl Exporter for OpenMetrics {
-    fn serialize(&self, report: &Report) -> anyhow::Result<Vec<u8>> {
-        Ok(render(report).into_bytes())
+    fn serialize(&self, doc: &dyn Rendered) -> anyhow::Result<Vec<u8>> {
+        Ok(exposition(&doc.head().tool.version, &doc.metrics()).into_bytes())
     }
 }
 
-/// The whole exposition.
-fn render(report: &Report) -> String {
-    let mut out = String::new();
-    family(
-        &mut out,
-        "sockbench_build_info",
+/// The measuring commands' figures as families: whether each scenario failed, each
+/// figure of each measured scenario, and its latency histograms.
+pub fn families(report: &Report) -> Vec<Family> {
+    let mut out = Vec::new();
+    let labels = scenario_labels(&report.results);
+    let mut failed = Family::new(
+        "sockbench_scenario_failed",
         Type::Gauge,
         None,
-        "The sockbench that wrote these figures.",
+        "1 if the scenario failed (its figures are then absent; the JSON report says why).",
     );
-    sample(
-        &mut out,
-        "sockbench_build_info",
-        &[("version", report.tool.version.clone())],
-        Value::Int(1),
-    );
-
-    let labels = scenario_labels(&report.results);
-    if !report.results.is_empty() {
-        family(
-            &mut out,
-            "sockbench_scenario_failed",
-            Type::Gauge,
-            None,
-            "1 if the scenario failed (its figures are then absent; the JSON report says why).",
-        );
-        for (r, l) in report.results.iter().zip(&labels) {
-            sample(
-                &mut out,
-                "sockbench_scenario_failed",
-                l,
-                Value::Int(u64::from(r.error.is_some())),
-            );
-        }
+    for (r, l) in report.results.iter().zip(&labels) {
+        failed.push(l.clone(), Value::Int(u64::from(r.error.is_some())));
     }
-
+    out.push(failed);
     let measured: Vec<(&ScenarioResult, &Labels)> = report
         .results
         .iter()
@@ -342,30 +421,20 @@ fn render(report: &Report) -> String {
         .filter(|(r, _)| r.error.is_none() && !r.runs.is_empty())
         .collect();
     for s in &SCALARS {
-        let values: Vec<(&Labels, Value)> = measured
-            .iter()
-            .filter_map(|(r, l)| Some((*l, (s.value)(r)?)))
-            .filter(|(_, v)| v.render().is_some())
-            .collect();
-        if values.is_empty() {
-            continue;
+        let mut f = Family::new(s.name, s.kind, s.unit, s.help);
+        for (r, l) in &measured {
+            if let Some(v) = (s.value)(r) {
+                f.push((*l).clone(), v);
+            }
         }
-        family(&mut out, s.name, s.kind, s.unit, s.help);
-        let sample_name = match s.kind {
-            Type::Counter => format!("{}_total", s.name),
-            _ => s.name.to_string(),
-        };
-        for (l, v) in values {
-            sample(&mut out, &sample_name, l, v);
-        }
+        out.push(f);
     }
-    latency_histograms(&mut out, &measured);
-    out.push_str("# EOF\n");
+    out.extend(latency_histograms(&measured));
     out
 }
 
-/// A scenario's label pairs, in output order.
-type Labels = Vec<(&'static str, String)>;
+/// A sample's label pairs, in output order.
+pub type Labels = Vec<(&'static str, String)>;
 
 /// The labels of each scenario (see the module doc), made unique.
 fn scenario_labels(results: &[ScenarioResult]) -> Vec<Labels> {
@@ -406,7 +475,7 @@ fn value_name(v: impl clap::ValueEnum) -> String {
 }
 
 /// One histogram family per latency name that any measured scenario has.
-fn latency_histograms(out: &mut String, measured: &[(&ScenarioResult, &Labels)]) {
+fn latency_histograms(measured: &[(&ScenarioResult, &Labels)]) -> Vec<Family> {
     // Family name -> the JSON key it shows (the first key that maps to it).
     let mut families: BTreeMap<String, String> = BTreeMap::new();
     let keys: BTreeSet<&String> = measured
@@ -418,27 +487,23 @@ fn latency_histograms(out: &mut String, measured: &[(&ScenarioResult, &Labels)])
             .entry(format!("sockbench_{}_latency_seconds", metric_word(key)))
             .or_insert_with(|| key.clone());
     }
+    let mut out = Vec::new();
     for (name, key) in &families {
-        let series: Vec<(&Labels, Option<&Latency>, &[Bucket])> = measured
-            .iter()
-            .map(|(r, l)| {
-                let buckets = r.latency_buckets.get(key).map_or(&[][..], Vec::as_slice);
-                (*l, r.latencies.get(key), buckets)
-            })
-            .filter(|(_, lat, b)| lat.is_some() || !b.is_empty())
-            .collect();
-        if series.is_empty() {
-            continue;
-        }
         let help = format!(
             "Latency of {} (the JSON report's latencies.{key}), over all measured runs.",
             key.replace('_', " ")
         );
-        family(out, name, Type::Histogram, Some("seconds"), &help);
-        for (l, lat, buckets) in series {
-            histogram(out, name, l, lat, buckets);
+        let mut f = Family::new(name.clone(), Type::Histogram, Some("seconds"), help);
+        for (r, l) in measured {
+            let buckets = r.latency_buckets.get(key).map_or(&[][..], Vec::as_slice);
+            let lat = r.latencies.get(key);
+            if lat.is_some() || !buckets.is_empty() {
+                histogram(&mut f, l, lat, buckets);
+            }
         }
+        out.push(f);
     }
+    out
 }
 
 /// A latency name as a word of a metric name: `[a-z0-9_]`, anything else as `_`.
@@ -456,8 +521,8 @@ fn metric_word(key: &str) -> String {
 
 /// One histogram series: cumulative buckets in seconds, `+Inf`, then `_count` and
 /// `_sum` when the distribution's summary is known.
-fn histogram(out: &mut String, name: &str, labels: &Labels, lat: Option<&Latency>, b: &[Bucket]) {
-    let bucket = format!("{name}_bucket");
+pub fn histogram(f: &mut Family, labels: &Labels, lat: Option<&Latency>, b: &[Bucket]) {
+    let bucket = format!("{}_bucket", f.name);
     let with_le = |le: String| {
         let mut l = labels.clone();
         l.push(("le", le));
@@ -466,26 +531,26 @@ fn histogram(out: &mut String, name: &str, labels: &Labels, lat: Option<&Latency
     if let Some(first) = b.first() {
         // The empty bucket just below the first, so its lower bound is known.
         if let Some(below) = bucket_bounds().take_while(|&le| le < first.le_ns).last() {
-            sample(out, &bucket, &with_le(seconds_label(below)), Value::Int(0));
+            f.push_named(bucket.clone(), with_le(seconds_label(below)), Value::Int(0));
         }
     }
     let mut cumulative = 0u64;
     for bk in b {
         cumulative = cumulative.saturating_add(bk.count);
-        sample(
-            out,
-            &bucket,
-            &with_le(seconds_label(bk.le_ns)),
+        f.push_named(
+            bucket.clone(),
+            with_le(seconds_label(bk.le_ns)),
             Value::Int(cumulative),
         );
     }
     // The +Inf bucket holds every sample; never fewer than the buckets before it.
     let count = lat.map_or(cumulative, |l| l.count.max(cumulative));
-    sample(out, &bucket, &with_le("+Inf".into()), Value::Int(count));
+    f.push_named(bucket, with_le("+Inf".into()), Value::Int(count));
     if let Some(l) = lat {
-        sample(out, &format!("{name}_count"), labels, Value::Int(count));
+        let name = f.name.clone();
+        f.push_named(format!("{name}_count"), labels.clone(), Value::Int(count));
         let sum = l.mean_ns as f64 * l.count as f64 / 1e9;
-        sample(out, &format!("{name}_sum"), labels, Value::Float(sum));
+        f.push_named(format!("{name}_sum"), labels.clone(), Value::Float(sum));
     }
 }
 

@@ -4,11 +4,9 @@
 //! [`crate::measure::ranking`]'s: a winner only beyond the noise of the runs, none from
 //! single runs.
 
-use super::{headline, Report, ScenarioResult, Units};
+use super::{Quantity, Report, ScenarioResult, Units};
 use crate::measure::ranking::{self, Ranking};
-use crate::measure::units::{format_ns, format_per_second};
 use crate::plan::Layout;
-use crate::workload::WorkloadKind;
 
 /// The rankings of `results` as laid out: the suite's transports per size (stream), or
 /// each group of scenarios that differ only in their engine.
@@ -21,13 +19,12 @@ pub fn of(results: &[ScenarioResult], layout: Layout) -> Vec<Ranking> {
 
 /// The suite's throughput cells: per size, the transports.
 fn suite(results: &[ScenarioResult]) -> Vec<Ranking> {
-    let stream: Vec<&ScenarioResult> = (results.iter())
-        .filter(|r| r.workload == WorkloadKind::Stream)
-        .collect();
+    let ranked = crate::workload::SUITE[0].0;
+    let stream: Vec<&ScenarioResult> = (results.iter()).filter(|r| r.workload == ranked).collect();
     let mut sizes: Vec<u64> = stream.iter().map(|r| r.size_bytes).collect();
     sizes.sort_unstable();
     sizes.dedup();
-    let (figure, higher) = headline(WorkloadKind::Stream);
+    let headline = crate::workload::spec(ranked).headline();
     sizes
         .into_iter()
         .filter_map(|size| {
@@ -36,7 +33,7 @@ fn suite(results: &[ScenarioResult]) -> Vec<Ranking> {
                 .map(|r| (r.transport.to_string(), r.headline_runs()))
                 .collect();
             let group = crate::measure::units::format_bytes(size);
-            ranking::rank(&group, "transports", figure, higher, &entries)
+            ranking::rank(&group, "transports", headline, &entries)
         })
         .collect()
 }
@@ -85,24 +82,19 @@ fn engines(results: &[ScenarioResult]) -> Vec<Ranking> {
                 > 1
         })
         .filter_map(|(_, v)| {
-            let (figure, higher) = headline(v[0].workload);
+            let headline = v[0].headline();
             let entries: Vec<(String, Vec<f64>)> = (v.iter())
                 .filter(|r| r.error.is_none())
                 .map(|r| (r.engine.to_string(), r.headline_runs()))
                 .collect();
-            ranking::rank(&v[0].group_label(), "engines", figure, higher, &entries)
+            ranking::rank(&v[0].group_label(), "engines", headline, &entries)
         })
         .collect()
 }
 
 /// How a ranking's figure reads in a table.
-pub fn show(figure: &str, units: Units) -> impl Fn(f64) -> String {
-    let figure = figure.to_string();
-    move |v: f64| match figure.as_str() {
-        "bits_per_second" => super::grid::throughput(v, units),
-        "round_trip_p50_ns" => format_ns(v.round() as u64),
-        _ => format_per_second(v),
-    }
+pub fn show(quantity: Quantity, units: Units) -> impl Fn(f64) -> String {
+    move |v: f64| super::format_headline(quantity, v, units)
 }
 
 /// The lines a table prints under itself for the report's rankings (`ranking: ...`).
@@ -110,7 +102,7 @@ pub fn notes(report: &Report, units: Units) -> Vec<String> {
     let Some(first) = report.rankings.first() else {
         return Vec::new();
     };
-    let show = show(&first.figure, units);
+    let show = show(first.quantity, units);
     let mut out: Vec<String> = ranking::summaries(&report.rankings, &show)
         .into_iter()
         .map(|s| format!("ranking: {s}"))
@@ -141,6 +133,7 @@ mod tests {
     use crate::engine::EngineKind;
     use crate::report::{grid, sample, View};
     use crate::transport::TransportKind;
+    use crate::workload::WorkloadKind;
 
     /// A stream scenario of `engine` whose runs made `gbps` (Gbit/s each).
     fn engine(e: EngineKind, gbps: &[f64]) -> ScenarioResult {

@@ -22,19 +22,25 @@ pub fn report(results: Vec<ScenarioResult>, layout: Layout) -> Report {
             name: "sockbench".into(),
             version: "0.0.0-test".into(),
         },
+        kind: match (layout, results.first().map(|r| r.workload)) {
+            (Layout::Suite, _) | (_, None) => super::Kind::Suite,
+            (_, Some(w)) => super::Kind::of_workload(w),
+        },
         command: vec!["sockbench".into()],
+        started_at: Some("2026-01-02T03:04:05.000006Z".into()),
+        ended_at: Some("2026-01-02T03:04:07.000008Z".into()),
         placement: super::PlacementInfo {
             name: "threads".into(),
             ..Default::default()
         },
-        environment: Environment {
+        environment: Some(Environment {
             kernel: "Linux 6.1.0".into(),
             hostname: "test".into(),
             cpu_model: None,
             cpus: 2,
             governor: None,
             sysctls: BTreeMap::new(),
-        },
+        }),
         rankings: super::rankings::of(&results, layout),
         results,
         skipped: Vec::new(),

@@ -4,8 +4,9 @@
 
 use comfy_table::{presets, CellAlignment, ContentArrangement, Table as Comfy};
 
-use super::grid::{self, Align};
-use super::{Exporter, Report};
+use super::grid::Align;
+use super::output::Rendered;
+use super::Exporter;
 use crate::text::terminal as shown;
 
 /// Terminal table exporter.
@@ -15,9 +16,9 @@ pub struct Table {
 }
 
 impl Exporter for Table {
-    fn serialize(&self, report: &Report) -> anyhow::Result<Vec<u8>> {
+    fn serialize(&self, doc: &dyn Rendered) -> anyhow::Result<Vec<u8>> {
         let mut out = String::new();
-        for (i, g) in grid::build(report, &self.view).iter().enumerate() {
+        for (i, g) in doc.tables(&self.view).iter().enumerate() {
             if i > 0 {
                 out.push('\n');
             }
@@ -28,8 +29,11 @@ impl Exporter for Table {
             if !g.rows.is_empty() {
                 let mut t = Comfy::new();
                 t.load_preset(presets::UTF8_FULL_CONDENSED)
-                    .set_content_arrangement(ContentArrangement::Disabled)
-                    .set_header(g.headers.iter().map(|h| shown(h)));
+                    .set_content_arrangement(ContentArrangement::Disabled);
+                // A table of names and values has no header.
+                if g.headers.iter().any(|h| !h.is_empty()) {
+                    t.set_header(g.headers.iter().map(|h| shown(h)));
+                }
                 for row in &g.rows {
                     t.add_row(row.iter().map(|c| shown(c)));
                 }
@@ -56,7 +60,7 @@ impl Exporter for Table {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{sample, Units, View};
+    use crate::report::{grid, sample, Report, Units, View};
 
     fn render(report: &Report, view: View) -> String {
         String::from_utf8(Table { view }.serialize(report).unwrap()).unwrap()

@@ -40,6 +40,7 @@ use serde::{Deserialize, Serialize};
     Clone,
     Copy,
     Debug,
+    Default,
     PartialEq,
     Eq,
     Hash,
@@ -53,6 +54,7 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "kebab-case")]
 pub enum TransportKind {
     /// Unix-domain stream socket (`SOCK_STREAM`) on a socket file.
+    #[default]
     Unix,
     /// Unix-domain datagram socket (`SOCK_DGRAM`): reliable and ordered on Linux.
     UnixDgram,

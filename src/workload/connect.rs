@@ -186,6 +186,34 @@ pub const TRANSPORTS: [TransportKind; 4] = [
 pub struct ConnectSpec;
 
 impl Spec for ConnectSpec {
+    fn watched(&self) -> [(super::Role, crate::measure::live::Watch); 2] {
+        use crate::measure::live::Watch;
+        // The dialers' connections made, else the listener's accepted.
+        [
+            (super::Role::Sender, Watch::Sender),
+            (super::Role::Receiver, Watch::Receiver),
+        ]
+    }
+
+    fn operation(&self) -> &'static str {
+        "connections"
+    }
+
+    fn takes(&self) -> super::Takes {
+        super::Takes {
+            open: true,
+            ..super::Takes::default()
+        }
+    }
+
+    fn headline(&self) -> crate::measure::headline::Headline {
+        crate::measure::headline::Headline::rate("messages_per_second")
+    }
+
+    fn headline_of(&self, run: &crate::report::RunFigures) -> Option<f64> {
+        Some(run.messages_per_second)
+    }
+
     fn table(&self) -> TableKind {
         TableKind::Connections
     }

@@ -46,6 +46,27 @@ pub enum WorkloadKind {
     Connect,
 }
 
+/// The default suite's tables, in order: the workload each holds and its title. The
+/// first is the matrix of transports by size, and what the suite ranks.
+pub const SUITE: [(WorkloadKind, &str); 3] = [
+    (WorkloadKind::Stream, "Throughput: one-way stream"),
+    (WorkloadKind::Pingpong, "Round-trip latency: pingpong"),
+    (
+        WorkloadKind::Rate,
+        "Message rate: message transports (one send is one message)",
+    ),
+];
+
+impl WorkloadKind {
+    /// Every workload, in the order the tables and the page show them.
+    pub const ALL: [WorkloadKind; 4] = [
+        WorkloadKind::Stream,
+        WorkloadKind::Pingpong,
+        WorkloadKind::Rate,
+        WorkloadKind::Connect,
+    ];
+}
+
 impl fmt::Display for WorkloadKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // The command-line name (clap's, from the variant: kebab-case), as serde's.
@@ -757,6 +778,10 @@ pub trait Spec: Sync {
     fn wiring(&self) -> Wiring;
     /// The table its results are shown in.
     fn table(&self) -> TableKind;
+    /// Its headline figure: what `compare` tests and the rankings rank.
+    fn headline(&self) -> crate::measure::headline::Headline;
+    /// That figure in one run, if the run has it.
+    fn headline_of(&self, run: &crate::report::RunFigures) -> Option<f64>;
     /// The transports it can use (what `--transport all` means).
     fn transports(&self) -> &'static [crate::transport::TransportKind] {
         &crate::transport::TransportKind::ALL
@@ -780,6 +805,47 @@ pub trait Spec: Sync {
     fn diagnoses(&self) -> &'static [crate::diagnose::Diagnosis] {
         &[]
     }
+    /// Whose counts `--interval` follows: the first of these whose role ran in this
+    /// process, else the second (one-way workloads: the receivers, else the senders).
+    fn watched(&self) -> [(Role, crate::measure::live::Watch); 2] {
+        use crate::measure::live::Watch;
+        [
+            (Role::Receiver, Watch::Receiver),
+            (Role::Sender, Watch::Sender),
+        ]
+    }
+    /// Whether the receivers' sequence numbers count `sc`'s lost messages (rate, over a
+    /// transport that can lose them).
+    fn loss_by_sequence(&self, _sc: &crate::plan::Scenario) -> bool {
+        false
+    }
+    /// The options of its own a result records (and `compare` matches by).
+    fn takes(&self) -> Takes {
+        Takes::default()
+    }
+    /// What one of its operations is called, counted per second ("messages").
+    fn operation(&self) -> &'static str {
+        "messages"
+    }
+    /// Whether it counts the messages lost one way (rate): its page charts the loss.
+    fn counts_loss(&self) -> bool {
+        false
+    }
+    /// How its kernel timestamps are joined (`--timestamps`), if it takes them.
+    fn exchange(&self) -> Option<crate::measure::timestamps::Exchange> {
+        None
+    }
+}
+
+/// The options a workload takes beyond every workload's ([`Spec::takes`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Takes {
+    /// `--send` and `--recv` (stream).
+    pub send_recv: bool,
+    /// `--open` (connect).
+    pub open: bool,
+    /// `--bidir`: both directions at once (the one-way workloads).
+    pub both_ways: bool,
 }
 
 /// The declaration of a workload kind: the one `match` on the kind.

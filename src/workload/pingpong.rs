@@ -198,7 +198,7 @@ impl PingPong {
             bytes: seq * self.size as u64,
             messages: seq,
             interrupted,
-            latencies: vec![("round_trip", hist)],
+            latencies: vec![(ROUND_TRIP, hist)],
             stamps: Some(st.log),
             timeouts,
             late,
@@ -339,7 +339,7 @@ impl Workload for PingPong {
             bytes: seq * self.size as u64,
             messages: seq,
             interrupted,
-            latencies: vec![("round_trip", hist)],
+            latencies: vec![(ROUND_TRIP, hist)],
             timeouts,
             late,
             ..measured
@@ -412,10 +412,38 @@ pub struct LostExchanges {
     pub replies_late: u64,
 }
 
+/// The name of pingpong's latency, the client's round trip, in every result.
+pub const ROUND_TRIP: &str = "round_trip";
+
 /// `pingpong` as the plan and the figures see it.
 pub struct PingpongSpec;
 
 impl Spec for PingpongSpec {
+    fn watched(&self) -> [(super::Role, crate::measure::live::Watch); 2] {
+        use crate::measure::live::Watch;
+        // The client's round trips completed, else the echoing side's requests.
+        [
+            (super::Role::Sender, Watch::Client),
+            (super::Role::Receiver, Watch::Receiver),
+        ]
+    }
+
+    fn exchange(&self) -> Option<crate::measure::timestamps::Exchange> {
+        Some(crate::measure::timestamps::Exchange::RequestReply)
+    }
+
+    fn operation(&self) -> &'static str {
+        "round trips"
+    }
+
+    fn headline(&self) -> crate::measure::headline::Headline {
+        crate::measure::headline::Headline::latency("round_trip_p50_ns")
+    }
+
+    fn headline_of(&self, run: &crate::report::RunFigures) -> Option<f64> {
+        run.latencies.get(ROUND_TRIP).map(|l| l.p50_ns as f64)
+    }
+
     fn table(&self) -> TableKind {
         TableKind::Latency
     }

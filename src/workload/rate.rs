@@ -234,6 +234,33 @@ impl Workload for Rate {
 pub struct RateSpec;
 
 impl Spec for RateSpec {
+    fn takes(&self) -> super::Takes {
+        super::Takes {
+            both_ways: true,
+            ..super::Takes::default()
+        }
+    }
+
+    fn loss_by_sequence(&self, sc: &crate::plan::Scenario) -> bool {
+        sc.size >= 8 && !sc.transport.reliable()
+    }
+
+    fn exchange(&self) -> Option<crate::measure::timestamps::Exchange> {
+        Some(crate::measure::timestamps::Exchange::OneWay)
+    }
+
+    fn counts_loss(&self) -> bool {
+        true
+    }
+
+    fn headline(&self) -> crate::measure::headline::Headline {
+        crate::measure::headline::Headline::rate("messages_per_second")
+    }
+
+    fn headline_of(&self, run: &crate::report::RunFigures) -> Option<f64> {
+        Some(run.messages_per_second)
+    }
+
     fn table(&self) -> TableKind {
         TableKind::Throughput
     }

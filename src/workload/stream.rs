@@ -860,6 +860,22 @@ pub struct Phases {
 pub struct StreamSpec;
 
 impl Spec for StreamSpec {
+    fn takes(&self) -> super::Takes {
+        super::Takes {
+            send_recv: true,
+            both_ways: true,
+            ..super::Takes::default()
+        }
+    }
+
+    fn headline(&self) -> crate::measure::headline::Headline {
+        crate::measure::headline::Headline::throughput("bits_per_second")
+    }
+
+    fn headline_of(&self, run: &crate::report::RunFigures) -> Option<f64> {
+        Some(run.bits_per_second)
+    }
+
     fn table(&self) -> TableKind {
         TableKind::Throughput
     }

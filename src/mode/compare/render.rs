@@ -1,22 +1,18 @@
-//! How a compare [`Document`] reads: one block per NEW file (a title, a table of the
+//! How a compare [`CompareReport`] reads: one block per NEW file (a title, a table of the
 //! matched scenarios, the scenarios only one side has and what needs saying), drawn as a
 //! terminal table, Markdown, a self-contained HTML page (with an SVG chart of the ratios
 //! and their intervals; CSS for light and dark) or CSV (one row per comparison).
 
 use crate::report::html::escape as html_escape;
-use crate::text::{markdown as md_escape, terminal as shown};
-use comfy_table::{presets, CellAlignment, ContentArrangement, Table as Comfy};
+use crate::text::terminal as shown;
 
-use super::{Comparison, Document, TestKind};
-use crate::measure::units::{
-    format_bits_per_second, format_bytes_per_second, format_ns, format_per_second,
-};
-use crate::report::{Units, View};
+use super::{CompareReport, Comparison, TestKind};
+use crate::report::chart::Chart;
+use crate::report::grid::{Align, Grid};
+use crate::report::{Quantity, View};
 
 /// One block: a BASE/NEW pair.
 struct Block {
-    /// The NEW file.
-    new_file: String,
     title: String,
     headers: Vec<String>,
     /// Which columns are right-aligned.
@@ -53,23 +49,11 @@ pub fn test_name(t: Option<TestKind>) -> &'static str {
 }
 
 /// A figure in units that read well.
-fn format_value(figure: &str, v: Option<f64>, view: View) -> String {
-    let Some(v) = v else {
-        return "-".into();
-    };
-    match figure {
-        "bits_per_second" => match view.units {
-            Units::Bits => format_bits_per_second(v),
-            Units::Bytes => format_bytes_per_second(v / 8.0),
-            Units::Both => format!(
-                "{} ({})",
-                format_bits_per_second(v),
-                format_bytes_per_second(v / 8.0)
-            ),
-        },
-        "round_trip_p50_ns" => format_ns(v.round().max(0.0) as u64),
-        _ => format_per_second(v),
-    }
+fn format_value(quantity: Quantity, v: Option<f64>, view: View) -> String {
+    v.map_or_else(
+        || "-".into(),
+        |v| crate::report::format_headline(quantity, v, view.units),
+    )
 }
 
 /// A ratio with three decimals, or three significant digits below 0.1: `1.161`,
@@ -93,10 +77,10 @@ fn ci_header(alpha: f64) -> String {
 }
 
 /// The blocks of a document, NEW file by NEW file.
-fn blocks(doc: &Document, view: View) -> Vec<Block> {
+fn blocks(doc: &CompareReport, view: View) -> Vec<Block> {
     let mut out = Vec::new();
-    for new in &doc.new {
-        let rows: Vec<&Comparison> = (doc.comparisons.iter())
+    for new in &doc.body.new {
+        let rows: Vec<&Comparison> = (doc.body.comparisons.iter())
             .filter(|c| &c.new_file == new)
             .collect();
         let mut notes = Vec::new();
@@ -105,7 +89,10 @@ fn blocks(doc: &Document, view: View) -> Vec<Block> {
                 notes.push(format!("{}: {n}", c.scenario));
             }
         }
-        for (which, list) in [("BASE", &doc.only_in_base), ("NEW", &doc.only_in_new)] {
+        for (which, list) in [
+            ("BASE", &doc.body.only_in_base),
+            ("NEW", &doc.body.only_in_new),
+        ] {
             let names: Vec<String> = (list.iter())
                 .filter(|u| &u.new_file == new)
                 .map(|u| match u.gate_failed {
@@ -118,15 +105,14 @@ fn blocks(doc: &Document, view: View) -> Vec<Block> {
             }
         }
         out.push(Block {
-            new_file: new.clone(),
-            title: format!("{} → {new}", doc.base),
+            title: format!("{} → {new}", doc.body.base),
             headers: [
                 "scenario", "base", "new", "ratio", "", "p", "test", "verdict",
             ]
             .iter()
             .enumerate()
             .map(|(i, h)| match i {
-                4 => ci_header(doc.alpha),
+                4 => ci_header(doc.body.alpha),
                 _ => h.to_string(),
             })
             .collect(),
@@ -142,7 +128,7 @@ fn blocks(doc: &Document, view: View) -> Vec<Block> {
 fn row(c: &Comparison, view: View) -> Vec<String> {
     let value = |s: &super::Side| match s.error {
         Some(_) => "failed".to_string(),
-        None => format_value(c.figure, s.median, view),
+        None => format_value(c.quantity, s.median, view),
     };
     let ci = match (c.ratio_ci_low, c.ratio_ci_high) {
         (Some(lo), Some(hi)) => format!("{}–{}", ratio_text(lo), ratio_text(hi)),
@@ -165,9 +151,9 @@ fn row(c: &Comparison, view: View) -> Vec<String> {
 }
 
 /// The notes under every block: how to read it, the runs' troubles and the gate.
-fn footer(doc: &Document) -> Vec<String> {
-    let mut notes = doc.notes.clone();
-    if !doc.comparisons.is_empty() {
+fn footer(doc: &CompareReport) -> Vec<String> {
+    let mut notes = doc.envelope.warnings.clone();
+    if !doc.body.comparisons.is_empty() {
         notes.push(
             "ratio: new/base of the run medians (pingpong: round-trip p50, lower is better), \
              with its confidence interval (CI)"
@@ -176,17 +162,17 @@ fn footer(doc: &Document) -> Vec<String> {
         notes.push(format!(
             "p: two-sided, from Welch's t-test when both sides have 3+ runs without outliers, \
              else Mann-Whitney U; significant below alpha {}",
-            doc.alpha
+            doc.body.alpha
         ));
     }
-    if !doc.ignored_options.is_empty() {
+    if !doc.body.ignored_options.is_empty() {
         notes.push(format!(
             "matched ignoring: {}",
-            doc.ignored_options.join(", ")
+            doc.body.ignored_options.join(", ")
         ));
     }
-    if let Some(pct) = doc.fail_if_slower_percent {
-        let mut failed: Vec<String> = (doc.comparisons.iter())
+    if let Some(pct) = doc.body.fail_if_slower_percent {
+        let mut failed: Vec<String> = (doc.body.comparisons.iter())
             .filter(|c| c.gate_failed)
             .map(|c| match c.verdict {
                 super::Verdict::Failed => format!("{} in {} (failed)", c.scenario, c.new_file),
@@ -199,7 +185,7 @@ fn footer(doc: &Document) -> Vec<String> {
             })
             .collect();
         failed.extend(
-            (doc.only_in_base.iter())
+            (doc.body.only_in_base.iter())
                 .filter(|u| u.gate_failed)
                 .map(|u| format!("{} (missing from {})", u.scenario, u.new_file)),
         );
@@ -219,172 +205,75 @@ fn footer(doc: &Document) -> Vec<String> {
     notes
 }
 
-/// The terminal table; every string passes [`crate::text::terminal`] (file names and
-/// what the reports say are not sockbench's words).
-pub fn table(doc: &Document, view: View) -> String {
-    let mut out = String::new();
-    for (i, b) in blocks(doc, view).iter().enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        out.push_str(&shown(&b.title));
-        out.push('\n');
-        if !b.rows.is_empty() {
-            let mut t = Comfy::new();
-            t.load_preset(presets::UTF8_FULL_CONDENSED)
-                .set_content_arrangement(ContentArrangement::Disabled)
-                .set_header(b.headers.iter().map(|h| shown(h)));
-            for r in &b.rows {
-                t.add_row(r.iter().map(|c| shown(c)));
+/// The tables: one per NEW file (a block), then the notes every block shares.
+pub fn grids(doc: &CompareReport, view: View) -> Vec<Grid> {
+    let mut out: Vec<Grid> = (blocks(doc, view).into_iter())
+        .map(|b| {
+            let mut notes = b.notes;
+            if b.rows.is_empty() {
+                notes.insert(0, "no scenario in common".into());
             }
-            for (i, &right) in b.right.iter().enumerate() {
-                if let Some(c) = t.column_mut(i) {
-                    c.set_cell_alignment(match right {
-                        true => CellAlignment::Right,
-                        false => CellAlignment::Left,
-                    });
-                }
-            }
-            out.push_str(&t.to_string());
-            out.push('\n');
-        } else {
-            out.push_str("no scenario in common\n");
-        }
-        for n in &b.notes {
-            out.push_str(&shown(n));
-            out.push('\n');
-        }
-    }
-    let footer = footer(doc);
-    if !footer.is_empty() {
-        out.push('\n');
-    }
-    for n in footer {
-        out.push_str(&shown(&n));
-        out.push('\n');
-    }
-    out
-}
-
-/// Markdown: a heading and a table per block, notes as lists; every string is Markdown
-/// text ([`crate::text::markdown`]: no HTML element, cell break or line break).
-pub fn markdown(doc: &Document, view: View) -> String {
-    let mut out = String::new();
-    let line = |cells: Vec<String>| format!("| {} |\n", cells.join(" | "));
-    for (i, b) in blocks(doc, view).iter().enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        out.push_str(&format!("### {}\n\n", md_escape(&b.title)));
-        if b.rows.is_empty() {
-            out.push_str("No scenario in common.\n");
-        } else {
-            out.push_str(&line(b.headers.iter().map(|h| md_escape(h)).collect()));
-            out.push_str(&line(
-                (b.right.iter())
-                    .map(|&r| if r { "---:" } else { ":---" }.to_string())
+            Grid {
+                title: Some(b.title),
+                headers: b.headers,
+                align: (b.right.iter())
+                    .map(|&r| if r { Align::Right } else { Align::Left })
                     .collect(),
-            ));
-            for r in &b.rows {
-                out.push_str(&line(r.iter().map(|c| md_escape(c)).collect()));
+                rows: b.rows,
+                notes,
             }
-        }
-        if !b.notes.is_empty() {
-            out.push('\n');
-            for n in &b.notes {
-                out.push_str(&format!("- {}\n", md_escape(n)));
-            }
-        }
-    }
+        })
+        .collect();
     let footer = footer(doc);
     if !footer.is_empty() {
-        out.push('\n');
-    }
-    for n in footer {
-        out.push_str(&format!("- {}\n", md_escape(&n)));
+        out.push(Grid {
+            notes: footer,
+            ..Grid::default()
+        });
     }
     out
 }
 
-const STYLE: &str = "
-:root { color-scheme: light dark; --fg: #1b1f24; --bg: #ffffff; --muted: #57606a;
-  --line: #d0d7de; --head: #f6f8fa; --faster: #1a7f37; --slower: #cf222e; --same: #6e7781; }
-@media (prefers-color-scheme: dark) {
-  :root { --fg: #e6edf3; --bg: #0d1117; --muted: #8d96a0; --line: #30363d; --head: #161b22;
-    --faster: #3fb950; --slower: #f85149; --same: #8d96a0; }
-}
-body { font: 14px/1.45 system-ui, sans-serif; color: var(--fg); background: var(--bg);
-  margin: 2em auto; max-width: 72em; padding: 0 1em; }
-table { border-collapse: collapse; margin: 0.5em 0; }
-th, td { border: 1px solid var(--line); padding: 0.25em 0.6em; }
-th { background: var(--head); }
-td.r { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-.faster { color: var(--faster); } .slower { color: var(--slower); }
-.note { color: var(--muted); }
-svg text { fill: var(--fg); font: 12px system-ui, sans-serif; }
-svg .axis { stroke: var(--muted); } svg .grid { stroke: var(--line); }
-svg .faster { stroke: var(--faster); fill: var(--faster); }
-svg .slower { stroke: var(--slower); fill: var(--slower); }
-svg .same { stroke: var(--same); fill: var(--same); }
-";
-
-/// A self-contained page: per block a chart of ratios with their intervals, the table and
-/// the notes.
-pub fn html(doc: &Document, view: View) -> String {
-    let mut out =
-        String::from("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
-    out.push_str(&format!(
-        "<title>sockbench compare: {}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n",
-        html_escape(&doc.base)
-    ));
-    out.push_str(&format!(
-        "<h1>sockbench compare</h1>\n<p class=\"note\">BASE {} against {}; alpha {}</p>\n",
-        html_escape(&doc.base),
-        html_escape(&doc.new.join(", ")),
-        doc.alpha
-    ));
-    for b in blocks(doc, view) {
-        out.push_str(&format!("<h2>{}</h2>\n", html_escape(&b.title)));
-        let rows: Vec<&Comparison> = (doc.comparisons.iter())
-            .filter(|c| c.new_file == b.new_file)
-            .collect();
-        out.push_str(&chart(&rows));
-        if b.rows.is_empty() {
-            out.push_str("<p>No scenario in common.</p>\n");
-        } else {
-            out.push_str("<table>\n<tr>");
-            for h in &b.headers {
-                out.push_str(&format!("<th>{}</th>", html_escape(h)));
+/// One chart per NEW file: each row's ratio and interval.
+pub fn charts(doc: &CompareReport) -> Vec<Chart> {
+    (doc.body.new.iter())
+        .enumerate()
+        .map(|(i, new)| {
+            let rows: Vec<&Comparison> = (doc.body.comparisons.iter())
+                .filter(|c| &c.new_file == new)
+                .collect();
+            Chart {
+                id: format!("ratios-{}", i + 1),
+                title: format!("{} → {new}", doc.body.base),
+                caption: "Each row's ratio new/base (a dot) and its confidence interval (a \
+                          whisker), on a log scale with a line at 1: green faster, red slower, \
+                          grey neither (no significant difference, too noisy, too few runs)."
+                    .into(),
+                legend: vec![
+                    ("faster".into(), FASTER.into()),
+                    ("slower".into(), SLOWER.into()),
+                    ("neither".into(), SAME.into()),
+                ],
+                svg: chart(&rows),
+                ..Chart::default()
             }
-            out.push_str("</tr>\n");
-            for (r, c) in b.rows.iter().zip(&rows) {
-                out.push_str(&format!("<tr class=\"{}\">", verdict_class(c)));
-                for (cell, &right) in r.iter().zip(&b.right) {
-                    let class = if right { " class=\"r\"" } else { "" };
-                    out.push_str(&format!("<td{class}>{}</td>", html_escape(cell)));
-                }
-                out.push_str("</tr>\n");
-            }
-            out.push_str("</table>\n");
-        }
-        for n in &b.notes {
-            out.push_str(&format!("<p class=\"note\">{}</p>\n", html_escape(n)));
-        }
-    }
-    for n in footer(doc) {
-        out.push_str(&format!("<p class=\"note\">{}</p>\n", html_escape(&n)));
-    }
-    out.push_str("</body>\n</html>\n");
-    out
+        })
+        .collect()
 }
 
-fn verdict_class(c: &Comparison) -> &'static str {
+/// A row's colour on the common page: faster, slower, or neither.
+fn verdict_colour(c: &Comparison) -> &'static str {
     match c.verdict {
-        super::Verdict::Faster => "faster",
-        super::Verdict::Slower => "slower",
-        _ => "same",
+        super::Verdict::Faster => FASTER,
+        super::Verdict::Slower => SLOWER,
+        _ => SAME,
     }
 }
+
+/// Faster, slower and neither, mid-tones that read on light and dark pages.
+const FASTER: &str = "#2e8b57";
+const SLOWER: &str = "#d0453a";
+const SAME: &str = "#7f7f7f";
 
 /// An SVG chart: per row its ratio (a dot) and interval (a whisker) on a log scale, with a
 /// line at 1. Empty when no row has a ratio.
@@ -414,14 +303,14 @@ fn chart(rows: &[&Comparison]) -> String {
     );
     let bottom = top + row_h * rows.len() as f64;
     s.push_str(&format!(
-        "<line class=\"axis\" x1=\"{0:.1}\" y1=\"{top}\" x2=\"{0:.1}\" y2=\"{bottom}\"/>\n",
+        "<line stroke=\"currentColor\" x1=\"{0:.1}\" y1=\"{top}\" x2=\"{0:.1}\" y2=\"{bottom}\"/>\n",
         x(1.0)
     ));
     let mut ticks = vec![lo * 1.1, 1.0, hi / 1.1];
     ticks.dedup_by(|a, b| (*a - *b).abs() < 1e-12);
     for v in ticks {
         s.push_str(&format!(
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{v:.3}</text>\n",
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" fill=\"currentColor\">{v:.3}</text>\n",
             x(v),
             bottom + 16.0
         ));
@@ -433,7 +322,7 @@ fn chart(rows: &[&Comparison]) -> String {
     ));
     for (i, c) in rows.iter().enumerate() {
         let y = top + row_h * (i as f64 + 0.5);
-        let class = verdict_class(c);
+        let colour = verdict_colour(c);
         s.push_str(&format!(
             "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\n",
             left - 8.0,
@@ -443,7 +332,7 @@ fn chart(rows: &[&Comparison]) -> String {
         if let (Some(a), Some(b)) = (c.ratio_ci_low, c.ratio_ci_high) {
             let (xa, xb) = (x(a), x(b));
             s.push_str(&format!(
-                "<g class=\"{class}\"><line x1=\"{xa:.1}\" y1=\"{y:.1}\" x2=\"{xb:.1}\" y2=\"{y:.1}\" stroke-width=\"2\"/>\
+                "<g stroke=\"{colour}\"><line x1=\"{xa:.1}\" y1=\"{y:.1}\" x2=\"{xb:.1}\" y2=\"{y:.1}\" stroke-width=\"2\"/>\
                  <line x1=\"{xa:.1}\" y1=\"{:.1}\" x2=\"{xa:.1}\" y2=\"{:.1}\" stroke-width=\"2\"/>\
                  <line x1=\"{xb:.1}\" y1=\"{:.1}\" x2=\"{xb:.1}\" y2=\"{:.1}\" stroke-width=\"2\"/></g>\n",
                 y - 5.0,
@@ -454,7 +343,7 @@ fn chart(rows: &[&Comparison]) -> String {
         }
         if let Some(r) = c.ratio {
             s.push_str(&format!(
-                "<circle class=\"{class}\" cx=\"{:.1}\" cy=\"{y:.1}\" r=\"4\"><title>{}: {:.3} ({})</title></circle>\n",
+                "<circle fill=\"{colour}\" cx=\"{:.1}\" cy=\"{y:.1}\" r=\"4\"><title>{}: {:.3} ({})</title></circle>\n",
                 x(r),
                 html_escape(&c.scenario),
                 r,
@@ -466,13 +355,9 @@ fn chart(rows: &[&Comparison]) -> String {
     s
 }
 
-/// CSV: one row per comparison, exact values in base units.
-///
-/// # Errors
-/// Only if the CSV writer fails.
-pub fn csv(doc: &Document) -> anyhow::Result<Vec<u8>> {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record([
+/// CSV's records: one per comparison, exact values in base units.
+pub fn records(doc: &CompareReport) -> crate::report::output::Records {
+    let header = [
         "base_file",
         "new_file",
         "scenario",
@@ -496,18 +381,22 @@ pub fn csv(doc: &Document) -> anyhow::Result<Vec<u8>> {
         "slower_percent",
         "gate_failed",
         "note",
-    ])?;
+    ];
     let num = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
+    fn text(v: Option<impl std::fmt::Display>) -> String {
+        v.map(|v| v.to_string()).unwrap_or_default()
+    }
     let name = |v: serde_json::Value| v.as_str().unwrap_or_default().to_string();
-    for c in &doc.comparisons {
-        w.write_record([
-            shown(&doc.base),
+    let mut rows = Vec::new();
+    for c in &doc.body.comparisons {
+        rows.push(vec![
+            shown(&doc.body.base),
             shown(&c.new_file),
             shown(&c.scenario),
-            c.workload.to_string(),
-            c.transport.to_string(),
-            c.engine.to_string(),
-            c.size_bytes.to_string(),
+            text(c.workload),
+            text(c.transport),
+            text(c.engine),
+            text(c.size_bytes),
             c.figure.to_string(),
             c.higher_is_better.to_string(),
             c.base.runs.to_string(),
@@ -526,9 +415,12 @@ pub fn csv(doc: &Document) -> anyhow::Result<Vec<u8>> {
             num(c.slower_percent),
             c.gate_failed.to_string(),
             c.note.as_deref().map(shown).unwrap_or_default(),
-        ])?;
+        ]);
     }
-    Ok(w.into_inner()?)
+    crate::report::output::Records {
+        header: header.map(String::from).to_vec(),
+        rows,
+    }
 }
 
 #[cfg(test)]

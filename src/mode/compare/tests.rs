@@ -39,15 +39,16 @@ fn args(files: usize, fail_if_slower: Option<f64>, ignore: &[IdentityOption]) ->
         fail_if_slower,
         alpha: 0.05,
         ignore_option: ignore.to_vec(),
+        output: crate::cli::OutputArgs::default(),
     }
 }
 
-fn doc(results: Vec<Vec<ScenarioResult>>, c: &CompareArgs) -> Document {
+fn doc(results: Vec<Vec<ScenarioResult>>, c: &CompareArgs) -> CompareReport {
     let reports: Vec<Report> = results
         .into_iter()
         .map(|r| sample::report(r, Layout::List))
         .collect();
-    compare(c, &reports)
+    compare(c, &reports, vec!["sockbench".into(), "compare".into()])
 }
 
 const STEADY: [f64; 5] = [10.0e9, 10.2e9, 9.9e9, 10.1e9, 9.8e9];
@@ -68,11 +69,11 @@ fn scenarios_match_by_identity_but_not_by_how_long_they_were_measured() {
         vec![vec![base.clone(), udp], vec![new]],
         &args(2, None, &[]),
     );
-    assert_eq!(d.comparisons.len(), 1);
-    assert_eq!(d.comparisons[0].scenario, "stream tcp 64 KiB");
-    assert_eq!(d.only_in_base.len(), 1);
-    assert_eq!(d.only_in_base[0].scenario, "stream udp 64 KiB");
-    assert!(d.only_in_new.is_empty());
+    assert_eq!(d.body.comparisons.len(), 1);
+    assert_eq!(d.body.comparisons[0].scenario, "stream tcp 64 KiB");
+    assert_eq!(d.body.only_in_base.len(), 1);
+    assert_eq!(d.body.only_in_base[0].scenario, "stream udp 64 KiB");
+    assert!(d.body.only_in_new.is_empty());
 
     // A requested buffer is identity, unless --ignore-option says otherwise.
     let mut small = stream(&STEADY);
@@ -81,19 +82,22 @@ fn scenarios_match_by_identity_but_not_by_how_long_they_were_measured() {
         vec![vec![base.clone()], vec![small.clone()]],
         &args(2, None, &[]),
     );
-    assert!(d.comparisons.is_empty());
-    assert_eq!(d.only_in_base[0].scenario, "stream tcp 64 KiB");
-    assert_eq!(d.only_in_new[0].scenario, "stream tcp 64 KiB sndbuf 4 KiB");
+    assert!(d.body.comparisons.is_empty());
+    assert_eq!(d.body.only_in_base[0].scenario, "stream tcp 64 KiB");
+    assert_eq!(
+        d.body.only_in_new[0].scenario,
+        "stream tcp 64 KiB sndbuf 4 KiB"
+    );
     let d = doc(
         vec![vec![base.clone()], vec![small]],
         &args(2, None, &[IdentityOption::Sndbuf]),
     );
-    assert_eq!(d.comparisons.len(), 1);
+    assert_eq!(d.body.comparisons.len(), 1);
     assert_eq!(
-        d.comparisons[0].scenario,
+        d.body.comparisons[0].scenario,
         "stream tcp 64 KiB [sndbuf default → 4 KiB]"
     );
-    assert_eq!(d.ignored_options, ["sndbuf"]);
+    assert_eq!(d.body.ignored_options, ["sndbuf"]);
 
     // The engine, parallel streams and placement are identity too.
     let mut epoll = stream(&STEADY);
@@ -104,16 +108,21 @@ fn scenarios_match_by_identity_but_not_by_how_long_they_were_measured() {
         vec![vec![base.clone()], vec![epoll, four]],
         &args(2, None, &[]),
     );
-    assert_eq!((d.comparisons.len(), d.only_in_new.len()), (0, 2));
+    assert_eq!((d.body.comparisons.len(), d.body.only_in_new.len()), (0, 2));
     let mut processes = sample::report(vec![stream(&STEADY)], Layout::List);
     processes.placement.name = "processes".into();
     let reports = [sample::report(vec![base], Layout::List), processes];
-    assert!(compare(&args(2, None, &[]), &reports)
+    assert!(compare(&args(2, None, &[]), &reports, Vec::new())
+        .body
         .comparisons
         .is_empty());
-    let d = compare(&args(2, None, &[IdentityOption::Placement]), &reports);
+    let d = compare(
+        &args(2, None, &[IdentityOption::Placement]),
+        &reports,
+        Vec::new(),
+    );
     assert_eq!(
-        d.comparisons[0].scenario,
+        d.body.comparisons[0].scenario,
         "stream tcp 64 KiB [placement threads → processes]"
     );
 }
@@ -127,9 +136,9 @@ fn a_scenario_repeated_in_a_file_pairs_first_with_first() {
         stream(&STEADY),
     ];
     let d = doc(vec![a.to_vec(), b.to_vec()], &args(2, None, &[]));
-    assert_eq!(d.comparisons.len(), 2);
-    assert!(d.comparisons.iter().all(|c| c.ratio == Some(1.0)));
-    assert_eq!(d.only_in_new.len(), 1);
+    assert_eq!(d.body.comparisons.len(), 2);
+    assert!(d.body.comparisons.iter().all(|c| c.ratio == Some(1.0)));
+    assert_eq!(d.body.only_in_new.len(), 1);
 }
 
 #[test]
@@ -138,7 +147,7 @@ fn half_the_throughput_is_slower_by_50_percent_with_an_interval_around_one_half(
         vec![vec![stream(&STEADY)], vec![stream(&scaled(&STEADY, 0.5))]],
         &args(2, Some(10.0), &[]),
     );
-    let c = &d.comparisons[0];
+    let c = &d.body.comparisons[0];
     assert_eq!(c.figure, "bits_per_second");
     assert!(c.higher_is_better);
     assert_eq!(c.base.median, Some(10.0e9));
@@ -151,21 +160,21 @@ fn half_the_throughput_is_slower_by_50_percent_with_an_interval_around_one_half(
     assert!(c.p_value.unwrap() < 1e-6);
     assert_eq!(c.verdict, Verdict::Slower);
     assert_eq!(c.slower_percent, Some(50.0));
-    assert!(c.gate_failed && d.failed_gate);
+    assert!(c.gate_failed && d.body.failed_gate);
     // A looser gate lets it through; so does no gate.
     let d = doc(
         vec![vec![stream(&STEADY)], vec![stream(&scaled(&STEADY, 0.5))]],
         &args(2, Some(60.0), &[]),
     );
-    assert!(!d.failed_gate && !d.comparisons[0].gate_failed);
+    assert!(!d.body.failed_gate && !d.body.comparisons[0].gate_failed);
     // Twice the throughput is faster and never fails a gate.
     let d = doc(
         vec![vec![stream(&STEADY)], vec![stream(&scaled(&STEADY, 2.0))]],
         &args(2, Some(0.0), &[]),
     );
-    assert_eq!(d.comparisons[0].verdict, Verdict::Faster);
-    assert_eq!(d.comparisons[0].slower_percent, Some(-100.0));
-    assert!(!d.failed_gate);
+    assert_eq!(d.body.comparisons[0].verdict, Verdict::Faster);
+    assert_eq!(d.body.comparisons[0].slower_percent, Some(-100.0));
+    assert!(!d.body.failed_gate);
 }
 
 #[test]
@@ -176,7 +185,7 @@ fn for_pingpong_a_higher_latency_is_slower() {
         vec![vec![ping(&base)], vec![ping(&scaled(&base, 2.0))]],
         &args(2, Some(50.0), &[]),
     );
-    let c = &d.comparisons[0];
+    let c = &d.body.comparisons[0];
     assert_eq!(c.figure, "round_trip_p50_ns");
     assert!(!c.higher_is_better);
     assert_eq!(c.ratio, Some(2.0));
@@ -187,13 +196,15 @@ fn for_pingpong_a_higher_latency_is_slower() {
         vec![vec![ping(&base)], vec![ping(&scaled(&base, 0.5))]],
         &args(2, Some(0.0), &[]),
     );
-    let c = &d.comparisons[0];
+    let c = &d.body.comparisons[0];
     assert_eq!(c.verdict, Verdict::Faster);
     assert_eq!(c.slower_percent, Some(-50.0));
-    assert!(!d.failed_gate);
+    assert!(!d.body.failed_gate);
     // Rate and connect compare messages (connections) per second, higher is better.
-    assert_eq!(figure(WorkloadKind::Rate), ("messages_per_second", true));
-    assert_eq!(figure(WorkloadKind::Connect), ("messages_per_second", true));
+    for w in [WorkloadKind::Rate, WorkloadKind::Connect] {
+        let h = crate::workload::spec(w).headline();
+        assert_eq!((h.name, h.higher_is_better), ("messages_per_second", true));
+    }
 }
 
 #[test]
@@ -202,10 +213,10 @@ fn the_same_runs_make_no_significant_difference() {
         vec![vec![stream(&STEADY)], vec![stream(&STEADY)]],
         &args(2, Some(0.0), &[]),
     );
-    let c = &d.comparisons[0];
+    let c = &d.body.comparisons[0];
     assert_eq!((c.ratio, c.p_value), (Some(1.0), Some(1.0)));
     assert_eq!(c.verdict, Verdict::NoSignificantDifference);
-    assert!(!d.failed_gate);
+    assert!(!d.body.failed_gate);
 }
 
 #[test]
@@ -214,7 +225,7 @@ fn one_run_on_a_side_is_too_few_for_a_test() {
         vec![vec![stream(&[10e9])], vec![stream(&scaled(&STEADY, 0.5))]],
         &args(2, Some(0.0), &[]),
     );
-    let c = &d.comparisons[0];
+    let c = &d.body.comparisons[0];
     assert_eq!(c.verdict, Verdict::TooFewRuns);
     assert_eq!((c.test, c.p_value), (None, None));
     assert_eq!(c.ratio, Some(0.5));
@@ -222,7 +233,7 @@ fn one_run_on_a_side_is_too_few_for_a_test() {
         c.note.as_ref().unwrap().contains("--runs 3 or more"),
         "{c:?}"
     );
-    assert!(!d.failed_gate, "no test, no gate");
+    assert!(!d.body.failed_gate, "no test, no gate");
 }
 
 #[test]
@@ -234,7 +245,7 @@ fn runs_with_an_outlier_take_mann_whitney_which_needs_enough_runs() {
         vec![vec![stream(&base)], vec![stream(&new)]],
         &args(2, None, &[]),
     );
-    let c = &d.comparisons[0];
+    let c = &d.body.comparisons[0];
     assert_eq!(c.test, Some(TestKind::MannWhitneyExact));
     assert!((c.p_value.unwrap() - 0.1).abs() < 1e-12);
     assert_eq!(c.verdict, Verdict::TooFewRuns);
@@ -249,7 +260,7 @@ fn runs_with_an_outlier_take_mann_whitney_which_needs_enough_runs() {
         vec![vec![stream(&base)], vec![stream(&new)]],
         &args(2, None, &[]),
     );
-    let c = &d.comparisons[0];
+    let c = &d.body.comparisons[0];
     assert_eq!(c.test, Some(TestKind::MannWhitneyExact));
     assert!((c.p_value.unwrap() - 2.0 / 252.0).abs() < 1e-12);
     assert_eq!(c.verdict, Verdict::Slower);
@@ -266,7 +277,7 @@ fn a_failed_scenario_is_shown_as_failed() {
         vec![vec![stream(&STEADY)], vec![failed]],
         &args(2, Some(0.0), &[]),
     );
-    let c = &d.comparisons[0];
+    let c = &d.body.comparisons[0];
     assert_eq!(c.verdict, Verdict::Failed);
     assert!(c
         .note
@@ -274,7 +285,7 @@ fn a_failed_scenario_is_shown_as_failed() {
         .unwrap()
         .starts_with("NEW: tcp sender failed"));
     assert_eq!(c.ratio, None);
-    let text = render::table(&d, View::default());
+    let text = table(&d, View::default());
     assert!(text.contains("failed"), "{text}");
     assert!(text.contains("NEW: tcp sender failed"), "{text}");
 }
@@ -288,12 +299,12 @@ fn a_scenario_that_ran_in_base_and_failed_or_vanished_in_new_fails_the_gate() {
         vec![vec![stream(&STEADY), udp], vec![failed()]],
         &args(2, Some(5.0), &[]),
     );
-    assert_eq!(d.comparisons[0].verdict, Verdict::Failed);
-    assert!(d.comparisons[0].gate_failed);
-    assert_eq!(d.only_in_base.len(), 1);
-    assert!(d.only_in_base[0].gate_failed);
-    assert!(d.failed_gate);
-    let text = render::table(&d, View::default());
+    assert_eq!(d.body.comparisons[0].verdict, Verdict::Failed);
+    assert!(d.body.comparisons[0].gate_failed);
+    assert_eq!(d.body.only_in_base.len(), 1);
+    assert!(d.body.only_in_base[0].gate_failed);
+    assert!(d.body.failed_gate);
+    let text = table(&d, View::default());
     assert!(text.contains("failed (fails the gate)"), "{text}");
     assert!(
         text.contains("only in BASE: stream udp 64 KiB (fails the gate)"),
@@ -309,7 +320,7 @@ fn a_scenario_that_ran_in_base_and_failed_or_vanished_in_new_fails_the_gate() {
         vec![vec![stream(&STEADY)], vec![failed()]],
         &args(2, None, &[]),
     );
-    assert!(!d.comparisons[0].gate_failed && !d.failed_gate);
+    assert!(!d.body.comparisons[0].gate_failed && !d.body.failed_gate);
 
     // What failed in BASE already is no regression: neither failing again nor missing.
     let d = doc(
@@ -323,10 +334,10 @@ fn a_scenario_that_ran_in_base_and_failed_or_vanished_in_new_fails_the_gate() {
         ],
         &args(2, Some(5.0), &[]),
     );
-    assert_eq!(d.comparisons[0].verdict, Verdict::Failed);
-    assert!(!d.comparisons[0].gate_failed);
-    assert!(!d.only_in_base[0].gate_failed);
-    assert!(!d.failed_gate);
+    assert_eq!(d.body.comparisons[0].verdict, Verdict::Failed);
+    assert!(!d.body.comparisons[0].gate_failed);
+    assert!(!d.body.only_in_base[0].gate_failed);
+    assert!(!d.body.failed_gate);
 
     // A scenario only in NEW is no failure.
     let d = doc(
@@ -340,8 +351,8 @@ fn a_scenario_that_ran_in_base_and_failed_or_vanished_in_new_fails_the_gate() {
         ],
         &args(2, Some(5.0), &[]),
     );
-    assert_eq!(d.only_in_new.len(), 1);
-    assert!(!d.failed_gate);
+    assert_eq!(d.body.only_in_new.len(), 1);
+    assert!(!d.body.failed_gate);
 }
 
 #[test]
@@ -353,8 +364,8 @@ fn normal_looking_three_runs_a_side_take_welch() {
         vec![vec![stream(&base)], vec![stream(&scaled(&base, 0.8))]],
         &args(2, None, &[]),
     );
-    assert_eq!(d.comparisons[0].test, Some(TestKind::WelchLog));
-    assert_eq!(d.comparisons[0].verdict, Verdict::Slower);
+    assert_eq!(d.body.comparisons[0].test, Some(TestKind::WelchLog));
+    assert_eq!(d.body.comparisons[0].verdict, Verdict::Slower);
     let ping = |v: &[f64]| with_runs(WorkloadKind::Pingpong, TransportKind::Tcp, v);
     let d = doc(
         vec![
@@ -363,8 +374,8 @@ fn normal_looking_three_runs_a_side_take_welch() {
         ],
         &args(2, None, &[]),
     );
-    assert_eq!(d.comparisons[0].test, Some(TestKind::WelchLog));
-    assert_eq!(d.comparisons[0].verdict, Verdict::Slower);
+    assert_eq!(d.body.comparisons[0].test, Some(TestKind::WelchLog));
+    assert_eq!(d.body.comparisons[0].verdict, Verdict::Slower);
 
     // Simulated: normal runs, 3 a side. Each side is called an outlier 5% of the time,
     // so about 90% of the comparisons take Welch (before the fix: about half).
@@ -401,7 +412,7 @@ fn figures_beyond_any_measurement_are_refused_not_compared() {
         vec![vec![stream(&base)], vec![stream(&new)]],
         &args(2, Some(5.0), &[]),
     );
-    let c = &d.comparisons[0];
+    let c = &d.body.comparisons[0];
     assert_eq!(c.verdict, Verdict::Failed);
     assert_eq!((c.test, c.p_value), (None, None));
     let note = c.note.as_ref().unwrap();
@@ -451,30 +462,36 @@ fn a_target_rate_or_open_count_is_identity_unless_ignored() {
         vec![vec![rate(None)], vec![rate(Some(50e3))]],
         &args(2, None, &[]),
     );
-    assert!(d.comparisons.is_empty());
-    assert_eq!(d.only_in_base[0].scenario, "rate udp 64 KiB");
-    assert_eq!(d.only_in_new[0].scenario, "rate udp 64 KiB rate 50.0 k/s");
+    assert!(d.body.comparisons.is_empty());
+    assert_eq!(d.body.only_in_base[0].scenario, "rate udp 64 KiB");
+    assert_eq!(
+        d.body.only_in_new[0].scenario,
+        "rate udp 64 KiB rate 50.0 k/s"
+    );
     assert!(
-        d.notes.contains(
+        d.envelope.warnings.contains(
             &"r1.json: only rate keeps rate udp 64 KiB from matching a scenario in it: add \
               --ignore-option rate to compare across it"
                 .to_string()
         ),
         "{:?}",
-        d.notes
+        d.envelope.warnings
     );
     let d = doc(
         vec![vec![rate(None)], vec![rate(Some(50e3))]],
         &args(2, None, &[IdentityOption::Rate]),
     );
-    assert_eq!(d.comparisons.len(), 1);
+    assert_eq!(d.body.comparisons.len(), 1);
     assert!(
-        d.notes.iter().all(|n| !n.contains("--ignore-option")),
+        d.envelope
+            .warnings
+            .iter()
+            .all(|n| !n.contains("--ignore-option")),
         "{:?}",
-        d.notes
+        d.envelope.warnings
     );
     assert_eq!(
-        d.comparisons[0].scenario,
+        d.body.comparisons[0].scenario,
         "rate udp 64 KiB [rate unpaced → 50.0 k/s]"
     );
 
@@ -487,13 +504,13 @@ fn a_target_rate_or_open_count_is_identity_unless_ignored() {
         vec![vec![connect(1)], vec![connect(100)]],
         &args(2, None, &[]),
     );
-    assert!(d.comparisons.is_empty());
+    assert!(d.body.comparisons.is_empty());
     let d = doc(
         vec![vec![connect(1)], vec![connect(100)]],
         &args(2, None, &[IdentityOption::Open]),
     );
     assert_eq!(
-        d.comparisons[0].scenario,
+        d.body.comparisons[0].scenario,
         "connect tcp 64 KiB open 1 [open 1 → 100]"
     );
 }
@@ -508,17 +525,30 @@ fn the_role_in_the_other_process_is_part_of_the_placement() {
         r
     };
     let reports = [report(Some(Role::Receiver)), report(Some(Role::Sender))];
-    let d = compare(&args(2, None, &[]), &reports);
-    assert!(d.comparisons.is_empty());
-    assert_eq!((d.only_in_base.len(), d.only_in_new.len()), (1, 1));
-    let d = compare(&args(2, None, &[IdentityOption::Placement]), &reports);
+    let d = compare(&args(2, None, &[]), &reports, Vec::new());
+    assert!(d.body.comparisons.is_empty());
     assert_eq!(
-        d.comparisons[0].scenario,
+        (d.body.only_in_base.len(), d.body.only_in_new.len()),
+        (1, 1)
+    );
+    let d = compare(
+        &args(2, None, &[IdentityOption::Placement]),
+        &reports,
+        Vec::new(),
+    );
+    assert_eq!(
+        d.body.comparisons[0].scenario,
         "stream tcp 64 KiB [placement processes (other: receiver) → processes (other: sender)]"
     );
     // The same role matches.
     let reports = [report(Some(Role::Receiver)), report(Some(Role::Receiver))];
-    assert_eq!(compare(&args(2, None, &[]), &reports).comparisons.len(), 1);
+    assert_eq!(
+        compare(&args(2, None, &[]), &reports, Vec::new())
+            .body
+            .comparisons
+            .len(),
+        1
+    );
 }
 
 #[test]
@@ -527,13 +557,18 @@ fn a_failed_or_interrupted_run_is_noted() {
     bad.error = Some("cannot bind".into());
     bad.interrupted = true;
     let reports = [sample::report(vec![stream(&STEADY)], Layout::List), bad];
-    let d = compare(&args(2, None, &[]), &reports);
-    assert_eq!(d.only_in_base.len(), 1);
+    let d = compare(&args(2, None, &[]), &reports, Vec::new());
+    assert_eq!(d.body.only_in_base.len(), 1);
     assert!(d
-        .notes
+        .envelope
+        .warnings
         .iter()
         .any(|n| n == "r1.json: the run failed: cannot bind"));
-    assert!(d.notes.iter().any(|n| n.contains("interrupted")));
+    assert!(d
+        .envelope
+        .warnings
+        .iter()
+        .any(|n| n.contains("interrupted")));
 }
 
 #[test]
@@ -546,10 +581,15 @@ fn each_new_file_gets_its_own_block() {
         ],
         &args(3, Some(10.0), &[]),
     );
-    assert_eq!(d.new, ["r1.json", "r2.json"]);
-    let files: Vec<&str> = d.comparisons.iter().map(|c| c.new_file.as_str()).collect();
+    assert_eq!(d.body.new, ["r1.json", "r2.json"]);
+    let files: Vec<&str> = d
+        .body
+        .comparisons
+        .iter()
+        .map(|c| c.new_file.as_str())
+        .collect();
     assert_eq!(files, ["r1.json", "r2.json"]);
-    let text = render::table(&d, View::default());
+    let text = table(&d, View::default());
     let first = text.find("r0.json → r1.json").unwrap();
     let second = text.find("r0.json → r2.json").unwrap();
     assert!(first < second);
@@ -566,7 +606,7 @@ fn the_table_reads_in_units_and_names_the_test() {
         vec![vec![stream(&STEADY)], vec![stream(&scaled(&STEADY, 0.5))]],
         &args(2, None, &[]),
     );
-    let text = render::table(&d, View::default());
+    let text = table(&d, View::default());
     for want in [
         "scenario",
         "95% CI",
@@ -579,7 +619,7 @@ fn the_table_reads_in_units_and_names_the_test() {
     ] {
         assert!(text.contains(want), "{want} in\n{text}");
     }
-    let bytes = render::table(
+    let bytes = table(
         &d,
         View {
             units: crate::report::Units::Bytes,
@@ -595,7 +635,7 @@ fn the_table_reads_in_units_and_names_the_test() {
         ],
         &args(2, None, &[]),
     );
-    assert!(render::table(&d, View::default()).contains("14.2 µs"));
+    assert!(table(&d, View::default()).contains("14.2 µs"));
 }
 
 #[test]
@@ -606,8 +646,16 @@ fn markdown_html_and_csv_carry_the_same_rows_escaped() {
         sample::report(vec![stream(&STEADY)], Layout::List),
         sample::report(vec![stream(&scaled(&STEADY, 0.5))], Layout::List),
     ];
-    let d = compare(&c, &reports);
-    let md = render::markdown(&d, View::default());
+    let d = compare(&c, &reports, Vec::new());
+    let render = |f: crate::cli::Format| {
+        String::from_utf8(
+            crate::report::exporter(f, View::default())
+                .serialize(&d)
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    let md = render(crate::cli::Format::Markdown);
     // Markup in a file name stays text: no element, no entity, no cell break.
     assert!(
         md.contains("### r0.json → new&lt;b&gt;\\|&amp;.json") && !md.contains("new<b>"),
@@ -617,16 +665,19 @@ fn markdown_html_and_csv_carry_the_same_rows_escaped() {
         md.contains("| stream tcp 64 KiB | 10.0 Gbit/s | 5.00 Gbit/s | 0.500 |"),
         "{md}"
     );
-    let html = render::html(&d, View::default());
+    let html = render(crate::cli::Format::Html);
     assert!(html.starts_with("<!DOCTYPE html>"));
     assert!(html.contains("new&lt;b&gt;|&amp;.json") && !html.contains("new<b>"));
     assert!(html.contains("prefers-color-scheme: dark"));
-    assert!(html.contains("<svg") && html.contains("<circle class=\"slower\""));
+    assert!(
+        html.contains("<svg") && html.contains("<circle fill=\"#d0453a\""),
+        "{html}"
+    );
     assert!(
         !html.contains("http://") || html.matches("http://").count() == 1,
         "only the SVG namespace"
     );
-    let csv = String::from_utf8(render::csv(&d).unwrap()).unwrap();
+    let csv = render(crate::cli::Format::Csv);
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines.len(), 2);
     assert!(lines[0].starts_with("base_file,new_file,scenario,"));
@@ -643,15 +694,16 @@ fn the_json_document_is_versioned_with_units_in_its_keys() {
         vec![vec![stream(&STEADY)], vec![stream(&[5e9])]],
         &args(2, Some(10.0), &[]),
     );
-    let v = serde_json::to_value(&d).unwrap();
-    assert_eq!(v["document"], "sockbench-compare");
-    assert_eq!(v["schema_version"], 2);
-    assert_eq!(v["base"], "r0.json");
-    assert_eq!(v["new"], serde_json::json!(["r1.json"]));
-    assert_eq!(v["alpha"], 0.05);
-    assert_eq!(v["fail_if_slower_percent"], 10.0);
-    assert_eq!(v["failed_gate"], false);
-    let c = &v["comparisons"][0];
+    let v = serde_json::to_value(d.document()).unwrap();
+    assert_eq!(v["kind"], "compare");
+    assert_eq!(v["schema_version"], crate::report::SCHEMA_VERSION);
+    assert_eq!(v["tool"]["name"], "sockbench");
+    assert_eq!(v["body"]["base"], "r0.json");
+    assert_eq!(v["body"]["new"], serde_json::json!(["r1.json"]));
+    assert_eq!(v["body"]["alpha"], 0.05);
+    assert_eq!(v["body"]["fail_if_slower_percent"], 10.0);
+    assert_eq!(v["body"]["failed_gate"], false);
+    let c = &v["body"]["comparisons"][0];
     assert_eq!(c["figure"], "bits_per_second");
     assert_eq!(c["verdict"], "too few runs");
     assert!(c["test"].is_null() && c["p_value"].is_null() && c["ratio_ci_low"].is_null());
@@ -659,6 +711,9 @@ fn the_json_document_is_versioned_with_units_in_its_keys() {
     assert_eq!(c["new"]["runs"], 1);
     assert_eq!(c["size_bytes"], 65536);
     assert!(v["error"].is_null());
+    // Read back, it is the same comparison.
+    let back: CompareReport = serde_json::from_value(v.clone()).unwrap();
+    assert_eq!(serde_json::to_value(back.document()).unwrap(), v);
 }
 
 #[test]
@@ -721,4 +776,145 @@ fn no_difference_is_said_only_when_the_interval_rules_one_out() {
     assert!(!within_equivalence(Some(0.949), Some(1.0)));
     assert!(!within_equivalence(Some(1.0), Some(1.051)));
     assert!(!within_equivalence(None, Some(1.0)));
+}
+
+/// The terminal table of `d`.
+fn table(d: &CompareReport, view: View) -> String {
+    let bytes = crate::report::exporter(crate::cli::Format::Table, view)
+        .serialize(d)
+        .unwrap();
+    String::from_utf8(bytes).unwrap()
+}
+
+/// A document of `body`, written now.
+fn document(body: Body) -> Document {
+    Document {
+        envelope: Envelope::starting(vec!["sockbench".into()]),
+        body,
+    }
+}
+
+/// A relay document whose splice and copy methods ran with these throughputs.
+fn relay(splice: &[f64], copy: &[f64]) -> Document {
+    use crate::mode::relay::{RelayBody, RelayResult};
+    let result = |method: &str, runs: &[f64]| RelayResult {
+        transport: "tcp".into(),
+        method: method.into(),
+        size_bytes: 65536,
+        runs_bits_per_second: runs.to_vec(),
+        ..RelayResult::default()
+    };
+    document(Body::Relay(Box::new(RelayBody {
+        results: vec![result("splice", splice), result("copy", copy)],
+        ..RelayBody::default()
+    })))
+}
+
+#[test]
+fn relay_documents_are_compared_method_by_method_and_a_slowdown_is_caught() {
+    let base = relay(&STEADY, &STEADY);
+    let new = relay(&scaled(&STEADY, 0.5), &scaled(&STEADY, 1.001));
+    let d = compare_rows(&args(2, Some(10.0), &[]), &[base, new], Vec::new());
+    let rows: Vec<(&str, Verdict, Kind)> = (d.body.comparisons.iter())
+        .map(|c| (c.scenario.as_str(), c.verdict, c.kind))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("relay tcp splice 64 KiB", Verdict::Slower, Kind::Relay),
+            (
+                "relay tcp copy 64 KiB",
+                Verdict::NoSignificantDifference,
+                Kind::Relay
+            ),
+        ]
+    );
+    let splice = &d.body.comparisons[0];
+    assert_eq!(splice.figure, "bits_per_second");
+    assert_eq!(splice.ratio, Some(0.5));
+    assert_eq!(splice.slower_percent, Some(50.0));
+    assert!(splice.gate_failed && d.body.failed_gate);
+    assert_eq!(splice.workload, None);
+    // Compared with itself, every row is the same.
+    let same = compare_rows(
+        &args(2, None, &[]),
+        &[relay(&STEADY, &STEADY), relay(&STEADY, &STEADY)],
+        Vec::new(),
+    );
+    assert!(same
+        .body
+        .comparisons
+        .iter()
+        .all(|c| c.verdict == Verdict::NoSignificantDifference && c.ratio == Some(1.0)));
+    // A method only one file ran is flagged, and fails the gate when BASE had it.
+    let mut fewer = relay(&STEADY, &STEADY);
+    if let Body::Relay(b) = &mut fewer.body {
+        b.results.truncate(1);
+    }
+    let d = compare_rows(
+        &args(2, Some(10.0), &[]),
+        &[relay(&STEADY, &STEADY), fewer],
+        Vec::new(),
+    );
+    assert_eq!(d.body.only_in_base.len(), 1);
+    assert_eq!(d.body.only_in_base[0].scenario, "relay tcp copy 64 KiB");
+    assert!(d.body.only_in_base[0].gate_failed && d.body.failed_gate);
+}
+
+#[test]
+fn documents_of_two_kinds_are_refused_by_name_and_bench_kinds_go_together() {
+    let files = [PathBuf::from("a.json"), PathBuf::from("b.json")];
+    let load = document(Body::Load(Box::default()));
+    let err = one_kind(&[relay(&STEADY, &STEADY), load], &files)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("a.json is a relay document and b.json a load document"),
+        "{err}"
+    );
+    let bench = |r: Report| Document::from(r);
+    let list = bench(sample::report(vec![stream(&STEADY)], Layout::List));
+    let mut suite = sample::report(vec![stream(&STEADY)], Layout::Suite);
+    suite.kind = Kind::Suite;
+    assert!(one_kind(&[list, bench(suite)], &files).is_ok());
+}
+
+#[test]
+fn a_load_or_swarm_measured_once_is_too_few_runs_however_far_apart() {
+    let load = |rps: f64| {
+        document(Body::Load(Box::new(crate::load::LoadBody {
+            method: "GET".into(),
+            target: "/".into(),
+            connections: 20,
+            requests_complete: 1000,
+            requests_per_second: rps,
+            ..Default::default()
+        })))
+    };
+    let d = compare_rows(
+        &args(2, Some(5.0), &[]),
+        &[load(10_000.0), load(5_000.0)],
+        Vec::new(),
+    );
+    let c = &d.body.comparisons[0];
+    assert_eq!(c.scenario, "load GET / c20");
+    assert_eq!((c.verdict, c.ratio), (Verdict::TooFewRuns, Some(0.5)));
+    assert!(!c.gate_failed, "a single run never fails the gate");
+}
+
+#[test]
+fn serve_and_mesh_are_not_told_to_give_runs_they_cannot_take() {
+    let note = "1 run(s) in BASE and 1 in NEW: no test can tell a change from noise; \
+                measure both with --runs 3 or more";
+    for kind in [Kind::Serve, Kind::Mesh] {
+        assert!(!takes_runs(kind));
+        let said = one_run_note(kind, note);
+        assert!(!said.contains("--runs 3"), "{said}");
+        assert!(said.starts_with("1 run(s) in BASE"), "{said}");
+        assert!(said.contains(&format!("{kind} measures one run")), "{said}");
+    }
+    for kind in [Kind::Relay, Kind::Swarm, Kind::Load, Kind::Models] {
+        assert!(takes_runs(kind), "{kind}");
+    }
+    assert_eq!(one_run_note(Kind::Serve, "other"), "other");
 }
