@@ -362,7 +362,12 @@ mod tests {
         assert_eq!(value("sockbench_load_bytes_per_second"), 1e9, "{text}");
         assert_eq!(value("sockbench_load_n"), 3.0, "{text}");
         let samples: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
-        assert!(samples.iter().all(|l| !l.contains("_ns") && !l.contains("bits")), "{text}");
+        assert!(
+            samples
+                .iter()
+                .all(|l| !l.contains("_ns") && !l.contains("bits")),
+            "{text}"
+        );
         assert!(
             text.contains("its p50 seconds (the JSON document's p50_ns / 1e9)"),
             "{text}"
