@@ -330,8 +330,12 @@ mod tests {
         let (done, ended) = std::sync::mpsc::channel();
         let w2 = Arc::clone(&w);
         let done2 = done.clone();
-        std::thread::spawn(move || done2.send((false, w2.receiver(rx).unwrap())));
-        std::thread::spawn(move || done.send((true, w.sender(tx).unwrap())));
+        std::thread::spawn(move || {
+            let _ = done2.send((false, w2.receiver(rx).unwrap()));
+        });
+        std::thread::spawn(move || {
+            let _ = done.send((true, w.sender(tx).unwrap()));
+        });
         let mut s = None;
         let mut r = None;
         for _ in 0..2 {
