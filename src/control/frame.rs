@@ -324,6 +324,23 @@ mod tests {
         assert_eq!(f.unwrap().kind, FrameType::Hello);
     }
 
+    /// What a decoder holds of a frame not yet complete is counted byte for byte: its
+    /// header as it comes, then its body; nothing once the frame is out.
+    #[test]
+    fn the_bytes_held_of_an_unfinished_frame_are_counted_exactly() {
+        let mut d = Decoder::new();
+        assert_eq!(d.held(), 0);
+        let hello = encode(FrameType::Hello, b"0123456789").unwrap();
+        assert_eq!(d.feed(&hello[..3]).unwrap(), (3, None));
+        assert_eq!(d.held(), 3, "three bytes of the header");
+        let (used, f) = d.feed(&hello[3..HEADER + 4]).unwrap();
+        assert_eq!((used, f), (HEADER - 3 + 4, None));
+        assert_eq!(d.held(), 4, "the header done, four bytes of the body");
+        let (_, f) = d.feed(&hello[HEADER + 4..]).unwrap();
+        assert_eq!(f.unwrap().body, b"0123456789");
+        assert_eq!(d.held(), 0);
+    }
+
     #[test]
     fn a_large_announced_body_takes_memory_only_as_it_arrives() {
         let mut d = Decoder::new();
