@@ -341,6 +341,28 @@ mod tests {
         assert_eq!(d.held(), 0);
     }
 
+    /// The most a body may hold is the largest cap among the types allowed.
+    #[test]
+    fn the_largest_allowed_body_is_the_largest_cap_of_the_types_taken() {
+        let mut d = Decoder::new();
+        let every = FrameType::ALL
+            .into_iter()
+            .map(FrameType::cap)
+            .max()
+            .unwrap();
+        assert_eq!(d.largest_allowed(), every);
+        d.allow(&[FrameType::Hello]);
+        assert_eq!(d.largest_allowed(), FrameType::Hello.cap());
+        d.allow(&[FrameType::Hello, FrameType::Result]);
+        assert_eq!(
+            d.largest_allowed(),
+            FrameType::Hello.cap().max(FrameType::Result.cap())
+        );
+        assert!(FrameType::Hello.cap() > 1);
+        d.allow(&[]);
+        assert_eq!(d.largest_allowed(), 0);
+    }
+
     #[test]
     fn a_large_announced_body_takes_memory_only_as_it_arrives() {
         let mut d = Decoder::new();
