@@ -225,13 +225,15 @@ disconnects; 2 also each read's bytes, escaped (printable ASCII as it is, \\n \\
     #[command(mut_arg("transport", |a| a.help("Transport: one of unix, unix-dgram, unix-seqpacket, tcp, tcp6, udp, udp6 (default tcp).").value_name("TRANSPORT")))]
     #[command(mut_arg("duration", |a| a.help("Stop after this long (default: at Ctrl-C).")))]
     Listen(ListenArgs),
-    /// Many pairs at once in one process: N connections (or socketpairs, or pipes) each
-    /// streaming or ping-ponging, driven by two epoll threads; the aggregate, the spread
-    /// across pairs, Jain's fairness index, the setup time and errors by kind.
+    /// Many pairs at once: N connections (or socketpairs, or pipes) each streaming or
+    /// ping-ponging, driven by two epoll threads (the receiving ends' in a child process
+    /// with --placement processes); the aggregate, the spread across pairs, Jain's
+    /// fairness index, the setup time and errors by kind.
     #[command(after_help = "Examples:
   sockbench swarm -n 1000 -t tcp
   sockbench swarm -n 10000 -t unix -W pingpong
   sockbench swarm -n 100 -t pipe -s 4K -d 5 --format json
+  sockbench swarm -n 1000 -t tcp --placement processes -i 0.5
 
 Before it starts, swarm checks the descriptor limit (raising the soft limit to the hard
 one when that is enough, and saying so), the ephemeral ports TCP needs and the memory the
@@ -396,6 +398,13 @@ pub struct SwarmArgs {
     /// `-r`: runs, each with its pairs set up afresh.
     #[command(flatten)]
     pub runs: RunsArg,
+    /// `-i`: a line per interval of each run.
+    #[command(flatten)]
+    pub interval: IntervalArg,
+    /// `--placement processes`: the receiving ends in a child process (unix,
+    /// unix-seqpacket, tcp, tcp6).
+    #[command(flatten)]
+    pub placement: PlacementArg,
     /// Output.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -847,8 +856,7 @@ pub enum PlacementKind {
     /// Both roles are threads of this process.
     #[default]
     Threads,
-    /// The receiving role runs in a child sockbench process (the same binary); pipes and
-    /// socketpairs are handed down to it.
+    /// The receiving role runs in a child sockbench process (the same binary).
     Processes,
 }
 
@@ -1029,6 +1037,45 @@ pub struct WarmupArg {
 
 /// The most `--runs` any command takes.
 pub const MAX_RUNS: u32 = 100;
+
+/// `-i/--interval TIME`, declared once: a line per interval of each measured run.
+#[derive(Debug, Clone, Default, ClapArgs)]
+pub struct IntervalArg {
+    /// Print one line per TIME of each measured run while it goes (throughput and messages,
+    /// with loss and TCP retransmits where the run counts them), as iperf3's -i; kept in
+    /// the JSON (`runs[].intervals`; a swarm's in `body.intervals`).
+    #[arg(help_heading = HEAD_TIME, short, long, value_name = "TIME", allow_hyphen_values = true)]
+    pub interval: Option<String>,
+}
+
+impl IntervalArg {
+    /// The interval given, if any.
+    ///
+    /// # Errors
+    /// Not a duration, or shorter than [`crate::plan::MIN_INTERVAL`].
+    pub fn get(&self) -> Result<Option<std::time::Duration>, String> {
+        let Some(t) = self.interval.as_deref() else {
+            return Ok(None);
+        };
+        let d = crate::measure::units::parse_duration(t).map_err(|e| format!("--interval: {e}"))?;
+        if d < crate::plan::MIN_INTERVAL {
+            return Err(format!(
+                "--interval {t}: the shortest interval is {} ms; give 0.1, 1 or 500ms",
+                crate::plan::MIN_INTERVAL.as_millis()
+            ));
+        }
+        Ok(Some(d))
+    }
+}
+
+/// `--placement WHERE`, declared once: where the other role runs on this host.
+#[derive(Debug, Clone, Copy, Default, ClapArgs)]
+pub struct PlacementArg {
+    /// Where the other role runs on this host: threads of this process, or a child
+    /// process, to see what two processes cost against two threads.
+    #[arg(help_heading = HEAD_PLACEMENT, long, value_enum, value_name = "WHERE", default_value_t = PlacementKind::Threads)]
+    pub placement: PlacementKind,
+}
 
 /// `-r/--runs N`, declared once: measured repetitions, so a figure comes with its noise
 /// (1 to [`MAX_RUNS`], checked here for every command).
@@ -1223,10 +1270,9 @@ pub struct CommonArgs {
     /// `-r`: measured runs.
     #[command(flatten)]
     pub runs: RunsArg,
-    /// Print one line per TIME of each measured run while it goes (throughput, messages,
-    /// loss, TCP retransmits), as iperf3's -i; kept in the JSON as `runs[].intervals`.
-    #[arg(help_heading = HEAD_TIME, short, long, value_name = "TIME", allow_hyphen_values = true)]
-    pub interval: Option<String>,
+    /// `-i`: intervals.
+    #[command(flatten)]
+    pub interval: IntervalArg,
     /// Requested send buffer: SO_SNDBUF for sockets, the pipe size for pipe and fifo, the
     /// ring size for shm, the queue depth (in messages of SIZE) for mq. A list or range
     /// as for --size (e.g. 4K,64K or 4K..4M): each value is a scenario, and the table
@@ -1279,10 +1325,9 @@ pub struct CommonArgs {
     /// $XDG_RUNTIME_DIR or /tmp, removed afterwards).
     #[arg(help_heading = HEAD_SOCKETS, long, value_name = "DIR")]
     pub path: Option<PathBuf>,
-    /// Where the other role runs on this host: threads of this process, or a child
-    /// process, to see what two processes cost against two threads.
-    #[arg(help_heading = HEAD_PLACEMENT, long, value_enum, value_name = "WHERE", default_value_t = PlacementKind::Threads)]
-    pub placement: PlacementKind,
+    /// `--placement`: threads or processes.
+    #[command(flatten)]
+    pub placement: PlacementArg,
     /// Run against `sockbench server` at HOST (port 5290 unless given: HOST:PORT,
     /// [IPV6]:PORT). This side sends; the server receives (see --reverse).
     #[arg(help_heading = HEAD_PLACEMENT, long, value_name = "HOST[:PORT]", conflicts_with = "placement")]

@@ -141,15 +141,45 @@ impl<'a> Runner<'a> {
         Ok(())
     }
 
-    /// All runs of a scenario; `None` if Ctrl-C came before any finished (after some, a
-    /// result with the finished runs and a warning). A failure is a result whose `error`
-    /// says why.
+    /// All runs of a scenario as figures; `None` if Ctrl-C came before any run measured
+    /// anything (after some, a result with what they measured and a warning). A failure
+    /// is a result whose `error` says why.
     fn scenario(
         &self,
         sc: &Scenario,
         progress: &Progress,
         run_done: &mut dyn FnMut(Duration),
     ) -> Option<ScenarioResult> {
+        let Runs {
+            raws,
+            intervals,
+            error,
+            interrupted,
+        } = self.runs(sc, progress, run_done)?;
+        let mut result = figures(sc, &raws);
+        for (run, closed) in result.runs.iter_mut().zip(intervals) {
+            run.intervals = closed;
+        }
+        result.error = error.or_else(|| crate::diagnose::disagreement(sc, &result));
+        if interrupted {
+            result.warnings.push(Warning {
+                kind: "interrupted".into(),
+                message: interrupted_after(&raws, sc.runs),
+            });
+        }
+        Some(result)
+    }
+
+    /// All runs of a scenario (each warmed up first, each with `--interval` sampled as it
+    /// goes), as the roles reported them; `None` if Ctrl-C came before any run measured
+    /// anything. A run cut short by Ctrl-C is kept (it is the last), as is every run
+    /// before one that failed.
+    pub fn runs(
+        &self,
+        sc: &Scenario,
+        progress: &Progress,
+        run_done: &mut dyn FnMut(Duration),
+    ) -> Option<Runs> {
         let mut raws = Vec::new();
         let mut intervals = Vec::new();
         let mut error = None;
@@ -162,6 +192,9 @@ impl<'a> Runner<'a> {
                     self.placement.run(sc, Stop::Duration(sc.warmup))?;
                 }
                 crate::testhooks::hold("run");
+                if run > 1 && crate::testhooks::fault("later-run-fails") {
+                    return Err(RunError::Failed(anyhow::anyhow!("test fault")));
+                }
                 self.measured(sc, run, progress)
             })();
             run_done(began.elapsed());
@@ -173,7 +206,13 @@ impl<'a> Runner<'a> {
                         let here = self.here(&raw);
                         intervals.push(close_intervals(sc, watch, run, sampled, here, progress));
                     }
+                    // Ctrl-C cut it short: what it measured stands, and no run follows.
+                    let cut = raw.interrupted();
                     raws.push(raw);
+                    if cut {
+                        interrupted = true;
+                        break;
+                    }
                 }
                 Err(RunError::Interrupted) if raws.is_empty() => return None,
                 Err(RunError::Interrupted) => {
@@ -186,18 +225,12 @@ impl<'a> Runner<'a> {
                 }
             }
         }
-        let mut result = figures(sc, &raws);
-        for (run, closed) in result.runs.iter_mut().zip(intervals) {
-            run.intervals = closed;
-        }
-        result.error = error.or_else(|| crate::diagnose::disagreement(sc, &result));
-        if interrupted {
-            result.warnings.push(Warning {
-                kind: "interrupted".into(),
-                message: format!("interrupted after {} of {} runs", raws.len(), sc.runs),
-            });
-        }
-        Some(result)
+        Some(Runs {
+            raws,
+            intervals,
+            error,
+            interrupted,
+        })
     }
 
     /// One measured run; with `--interval`, sampled as it goes (the intervals closed so
@@ -279,6 +312,32 @@ impl<'a> Runner<'a> {
                 .map_or(raw, |(_, r)| r),
             Local::Both | Local::Only(_) => raw,
         }
+    }
+}
+
+/// What the runs of one scenario brought back ([`Runner::runs`]), before figures are made
+/// of them.
+#[derive(Debug, Default)]
+pub struct Runs {
+    /// Each run's role reports, in order; the last may be one Ctrl-C cut short.
+    pub raws: Vec<crate::workload::Roles>,
+    /// With `--interval`, each run's intervals (closed with its roles' own counts).
+    pub intervals: Vec<Vec<Interval>>,
+    /// Why the run after the last of `raws` failed, if one did.
+    pub error: Option<String>,
+    /// Ctrl-C ended the runs (the last of `raws` may be cut short).
+    pub interrupted: bool,
+}
+
+/// The warning of a scenario whose `planned` runs Ctrl-C ended after those in `raws`
+/// (the last of them possibly cut short).
+pub fn interrupted_after(raws: &[crate::workload::Roles], planned: u32) -> String {
+    let n = raws.len();
+    match raws.last() {
+        Some(last) if last.interrupted() => format!(
+            "interrupted during run {n} of {planned}: its figures cover what it measured until Ctrl-C"
+        ),
+        _ => format!("interrupted after {n} of {planned} runs"),
     }
 }
 

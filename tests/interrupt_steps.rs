@@ -1025,30 +1025,47 @@ fn relay_stops_within_100_ms_at_every_step() {
 #[test]
 fn swarm_stops_within_100_ms_at_every_step() {
     let sb = Sandbox::new();
-    for (name, args, line, after) in [
+    // Each step's hold point (held for a millisecond) says when the step begins.
+    for (name, args, step, after) in [
         (
             "swarm / setting up",
             &["swarm", "-n", "9000", "-t", "tcp", "-d", "10"][..],
-            "setting up",
+            "swarm-setup",
             20,
         ),
         (
             "swarm / run",
             &["swarm", "-n", "200", "-t", "unix", "-d", "10"][..],
-            "pairs ready",
+            "swarm-run",
             100,
         ),
         (
             "swarm -W pingpong / run",
             &["swarm", "-n", "200", "-W", "pingpong", "-d", "10"][..],
-            "pairs ready",
+            "swarm-run",
+            100,
+        ),
+        (
+            "swarm --placement processes / run",
+            &[
+                "swarm",
+                "-n",
+                "200",
+                "-t",
+                "tcp",
+                "-d",
+                "10",
+                "--placement",
+                "processes",
+            ][..],
+            "swarm-run",
             100,
         ),
     ] {
         let mut all = args.to_vec();
         all.extend(["--format", "json"]);
-        let p = launch(sockbench(&sb, &all, None));
-        p.wait_line(line);
+        let p = launch(sockbench(&sb, &all, Some(&format!("{step}:1"))));
+        p.wait_line(&format!("holding {step}"));
         std::thread::sleep(Duration::from_millis(after));
         let s = p.interrupt();
         stopped_within(name, &s, 130);

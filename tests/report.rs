@@ -140,7 +140,33 @@ fn a_file_that_is_not_a_report_of_this_version_is_a_clear_error() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(
-        err.contains("schema version 1") && err.contains("reads version"),
+        err.contains("schema version 1") && err.contains("reads versions"),
+        "{err}"
+    );
+    // Every version of the one document since the first is read (later ones only added
+    // optional fields); one from a later sockbench is not.
+    for version in sockbench::report::OLDEST_DOCUMENT..=sockbench::report::SCHEMA_VERSION {
+        doc["schema_version"] = version.into();
+        std::fs::write(&old, doc.to_string()).unwrap();
+        let out = report(&sb, &old, &[]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "version {version}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    doc["schema_version"] = (sockbench::report::SCHEMA_VERSION + 1).into();
+    std::fs::write(&old, doc.to_string()).unwrap();
+    let out = report(&sb, &old, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        err.contains(&format!(
+            "reads versions {} to {}",
+            sockbench::report::OLDEST_DOCUMENT,
+            sockbench::report::SCHEMA_VERSION
+        )),
         "{err}"
     );
 

@@ -43,6 +43,7 @@ const RELEASED: &[(u32, u64)] = &[
     (7, 0x4c55_430f_0da4_b7e0),
     (8, 0xc9bf_4968_ae4a_7848),
     (9, 0x7e0e_9f36_5f57_a2ed),
+    (10, 0xc3c7_13b0_9177_4f00),
 ];
 
 fn fnv1a(text: &str) -> u64 {

@@ -846,7 +846,7 @@ fn requests_per_second_is_over_the_time_the_server_was_busy_as_ab_sees_it() {
     std::thread::sleep(Duration::from_secs(1));
     let (_, doc) = s.stop();
     let v = &doc["body"];
-    assert_eq!(doc["schema_version"], 9);
+    assert_eq!(doc["schema_version"], sockbench::report::SCHEMA_VERSION);
     assert_eq!(doc["kind"], "serve");
     let busy = v["busy_seconds"].as_f64().unwrap();
     let uptime = v["duration_seconds"].as_f64().unwrap();

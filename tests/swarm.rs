@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{f, io_accounting, json_in_netns, snmp, u, Sandbox, RULE_COUNTS};
+use common::{f, io_accounting, json_in_netns, snmp, sockets_of, u, Sandbox, RULE_COUNTS};
 use serde_json::Value;
 
 fn swarm(sb: &Sandbox, args: &[&str]) -> (Option<i32>, Value, String) {
@@ -574,4 +574,153 @@ fn a_later_run_that_fails_fails_the_command_and_keeps_the_runs_before_it() {
         1,
         "said once: {err}"
     );
+}
+
+/// The children of `pid` (every thread's).
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+#[test]
+fn with_placement_processes_the_receiving_ends_are_in_a_child_and_every_byte_is_counted() {
+    let sb = Sandbox::new();
+    let pairs = 200;
+    let child = sb
+        .sockbench()
+        .args([
+            "swarm",
+            "-n",
+            &pairs.to_string(),
+            "-t",
+            "unix",
+            "-d",
+            "3",
+            "--placement",
+            "processes",
+            "--format",
+            "json",
+            "-q",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // While it runs, the kernel says whose the pairs' ends are: one end of each pair in
+    // this process, the other in its child.
+    let mut seen = None;
+    let until = Instant::now() + Duration::from_secs(20);
+    while seen.is_none() && Instant::now() < until {
+        let kids = children_of(pid);
+        if let Some(&kid) = kids.iter().find(|&&k| sockets_of(k) >= pairs) {
+            seen = Some((sockets_of(pid), sockets_of(kid)));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let (parent, kid) = seen.expect("a child holding the receiving ends");
+    assert!(kid >= pairs, "the child holds {kid} sockets");
+    // Both ends of every pair in the parent would be twice as many.
+    assert!(
+        (pairs..pairs + 20).contains(&parent),
+        "the parent holds {parent} sockets for {pairs} pairs"
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["body"]["placement"], "processes", "{v}");
+    assert_eq!(u(&v, "/body/pairs"), pairs as u64);
+    assert_eq!(v["body"]["errors"], serde_json::json!({}), "{v}");
+    let sent = u(&v, "/body/bytes_sent");
+    assert!(sent > 0);
+    assert_eq!(u(&v, "/body/bytes_received"), sent, "{v}");
+    assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
+}
+
+#[test]
+fn intervals_add_up_to_what_the_watched_ends_counted() {
+    let sb = Sandbox::new();
+    for (args, watched) in [
+        (
+            &["-n", "20", "-t", "unix", "-d", "0.5", "-i", "0.1"][..],
+            "bytes_received",
+        ),
+        (
+            &[
+                "-n",
+                "20",
+                "-t",
+                "socketpair",
+                "-W",
+                "pingpong",
+                "-d",
+                "0.5",
+                "-i",
+                "0.1",
+            ][..],
+            "bytes_received",
+        ),
+        // With the receiving ends in a child, this process's (the writers') are followed.
+        (
+            &[
+                "-n",
+                "20",
+                "-t",
+                "tcp",
+                "-d",
+                "0.5",
+                "-i",
+                "0.1",
+                "--placement",
+                "processes",
+            ][..],
+            "bytes_sent",
+        ),
+    ] {
+        let (code, v, err) = swarm(&sb, args);
+        assert_eq!(code, Some(0), "{args:?}: {err}");
+        let intervals = v["body"]["intervals"].as_array().unwrap();
+        assert!(intervals.len() >= 3, "{args:?}: {v}");
+        let sum: u64 = intervals.iter().map(|i| i["bytes"].as_u64().unwrap()).sum();
+        assert_eq!(sum, u(&v, &format!("/body/{watched}")), "{args:?}: {v}");
+        // Back to back from the measured interval's start.
+        assert_eq!(intervals[0]["start_seconds"], 0.0);
+        for w in intervals.windows(2) {
+            assert_eq!(w[0]["end_seconds"], w[1]["start_seconds"], "{args:?}");
+        }
+        let end = intervals.last().unwrap()["end_seconds"].as_f64().unwrap();
+        assert!((0.45..2.0).contains(&end), "{args:?}: ends at {end}");
+    }
+    // Without --interval, none.
+    let (_, v, _) = swarm(&sb, &["-n", "2", "-d", "0.1"]);
+    assert!(v["body"].get("intervals").is_none(), "{v}");
+}
+
+#[test]
+fn placements_that_cannot_apply_are_usage_errors() {
+    let sb = Sandbox::new();
+    for t in ["socketpair", "pipe"] {
+        let out = sb
+            .cmd()
+            .args(["swarm", "-t", t, "--placement", "processes"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{t}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("inside one process"));
+    }
+    for args in [&["--server", "localhost"][..], &["-R"], &["--bidir"]] {
+        let out = sb.cmd().arg("swarm").args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
 }

@@ -622,10 +622,7 @@ mod tests {
     fn a_trailing_signal_is_skipped_unless_a_signal_is_wanted() {
         let (mut c, peer) = pair();
         let mut p = Control::new(Box::new(peer));
-        let sig = messages::SignalMsg {
-            stream: 0,
-            sender_done: true,
-        };
+        let sig = messages::SignalMsg::of(0, crate::workload::PeerSignal::SenderDone);
         p.send(FrameType::Signal, &sig).unwrap();
         p.send(FrameType::Start, &messages::Start {}).unwrap();
         p.send(FrameType::Signal, &sig).unwrap();

@@ -245,6 +245,16 @@ fn json<T: serde::Serialize>(v: &T) -> Vec<u8> {
 /// What is over a limit or cannot run here, said for the client's user.
 pub fn check_scenario(mut sc: Scenario, limits: &Limits, peer: Peer) -> Result<Scenario, String> {
     let t = sc.transport;
+    if sc.workload == crate::workload::WorkloadKind::Swarm && peer != Peer::Parent {
+        // Its pairs are not bounded by this server's stream, memory or descriptor limits.
+        return Err("a swarm runs only with --placement processes, not against a server".into());
+    }
+    if spec(sc.workload).wiring(t) == crate::workload::Wiring::InProcess {
+        return Err(format!(
+            "{} over {t} makes its pairs inside one process: run it with both roles as threads",
+            sc.workload
+        ));
+    }
     if matches!(t, TransportKind::Pipe | TransportKind::Socketpair) && peer != Peer::Parent {
         return Err(format!(
             "{t} exists only inside one process tree: use --placement processes, or a named transport (fifo, unix) with a server"
@@ -557,6 +567,32 @@ mod tests {
         let ok = check(&|s| s.cpus = Some((0, 1)), Peer::Parent).unwrap();
         assert_eq!(ok.cpus, Some((0, 1)));
         assert!(check(&|s| s.transport = TransportKind::Pipe, Peer::Parent).is_ok());
+        // A swarm only for a parent (its pairs are not bounded by a server's limits),
+        // and only over transports dialed through a listener.
+        let swarm = |t: TransportKind| {
+            move |s: &mut Scenario| {
+                s.workload = WorkloadKind::Swarm;
+                s.transport = t;
+                s.extras.swarm = Some(crate::workload::swarm::SwarmOptions {
+                    pairs: 10,
+                    work: crate::reactor::Work::Stream,
+                });
+            }
+        };
+        for peer in [Peer::Local, Peer::Remote] {
+            refused(
+                &swarm(TransportKind::Tcp),
+                peer,
+                "only with --placement processes",
+            );
+        }
+        assert!(check(&swarm(TransportKind::Tcp), Peer::Parent).is_ok());
+        assert!(check(&swarm(TransportKind::Unix), Peer::Parent).is_ok());
+        refused(
+            &swarm(TransportKind::Socketpair),
+            Peer::Parent,
+            "inside one process",
+        );
     }
 
     #[test]

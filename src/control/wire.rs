@@ -13,6 +13,7 @@ use crate::measure::cpu::ThreadCpu;
 use crate::measure::placement::{Trace, MAX_SEGMENTS};
 use crate::measure::tcp_info::TcpInfo;
 use crate::workload::stream::{RecvCounts, SendCounts, ZerocopyCounts};
+use crate::workload::swarm::{SwarmSide, MAX_PAIRS};
 use crate::workload::{latency_histogram, SequenceCounts, SideReport};
 
 /// The largest counter a peer may report: far above any real run (2^50 bytes is a PiB),
@@ -113,6 +114,9 @@ pub struct WireSide {
     /// A TCP sender's `TCP_INFO` at its end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp: Option<WireTcp>,
+    /// A swarm's side: totals, per-pair figures, errors by kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swarm: Option<SwarmSide>,
 }
 
 /// A TCP sender's `TCP_INFO` figures as the kernel gave them (32-bit each); the window in
@@ -212,6 +216,7 @@ impl From<&SideReport> for WireSide {
             recv: r.recv,
             calls: r.calls,
             tcp: r.tcp.as_ref().map(WireTcp::from),
+            swarm: r.swarm.clone(),
         }
     }
 }
@@ -353,8 +358,56 @@ impl WireSide {
                 .transpose()?,
             calls: self.calls.map(|n| count("calls", n)).transpose()?,
             tcp: self.tcp.map(WireTcp::into_info).transpose()?,
+            swarm: self.swarm.map(checked_swarm).transpose()?,
         })
     }
+}
+
+/// `n` of `what` when at most `max` may be: out of range if over.
+fn at_most(what: &'static str, n: usize, max: usize) -> Result<(), WireError> {
+    if n > max {
+        return Err(WireError::OutOfRange {
+            what,
+            value: n as u64,
+            limit: max as u64,
+        });
+    }
+    Ok(())
+}
+
+/// Kinds of error a swarm side may report.
+const MAX_ERROR_KINDS: usize = 32;
+
+/// A peer's swarm side: at most [`MAX_PAIRS`] pairs, every count in range, every failed
+/// pair one of them, its error kinds few and their text clean.
+fn checked_swarm(s: SwarmSide) -> Result<SwarmSide, WireError> {
+    let limit = at_most;
+    limit("swarm pairs", s.per_pair.len(), MAX_PAIRS as usize)?;
+    limit("failed swarm pairs", s.failed.len(), s.per_pair.len())?;
+    limit("swarm error kinds", s.errors.len(), MAX_ERROR_KINDS)?;
+    for &i in &s.failed {
+        limit(
+            "a failed pair's index",
+            i as usize,
+            s.per_pair.len().saturating_sub(1),
+        )?;
+    }
+    for &n in &s.per_pair {
+        count("a pair's figure", n)?;
+    }
+    Ok(SwarmSide {
+        setup_ns: duration("swarm set-up", s.setup_ns)?.as_nanos() as u64,
+        sent: count("swarm bytes written", s.sent)?,
+        received: count("swarm bytes read", s.received)?,
+        received_in_interval: count("swarm bytes read in the interval", s.received_in_interval)?,
+        errors: s
+            .errors
+            .iter()
+            .map(|(k, n)| Ok((clean(k, 300), count("pairs an error struck", *n)?)))
+            .collect::<Result<_, WireError>>()?,
+        per_pair: s.per_pair,
+        failed: s.failed,
+    })
 }
 
 /// A peer's perf counts, every counter in range and its reasons cleaned.
@@ -376,16 +429,7 @@ fn checked_counts(c: Counts) -> Result<Counts, WireError> {
 
 /// A peer's placement trace: bounded, its time line in order, its counts in range.
 fn checked_trace(t: Trace) -> Result<Trace, WireError> {
-    let limit = |what, len: usize, max: usize| {
-        if len > max {
-            return Err(WireError::OutOfRange {
-                what,
-                value: len as u64,
-                limit: max as u64,
-            });
-        }
-        Ok(())
-    };
+    let limit = at_most;
     limit("placement segments", t.segments.len(), MAX_SEGMENTS)?;
     limit("placement CPUs", t.cpu_ns.len(), MAX_CPUS)?;
     let ordered = t.segments.windows(2).all(|w| w[0].to_ns <= w[1].from_ns)
@@ -531,7 +575,79 @@ mod tests {
             }),
             calls: Some(133),
             tcp: Some(TcpInfo::new(17, 40, 65483, 57, 12, 65536)),
+            swarm: None,
         }
+    }
+
+    fn swarm_side() -> SwarmSide {
+        SwarmSide {
+            setup_ns: 1_500_000,
+            sent: 3000,
+            received: 2900,
+            received_in_interval: 2800,
+            per_pair: vec![1000, 900, 900],
+            failed: vec![2],
+            errors: vec![("read: Connection reset by peer (104)".into(), 1)],
+        }
+    }
+
+    #[test]
+    fn a_swarm_side_crosses_unchanged_and_only_within_its_limits() {
+        let r = SideReport {
+            swarm: Some(swarm_side()),
+            ..sample()
+        };
+        let json = serde_json::to_string(&WireSide::from(&r)).unwrap();
+        let back: WireSide = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.into_side().unwrap().swarm, Some(swarm_side()));
+        // A report without one (every workload but swarm) carries none.
+        let plain = serde_json::to_value(WireSide::from(&sample())).unwrap();
+        assert!(plain.get("swarm").is_none(), "{plain}");
+        let refused = |f: &dyn Fn(&mut SwarmSide), what: &str| {
+            let mut s = swarm_side();
+            f(&mut s);
+            let w = WireSide {
+                swarm: Some(s),
+                ..WireSide::from(&sample())
+            };
+            match w.into_side() {
+                Err(WireError::OutOfRange { what: got, .. }) => assert_eq!(got, what),
+                other => panic!("{what}: {other:?}"),
+            }
+        };
+        refused(
+            &|s| s.per_pair = vec![0; MAX_PAIRS as usize + 1],
+            "swarm pairs",
+        );
+        // A failed pair is one of the pairs.
+        refused(&|s| s.failed = vec![3], "a failed pair's index");
+        refused(&|s| s.failed = vec![0, 1, 2, 0], "failed swarm pairs");
+        refused(
+            &|s| s.errors = vec![("e".into(), 1); MAX_ERROR_KINDS + 1],
+            "swarm error kinds",
+        );
+        refused(&|s| s.per_pair[1] = MAX_COUNT + 1, "a pair's figure");
+        refused(&|s| s.sent = MAX_COUNT + 1, "swarm bytes written");
+        refused(&|s| s.received = MAX_COUNT + 1, "swarm bytes read");
+        refused(
+            &|s| s.received_in_interval = MAX_COUNT + 1,
+            "swarm bytes read in the interval",
+        );
+        refused(&|s| s.errors[0].1 = MAX_COUNT + 1, "pairs an error struck");
+        refused(&|s| s.setup_ns = MAX_NANOS + 1, "swarm set-up");
+        // Exactly at the limits: taken, an error's text made safe to print.
+        let mut s = swarm_side();
+        s.per_pair = vec![MAX_COUNT; 4];
+        s.failed = vec![0, 1, 2, 3];
+        s.errors = vec![("\x1b[2Jgone".into(), MAX_COUNT); MAX_ERROR_KINDS];
+        s.errors[0].0 = "\u{1b}[2Jgone".into();
+        let w = WireSide {
+            swarm: Some(s),
+            ..WireSide::from(&sample())
+        };
+        let back = w.into_side().unwrap().swarm.unwrap();
+        assert_eq!(back.per_pair.len(), 4);
+        assert!(!back.errors[0].0.contains('\u{1b}'), "{:?}", back.errors[0]);
     }
 
     #[test]

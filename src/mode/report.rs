@@ -4,7 +4,7 @@
 
 use crate::cli::ReportArgs;
 use crate::error::{CommandResult, Error, Outcome};
-use crate::report::{Document, Report, SCHEMA_VERSION};
+use crate::report::{Document, Report, OLDEST_DOCUMENT, SCHEMA_VERSION};
 use std::path::Path;
 
 /// Read, check and print a saved document, of any kind.
@@ -92,10 +92,10 @@ pub fn load_document(path: &Path) -> anyhow::Result<Document> {
     };
     let this = env!("CARGO_PKG_VERSION");
     if value.get("kind").is_some() {
-        if version != u64::from(SCHEMA_VERSION) {
+        if !(u64::from(OLDEST_DOCUMENT)..=u64::from(SCHEMA_VERSION)).contains(&version) {
             anyhow::bail!(
-                "{name} is a document of schema version {version}; this sockbench {this} reads version \
-                 {SCHEMA_VERSION} (and bench reports of versions {OLDEST_BENCH} to {LAST_BENCH}): print it \
+                "{name} is a document of schema version {version}; this sockbench {this} reads versions \
+                 {OLDEST_DOCUMENT} to {SCHEMA_VERSION} (and bench reports of versions {OLDEST_BENCH} to {LAST_BENCH}): print it \
                  with the sockbench that wrote it, or run the measurement again"
             );
         }
@@ -120,8 +120,8 @@ pub fn load_document(path: &Path) -> anyhow::Result<Document> {
     }
     if !(u64::from(OLDEST_BENCH)..=u64::from(LAST_BENCH)).contains(&version) {
         anyhow::bail!(
-            "{name} is a report of schema version {version}; this sockbench {this} reads version \
-             {SCHEMA_VERSION} (and bench reports of versions {OLDEST_BENCH} to {LAST_BENCH}): print it \
+            "{name} is a report of schema version {version}; this sockbench {this} reads versions \
+             {OLDEST_DOCUMENT} to {SCHEMA_VERSION} (and bench reports of versions {OLDEST_BENCH} to {LAST_BENCH}): print it \
              with the sockbench that wrote it, or run the measurement again"
         );
     }

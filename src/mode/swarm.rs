@@ -4,24 +4,28 @@
 //! ephemeral ports, memory) are checked first, and the soft descriptor limit raised to
 //! the hard one when that is what it takes.
 
-use std::sync::Barrier;
-use std::time::{Duration, Instant};
+use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cli::SwarmArgs;
+use crate::cli::{PlacementKind, SwarmArgs};
+use crate::engine::EngineKind;
 use crate::error::{CommandResult, Error, Outcome};
 use crate::measure::units::{format_bytes, format_per_second, parse_size};
-use crate::placement::threads::RunDir;
+use crate::plan::{Plan, Scenario, Where, WorkloadOptions};
 use crate::reactor::pairs::{self, fds_per_pair};
-use crate::reactor::{self, Plan, ReactorReport, Role, Work};
+use crate::reactor::{self, Work};
 use crate::report::document::{Envelope, Kind, Written};
 use crate::report::grid::Grid;
 use crate::report::output::{self, Head, Rendered};
+use crate::report::progress::Progress;
+use crate::report::Interval;
+use crate::runner::Runner;
 use crate::transport::TransportKind;
+use crate::workload::swarm::{SwarmOptions, SwarmSide, SwarmSpec, MAX_PAIRS};
+use crate::workload::{Roles, Spec, Stop, WorkloadKind};
 
-/// Most pairs.
-const MAX_PAIRS: u64 = 100_000;
 /// Descriptors kept free for everything else (stdio, two epolls, the listener, a file
 /// read now and then).
 const SPARE_FDS: u64 = 16;
@@ -68,6 +72,10 @@ pub struct SwarmBody {
     pub workload: Work,
     /// The transport.
     pub transport: TransportKind,
+    /// Where the receiving ends ran: `threads` (of this process, beside the sending
+    /// ends) or `processes` (a child process).
+    #[serde(default)]
+    pub placement: String,
     /// Pairs asked for.
     pub pairs_requested: u64,
     /// Pairs set up and run.
@@ -105,6 +113,10 @@ pub struct SwarmBody {
     /// one run.
     #[serde(default)]
     pub runs: Vec<f64>,
+    /// With `--interval`, what each interval of the run reported here carried (the
+    /// receiving ends' bytes read).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub intervals: Vec<Interval>,
 }
 
 /// The swarm's document as it is made: the envelope (its warnings: a raised limit, for
@@ -296,75 +308,131 @@ pub fn run(args: &SwarmArgs, argv: Vec<String>) -> CommandResult {
             "-n must be between 1 and {MAX_PAIRS}"
         )));
     }
-    let runs = args.runs.runs;
+    let interval = args.interval.get().map_err(Error::Usage)?;
+    let placement = match args.placement.placement {
+        PlacementKind::Threads => Where::Threads,
+        PlacementKind::Processes
+            if SwarmSpec.wiring(t) == crate::workload::Wiring::InProcess =>
+        {
+            return Err(Error::usage(format!(
+                "swarm over {t} makes its pairs inside one process: --placement processes takes unix, unix-seqpacket, tcp or tcp6"
+            )))
+        }
+        PlacementKind::Processes => Where::Processes {
+            reverse: false,
+            bidir: false,
+        },
+    };
     crate::interrupt::install().map_err(|e| Error::failed(format!("cannot handle Ctrl-C: {e}")))?;
     let mut notes = Vec::new();
     let limits = match check_limits(t, work, n, &mut notes) {
         Ok(l) => l,
         Err(e) => return Err(Error::failed(e)),
     };
-    let progress = |msg: &str| {
+    let say = |msg: &str| {
         if !quiet {
             eprintln!("sockbench swarm: {msg}");
         }
     };
     for note in &notes {
-        progress(note);
+        say(note);
     }
-    // What a killed sockbench left where this run makes its socket files, and a private
-    // directory of this process's (named by its pid, so the next run finds it if this one
-    // is killed) only when the pairs need file names.
-    let base = crate::plan::default_dir_base();
+    // What a killed sockbench left where this run makes its socket files.
     if t.uses_path() {
-        for note in crate::transport::remove_stale(&base) {
-            progress(&note);
+        for note in crate::transport::remove_stale(&crate::plan::default_dir_base()) {
+            say(&note);
             notes.push(note);
         }
     }
-    let dir = match t.uses_path().then(|| RunDir::open(None)).transpose() {
-        Ok(d) => d,
-        Err(e) => return Err(Error::failed(format!("{e:#}"))),
-    };
-    let dir_path = dir.as_ref().map(RunDir::path).unwrap_or_default();
-    let shape = Shape {
-        t,
-        work,
-        n,
+    let sc = Scenario {
+        workload: WorkloadKind::Swarm,
+        transport: t,
+        engine: EngineKind::Blocking,
         size,
-        duration,
-        limits,
+        stop: Stop::Duration(duration),
+        warmup: Duration::ZERO,
+        runs: args.runs.runs,
+        parallel: 1,
+        cpus: None,
+        sndbuf: None,
+        rcvbuf: None,
+        nodelay: true,
+        bind: None,
+        connect: None,
+        extras: WorkloadOptions {
+            swarm: Some(SwarmOptions { pairs: n, work }),
+            ..WorkloadOptions::default()
+        },
+        live: None,
+    };
+    let plan = Plan {
+        scenarios: vec![sc.clone()],
+        skipped: Vec::new(),
+        output: crate::plan::Output {
+            format: output.format,
+            exports: Vec::new(),
+            quiet,
+            view: output.view(),
+        },
+        layout: crate::plan::Layout::List,
+        path: None,
+        notes: Vec::new(),
+        placement,
+        interval,
+    };
+    let placed = match args.placement.placement {
+        PlacementKind::Threads => "threads",
+        PlacementKind::Processes => "processes",
     };
     let mut envelope = Envelope::starting(argv);
     envelope.warnings = notes;
+    say(&format!(
+        "{n} {t} pairs, set up afresh for each run, then measured for {:.1} s",
+        duration.as_secs_f64()
+    ));
     // Each run sets its pairs up afresh, so a run is what a user's first would be.
-    let mut done: Vec<Run> = Vec::new();
-    let mut later_error = None;
-    for i in 0..runs {
-        if runs > 1 {
-            progress(&format!("run {} of {runs}", i + 1));
-        }
-        let outcome = match i > 0 && crate::testhooks::fault("later-run-fails") {
-            true => Err("test fault".to_string()),
-            false => once(&shape, &dir_path, &progress),
+    let runner = Runner::new(&plan, &exports);
+    let progress = Progress::new(1, quiet);
+    progress.set_message(format!("swarm {n} {t} pairs"));
+    let measured = runner.runs(&sc, &progress, &mut |_| {});
+    progress.finish();
+    let Some(measured) = measured else {
+        // Ctrl-C before any run measured anything.
+        let mut report = SwarmReport {
+            envelope,
+            body: SwarmBody {
+                workload: work,
+                transport: t,
+                pairs_requested: n,
+                size_bytes: size,
+                limits,
+                placement: placed.into(),
+                ..SwarmBody::default()
+            },
         };
-        let run = match outcome {
-            Ok(r) => r,
-            Err(e) if done.is_empty() => return Err(Error::Failed(e)),
-            Err(e) => {
-                // The runs before it stand; the command failed.
-                later_error = Some(format!("run {} of {runs} failed: {e}", i + 1));
-                break;
-            }
-        };
-        let stop = run.interrupted || run.body.pairs == 0 || !run.agree;
-        done.push(run);
-        if stop || crate::interrupt::requested() {
-            break;
-        }
+        report.envelope.interrupted = true;
+        let exported = print(&mut report, output, &exports);
+        return Ok(Outcome::of(true, !exported));
+    };
+    let runs = args.runs.runs;
+    let done: Vec<Run> = (measured.raws.iter().zip(&measured.intervals))
+        .map(|(raw, iv)| fold(&sc, &limits, raw, iv.clone()))
+        .chain(
+            // Without --interval no run has intervals: fold them all the same.
+            (measured.raws.iter().skip(measured.intervals.len()))
+                .map(|raw| fold(&sc, &limits, raw, Vec::new())),
+        )
+        .collect();
+    let later_error = measured.error.map(|e| match done.is_empty() {
+        true => e,
+        false => format!("run {} of {runs} failed: {e}", done.len() + 1),
+    });
+    if done.is_empty() {
+        return Err(Error::Failed(later_error.unwrap_or_default()));
     }
-    drop(dir);
-    let run = median_run(done);
-    envelope.interrupted = run.interrupted;
+    let mut run = median_run(done);
+    run.body.placement = placed.into();
+    envelope.interrupted = run.interrupted || measured.interrupted;
     let mut report = SwarmReport {
         envelope,
         body: run.body,
@@ -380,16 +448,6 @@ pub fn run(args: &SwarmArgs, argv: Vec<String>) -> CommandResult {
     let failed =
         !exported || !run.agree || report.body.pairs == 0 || report.envelope.error.is_some();
     Ok(Outcome::of(report.envelope.interrupted, failed))
-}
-
-/// What every run of a swarm is.
-struct Shape {
-    t: TransportKind,
-    work: Work,
-    n: u64,
-    size: u64,
-    duration: Duration,
-    limits: Limits,
 }
 
 /// One run of a swarm: its figures, whether Ctrl-C cut it short, and whether both
@@ -419,102 +477,81 @@ fn median_run(mut done: Vec<Run>) -> Run {
     run
 }
 
-/// Set up the pairs, run both reactors for the duration, and tally both sides.
-fn once(s: &Shape, dir: &std::path::Path, progress: &dyn Fn(&str)) -> Result<Run, String> {
-    let Shape {
-        t,
-        work,
-        n,
-        size,
-        duration,
-        ..
-    } = *s;
-    progress(&format!("setting up {n} {t} pairs"));
-    let setup_started = Instant::now();
-    let made = pairs::make(t, work, n, dir).map_err(|e| format!("{e:#}"))?;
-    let setup = setup_started.elapsed();
-    let mut errors: std::collections::BTreeMap<String, u64> = made.errors.into_iter().collect();
-    let running = made.pairs.len() as u64;
+/// One run's figures from what its two sides reported: the aggregate, each pair's
+/// share, the errors, and whether what was written is what was read.
+fn fold(sc: &Scenario, limits: &Limits, raw: &Roles, intervals: Vec<Interval>) -> Run {
+    let work = sc.extras.swarm.unwrap_or_default().work;
+    let size = sc.size;
+    let empty = SwarmSide::default();
+    let side = |of: &[crate::workload::SideReport]| {
+        of.first()
+            .and_then(|s| s.swarm.clone())
+            .unwrap_or_else(|| empty.clone())
+    };
+    let (a, p) = (side(&raw.senders), side(&raw.receivers));
+    let elapsed = |of: &[crate::workload::SideReport]| {
+        of.first()
+            .and_then(|s| s.elapsed)
+            .unwrap_or_default()
+            .as_secs_f64()
+    };
+    let interval = match work {
+        Work::Stream => elapsed(&raw.receivers),
+        Work::Pingpong => elapsed(&raw.senders),
+    };
+    let secs = interval.max(f64::MIN_POSITIVE);
+    let interrupted = raw.interrupted();
+    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+    for (k, n) in a.errors.iter().chain(&p.errors) {
+        *errors.entry(k.clone()).or_default() += n;
+    }
+    let pairs = a.per_pair.len().min(p.per_pair.len());
+    let failed: std::collections::HashSet<u32> =
+        a.failed.iter().chain(&p.failed).copied().collect();
+    let ok = |i: usize| !failed.contains(&(i as u32));
     let mut body = SwarmBody {
         workload: work,
-        transport: t,
-        pairs_requested: n,
-        pairs: running,
+        transport: sc.transport,
+        pairs_requested: sc.extras.swarm.map_or(0, |s| s.pairs),
+        pairs: pairs as u64,
         size_bytes: size,
-        setup_seconds: setup.as_secs_f64(),
-        limits: s.limits.clone(),
+        setup_seconds: a.setup_ns as f64 / 1e9,
+        duration_seconds: interval,
+        bytes_sent: a.sent,
+        bytes_received: p.received,
+        limits: limits.clone(),
+        intervals,
         ..SwarmBody::default()
     };
-    if made.interrupted || running == 0 {
-        body.errors = errors;
-        return Ok(Run {
-            body,
-            interrupted: made.interrupted,
-            agree: true,
-        });
-    }
-    progress(&format!(
-        "{running} pairs ready in {:.2} s; running for {:.1} s",
-        setup.as_secs_f64(),
-        duration.as_secs_f64()
-    ));
-    let plan = Plan {
-        work,
-        size: size as usize,
-        duration,
-        drain: Duration::from_secs(5),
+    // Each pair's figure, from the side that times the run.
+    let per_pair = match work {
+        Work::Stream => &p.per_pair,
+        Work::Pingpong => &a.per_pair,
     };
-    let (active, passive): (Vec<_>, Vec<_>) = made.pairs.into_iter().unzip();
-    let start = Barrier::new(2);
-    let (a, p): (ReactorReport, ReactorReport) = std::thread::scope(|sc| {
-        let a = std::thread::Builder::new()
-            .name("sb-swarm-a".into())
-            .spawn_scoped(sc, || reactor::run(Role::Active, &plan, active, &start))
-            .map_err(|e| format!("cannot start a thread: {e}"))?;
-        let p = reactor::run(Role::Passive, &plan, passive, &start);
-        let a = a.join().map_err(|_| "a reactor panicked".to_string())?;
-        Ok::<_, String>((a.map_err(|e| e.to_string())?, p.map_err(|e| e.to_string())?))
-    })?;
-    for c in a.pairs.iter().chain(&p.pairs) {
-        if let Some(e) = &c.error {
-            *errors.entry(e.clone()).or_default() += 1;
-        }
-    }
-    let interval = match work {
-        Work::Stream => p.interval,
-        Work::Pingpong => a.interval,
-    };
-    let secs = interval.as_secs_f64().max(f64::MIN_POSITIVE);
-    body.duration_seconds = interval.as_secs_f64();
-    let interrupted = a.interrupted || p.interrupted;
-    let ok = |i: usize| a.pairs[i].error.is_none() && p.pairs[i].error.is_none();
+    let each: Vec<f64> = (0..pairs)
+        .filter(|&i| ok(i))
+        .map(|i| match work {
+            Work::Stream => per_pair[i] as f64 * 8.0 / secs,
+            Work::Pingpong => per_pair[i] as f64 / secs,
+        })
+        .collect();
     match work {
         Work::Stream => {
-            body.bytes_sent = a.pairs.iter().map(|c| c.sent).sum();
-            body.bytes_received = p.pairs.iter().map(|c| c.received).sum();
-            body.bytes_received_in_interval = p.pairs.iter().map(|c| c.received_in_interval).sum();
-            body.bits_per_second = Some(body.bytes_received_in_interval as f64 * 8.0 / secs);
-            let each: Vec<f64> = (0..p.pairs.len())
-                .filter(|&i| ok(i))
-                .map(|i| p.pairs[i].received_in_interval as f64 * 8.0 / secs)
-                .collect();
-            body.fairness_jain = Some(reactor::jain(&each));
-            body.per_pair = spread(each);
+            body.bytes_received_in_interval = p.received_in_interval;
+            body.bits_per_second = Some(p.received_in_interval as f64 * 8.0 / secs);
         }
         Work::Pingpong => {
-            body.bytes_sent = a.pairs.iter().map(|c| c.sent).sum();
-            body.bytes_received = p.pairs.iter().map(|c| c.received).sum();
-            let trips: u64 = a.pairs.iter().map(|c| c.round_trips).sum();
+            let trips: u64 = a.per_pair.iter().sum();
             body.round_trips = Some(trips);
             body.round_trips_per_second = Some(trips as f64 / secs);
             body.bytes_received_in_interval = trips * size * 2;
-            let each: Vec<f64> = (0..a.pairs.len())
-                .filter(|&i| ok(i))
-                .map(|i| a.pairs[i].round_trips as f64 / secs)
-                .collect();
-            body.fairness_jain = Some(reactor::jain(&each));
-            body.per_pair = spread(each);
-            body.round_trip_ns = a.latency.as_ref().filter(|h| !h.is_empty()).map(|h| {
+            let latency = raw.senders.first().and_then(|s| {
+                s.latencies
+                    .iter()
+                    .find(|(name, _)| *name == "round_trip")
+                    .map(|(_, h)| h)
+            });
+            body.round_trip_ns = latency.filter(|h| !h.is_empty()).map(|h| {
                 [("min", 0.0), ("p50", 50.0), ("p99", 99.0), ("p99.9", 99.9)]
                     .into_iter()
                     .map(|(k, q)| {
@@ -530,22 +567,22 @@ fn once(s: &Shape, dir: &std::path::Path, progress: &dyn Fn(&str)) -> Result<Run
             });
         }
     }
-    body.errors = errors;
+    if pairs > 0 {
+        body.fairness_jain = Some(reactor::jain(&each));
+        body.per_pair = spread(each);
+    }
     // Both sides counted: every byte written was read (the drain reads what was in
     // flight at the interval's end).
     // Pingpong: the answers too, each way counted by its writer and its reader.
     let answers = match work {
         Work::Stream => (0, 0),
-        Work::Pingpong => (
-            p.pairs.iter().map(|c| c.sent).sum::<u64>(),
-            a.pairs.iter().map(|c| c.received).sum::<u64>(),
-        ),
+        Work::Pingpong => (p.sent, a.received),
     };
     let counted = body.bytes_sent == body.bytes_received && answers.0 == answers.1;
     // A disagreement with an error or a Ctrl-C to explain it is not a miscount.
-    let agree = counted || interrupted || !body.errors.is_empty();
-    if !counted && !interrupted && body.errors.is_empty() {
-        body.errors.insert(
+    let agree = counted || interrupted || !errors.is_empty();
+    if !counted && !interrupted && errors.is_empty() {
+        errors.insert(
             format!(
                 "counts disagree: {} bytes written, {} read; answers: {} written, {} read",
                 body.bytes_sent, body.bytes_received, answers.0, answers.1
@@ -553,11 +590,12 @@ fn once(s: &Shape, dir: &std::path::Path, progress: &dyn Fn(&str)) -> Result<Run
             1,
         );
     }
-    Ok(Run {
+    body.errors = errors;
+    Run {
         body,
         interrupted,
         agree,
-    })
+    }
 }
 
 /// Write the exports and print stdout's format; false if something could not be
@@ -668,12 +706,16 @@ fn grid(report: &SwarmReport, units: crate::report::Units) -> Grid {
     };
     rows.push(("errors", errors));
     let title = format!(
-        "swarm: {} {} pairs, {}",
+        "swarm: {} {} pairs, {}{}",
         r.pairs,
         r.transport,
         match r.workload {
             Work::Stream => format!("stream of {} writes", format_bytes(r.size_bytes)),
             Work::Pingpong => format!("pingpong of {} messages", format_bytes(r.size_bytes)),
+        },
+        match r.placement.as_str() {
+            "processes" => ", the receiving ends in a child process",
+            _ => "",
         }
     );
     let mut g = crate::report::output::pairs(Some(title), rows);

@@ -240,13 +240,7 @@ impl LocalRoles {
     fn forward(&self, ctl: &mut Control) -> Result<(), ControlError> {
         for (i, b) in self.bridges.iter().enumerate() {
             while let Some(s) = b.try_take() {
-                ctl.send(
-                    FrameType::Signal,
-                    &SignalMsg {
-                        stream: i as u32,
-                        sender_done: s == workload::PeerSignal::SenderDone,
-                    },
-                )?;
+                ctl.send(FrameType::Signal, &SignalMsg::of(i as u32, s))?;
             }
         }
         Ok(())
@@ -648,7 +642,7 @@ pub fn client_run(
     let bind = bind_for(sc.transport, ctl.stream().local_ip()).map_err(RunError::Failed)?;
     let opts = options(sc, side.dir.as_ref(), bind, deadlines.step);
     let channels = channels_of(sc, &server_roles);
-    let wiring = spec(sc.workload).wiring();
+    let wiring = spec(sc.workload).wiring(sc.transport);
     let mut wired = Wired::default();
     let mut halves = Vec::new();
     let mut dial_endpoints = Vec::new();
@@ -953,7 +947,7 @@ pub fn server_run(
         opts.token = Some(token.clone());
     }
     let channels = channels_of(sc, &role_of);
-    let wiring = spec(sc.workload).wiring();
+    let wiring = spec(sc.workload).wiring(sc.transport);
     let anonymous = matches!(
         sc.transport,
         TransportKind::Pipe | TransportKind::Socketpair

@@ -79,6 +79,9 @@ pub struct WorkloadOptions {
     /// Hardware counters per role (`--counters`).
     #[serde(default)]
     pub counters: bool,
+    /// swarm: its pairs and their work. Absent: not a swarm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swarm: Option<crate::workload::swarm::SwarmOptions>,
 }
 
 fn one() -> u32 {
@@ -104,6 +107,7 @@ impl Default for WorkloadOptions {
             timestamps: false,
             sqpoll: false,
             counters: false,
+            swarm: None,
         }
     }
 }
@@ -251,7 +255,7 @@ pub enum Where {
 /// Where `a` puts the other role.
 fn placement_of(a: &CommonArgs) -> Result<Where, PlanError> {
     use crate::cli::PlacementKind;
-    match (&a.server, a.placement) {
+    match (&a.server, a.placement.placement) {
         (Some(target), _) => {
             if a.bind.is_some() || a.connect.is_some() {
                 return Err(invalid(
@@ -799,20 +803,7 @@ impl Plan {
         };
         let warmup = parse_duration(a.warmup.warmup.as_deref().unwrap_or("0.25s"))
             .map_err(|e| invalid(format!("--warmup: {e}")))?;
-        let interval = a
-            .interval
-            .as_deref()
-            .map(|t| {
-                let d = parse_duration(t).map_err(|e| invalid(format!("--interval: {e}")))?;
-                if d < MIN_INTERVAL {
-                    return Err(invalid(format!(
-                        "--interval {t}: the shortest interval is {} ms; give 0.1, 1 or 500ms",
-                        MIN_INTERVAL.as_millis()
-                    )));
-                }
-                Ok(d)
-            })
-            .transpose()?;
+        let interval = a.interval.get().map_err(invalid)?;
         if a.parallel == 0 {
             return Err(invalid("--parallel must be at least 1"));
         }

@@ -12,7 +12,6 @@
 pub mod pairs;
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -135,7 +134,8 @@ pub struct Plan {
     pub size: usize,
     /// The measured interval, from the start line.
     pub duration: Duration,
-    /// How long the drain after the interval may take.
+    /// How long the drain after the interval may go without a byte moving on any pair,
+    /// once the other side has finished, before the pairs still open are given up.
     pub drain: Duration,
 }
 
@@ -148,7 +148,23 @@ fn kind_of(e: nix::errno::Errno) -> String {
     format!("{} ({})", e.desc(), e as i32)
 }
 
-/// Run one reactor over `sides` until the interval ends and the pairs drain.
+/// What a reactor has moved so far, all its pairs together, as `--interval` follows it:
+/// bytes and operations (a stream's writes or reads of the size, an asker's round trips).
+pub type Progress<'a> = &'a mut dyn FnMut(u64, u64);
+
+/// The longest the drain waits for a byte while the other side has not finished (it may
+/// be starved of a CPU, not gone): past it, the pairs still open are given up.
+const STUCK: Duration = Duration::from_secs(60);
+
+/// Run one reactor over `sides` until the interval ends and the pairs drain. `start`
+/// waits for the other side and returns when the measured interval began; `progress` is
+/// told the running totals once per turn of the loop (and once at the end);
+/// `peer_finished` says whether the other side's reactor has ended (or is gone).
+///
+/// The drain after the interval ends when every pair is done. Pairs still open are given
+/// up only after [`Plan::drain`] of this reactor's own polling without a byte moving, once
+/// the other side has finished (or after [`STUCK`] without one, if it never says so): a
+/// side that did not get a CPU for a while is waited for, not counted as lost.
 ///
 /// # Errors
 /// epoll cannot be set up.
@@ -156,7 +172,9 @@ pub fn run(
     role: Role,
     plan: &Plan,
     sides: Vec<Side>,
-    start: &Barrier,
+    start: &mut dyn FnMut() -> Instant,
+    progress: Progress<'_>,
+    peer_finished: &mut dyn FnMut() -> bool,
 ) -> std::io::Result<ReactorReport> {
     let mut poll = Poll::new()?;
     for (i, s) in sides.iter().enumerate() {
@@ -203,13 +221,40 @@ pub fn run(
         .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::OutOfMemory, "message buffer"))?;
     let mut scratch = vec![0u8; plan.size.max(1)];
     let mut events = Events::with_capacity(4096);
-    start.wait();
-    let started = Instant::now();
+    let started = start();
+    // What --interval follows: a stream's bytes written (active) or read (passive), an
+    // asker's round trips.
+    let mut moved = 0u64;
+    let figure = |c: &PairCount| match (plan.work, role) {
+        (Work::Pingpong, Role::Active) => c.round_trips,
+        (_, Role::Active) => c.sent,
+        (_, Role::Passive) => c.received,
+    };
+    let size = plan.size.max(1) as u64;
+    let report = |moved: u64, progress: &mut dyn FnMut(u64, u64)| match (plan.work, role) {
+        (Work::Pingpong, Role::Active) => progress(moved * size, moved),
+        _ => progress(moved, moved.div_ceil(size)),
+    };
+    if n == 0 {
+        // No pair to drive (none could be set up): nothing to measure.
+        report(0, progress);
+        return Ok(ReactorReport {
+            pairs: Vec::new(),
+            interval: Duration::ZERO,
+            latency,
+            interrupted: crate::interrupt::requested(),
+        });
+    }
     let deadline = started + plan.duration;
     let mut interval: Option<Duration> = None;
     let mut interrupted = false;
     let mut writes_ended = false;
-    let drain_until = |interval: Duration| started + interval + plan.drain;
+    // When a byte last moved on any pair (or the interval ended), and whether the other
+    // side has said it finished.
+    let mut last_moved = started;
+    let mut peer_done = false;
+    let mut traffic = 0u64;
+    let flow = |c: &PairCount| c.sent + c.received;
 
     // The active side begins every pair at once.
     let mut ready: Vec<usize> = match role {
@@ -223,6 +268,7 @@ pub fn run(
         for i in ready.drain(..) {
             queued[i] = false;
             let now_in = Instant::now() < deadline;
+            let before = (figure(&pairs[i].count), flow(&pairs[i].count));
             let more = step(
                 role,
                 plan,
@@ -232,12 +278,15 @@ pub fn run(
                 &mut scratch,
                 now_in,
             );
+            moved += figure(&pairs[i].count) - before.0;
+            traffic += flow(&pairs[i].count) - before.1;
             if more {
                 queued[i] = true;
                 again.push(i);
             }
         }
         std::mem::swap(&mut ready, &mut again);
+        report(moved, progress);
         if crate::interrupt::requested() {
             interrupted = true;
             interval.get_or_insert_with(|| started.elapsed());
@@ -246,8 +295,12 @@ pub fn run(
         let now = Instant::now();
         if interval.is_none() && now >= deadline {
             interval = Some(now - started);
+            last_moved = now;
         }
-        if let Some(iv) = interval {
+        if std::mem::take(&mut traffic) > 0 {
+            last_moved = now;
+        }
+        if interval.is_some() {
             if !writes_ended && role == Role::Active {
                 // The interval is over: no new writes. A stream's writing ends close at
                 // once, so its readers see the end; an asker finishes the exchange it is
@@ -260,7 +313,9 @@ pub fn run(
                     }
                 }
             }
-            if pairs.iter().all(|p| p.done) || Instant::now() >= drain_until(iv) {
+            peer_done = peer_done || peer_finished();
+            let idle = last_moved.elapsed();
+            if pairs.iter().all(|p| p.done) || (peer_done && idle >= plan.drain) || idle >= STUCK {
                 break;
             }
         }
@@ -284,6 +339,7 @@ pub fn run(
             // (The interval, and the end of writes, begin only once the deadline is past.)
             let in_interval = Instant::now() < deadline;
             let i = ev.token().0 / 2;
+            let before = (figure(&pairs[i].count), flow(&pairs[i].count));
             let more = step(
                 role,
                 plan,
@@ -293,17 +349,20 @@ pub fn run(
                 &mut scratch,
                 in_interval,
             );
+            moved += figure(&pairs[i].count) - before.0;
+            traffic += flow(&pairs[i].count) - before.1;
             if more && !queued[i] {
                 queued[i] = true;
                 ready.push(i);
             }
         }
     }
+    report(moved, progress);
     for p in &mut pairs {
         if !p.done && p.count.error.is_none() && !interrupted {
             p.count.error = Some(match role {
-                Role::Passive => "did not end within the drain time".into(),
-                Role::Active => "no answer within the drain time".into(),
+                Role::Passive => "did not end: nothing came for the drain time".into(),
+                Role::Active => "no answer: nothing came for the drain time".into(),
             });
         }
     }
@@ -509,6 +568,89 @@ mod tests {
     fn an_error_kind_names_the_errno() {
         let k = kind_of(nix::errno::Errno::ECONNRESET);
         assert!(k.contains("reset") && k.contains("(104)"), "{k}");
+    }
+
+    /// A passive reactor over one socketpair whose other end `write` drives (from
+    /// another thread) while `peer_finished` says what the other side has said: what it
+    /// read, its pair's error, and how long it ran.
+    fn drain_with(
+        write: impl FnOnce(std::os::unix::net::UnixStream) + Send,
+        peer_finished: &mut dyn FnMut() -> bool,
+    ) -> (u64, Option<String>, Duration) {
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        b.set_nonblocking(true).unwrap();
+        let plan = Plan {
+            work: Work::Stream,
+            size: 64,
+            duration: Duration::from_millis(30),
+            drain: Duration::from_millis(50),
+        };
+        let side = Side {
+            read: Some(OwnedFd::from(b)),
+            write: None,
+            duplex: true,
+        };
+        std::thread::scope(|s| {
+            s.spawn(move || write(a));
+            let began = Instant::now();
+            let r = run(
+                Role::Passive,
+                &plan,
+                vec![side],
+                &mut Instant::now,
+                &mut |_, _| {},
+                peer_finished,
+            )
+            .unwrap();
+            (
+                r.pairs[0].received,
+                r.pairs[0].error.clone(),
+                began.elapsed(),
+            )
+        })
+    }
+
+    #[test]
+    fn the_drain_waits_for_a_peer_that_has_not_finished_and_gives_up_only_when_idle() {
+        use std::io::Write;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        // A writer late by six drain times, as a side starved of a CPU is: waited for
+        // while it has not said it finished.
+        let done = AtomicBool::new(false);
+        let (got, error, _) = drain_with(
+            |mut w| {
+                std::thread::sleep(Duration::from_millis(300));
+                w.write_all(&[7; 1000]).unwrap();
+                drop(w);
+                done.store(true, Ordering::SeqCst);
+            },
+            &mut || done.load(Ordering::SeqCst),
+        );
+        assert_eq!((got, error), (1000, None));
+        // A finished peer that keeps bytes coming, each within the drain time of the last:
+        // the drain goes on as long as they move.
+        let (got, error, _) = drain_with(
+            |mut w| {
+                for _ in 0..10 {
+                    std::thread::sleep(Duration::from_millis(25));
+                    w.write_all(&[7; 10]).unwrap();
+                }
+            },
+            &mut || true,
+        );
+        assert_eq!((got, error), (100, None));
+        // A finished peer whose end stays open with nothing coming: given up after the
+        // drain time, the pair counted as an error.
+        let (got, error, took) = drain_with(
+            move |w| {
+                std::thread::sleep(Duration::from_secs(2));
+                drop(w);
+            },
+            &mut || true,
+        );
+        assert_eq!(got, 0);
+        assert!(error.is_some_and(|e| e.contains("drain")));
+        assert!(took < Duration::from_secs(2), "{took:?}");
     }
 
     #[test]

@@ -1,13 +1,12 @@
-//! Making a swarm's pairs: N connections through one listener (unix, unix-seqpacket,
-//! tcp, tcp6), N socketpairs, or N pipes (two per pair for pingpong), every end
-//! nonblocking and close-on-exec.
+//! The transports a swarm's pairs can use, and making its pairs in one process: N
+//! socketpairs, or N pipes (two per pair for pingpong), every end nonblocking and
+//! close-on-exec. (Pairs over unix, unix-seqpacket, tcp and tcp6 are dialed through a
+//! listener by the swarm workload, so that the two sides can be in two processes.)
 
 use std::os::fd::OwnedFd;
-use std::path::Path;
 
-use anyhow::Context;
 use nix::fcntl::OFlag;
-use socket2::{Domain, SockAddr, Socket, Type};
+use socket2::{Domain, Socket, Type};
 
 use super::{Side, Work};
 use crate::transport::TransportKind;
@@ -60,70 +59,31 @@ fn pipe() -> nix::Result<(OwnedFd, OwnedFd)> {
     nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)
 }
 
-/// Make `n` pairs of `t` (socket files under `dir`). A pair that fails is counted by
-/// the kind of its error; the making stops early only at Ctrl-C or when the listener
-/// itself cannot be had.
+/// Make `n` pairs of `t` in this process (socketpair, pipe; the socket transports are
+/// dialed through a listener instead). A pair that fails is counted by the kind of its
+/// error; the making stops early only at Ctrl-C.
 ///
 /// # Errors
-/// The listener cannot be made.
-pub fn make(t: TransportKind, work: Work, n: u64, dir: &Path) -> anyhow::Result<Made> {
+/// A transport that cannot be made in one process.
+pub fn make(t: TransportKind, work: Work, n: u64) -> anyhow::Result<Made> {
+    if !matches!(t, TransportKind::Socketpair | TransportKind::Pipe) {
+        anyhow::bail!("{t} pairs are dialed through a listener, not made in one process");
+    }
     let mut pairs = Vec::with_capacity(n as usize);
     let mut errors = Vec::new();
     let mut interrupted = false;
-    let listener = match t {
-        TransportKind::Unix | TransportKind::UnixSeqpacket => {
-            let ty = if t == TransportKind::Unix {
-                Type::STREAM
-            } else {
-                Type::SEQPACKET
-            };
-            let path = dir.join("swarm.sock");
-            let l = Socket::new(Domain::UNIX, ty, None).context("cannot create a Unix socket")?;
-            l.bind(&SockAddr::unix(&path)?)
-                .with_context(|| format!("cannot bind {}", path.display()))?;
-            Some((l, SockAddr::unix(&path)?, ty, Domain::UNIX))
-        }
-        TransportKind::Tcp | TransportKind::Tcp6 => {
-            let addr: std::net::SocketAddr = if t == TransportKind::Tcp {
-                "127.0.0.1:0".parse()?
-            } else {
-                "[::1]:0".parse()?
-            };
-            let l = Socket::new(Domain::for_address(addr), Type::STREAM, None)
-                .context("cannot create a TCP socket")?;
-            l.bind(&addr.into())
-                .with_context(|| format!("cannot bind {addr}"))?;
-            let local = l.local_addr()?;
-            Some((l, local, Type::STREAM, Domain::for_address(addr)))
-        }
-        _ => None,
-    };
-    if let Some((l, _, _, _)) = &listener {
-        l.listen(1024).context("cannot listen")?;
-    }
     for _ in 0..n {
         if crate::interrupt::requested() {
             interrupted = true;
             break;
         }
-        let made: anyhow::Result<(Side, Side)> = match (&listener, t) {
-            (Some((l, addr, ty, domain)), _) => (|| {
-                let c =
-                    Socket::new(*domain, *ty, None).map_err(|e| anyhow::anyhow!("socket: {e}"))?;
-                if *domain != Domain::UNIX {
-                    c.set_nodelay(true)?;
-                }
-                c.connect(addr)
-                    .map_err(|e| anyhow::anyhow!("connect: {e}"))?;
-                let (s, _) = l.accept().map_err(|e| anyhow::anyhow!("accept: {e}"))?;
-                Ok((socket_side(c)?, socket_side(s)?))
-            })(),
-            (None, TransportKind::Socketpair) => (|| {
+        let made: anyhow::Result<(Side, Side)> = match t {
+            TransportKind::Socketpair => (|| {
                 let (a, b) = Socket::pair(Domain::UNIX, Type::STREAM, None)
                     .map_err(|e| anyhow::anyhow!("socketpair: {e}"))?;
                 Ok((socket_side(a)?, socket_side(b)?))
             })(),
-            (None, _) => (|| {
+            _ => (|| {
                 let (r, w) = pipe().map_err(|e| anyhow::anyhow!("pipe: {}", e.desc()))?;
                 if work == Work::Stream {
                     return Ok((
@@ -157,11 +117,6 @@ pub fn make(t: TransportKind, work: Work, n: u64, dir: &Path) -> anyhow::Result<
         match made {
             Ok(p) => pairs.push(p),
             Err(e) => note(&mut errors, format!("setup: {e:#}")),
-        }
-    }
-    if let Some((_, addr, _, Domain::UNIX)) = &listener {
-        if let Some(p) = addr.as_pathname() {
-            let _ = std::fs::remove_file(p);
         }
     }
     Ok(Made {

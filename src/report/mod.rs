@@ -45,9 +45,13 @@ use crate::plan::{Layout, Skipped};
 use crate::transport::TransportKind;
 use crate::workload::WorkloadKind;
 
-/// Version of the JSON document's shape (every kind's); bumped on any incompatible
-/// change.
-pub const SCHEMA_VERSION: u32 = 9;
+/// Version of the JSON document's shape (every kind's); bumped on any change to it.
+/// Version 10 added a swarm's placement and `--interval` lines to version 9.
+pub const SCHEMA_VERSION: u32 = 10;
+
+/// The oldest version of the one document this sockbench reads: every version since
+/// only added optional fields.
+pub const OLDEST_DOCUMENT: u32 = 9;
 
 /// The whole report of a measuring command (`stream`, `pingpong`, `rate`, `connect`,
 /// the suite), as every exporter reads it. Written and read as a [`Document`] of its

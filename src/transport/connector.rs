@@ -46,8 +46,16 @@ impl Listener {
     /// # Errors
     /// As `accept(2)`.
     pub fn accept(&self) -> io::Result<Box<dyn Conn>> {
-        let (sock, _) = self.sock.accept()?;
-        Ok(SocketConn::boxed(sock, false))
+        Ok(SocketConn::boxed(self.accept_socket()?, false))
+    }
+
+    /// Accept one connection as a bare socket (close-on-exec), for a reactor that drives
+    /// many (call after [`Listener::ready`] said one is pending).
+    ///
+    /// # Errors
+    /// As `accept(2)`.
+    pub fn accept_socket(&self) -> io::Result<Socket> {
+        self.sock.accept().map(|(s, _)| s)
     }
 
     /// The listening descriptor.
@@ -127,6 +135,15 @@ impl Dialer {
     /// As `connect(2)`; running out of local ports says what to do about it; a listener
     /// that does not answer within [`DIAL_TIMEOUT`] or Ctrl-C ends the wait.
     pub fn connect(&self) -> io::Result<Box<dyn Conn>> {
+        Ok(SocketConn::boxed(self.connect_socket()?, false))
+    }
+
+    /// Open a new connection to the listener as a bare socket (close-on-exec), for a
+    /// reactor that drives many.
+    ///
+    /// # Errors
+    /// As [`Dialer::connect`].
+    pub fn connect_socket(&self) -> io::Result<Socket> {
         let sock = Socket::new(self.domain, self.ty, self.protocol)?;
         apply_buffers(&sock, &self.opts)?;
         if self.linger0 {
@@ -142,7 +159,7 @@ impl Dialer {
         if self.protocol == Some(Protocol::TCP) {
             sock.set_nodelay(self.opts.nodelay)?;
         }
-        Ok(SocketConn::boxed(sock, false))
+        Ok(sock)
     }
 }
 

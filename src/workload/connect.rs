@@ -218,7 +218,7 @@ impl Spec for ConnectSpec {
         TableKind::Connections
     }
 
-    fn wiring(&self) -> Wiring {
+    fn wiring(&self, _transport: TransportKind) -> Wiring {
         Wiring::ListenDial
     }
 

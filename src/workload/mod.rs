@@ -12,6 +12,7 @@ pub mod rate;
 pub mod relay;
 pub mod stamped;
 pub mod stream;
+pub mod swarm;
 
 use std::fmt;
 use std::io;
@@ -44,6 +45,10 @@ pub enum WorkloadKind {
     Rate,
     /// Connection setup and teardown cost.
     Connect,
+    /// Many pairs at once on one reactor per side (`sockbench swarm`; not a bench
+    /// workload).
+    #[value(skip)]
+    Swarm,
 }
 
 /// The default suite's tables, in order: the workload each holds and its title. The
@@ -69,10 +74,12 @@ impl WorkloadKind {
 
 impl fmt::Display for WorkloadKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // The command-line name (clap's, from the variant: kebab-case), as serde's.
-        match self.to_possible_value() {
-            Some(v) => f.write_str(v.get_name()),
-            None => Ok(()),
+        // The command-line name (clap's, from the variant: kebab-case), as serde's; a
+        // kind no bench command takes is its command's name.
+        match (self, self.to_possible_value()) {
+            (_, Some(v)) => f.write_str(v.get_name()),
+            (WorkloadKind::Swarm, None) => f.write_str("swarm"),
+            (_, None) => Ok(()),
         }
     }
 }
@@ -139,6 +146,8 @@ pub struct SideReport {
     /// A TCP sender: its socket's `TCP_INFO` after its end of data, before it closed
     /// (`crate::measure::tcp_info`); `None` for other roles and transports.
     pub tcp: Option<crate::measure::tcp_info::TcpInfo>,
+    /// A swarm's side: its totals, per-pair figures and errors.
+    pub swarm: Option<swarm::SwarmSide>,
 }
 
 /// What a receiver learned from sequence numbers.
@@ -331,6 +340,9 @@ pub enum PeerSignal {
     SenderDone,
     /// The receiver has seen the end of data.
     ReceiverDone,
+    /// This role has set up its end of every pair (a swarm): the sender has dialed
+    /// every connection it will, the receiver accepted every one that came.
+    SetUp,
 }
 
 /// One side's end of the out-of-band link to its peer.
@@ -410,6 +422,9 @@ struct Gate {
     live: Option<Arc<Live>>,
     /// With `--counters`: every role opens its perf counters.
     counters: bool,
+    /// Whether `live`'s intervals start when the gate opens (else a role starts them
+    /// when its measured interval begins, after a set-up past the line).
+    live_at_line: bool,
 }
 
 impl StartLine {
@@ -429,6 +444,7 @@ impl StartLine {
                 opened: Condvar::new(),
                 live,
                 counters: false,
+                live_at_line: true,
             }),
             passed: Arc::new(AtomicBool::new(false)),
         }
@@ -440,8 +456,17 @@ impl StartLine {
         let mut line = StartLine::with_live(parties, sc.live.clone());
         if let Some(gate) = Arc::get_mut(&mut line.gate) {
             gate.counters = sc.extras.counters;
+            gate.live_at_line = !spec(sc.workload).sets_up_after_the_line();
         }
         line
+    }
+
+    /// A role whose measured interval begins after a set-up past the line: it began at
+    /// `at`, and so do the intervals (the first such role of the process counts).
+    pub fn measuring_from(&self, at: Instant) {
+        if let Some(live) = &self.gate.live {
+            live.start(at);
+        }
     }
 
     /// Where this run's sides publish their running totals (`--interval`), if anywhere.
@@ -478,7 +503,7 @@ impl StartLine {
                 .opened_at
                 .lock()
                 .unwrap_or_else(|e| e.into_inner()) = Some(now);
-            if let Some(live) = &self.gate.live {
+            if let Some(live) = self.gate.live.as_ref().filter(|_| self.gate.live_at_line) {
                 live.start(now);
             }
         }
@@ -559,23 +584,31 @@ impl Meter {
     /// Perf counters (`--counters`) are opened before the line, as opening costs; they
     /// and the placement trace start after it, before the clock.
     pub fn start(line: &StartLine) -> Meter {
+        Meter::start_after(line, || ()).0
+    }
+
+    /// Wait at the start line, do `set_up` (not measured), then start the clock and the
+    /// CPU counter as [`Meter::start`] does. The role's start delay includes the set-up.
+    pub fn start_after<R>(line: &StartLine, set_up: impl FnOnce() -> R) -> (Meter, R) {
         let mut counters = line
             .gate
             .counters
             .then(crate::measure::counters::Counters::open);
         let opened = line.wait();
+        let made = set_up();
         if let Some(c) = &mut counters {
             c.start();
         }
         crate::measure::placement::begin();
         let t0 = Instant::now();
-        Meter {
+        let meter = Meter {
             t0,
             cpu0: ThreadCpu::now(),
             start_delay: t0.saturating_duration_since(opened),
             on_cpu: crate::measure::cpu::current_cpu(),
             counters,
-        }
+        };
+        (meter, made)
     }
 
     /// When the measured interval began.
@@ -637,9 +670,12 @@ pub enum Wiring {
     Pair,
     /// One pair that carries data both ways (one-way transports get a second channel).
     Duplex,
-    /// A listener on the receiving side and a dialer on the sending side, which makes a
-    /// new connection per exchange.
+    /// A listener on the receiving side and a dialer on the sending side, which makes its
+    /// own connections (one per exchange, or one per pair of a swarm).
     ListenDial,
+    /// Nothing opened for it: the workload makes its connections itself, and both roles
+    /// must run in one process (a swarm of socketpairs or pipes).
+    InProcess,
 }
 
 /// What one measured run's roles reported, as a placement brings them back.
@@ -697,6 +733,14 @@ impl Roles {
             Role::Sender => &self.senders,
             Role::Receiver => &self.receivers,
         }
+    }
+
+    /// Whether Ctrl-C cut any role of the run short.
+    pub fn interrupted(&self) -> bool {
+        self.senders
+            .iter()
+            .chain(&self.receivers)
+            .any(|s| s.interrupted)
     }
 
     /// A role's interval in seconds: from the run's start (so a role that woke late
@@ -774,8 +818,8 @@ pub enum TableKind {
 /// wired, what it refuses, what each role does, how its figures are counted and which
 /// diagnoses apply to it. [`spec`] is the only place that maps a [`WorkloadKind`] to one.
 pub trait Spec: Sync {
-    /// How its connections are wired.
-    fn wiring(&self) -> Wiring;
+    /// How its connections over `transport` are wired.
+    fn wiring(&self, transport: crate::transport::TransportKind) -> Wiring;
     /// The table its results are shown in.
     fn table(&self) -> TableKind;
     /// Its headline figure: what `compare` tests and the rankings rank.
@@ -831,6 +875,12 @@ pub trait Spec: Sync {
     fn counts_loss(&self) -> bool {
         false
     }
+    /// Whether its roles set up their connections after the start line (so that both
+    /// sides can make them together, wherever each runs), starting their measured
+    /// interval, and `--interval`'s, only then.
+    fn sets_up_after_the_line(&self) -> bool {
+        false
+    }
     /// How its kernel timestamps are joined (`--timestamps`), if it takes them.
     fn exchange(&self) -> Option<crate::measure::timestamps::Exchange> {
         None
@@ -855,6 +905,7 @@ pub fn spec(kind: WorkloadKind) -> &'static dyn Spec {
         WorkloadKind::Pingpong => &pingpong::PingpongSpec,
         WorkloadKind::Rate => &rate::RateSpec,
         WorkloadKind::Connect => &connect::ConnectSpec,
+        WorkloadKind::Swarm => &swarm::SwarmSpec,
     }
 }
 

@@ -28,7 +28,7 @@ use crate::measure::live::Publisher;
 use crate::measure::timestamps::Record;
 use crate::plan::Scenario;
 use crate::sys::timestamps::realtime_ns;
-use crate::transport::Framing;
+use crate::transport::{Framing, TransportKind};
 
 /// How long the client waits for a reply on an unreliable transport.
 pub const REPLY_TIMEOUT: Duration = Duration::from_millis(200);
@@ -448,7 +448,7 @@ impl Spec for PingpongSpec {
         TableKind::Latency
     }
 
-    fn wiring(&self) -> Wiring {
+    fn wiring(&self, _transport: TransportKind) -> Wiring {
         Wiring::Duplex
     }
 

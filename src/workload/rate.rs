@@ -24,7 +24,7 @@ use crate::diagnose::Diagnosis;
 use crate::interrupt;
 use crate::measure::live::Publisher;
 use crate::plan::Scenario;
-use crate::transport::Framing;
+use crate::transport::{Framing, TransportKind};
 
 /// How many recent sequence numbers the receiver remembers.
 pub const WINDOW: u64 = 1 << 16;
@@ -265,7 +265,7 @@ impl Spec for RateSpec {
         TableKind::Throughput
     }
 
-    fn wiring(&self) -> Wiring {
+    fn wiring(&self, _transport: TransportKind) -> Wiring {
         Wiring::Pair
     }
 

@@ -880,7 +880,7 @@ impl Spec for StreamSpec {
         TableKind::Throughput
     }
 
-    fn wiring(&self) -> Wiring {
+    fn wiring(&self, _transport: TransportKind) -> Wiring {
         Wiring::Pair
     }
 

@@ -366,6 +366,18 @@ pub fn has_prlimit() -> bool {
     ok
 }
 
+/// Descriptors process `pid` holds that are sockets (0 once it is gone).
+pub fn sockets_of(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| {
+        d.flatten()
+            .filter(|e| {
+                std::fs::read_link(e.path())
+                    .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+            })
+            .count()
+    })
+}
+
 /// Whether `tool` is on PATH; if not, the test says it skips (CI installs every tool the
 /// tests use, so there they all run).
 pub fn have(tool: &str) -> bool {

@@ -1,0 +1,481 @@
+//! `swarm`: N pairs at once, one reactor thread per side ([`crate::reactor`]), as one
+//! stream of the runner. The sending role makes the pairs (dials them through the
+//! scenario's listener, or makes socketpairs and pipes in this process) and drives their
+//! active ends; the receiving role accepts them and drives the passive ends. Both make
+//! their pairs before the start line, so the measured interval holds no set-up; the
+//! making is timed on its own (`setup`).
+//!
+//! Each side reports its totals, its per-pair figure and its errors by kind
+//! ([`SwarmSide`]); `sockbench swarm` folds the two into its document.
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    Endpoint, Meter, PeerSignal, Role, Roles, Side, SideReport, Spec, Stop, TableKind, Tally,
+    Wiring, Workload,
+};
+use crate::interrupt;
+use crate::measure::live::Publisher;
+use crate::plan::Scenario;
+use crate::reactor::{self, pairs, Work};
+use crate::transport::TransportKind;
+
+/// Most pairs in one swarm.
+pub const MAX_PAIRS: u64 = 100_000;
+
+/// How long the receiving side waits for the pairs it was promised before it gives up.
+const SETUP_LIMIT: Duration = Duration::from_secs(300);
+
+/// What a swarm scenario asks for beyond every scenario's options.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwarmOptions {
+    /// Pairs to set up.
+    pub pairs: u64,
+    /// What each pair does.
+    pub work: Work,
+}
+
+/// What one side of a swarm counted, beyond what every role reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwarmSide {
+    /// How long this side took to make (dial, or make in this process) or accept its
+    /// pairs, in nanoseconds.
+    pub setup_ns: u64,
+    /// Bytes this side wrote, all pairs together.
+    pub sent: u64,
+    /// Bytes this side read, all pairs together (the drain after the interval included).
+    pub received: u64,
+    /// Bytes this side read before the measured interval ended.
+    pub received_in_interval: u64,
+    /// Per pair, in pair order, the figure this side's pairs are compared by: bytes read
+    /// in the interval (passive ends), round trips (pingpong askers) or bytes written
+    /// (stream writers).
+    pub per_pair: Vec<u64>,
+    /// The pairs (indices into `per_pair`) that met an error.
+    pub failed: Vec<u32>,
+    /// Errors by kind, with how many pairs each struck (set-up included).
+    pub errors: Vec<(String, u64)>,
+}
+
+impl SwarmSide {
+    /// The side's figures from its reactor's report; `setup` and `errors` from making
+    /// its pairs.
+    fn of(
+        work: Work,
+        role: reactor::Role,
+        r: &reactor::ReactorReport,
+        setup: Duration,
+        mut errors: Vec<(String, u64)>,
+    ) -> SwarmSide {
+        let mut failed = Vec::new();
+        for (i, c) in r.pairs.iter().enumerate() {
+            if let Some(e) = &c.error {
+                note(&mut errors, e.clone());
+                failed.push(i as u32);
+            }
+        }
+        SwarmSide {
+            setup_ns: u64::try_from(setup.as_nanos()).unwrap_or(u64::MAX),
+            sent: r.pairs.iter().map(|c| c.sent).sum(),
+            received: r.pairs.iter().map(|c| c.received).sum(),
+            received_in_interval: r.pairs.iter().map(|c| c.received_in_interval).sum(),
+            per_pair: r
+                .pairs
+                .iter()
+                .map(|c| match (work, role) {
+                    (_, reactor::Role::Passive) => c.received_in_interval,
+                    (Work::Pingpong, reactor::Role::Active) => c.round_trips,
+                    (Work::Stream, reactor::Role::Active) => c.sent,
+                })
+                .collect(),
+            failed,
+            errors,
+        }
+    }
+}
+
+/// Count one more pair struck by an error of `kind`.
+fn note(errors: &mut Vec<(String, u64)>, kind: String) {
+    match errors.iter_mut().find(|(k, _)| *k == kind) {
+        Some((_, n)) => *n += 1,
+        None => errors.push((kind, 1)),
+    }
+}
+
+/// A socket as a reactor's side: nonblocking, read and written through one descriptor.
+fn socket_side(s: socket2::Socket) -> io::Result<reactor::Side> {
+    s.set_nonblocking(true)?;
+    Ok(reactor::Side {
+        read: Some(OwnedFd::from(s)),
+        write: None,
+        duplex: true,
+    })
+}
+
+/// The passive ends of pairs made in this process, handed from the sending role (which
+/// makes them) to the receiving one.
+type Handover = Mutex<Option<Vec<reactor::Side>>>;
+
+/// The swarm workload for one run.
+pub struct Swarm {
+    work: Work,
+    size: usize,
+    duration: Duration,
+    pairs: u64,
+    transport: TransportKind,
+    handover: Handover,
+}
+
+impl Swarm {
+    /// The reactors' plan.
+    fn plan(&self) -> reactor::Plan {
+        reactor::Plan {
+            work: self.work,
+            size: self.size,
+            duration: self.duration,
+            drain: Duration::from_secs(5),
+        }
+    }
+
+    /// Run one reactor over `ends`, measured by `meter` (started once the pairs were
+    /// set up); the side's report.
+    fn drive(
+        &self,
+        side: &Side,
+        meter: &Meter,
+        role: reactor::Role,
+        made: Made,
+    ) -> io::Result<SideReport> {
+        let who = match role {
+            reactor::Role::Active => Role::Sender,
+            reactor::Role::Passive => Role::Receiver,
+        };
+        side.start.measuring_from(meter.t0());
+        let mut live = Publisher::new(side.start.live(), who, None);
+        let mut progress = |bytes, messages| live.publish(bytes, messages);
+        let mut start = || meter.t0();
+        // Each side says when its reactor has ended, so the other's drain waits for it.
+        let (mine, theirs) = match role {
+            reactor::Role::Active => (PeerSignal::SenderDone, PeerSignal::ReceiverDone),
+            reactor::Role::Passive => (PeerSignal::ReceiverDone, PeerSignal::SenderDone),
+        };
+        let mut peer_finished = || side.link.has(theirs);
+        let ran = reactor::run(
+            role,
+            &self.plan(),
+            made.ends,
+            &mut start,
+            &mut progress,
+            &mut peer_finished,
+        );
+        side.link.signal(mine);
+        let r = ran?;
+        let mut report = meter.stop(None, side.conn.as_ref());
+        let swarm = SwarmSide::of(self.work, role, &r, made.setup, made.errors);
+        report.elapsed = Some(r.interval);
+        report.interrupted = r.interrupted;
+        (report.bytes, report.messages) = match (self.work, role) {
+            (Work::Pingpong, reactor::Role::Active) => (swarm.sent, swarm.per_pair.iter().sum()),
+            (_, reactor::Role::Active) => (swarm.sent, swarm.sent.div_ceil(self.size as u64)),
+            (_, reactor::Role::Passive) => {
+                (swarm.received, swarm.received.div_ceil(self.size as u64))
+            }
+        };
+        if let Some(h) = r.latency.filter(|h| !h.is_empty()) {
+            report.latencies.push(("round_trip", h));
+        }
+        report.swarm = Some(swarm);
+        Ok(report)
+    }
+
+    /// Dial every pair through `dialer` (a failed dial is counted by its error, and the
+    /// others go on).
+    fn dial(&self, dialer: &crate::transport::connector::Dialer) -> Made {
+        let began = Instant::now();
+        let mut ends = Vec::with_capacity(self.pairs as usize);
+        let mut errors = Vec::new();
+        for _ in 0..self.pairs {
+            if interrupt::requested() {
+                break;
+            }
+            match dialer.connect_socket().and_then(socket_side) {
+                Ok(s) => ends.push(s),
+                Err(e) => note(&mut errors, format!("setup: connect: {e}")),
+            }
+        }
+        Made {
+            ends,
+            errors,
+            setup: began.elapsed(),
+        }
+    }
+
+    /// Accept the pairs the sending side dials, until it says it is done and none is
+    /// left pending.
+    fn accept(
+        &self,
+        listener: &crate::transport::connector::Listener,
+        link: &super::PeerLink,
+    ) -> io::Result<Made> {
+        let began = Instant::now();
+        let mut ends = Vec::with_capacity(self.pairs as usize);
+        let mut errors = Vec::new();
+        let mut dialed = false;
+        while (ends.len() as u64) < self.pairs && !interrupt::requested() {
+            // Every connection the dialer made is pending once it says it is done.
+            dialed = dialed || link.has(PeerSignal::SetUp);
+            let wait = if dialed {
+                Duration::ZERO
+            } else {
+                Duration::from_millis(20)
+            };
+            if !listener.ready(wait)? {
+                if dialed {
+                    break;
+                }
+                if began.elapsed() > SETUP_LIMIT {
+                    return Err(io::Error::other(format!(
+                        "{} of {} pairs arrived in {} s: the dialing side is stuck",
+                        ends.len(),
+                        self.pairs,
+                        SETUP_LIMIT.as_secs()
+                    )));
+                }
+                continue;
+            }
+            match listener.accept_socket().and_then(socket_side) {
+                Ok(s) => ends.push(s),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => note(&mut errors, format!("setup: accept: {e}")),
+            }
+        }
+        Ok(Made {
+            ends,
+            errors,
+            setup: began.elapsed(),
+        })
+    }
+
+    /// Make every pair in this process (socketpairs, pipes): the active ends and what
+    /// failed; the passive ends go to the receiving role.
+    fn make(&self) -> io::Result<Made> {
+        let began = Instant::now();
+        let made = pairs::make(self.transport, self.work, self.pairs)
+            .map_err(|e| io::Error::other(format!("{e:#}")))?;
+        let (active, passive): (Vec<_>, Vec<_>) = made.pairs.into_iter().unzip();
+        *self.handover.lock().unwrap_or_else(|e| e.into_inner()) = Some(passive);
+        Ok(Made {
+            ends: active,
+            errors: made.errors,
+            setup: began.elapsed(),
+        })
+    }
+
+    /// The passive ends the sending role made in this process: none if it could not
+    /// make them, or on Ctrl-C.
+    fn take_made(&self, link: &super::PeerLink) -> Made {
+        let began = Instant::now();
+        // The ends are handed over before the sender says it is set up.
+        while !link.wait_for(PeerSignal::SetUp, Duration::from_millis(20)) {
+            if interrupt::requested() {
+                break;
+            }
+        }
+        let ends = (self.handover.lock().unwrap_or_else(|e| e.into_inner()))
+            .take()
+            .unwrap_or_default();
+        Made {
+            ends,
+            errors: Vec::new(),
+            setup: began.elapsed(),
+        }
+    }
+
+    /// Wait until the receiving side has every pair too (or is gone, or Ctrl-C).
+    fn await_receiver(link: &super::PeerLink) {
+        while !link.wait_for(PeerSignal::SetUp, Duration::from_millis(20)) {
+            if interrupt::requested() {
+                return;
+            }
+        }
+    }
+}
+
+/// One side's pairs as it set them up.
+struct Made {
+    /// Its end of each pair.
+    ends: Vec<reactor::Side>,
+    /// What failed, by kind.
+    errors: Vec<(String, u64)>,
+    /// How long it took.
+    setup: Duration,
+}
+
+/// Both roles meet at the start line, then set their pairs up together (the sender
+/// dials or makes them, the receiver accepts or takes them), each telling the other when
+/// it is done; each side's measured interval begins once both are.
+impl Workload for Swarm {
+    fn sender(&self, mut side: Side) -> io::Result<SideReport> {
+        let endpoint = side.endpoint.take();
+        let (meter, made) = Meter::start_after(&side.start, || {
+            crate::testhooks::hold("swarm-setup");
+            let made = match endpoint {
+                Some(Endpoint::Dial(dialer)) => Ok(self.dial(&dialer)),
+                Some(Endpoint::Listen(_)) => {
+                    Err(io::Error::other("swarm's sending role got a listener"))
+                }
+                None => self.make(),
+            };
+            // Said even when nothing was made, so the receiver never waits for it.
+            side.link.signal(PeerSignal::SetUp);
+            if made.is_ok() {
+                Swarm::await_receiver(&side.link);
+            }
+            crate::testhooks::hold("swarm-run");
+            made
+        });
+        self.drive(&side, &meter, reactor::Role::Active, made?)
+    }
+
+    fn receiver(&self, mut side: Side) -> io::Result<SideReport> {
+        let endpoint = side.endpoint.take();
+        let (meter, made) = Meter::start_after(&side.start, || {
+            let made = match endpoint {
+                Some(Endpoint::Listen(listener)) => self.accept(&listener, &side.link),
+                Some(Endpoint::Dial(_)) => {
+                    Err(io::Error::other("swarm's receiving role got a dialer"))
+                }
+                None => Ok(self.take_made(&side.link)),
+            };
+            side.link.signal(PeerSignal::SetUp);
+            made
+        });
+        self.drive(&side, &meter, reactor::Role::Passive, made?)
+    }
+}
+
+/// `swarm` as the plan and the runner see it.
+pub struct SwarmSpec;
+
+/// The transports whose pairs are dialed through a listener (the others are made in
+/// one process).
+fn dialed(t: TransportKind) -> bool {
+    matches!(
+        t,
+        TransportKind::Unix
+            | TransportKind::UnixSeqpacket
+            | TransportKind::Tcp
+            | TransportKind::Tcp6
+    )
+}
+
+impl Spec for SwarmSpec {
+    fn wiring(&self, transport: TransportKind) -> Wiring {
+        if dialed(transport) {
+            Wiring::ListenDial
+        } else {
+            Wiring::InProcess
+        }
+    }
+
+    fn table(&self) -> TableKind {
+        TableKind::Throughput
+    }
+
+    fn headline(&self) -> crate::measure::headline::Headline {
+        crate::measure::headline::Headline::rate("messages_per_second")
+    }
+
+    fn headline_of(&self, run: &crate::report::RunFigures) -> Option<f64> {
+        Some(run.messages_per_second)
+    }
+
+    fn transports(&self) -> &'static [TransportKind] {
+        &pairs::TRANSPORTS
+    }
+
+    fn refuses(&self, sc: &Scenario) -> Option<String> {
+        let t = sc.transport;
+        if !pairs::TRANSPORTS.contains(&t) {
+            let names: Vec<&str> = pairs::TRANSPORTS.iter().map(|t| t.name()).collect();
+            return Some(format!(
+                "swarm cannot use transport '{t}': use one of {} (stream transports with a listener, socketpair and pipe)",
+                names.join(", ")
+            ));
+        }
+        let pairs = sc.extras.swarm.map_or(0, |s| s.pairs);
+        if pairs == 0 || pairs > MAX_PAIRS {
+            return Some(format!("-n must be between 1 and {MAX_PAIRS}"));
+        }
+        if !matches!(sc.stop, Stop::Duration(_)) {
+            return Some("a swarm runs for a duration (-d)".into());
+        }
+        None
+    }
+
+    fn roles(&self, sc: &Scenario, stop: Stop) -> Arc<dyn Workload> {
+        let options = sc.extras.swarm.unwrap_or_default();
+        let duration = match stop {
+            Stop::Duration(d) => d,
+            // Refused by the plan; a warm-up is always timed.
+            Stop::Count(_) | Stop::Bytes(_) => Duration::ZERO,
+        };
+        Arc::new(Swarm {
+            work: options.work,
+            size: sc.size as usize,
+            duration,
+            pairs: options.pairs,
+            transport: sc.transport,
+            handover: Mutex::new(None),
+        })
+    }
+
+    /// A stream is timed by its readers (what was delivered), a pingpong by its askers.
+    fn tally(&self, sc: &Scenario, roles: &Roles) -> Tally {
+        let work = sc.extras.swarm.unwrap_or_default().work;
+        let side = |of: &[SideReport], f: fn(&SwarmSide) -> u64| -> u64 {
+            of.iter().filter_map(|s| s.swarm.as_ref()).map(f).sum()
+        };
+        match work {
+            Work::Stream => {
+                let bytes = side(&roles.receivers, |s| s.received_in_interval);
+                Tally {
+                    bytes_received: bytes,
+                    messages_received: bytes.div_ceil(sc.size.max(1)),
+                    delivered_bytes: bytes,
+                    counted: bytes.div_ceil(sc.size.max(1)),
+                    ..Tally::timed_by(Role::Receiver)
+                }
+            }
+            Work::Pingpong => {
+                let trips = Roles::sum(&roles.senders, |s| s.messages);
+                Tally {
+                    bytes_received: trips * sc.size,
+                    messages_received: trips,
+                    delivered_bytes: trips * sc.size,
+                    counted: trips,
+                    ..Tally::timed_by(Role::Sender)
+                }
+            }
+        }
+    }
+
+    fn sets_up_after_the_line(&self) -> bool {
+        true
+    }
+
+    fn watched(&self) -> [(Role, crate::measure::live::Watch); 2] {
+        use crate::measure::live::Watch;
+        [
+            (Role::Receiver, Watch::Receiver),
+            (Role::Sender, Watch::Sender),
+        ]
+    }
+}
