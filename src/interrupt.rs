@@ -6,7 +6,7 @@
 //! Nothing else happens in the handler.
 
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, LazyLock};
 
 use nix::sys::eventfd::{EfdFlags, EventFd};
@@ -19,6 +19,9 @@ static FLAG: LazyLock<Arc<AtomicBool>> = LazyLock::new(|| Arc::new(AtomicBool::n
 static WAKE: LazyLock<Option<EventFd>> = LazyLock::new(|| {
     EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK).ok()
 });
+
+/// The child process a stop is passed on to at once (0: none).
+static CHILD: AtomicI32 = AtomicI32::new(0);
 
 const SIGNALS: [i32; 3] = [
     signal_hook::consts::SIGINT,
@@ -38,7 +41,22 @@ pub fn install() -> std::io::Result<()> {
     if let Some(fd) = wake_fd() {
         crate::sys::wait::wake_on_signals(fd, &SIGNALS)?;
     }
-    Ok(())
+    crate::sys::wait::pass_signals_to(&CHILD, &SIGNALS)
+}
+
+/// While `child` runs part of this process's work (a run's other role), a stop asked of
+/// this process is passed on to it at once (as SIGINT), so both sides stop together and
+/// what they measured is kept; `None` when it is done. A stop already asked is passed on
+/// now.
+pub fn pass_on_to(child: Option<u32>) {
+    let pid = child.and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
+    CHILD.store(pid, Ordering::SeqCst);
+    if pid > 0 && requested() {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGINT,
+        );
+    }
 }
 
 /// Whether the user asked to stop.

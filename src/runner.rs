@@ -297,7 +297,7 @@ impl<'a> Runner<'a> {
             Local::Bidir => role == Role::Receiver,
             Local::Only(r) => r == role,
         };
-        let [first, second] = crate::workload::spec(sc.workload).watched();
+        let [first, second] = crate::workload::spec(sc.workload).watched(sc);
         Some(if here(first.0) { first.1 } else { second.1 })
     }
 

@@ -30,6 +30,15 @@ fn swarm(sb: &Sandbox, args: &[&str]) -> (Option<i32>, Value, String) {
     )
 }
 
+/// Held by the tests of thousands of pairs, so that they do not run beside each other:
+/// each must get its roles a CPU within the run's 50 ms grace after Ctrl-C.
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    HEAVY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// As many pairs as asked, up to what this machine's hard descriptor limit allows.
 fn most_pairs(want: u64) -> u64 {
     let (_, hard) =
@@ -43,6 +52,7 @@ fn most_pairs(want: u64) -> u64 {
 
 #[test]
 fn ten_thousand_pairs_over_unix_and_tcp_run_without_an_error() {
+    let _alone = alone();
     let n = most_pairs(10_000);
     let sb = Sandbox::new();
     for t in ["unix", "tcp"] {
@@ -199,7 +209,9 @@ struct Carried {
 }
 
 /// The per-port counts of `pairs` pairs: `pairs` ports sent one SYN each (the
-/// connecting ends), the accepting side accepted as many connections as were opened.
+/// connecting ends), the accepting side accepted as many connections as were opened. A
+/// connecting end's payload is what its pair wrote after the pair's number (4 bytes,
+/// sent first so the two sides order their ends alike).
 fn carried(k: &HashMap<String, u64>, pairs: u64) -> Carried {
     let payload = |p: &u64| k[&format!("data_{p}_bytes")] - 52 * k[&format!("data_{p}")];
     let (connecting, other): (Vec<u64>, Vec<u64>) =
@@ -216,7 +228,7 @@ fn carried(k: &HashMap<String, u64>, pairs: u64) -> Carried {
         );
     }
     Carried {
-        connecting: connecting.iter().map(payload).collect(),
+        connecting: connecting.iter().map(|p| payload(p) - 4).collect(),
         accepted: other.iter().map(payload).sum(),
         exact,
     }
@@ -456,21 +468,42 @@ fn descriptor_limits_are_raised_to_the_hard_one_or_named_when_they_cannot_fit() 
 
 #[test]
 fn ctrl_c_stops_it_promptly_while_setting_up_and_while_running() {
+    let _alone = alone();
     let n = most_pairs(9_000).to_string();
     let sb = Sandbox::new();
-    for (after, phase) in [
-        (Duration::from_millis(50), "setup"),
-        (Duration::from_millis(1500), "run"),
+    let pairs: usize = n.parse().unwrap();
+    for (after, phase, placement) in [
+        (Duration::from_millis(50), "setup", "threads"),
+        (Duration::from_millis(300), "run", "threads"),
+        // The child is told at once, so what both sides measured is kept.
+        (Duration::from_millis(300), "run", "processes"),
     ] {
         let child = sb
             .sockbench()
             .args([
                 "swarm", "-n", &n, "-t", "tcp", "-d", "30", "--format", "json", "-q",
             ])
+            .args(["--placement", placement])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
+        if phase == "run" {
+            // Every pair set up: its ends open here (one of each pair with processes).
+            let here = if placement == "threads" {
+                2 * pairs
+            } else {
+                pairs
+            };
+            let until = Instant::now() + Duration::from_secs(60);
+            while sockets_of(child.id()) < here {
+                assert!(
+                    Instant::now() < until,
+                    "{placement}: the pairs never came up"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
         std::thread::sleep(after);
         let t = Instant::now();
         nix::sys::signal::kill(
@@ -492,6 +525,13 @@ fn ctrl_c_stops_it_promptly_while_setting_up_and_while_running() {
         );
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["interrupted"], true, "{phase}");
+        if phase == "run" {
+            // Cut short, not thrown away: the run's pairs and what they moved.
+            assert_eq!(v["body"]["placement"], placement);
+            assert!(u(&v, "/body/pairs") > 0, "{placement}: {v}");
+            assert!(u(&v, "/body/bytes_received") > 0, "{placement}: {v}");
+            assert!(f(&v, "/body/duration_seconds") > 0.0, "{placement}: {v}");
+        }
     }
     assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
 }
@@ -594,6 +634,7 @@ fn children_of(pid: u32) -> Vec<u32> {
 
 #[test]
 fn with_placement_processes_the_receiving_ends_are_in_a_child_and_every_byte_is_counted() {
+    let _alone = alone();
     let sb = Sandbox::new();
     let pairs = 200;
     let child = sb
@@ -651,49 +692,29 @@ fn with_placement_processes_the_receiving_ends_are_in_a_child_and_every_byte_is_
 #[test]
 fn intervals_add_up_to_what_the_watched_ends_counted() {
     let sb = Sandbox::new();
-    for (args, watched) in [
+    // What the run's figures are made of: a stream's bytes read within the interval (the
+    // drain after it is not the last interval's), a pingpong's round trips; with the
+    // receiving ends in a child, this process's writers.
+    let in_interval = |v: &Value| u(v, "/body/bytes_received_in_interval");
+    let round_trips = |v: &Value| u(v, "/body/round_trips") * u(v, "/body/size_bytes");
+    let written = |v: &Value| u(v, "/body/bytes_sent");
+    type Counted<'a> = &'a dyn Fn(&Value) -> u64;
+    let cases: [(&str, Counted); 3] = [
+        ("-n 20 -t unix -d 0.5 -i 0.1", &in_interval),
         (
-            &["-n", "20", "-t", "unix", "-d", "0.5", "-i", "0.1"][..],
-            "bytes_received",
+            "-n 20 -t socketpair -W pingpong -d 0.5 -i 0.1",
+            &round_trips,
         ),
-        (
-            &[
-                "-n",
-                "20",
-                "-t",
-                "socketpair",
-                "-W",
-                "pingpong",
-                "-d",
-                "0.5",
-                "-i",
-                "0.1",
-            ][..],
-            "bytes_received",
-        ),
-        // With the receiving ends in a child, this process's (the writers') are followed.
-        (
-            &[
-                "-n",
-                "20",
-                "-t",
-                "tcp",
-                "-d",
-                "0.5",
-                "-i",
-                "0.1",
-                "--placement",
-                "processes",
-            ][..],
-            "bytes_sent",
-        ),
-    ] {
-        let (code, v, err) = swarm(&sb, args);
+        ("-n 20 -t tcp -d 0.5 -i 0.1 --placement processes", &written),
+    ];
+    for (args, counted) in cases {
+        let args: Vec<&str> = args.split_whitespace().collect();
+        let (code, v, err) = swarm(&sb, &args);
         assert_eq!(code, Some(0), "{args:?}: {err}");
         let intervals = v["body"]["intervals"].as_array().unwrap();
         assert!(intervals.len() >= 3, "{args:?}: {v}");
         let sum: u64 = intervals.iter().map(|i| i["bytes"].as_u64().unwrap()).sum();
-        assert_eq!(sum, u(&v, &format!("/body/{watched}")), "{args:?}: {v}");
+        assert_eq!(sum, counted(&v), "{args:?}: {v}");
         // Back to back from the measured interval's start.
         assert_eq!(intervals[0]["start_seconds"], 0.0);
         for w in intervals.windows(2) {

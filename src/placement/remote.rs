@@ -378,6 +378,7 @@ impl Remote {
         }
         let mut child = spawn_child(&theirs, inherited.iter().map(|i| i.2), self.path.as_ref())
             .map_err(RunError::Failed)?;
+        crate::interrupt::pass_on_to(Some(child.id()));
         drop(theirs);
         let mut handed = Vec::new();
         for (mine_end, child_end, fd) in inherited {
@@ -402,6 +403,7 @@ impl Remote {
             Ok(done)
         })();
         drop(ctl);
+        crate::interrupt::pass_on_to(None);
         reap(&mut child);
         outcome
     }
@@ -590,9 +592,8 @@ impl Placement for Remote {
         senders.extend(split(&theirs, Role::Sender));
         let mut receivers = split(&o.reports, Role::Receiver);
         receivers.extend(split(&theirs, Role::Receiver));
-        if senders.iter().any(|s| s.interrupted) && crate::interrupt::requested() {
-            return Err(RunError::Interrupted);
-        }
+        // A run Ctrl-C cut short comes back with what both sides measured, their roles
+        // saying so.
         // What the server's transport granted where no socket says it (a queue the
         // server made: its depth may be capped by the server's own fs.mqueue.msg_max),
         // held to the same bound as the server's other counts.

@@ -55,9 +55,10 @@ use crate::workload::{
 
 /// Bytes of a run's token.
 pub const TOKEN_BYTES: usize = 16;
-/// How long after Ctrl-C the client waits for the run to wind down before it abandons it
-/// (the whole stop is promised within 100 ms).
-const INTERRUPT_GRACE: Duration = Duration::from_millis(20);
+/// How long after Ctrl-C the client waits for the run to wind down (its roles' reports
+/// and the peer's result, so that what was measured is kept) before it abandons it (the
+/// whole stop is promised within 100 ms).
+const INTERRUPT_GRACE: Duration = Duration::from_millis(50);
 /// How long the roles of an abandoned run get to end once their sockets are shut down.
 const JOIN_GRACE: Duration = Duration::from_secs(2);
 /// The same after Ctrl-C: the process is about to exit, and a role blocked where no
@@ -861,7 +862,7 @@ pub fn client_run(
         stop,
         side.max_duration.saturating_add(deadlines.stall),
         deadlines.stall,
-    );
+    ) + spec(sc.workload).set_up_allowance();
     match drive(ctl, &mut roles, sc, (limit, &deadlines), true)? {
         Ending::Interrupted => Err(RunError::Interrupted),
         Ending::Done(_, None) => Err(RunError::Failed(anyhow!("the server sent no result"))),
@@ -1183,7 +1184,8 @@ pub fn server_run(
         &mut roles,
         sc,
         (
-            run_limit(stop, side.max_duration, deadlines.stall),
+            run_limit(stop, side.max_duration, deadlines.stall)
+                + spec(sc.workload).set_up_allowance(),
             &deadlines,
         ),
         false,

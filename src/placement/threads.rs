@@ -28,7 +28,7 @@ use crate::workload::{
 const STALL_GRACE: Duration = Duration::from_secs(15);
 /// How long after Ctrl-C the runner waits for the sides before it leaves them behind
 /// (the process exits, and they with it: the whole stop is promised within 100 ms).
-const INTERRUPT_GRACE: Duration = Duration::from_millis(20);
+const INTERRUPT_GRACE: Duration = Duration::from_millis(50);
 
 /// Where one run makes its socket files and FIFOs: `--path`, or a private directory that
 /// exists only while the run opens its transports (every name in it is removed as soon
@@ -223,7 +223,7 @@ impl Placement for Threads {
         let t0 = SystemTicks::now();
         let started = Instant::now();
         let limit = match stop {
-            Stop::Duration(d) => Some(d + STALL_GRACE),
+            Stop::Duration(d) => Some(d + STALL_GRACE + spec(sc.workload).set_up_allowance()),
             _ => None,
         };
         let (mut senders, mut receivers) = (Vec::new(), Vec::new());

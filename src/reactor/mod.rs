@@ -115,6 +115,9 @@ pub struct ReactorReport {
     pub latency: Option<Histogram<u64>>,
     /// Whether Ctrl-C cut it short.
     pub interrupted: bool,
+    /// The pairs' ends, still open: closing ten thousand sockets takes a while, which is
+    /// no part of the run (the caller closes them when it has reported).
+    pub ends: Vec<Side>,
 }
 
 /// Which end a reactor drives.
@@ -154,7 +157,7 @@ pub type Progress<'a> = &'a mut dyn FnMut(u64, u64);
 
 /// The longest the drain waits for a byte while the other side has not finished (it may
 /// be starved of a CPU, not gone): past it, the pairs still open are given up.
-const STUCK: Duration = Duration::from_secs(60);
+pub const STUCK: Duration = Duration::from_secs(60);
 
 /// Run one reactor over `sides` until the interval ends and the pairs drain. `start`
 /// waits for the other side and returns when the measured interval began; `progress` is
@@ -222,13 +225,13 @@ pub fn run(
     let mut scratch = vec![0u8; plan.size.max(1)];
     let mut events = Events::with_capacity(4096);
     let started = start();
-    // What --interval follows: a stream's bytes written (active) or read (passive), an
-    // asker's round trips.
+    // What --interval follows: a stream's bytes written (active) or read within the
+    // interval (passive: the drain is not the interval's), an asker's round trips.
     let mut moved = 0u64;
     let figure = |c: &PairCount| match (plan.work, role) {
         (Work::Pingpong, Role::Active) => c.round_trips,
         (_, Role::Active) => c.sent,
-        (_, Role::Passive) => c.received,
+        (_, Role::Passive) => c.received_in_interval,
     };
     let size = plan.size.max(1) as u64;
     let report = |moved: u64, progress: &mut dyn FnMut(u64, u64)| match (plan.work, role) {
@@ -243,6 +246,7 @@ pub fn run(
             interval: Duration::ZERO,
             latency,
             interrupted: crate::interrupt::requested(),
+            ends: Vec::new(),
         });
     }
     let deadline = started + plan.duration;
@@ -266,6 +270,11 @@ pub fn run(
     loop {
         crate::testhooks::slow("swarm-step");
         for i in ready.drain(..) {
+            // A round of turns over many pairs can take long: Ctrl-C is looked at every
+            // turn (one relaxed load), not only between rounds.
+            if crate::interrupt::requested() {
+                break;
+            }
             queued[i] = false;
             let now_in = Instant::now() < deadline;
             let before = (figure(&pairs[i].count), flow(&pairs[i].count));
@@ -334,6 +343,9 @@ pub fn run(
             Err(e) => return Err(e),
         }
         for ev in &events {
+            if crate::interrupt::requested() {
+                break;
+            }
             // One clock reading per event (each is at least one system call): what the
             // event reads counts in the interval if it began before the deadline.
             // (The interval, and the end of writes, begin only once the deadline is past.)
@@ -366,11 +378,13 @@ pub fn run(
             });
         }
     }
+    let (counts, ends) = pairs.into_iter().map(|p| (p.count, p.side)).unzip();
     Ok(ReactorReport {
-        pairs: pairs.into_iter().map(|p| p.count).collect(),
+        pairs: counts,
         interval: interval.unwrap_or_else(|| started.elapsed()),
         latency,
         interrupted,
+        ends,
     })
 }
 

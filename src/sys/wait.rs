@@ -113,6 +113,34 @@ pub fn wake_on_signals(fd: RawFd, signals: &[i32]) -> io::Result<()> {
     Ok(())
 }
 
+/// On each of `signals`, send SIGINT to the process whose id `child` holds (none while it
+/// holds 0): a child that runs part of this process's work stops with it at once.
+///
+/// # Errors
+/// If a handler cannot be installed.
+pub fn pass_signals_to(
+    child: &'static std::sync::atomic::AtomicI32,
+    signals: &[i32],
+) -> io::Result<()> {
+    for &sig in signals {
+        // SAFETY: the action is async-signal-safe: an atomic load and one kill(2) (it
+        // allocates nothing and takes no lock; the registry saves and restores errno
+        // around it).
+        unsafe {
+            signal_hook::low_level::register(sig, move || {
+                let pid = child.load(std::sync::atomic::Ordering::SeqCst);
+                if pid > 0 {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGINT,
+                    );
+                }
+            })?;
+        }
+    }
+    Ok(())
+}
+
 /// An epoll instance watching one descriptor for one direction (level-triggered).
 pub struct EpollSet {
     epoll: Epoll,

@@ -186,7 +186,10 @@ pub const TRANSPORTS: [TransportKind; 4] = [
 pub struct ConnectSpec;
 
 impl Spec for ConnectSpec {
-    fn watched(&self) -> [(super::Role, crate::measure::live::Watch); 2] {
+    fn watched(
+        &self,
+        _sc: &crate::plan::Scenario,
+    ) -> [(super::Role, crate::measure::live::Watch); 2] {
         use crate::measure::live::Watch;
         // The dialers' connections made, else the listener's accepted.
         [

@@ -851,7 +851,7 @@ pub trait Spec: Sync {
     }
     /// Whose counts `--interval` follows: the first of these whose role ran in this
     /// process, else the second (one-way workloads: the receivers, else the senders).
-    fn watched(&self) -> [(Role, crate::measure::live::Watch); 2] {
+    fn watched(&self, _sc: &crate::plan::Scenario) -> [(Role, crate::measure::live::Watch); 2] {
         use crate::measure::live::Watch;
         [
             (Role::Receiver, Watch::Receiver),
@@ -880,6 +880,11 @@ pub trait Spec: Sync {
     /// interval, and `--interval`'s, only then.
     fn sets_up_after_the_line(&self) -> bool {
         false
+    }
+    /// How much longer than its stop a run may take for that set-up (and a drain that
+    /// waits for a side starved of a CPU) before it is declared stalled.
+    fn set_up_allowance(&self) -> Duration {
+        Duration::ZERO
     }
     /// How its kernel timestamps are joined (`--timestamps`), if it takes them.
     fn exchange(&self) -> Option<crate::measure::timestamps::Exchange> {

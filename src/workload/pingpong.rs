@@ -419,7 +419,10 @@ pub const ROUND_TRIP: &str = "round_trip";
 pub struct PingpongSpec;
 
 impl Spec for PingpongSpec {
-    fn watched(&self) -> [(super::Role, crate::measure::live::Watch); 2] {
+    fn watched(
+        &self,
+        _sc: &crate::plan::Scenario,
+    ) -> [(super::Role, crate::measure::live::Watch); 2] {
         use crate::measure::live::Watch;
         // The client's round trips completed, else the echoing side's requests.
         [

@@ -8,7 +8,7 @@
 //! Each side reports its totals, its per-pair figure and its errors by kind
 //! ([`SwarmSide`]); `sockbench swarm` folds the two into its document.
 
-use std::io;
+use std::io::{self, Read, Write};
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -28,8 +28,9 @@ use crate::transport::TransportKind;
 /// Most pairs in one swarm.
 pub const MAX_PAIRS: u64 = 100_000;
 
-/// How long the receiving side waits for the pairs it was promised before it gives up.
-const SETUP_LIMIT: Duration = Duration::from_secs(300);
+/// How long the receiving side waits for the pairs the sending side dials before it
+/// gives up.
+const SETUP_LIMIT: Duration = Duration::from_secs(60);
 
 /// What a swarm scenario asks for beyond every scenario's options.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,18 +68,36 @@ pub struct SwarmSide {
 impl SwarmSide {
     /// The side's figures from its reactor's report; `setup` and `errors` from making
     /// its pairs.
-    fn of(
-        work: Work,
-        role: reactor::Role,
-        r: &reactor::ReactorReport,
-        setup: Duration,
-        mut errors: Vec<(String, u64)>,
-    ) -> SwarmSide {
-        let mut failed = Vec::new();
-        for (i, c) in r.pairs.iter().enumerate() {
+    fn of(work: Work, role: reactor::Role, r: &reactor::ReactorReport, made: Made) -> SwarmSide {
+        let Made {
+            errors: mut errs,
+            setup,
+            numbers,
+            ..
+        } = made;
+        // Each reactor end's pair number, and how many numbers there are (the ones this
+        // side never got count as failed pairs).
+        let numbers = numbers.unwrap_or_else(|| (0..r.pairs.len() as u32).collect());
+        let len = numbers.last().map_or(0, |&n| n as usize + 1);
+        let mut per_pair = vec![0; len];
+        let mut ok = vec![false; len];
+        for (c, &n) in r.pairs.iter().zip(&numbers) {
+            let n = n as usize;
+            ok[n] = true;
+            per_pair[n] = match (work, role) {
+                (_, reactor::Role::Passive) => c.received_in_interval,
+                (Work::Pingpong, reactor::Role::Active) => c.round_trips,
+                (Work::Stream, reactor::Role::Active) => c.sent,
+            };
             if let Some(e) = &c.error {
-                note(&mut errors, e.clone());
-                failed.push(i as u32);
+                note(&mut errs, e.clone());
+                ok[n] = false;
+            }
+        }
+        let missing = ok.len() - numbers.len();
+        if missing > 0 {
+            for _ in 0..missing {
+                note(&mut errs, "setup: dialed, never accepted".into());
             }
         }
         SwarmSide {
@@ -86,17 +105,9 @@ impl SwarmSide {
             sent: r.pairs.iter().map(|c| c.sent).sum(),
             received: r.pairs.iter().map(|c| c.received).sum(),
             received_in_interval: r.pairs.iter().map(|c| c.received_in_interval).sum(),
-            per_pair: r
-                .pairs
-                .iter()
-                .map(|c| match (work, role) {
-                    (_, reactor::Role::Passive) => c.received_in_interval,
-                    (Work::Pingpong, reactor::Role::Active) => c.round_trips,
-                    (Work::Stream, reactor::Role::Active) => c.sent,
-                })
-                .collect(),
-            failed,
-            errors,
+            per_pair,
+            failed: (0..len as u32).filter(|&n| !ok[n as usize]).collect(),
+            errors: errs,
         }
     }
 }
@@ -151,7 +162,7 @@ impl Swarm {
         side: &Side,
         meter: &Meter,
         role: reactor::Role,
-        made: Made,
+        mut made: Made,
     ) -> io::Result<SideReport> {
         let who = match role {
             reactor::Role::Active => Role::Sender,
@@ -170,23 +181,42 @@ impl Swarm {
         let ran = reactor::run(
             role,
             &self.plan(),
-            made.ends,
+            std::mem::take(&mut made.ends),
             &mut start,
             &mut progress,
             &mut peer_finished,
         );
         side.link.signal(mine);
-        let r = ran?;
+        let mut r = ran?;
+        let ends = std::mem::take(&mut r.ends);
+        if r.interrupted {
+            // After Ctrl-C the report must not wait for ten thousand closes (the process
+            // is about to exit): a thread of their own closes them. (If none can be
+            // started, they are closed at once.)
+            let closer = std::thread::Builder::new().name("sb-swarm-close".into());
+            let _ = closer.spawn(move || drop(ends));
+        } else {
+            // Before the next run opens as many again.
+            drop(ends);
+        }
         let mut report = meter.stop(None, side.conn.as_ref());
-        let swarm = SwarmSide::of(self.work, role, &r, made.setup, made.errors);
+        let swarm = SwarmSide::of(self.work, role, &r, made);
         report.elapsed = Some(r.interval);
         report.interrupted = r.interrupted;
+        // What the run counts of this side (what --interval's last line is closed with):
+        // an asker's round trips, a writer's bytes, a reader's bytes within the interval
+        // (its drain is counted apart, in `swarm.received`).
+        let size = self.size as u64;
         (report.bytes, report.messages) = match (self.work, role) {
-            (Work::Pingpong, reactor::Role::Active) => (swarm.sent, swarm.per_pair.iter().sum()),
-            (_, reactor::Role::Active) => (swarm.sent, swarm.sent.div_ceil(self.size as u64)),
-            (_, reactor::Role::Passive) => {
-                (swarm.received, swarm.received.div_ceil(self.size as u64))
+            (Work::Pingpong, reactor::Role::Active) => {
+                let trips: u64 = swarm.per_pair.iter().sum();
+                (trips * size, trips)
             }
+            (_, reactor::Role::Active) => (swarm.sent, swarm.sent.div_ceil(size)),
+            (_, reactor::Role::Passive) => (
+                swarm.received_in_interval,
+                swarm.received_in_interval.div_ceil(size),
+            ),
         };
         if let Some(h) = r.latency.filter(|h| !h.is_empty()) {
             report.latencies.push(("round_trip", h));
@@ -205,7 +235,14 @@ impl Swarm {
             if interrupt::requested() {
                 break;
             }
-            match dialer.connect_socket().and_then(socket_side) {
+            // Each pair's first bytes are its number, so the accepting side puts its
+            // ends in the same order whatever order the kernel queued them in.
+            let number = (ends.len() as u32).to_le_bytes();
+            let made = dialer
+                .connect_socket()
+                .and_then(|s| (&s).write_all(&number).map(|()| s))
+                .and_then(socket_side);
+            match made {
                 Ok(s) => ends.push(s),
                 Err(e) => note(&mut errors, format!("setup: connect: {e}")),
             }
@@ -214,6 +251,7 @@ impl Swarm {
             ends,
             errors,
             setup: began.elapsed(),
+            numbers: None,
         }
     }
 
@@ -225,10 +263,12 @@ impl Swarm {
         link: &super::PeerLink,
     ) -> io::Result<Made> {
         let began = Instant::now();
-        let mut ends = Vec::with_capacity(self.pairs as usize);
+        // By pair number (the first bytes of each connection).
+        let mut slots: Vec<Option<reactor::Side>> = (0..self.pairs).map(|_| None).collect();
+        let mut got = 0u64;
         let mut errors = Vec::new();
         let mut dialed = false;
-        while (ends.len() as u64) < self.pairs && !interrupt::requested() {
+        while got < self.pairs && !interrupt::requested() {
             // Every connection the dialer made is pending once it says it is done.
             dialed = dialed || link.has(PeerSignal::SetUp);
             let wait = if dialed {
@@ -242,24 +282,54 @@ impl Swarm {
                 }
                 if began.elapsed() > SETUP_LIMIT {
                     return Err(io::Error::other(format!(
-                        "{} of {} pairs arrived in {} s: the dialing side is stuck",
-                        ends.len(),
+                        "{got} of {} pairs arrived in {} s: the dialing side is stuck",
                         self.pairs,
                         SETUP_LIMIT.as_secs()
                     )));
                 }
                 continue;
             }
-            match listener.accept_socket().and_then(socket_side) {
-                Ok(s) => ends.push(s),
+            match listener.accept_socket() {
+                Ok(s) => match pair_number(&s) {
+                    Some(n) if n < self.pairs && slots[n as usize].is_none() => {
+                        slots[n as usize] = Some(socket_side(s)?);
+                        got += 1;
+                    }
+                    _ => note(
+                        &mut errors,
+                        "setup: a connection that named no pair of this run".into(),
+                    ),
+                },
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => note(&mut errors, format!("setup: accept: {e}")),
+                // A connection its dialer gave up on: that pair's loss.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {
+                    note(&mut errors, format!("setup: accept: {e}"));
+                }
+                // Out of descriptors or memory: the connection stays queued, and no
+                // retry would take it.
+                Err(e) => {
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("cannot accept the pairs' connections: {e}"),
+                    ))
+                }
+            }
+        }
+        // The ends in pair order; a number below the highest that never came is a pair
+        // the dialer made and this side never got.
+        let mut ends = Vec::with_capacity(got as usize);
+        let mut numbers = Vec::with_capacity(got as usize);
+        for (n, slot) in slots.into_iter().enumerate() {
+            if let Some(end) = slot {
+                ends.push(end);
+                numbers.push(n as u32);
             }
         }
         Ok(Made {
             ends,
             errors,
             setup: began.elapsed(),
+            numbers: Some(numbers),
         })
     }
 
@@ -275,6 +345,7 @@ impl Swarm {
             ends: active,
             errors: made.errors,
             setup: began.elapsed(),
+            numbers: None,
         })
     }
 
@@ -295,6 +366,7 @@ impl Swarm {
             ends,
             errors: Vec::new(),
             setup: began.elapsed(),
+            numbers: None,
         }
     }
 
@@ -316,6 +388,18 @@ struct Made {
     errors: Vec<(String, u64)>,
     /// How long it took.
     setup: Duration,
+    /// Each end's pair number, when this side did not make them in order (None: the
+    /// ends are pairs 0, 1, 2...).
+    numbers: Option<Vec<u32>>,
+}
+
+/// The pair number a dialed connection opens with (None if it sent none in time).
+fn pair_number(s: &socket2::Socket) -> Option<u64> {
+    let mut number = [0u8; 4];
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    (&*s).read_exact(&mut number).ok()?;
+    s.set_read_timeout(None).ok()?;
+    Some(u64::from(u32::from_le_bytes(number)))
 }
 
 /// Both roles meet at the start line, then set their pairs up together (the sender
@@ -471,11 +555,25 @@ impl Spec for SwarmSpec {
         true
     }
 
-    fn watched(&self) -> [(Role, crate::measure::live::Watch); 2] {
+    /// Setting the pairs up may take [`SETUP_LIMIT`], and the drain waits up to the
+    /// reactor's limit for a starved side.
+    fn set_up_allowance(&self) -> Duration {
+        SETUP_LIMIT + reactor::STUCK
+    }
+
+    /// A stream: what the reading ends read in the interval, else what the writing ends
+    /// wrote; a pingpong: the askers' round trips, else the answering ends' requests.
+    fn watched(&self, sc: &Scenario) -> [(Role, crate::measure::live::Watch); 2] {
         use crate::measure::live::Watch;
-        [
-            (Role::Receiver, Watch::Receiver),
-            (Role::Sender, Watch::Sender),
-        ]
+        match sc.extras.swarm.unwrap_or_default().work {
+            Work::Stream => [
+                (Role::Receiver, Watch::Receiver),
+                (Role::Sender, Watch::Sender),
+            ],
+            Work::Pingpong => [
+                (Role::Sender, Watch::Client),
+                (Role::Receiver, Watch::Receiver),
+            ],
+        }
     }
 }
