@@ -576,4 +576,28 @@ mod tests {
         assert_eq!(url_path("http://h"), "/");
         assert_eq!(url_path("http://h:1/"), "/");
     }
+
+    /// The warning of bytes that answer no request comes with such bytes, and only then.
+    #[test]
+    fn stray_bytes_are_warned_of_only_when_there_are_some() {
+        let stray = |w: &[String]| w.iter().any(|w| w.contains("answer no request"));
+        let mut b = body("http://h/", "tcp h:80");
+        b.requests_complete = 1000;
+        b.duration_seconds = 1.0;
+        let wall = Duration::from_secs(1);
+        assert!(
+            !stray(&warnings(&b, false, wall)),
+            "{:?}",
+            warnings(&b, false, wall)
+        );
+        b.stray_bytes = 1;
+        b.stray_closes = 1;
+        let w = warnings(&b, false, wall);
+        assert!(stray(&w), "{w:?}");
+        assert!(
+            w.iter()
+                .any(|w| w.contains("1 B") && w.contains("(1 times)")),
+            "{w:?}"
+        );
+    }
 }
