@@ -8,13 +8,16 @@
 # sockbench versions too) and gives each row's headline figure. Printed per row: the
 # median of each binary over the rounds, NEW/OLD of the medians (above 1: NEW is faster
 # for a figure where higher is better; for a latency, OLD/NEW, so above 1 is still
-# "NEW is better"), and every round's ratio.
+# "NEW is better"), a 95% interval for that ratio (the rounds resampled), whether the
+# ratio is at least FLOOR beyond the noise ("yes", "no", or "can't tell": more rounds;
+# with fewer than 5 rounds it does not say),
+# and every round's ratio.
 #
 #   bench/versus.sh OLD NEW                      e.g. a release build of main and of a branch
 #   ROUNDS=7 DURATION=2 WORKLOADS="stream relay" bench/versus.sh OLD NEW
 #
 # Environment: ROUNDS (default 5), DURATION seconds per measured run (default 1),
-# WORKLOADS (default all six). `load` drives NEW's
+# WORKLOADS (default all six), FLOOR (default 0.97: slower is a regression). `load` drives NEW's
 # `serve --model epoll`, so only the generator differs. Run it on an idle machine: the
 # ratios of one run are what it is for; figures of different runs are not comparable.
 # About ROUNDS x 2 x (DURATION + 1) seconds per workload (relay runs every copy method).
@@ -25,6 +28,7 @@ NEW=${2:?usage: bench/versus.sh OLD-BINARY NEW-BINARY}
 ROUNDS=${ROUNDS:-5}
 DURATION=${DURATION:-1}
 WORKLOADS=${WORKLOADS:-stream pingpong rate relay load swarm}
+FLOOR=${FLOOR:-0.97}
 die() { echo "versus.sh: $*" >&2; exit 1; }
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive integer"
 [[ $DURATION =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "DURATION must be seconds"
@@ -87,10 +91,11 @@ for w in $WORKLOADS; do
   done
 done
 
-python3 - "$WORK" "$ROUNDS" $WORKLOADS <<'EOF'
-import json, statistics, sys
-work, rounds, workloads = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-print(f"{'row':<44} {'figure':<22} {'OLD median':>12} {'NEW median':>12} {'ratio':>6}  per round")
+python3 - "$WORK" "$ROUNDS" "$FLOOR" $WORKLOADS <<'EOF'
+import json, random, statistics, sys
+work, rounds, floor, workloads = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4:]
+random.seed(1)  # the same interval for the same figures
+print(f"{'row':<40} {'figure':<20} {'OLD median':>11} {'NEW median':>11} {'ratio':>6} {'95% interval':>13}  {'>= ' + str(floor):<10} per round")
 for w in workloads:
     rows = {}
     for r in range(1, rounds + 1):
@@ -101,10 +106,20 @@ for w in workloads:
             key = (c["scenario"], c["figure"], c["higher_is_better"])
             rows.setdefault(key, []).append((c["base"]["median"], c["new"]["median"]))
     for (scenario, figure, higher), pairs in rows.items():
-        old = statistics.median(p[0] for p in pairs)
-        new = statistics.median(p[1] for p in pairs)
+        pairs = [(o, n) for o, n in pairs if o and n]
+        if not pairs:
+            continue
         better = (lambda o, n: n / o) if higher else (lambda o, n: o / n)
-        each = " ".join(f"{better(o, n):.2f}" for o, n in pairs if o and n)
-        ratio = better(old, new) if old and new else float("nan")
-        print(f"{scenario[:44]:<44} {figure[:22]:<22} {old:>12.4g} {new:>12.4g} {ratio:>6.3f}  {each}")
+        def ratio(sample):
+            return better(statistics.median(p[0] for p in sample), statistics.median(p[1] for p in sample))
+        # The rounds resampled (each round's pair kept together): how far the ratio of
+        # the medians moves with which rounds happened to be measured.
+        boot = sorted(ratio(random.choices(pairs, k=len(pairs))) for _ in range(2000))
+        lo, hi = boot[50], boot[1949]
+        verdict = "yes" if lo >= floor else ("no" if hi < floor else "can't tell")
+        if len(pairs) < 5:
+            verdict = "5+ rounds"  # too few for the interval to mean anything
+        each = " ".join(f"{better(o, n):.2f}" for o, n in pairs)
+        print(f"{scenario[:40]:<40} {figure[:20]:<20} {statistics.median(p[0] for p in pairs):>11.4g} "
+              f"{statistics.median(p[1] for p in pairs):>11.4g} {ratio(pairs):>6.3f} {lo:>6.3f}-{hi:<6.3f}  {verdict:<10} {each}")
 EOF
