@@ -513,6 +513,14 @@ mod tests {
         f.server_system = None;
         f.udp_receive_buffer_errors = Some(u64::MAX);
         assert!(implausible(&f).unwrap().starts_with("UDP"));
+        f.udp_receive_buffer_errors = None;
+        // Bytes per second are held to the bit rate's bound in bits: an eighth of it is
+        // the most, whatever the bits/s beside them say.
+        let most = crate::measure::units::plausible::BITS_PER_SECOND / 8.0;
+        f.bytes_per_second = most;
+        assert_eq!(implausible(&f), None);
+        f.bytes_per_second = most * 1.5;
+        assert!(implausible(&f).unwrap().starts_with("bytes/s"), "{f:?}");
     }
 
     fn udp_raw(sent: u64, received: u64, drops: Option<u64>) -> Roles {
