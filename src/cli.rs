@@ -284,6 +284,8 @@ pairs' buffers may take; what cannot fit is an error naming the limit.")]
     #[command(mut_arg("size", |a| a.help("Message sizes: a list (64,10K,1M) or a range of powers of two (64..4M). With --connections, each connection's payload. Default: 64K; 10K with --connections; 64 with --mode pingpong.")))]
     #[command(mut_arg("duration", |a| a.help("How long each measured run of a long stream (or pingpong) lasts (default 2s).")))]
     #[command(mut_arg("runs", |a| a.help("Measured runs of each scenario, 1 to 100 (the table shows the median run and the runs' spread). With one, nothing is ranked: 3 or more to tell methods apart.")))]
+    #[command(mut_arg("interval", |a| a.help("Print one line per TIME of each measured run while it goes (what reached the sink; with --placement processes, what the source sent), as iperf3's -i; kept in the JSON (each result's `intervals`, which add up to its bytes received).")))]
+    #[command(mut_arg("placement", |a| a.help("Where the relay and the sink run: threads of this process beside the source, or a child process (the source stays here). --mode pingpong runs as threads only.")))]
     Relay(Box<RelayArgs>),
     /// (Internal) the child of a `--placement processes` run.
     #[command(hide = true)]
@@ -541,6 +543,8 @@ const RELAY_HELP: &str = "Examples:
   sockbench relay --connections 5000 -s 10K --runs 5   ... with the noise, to rank the methods
   sockbench relay -m read-write --buffer 1M -t unix
   sockbench relay --mode pingpong -s 64         source-to-sink latency of one message
+  sockbench relay -m splice -t unix --placement processes -i 0.5
+                                                the relay and the sink in a child process
   sockbench relay -m splice --listen 127.0.0.1:5400 --to 127.0.0.1:5201
                                                 relay only: put it between your own programs
 
@@ -552,9 +556,11 @@ async (tokio's copy_buf, the io.Copy of Rust, on a single-threaded runtime per w
 sendfile cannot read from a socket, so it is no relay method: `sockbench stream --send
 sendfile` measures it from a file.
 
-The source, the relay and the sink are threads of this process; the relay's CPU is its
-own threads' (and its io_uring workers'), and its system calls are counted as it makes
-them.
+The source, the relay and the sink are threads of this process (with --placement
+processes the relay and the sink are in a child process); the relay's CPU is its own
+threads' (and its io_uring workers'), and its system calls are counted as it makes them.
+Each run is warmed up first with the same traffic (-w, 0.25 s; -w 0 skips it); a relay
+pingpong runs as threads only, and a relay never runs on a server.
 
 Each row shows its runs' spread (min-max). A `ranking:` line per transport and size names
 the fastest method only when it beats every other beyond the noise of their runs (the
@@ -627,6 +633,15 @@ pub struct RelayArgs {
     /// `-r`: measured runs.
     #[command(flatten)]
     pub runs: RunsArg,
+    /// `-w`: warm-up before each measured run.
+    #[command(flatten)]
+    pub warmup: WarmupArg,
+    /// `-i`: a line per interval of each run.
+    #[command(flatten)]
+    pub interval: IntervalArg,
+    /// `--placement processes`: the relay and the sink in a child process.
+    #[command(flatten)]
+    pub placement: PlacementArg,
     /// Connections at once: source connections, relay workers and sink workers (each a
     /// thread).
     #[arg(short = 'P', long, value_name = "N", default_value_t = 1, help_heading = HEAD_PLACEMENT)]

@@ -406,6 +406,28 @@ fn keeps_its_promise(line: &str, v: &Value, stdout: &[u8], dir: &std::path::Path
             let table = String::from_utf8_lossy(stdout);
             assert!(table.contains("crossover: unix: splice"), "{table}");
         }
+        "sockbench relay -m read-write,splice -t unix --placement processes -i 0.5 -d 1" => {
+            assert_eq!(v["body"]["placement"], "processes");
+            assert_eq!(rs.len(), 2);
+            for r in rs {
+                assert!(r["error"].is_null(), "{r}");
+                let runs = r["intervals"].as_array().expect("intervals");
+                assert_eq!(runs.len(), 1, "{r}");
+                let sum: u64 = runs[0]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|l| l["bytes"].as_u64().unwrap())
+                    .sum();
+                assert_eq!(sum, u(r, "/bytes_received"), "{r}");
+                assert_eq!(u(r, "/bytes_sent"), u(r, "/bytes_received"), "{r}");
+            }
+            let table = String::from_utf8_lossy(stdout);
+            assert!(
+                table.contains("placement: the relay and the sink ran in a child process"),
+                "{table}"
+            );
+        }
         "sockbench relay --mode pingpong -m read-write,splice -s 64 -n 2000" => {
             for r in rs {
                 assert_eq!(u(r, "/messages"), 2000);

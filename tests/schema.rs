@@ -44,6 +44,7 @@ const RELEASED: &[(u32, u64)] = &[
     (8, 0xc9bf_4968_ae4a_7848),
     (9, 0x7e0e_9f36_5f57_a2ed),
     (10, 0xc3c7_13b0_9177_4f00),
+    (11, 0x6b31_46a3_32a6_a40f),
 ];
 
 fn fnv1a(text: &str) -> u64 {

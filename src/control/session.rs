@@ -249,6 +249,25 @@ pub fn check_scenario(mut sc: Scenario, limits: &Limits, peer: Peer) -> Result<S
         // Its pairs are not bounded by this server's stream, memory or descriptor limits.
         return Err("a swarm runs only with --placement processes, not against a server".into());
     }
+    if sc.workload == crate::workload::WorkloadKind::Relay {
+        if peer != Peer::Parent {
+            // Its threads and copy buffers are not bounded by this server's stream and
+            // memory limits.
+            return Err(
+                "a relay runs only with --placement processes, not against a server".into(),
+            );
+        }
+        if sc
+            .extras
+            .relay
+            .is_some_and(|r| r.shape == crate::workload::relay::ShapeKind::Pingpong)
+        {
+            return Err(
+                "a relay pingpong times each message from the source's write to the sink's read on one clock: run it with --placement threads"
+                    .into(),
+            );
+        }
+    }
     if spec(sc.workload).wiring(t) == crate::workload::Wiring::InProcess {
         return Err(format!(
             "{} over {t} makes its pairs inside one process: run it with both roles as threads",
@@ -592,6 +611,37 @@ mod tests {
             &swarm(TransportKind::Socketpair),
             Peer::Parent,
             "inside one process",
+        );
+        // A relay too (its threads and buffers are not within a server's limits), and
+        // its pingpong, timed on one clock, not even for a parent.
+        let relay = |shape: crate::workload::relay::ShapeKind| {
+            move |s: &mut Scenario| {
+                s.workload = WorkloadKind::Relay;
+                if shape == crate::workload::relay::ShapeKind::Connections {
+                    s.stop = crate::workload::Stop::Count(10);
+                }
+                s.extras.relay = Some(crate::workload::relay::RelayOptions {
+                    method: crate::copy::Method::ReadWrite,
+                    copy: crate::copy::Options::default(),
+                    shape,
+                    threads: 2,
+                });
+            }
+        };
+        use crate::workload::relay::ShapeKind;
+        for peer in [Peer::Local, Peer::Remote] {
+            refused(
+                &relay(ShapeKind::Streams),
+                peer,
+                "a relay runs only with --placement processes",
+            );
+        }
+        assert!(check(&relay(ShapeKind::Streams), Peer::Parent).is_ok());
+        assert!(check(&relay(ShapeKind::Connections), Peer::Parent).is_ok());
+        refused(
+            &relay(ShapeKind::Pingpong),
+            Peer::Parent,
+            "--placement threads",
         );
     }
 

@@ -12,6 +12,7 @@ use crate::measure::counters::Counts;
 use crate::measure::cpu::ThreadCpu;
 use crate::measure::placement::{Trace, MAX_SEGMENTS};
 use crate::measure::tcp_info::TcpInfo;
+use crate::workload::relay::{RelayCopies, RelaySide};
 use crate::workload::stream::{RecvCounts, SendCounts, ZerocopyCounts};
 use crate::workload::swarm::{SwarmSide, MAX_PAIRS};
 use crate::workload::{latency_histogram, SequenceCounts, SideReport};
@@ -117,6 +118,9 @@ pub struct WireSide {
     /// A swarm's side: totals, per-pair figures, errors by kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub swarm: Option<SwarmSide>,
+    /// A relay's role: the source's counts, or the relay's and the sink's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relay: Option<RelaySide>,
 }
 
 /// A TCP sender's `TCP_INFO` figures as the kernel gave them (32-bit each); the window in
@@ -217,6 +221,7 @@ impl From<&SideReport> for WireSide {
             calls: r.calls,
             tcp: r.tcp.as_ref().map(WireTcp::from),
             swarm: r.swarm.clone(),
+            relay: r.relay.clone(),
         }
     }
 }
@@ -359,6 +364,7 @@ impl WireSide {
             calls: self.calls.map(|n| count("calls", n)).transpose()?,
             tcp: self.tcp.map(WireTcp::into_info).transpose()?,
             swarm: self.swarm.map(checked_swarm).transpose()?,
+            relay: self.relay.map(checked_relay).transpose()?,
         })
     }
 }
@@ -407,6 +413,35 @@ fn checked_swarm(s: SwarmSide) -> Result<SwarmSide, WireError> {
             .collect::<Result<_, WireError>>()?,
         per_pair: s.per_pair,
         failed: s.failed,
+    })
+}
+
+/// A peer's relay role: every count in range, every time a time.
+fn checked_relay(r: RelaySide) -> Result<RelaySide, WireError> {
+    let ns = |what, n| duration(what, n).map(|d| d.as_nanos() as u64);
+    Ok(RelaySide {
+        bytes: count("relay bytes", r.bytes)?,
+        messages: count("relay messages", r.messages)?,
+        connections: count("relay connections", r.connections)?,
+        cpu_ns: ns("relay role CPU", r.cpu_ns)?,
+        cut_short: r.cut_short.map(|t| clean(&t, 300)),
+        relay: r
+            .relay
+            .map(|c| -> Result<_, WireError> {
+                Ok(RelayCopies {
+                    copied: crate::copy::Copied {
+                        bytes: count("bytes relayed", c.copied.bytes)?,
+                        syscalls: count("relay system calls", c.copied.syscalls)?,
+                        ops: count("relay operations", c.copied.ops)?,
+                    },
+                    relayed: count("connections relayed", c.relayed)?,
+                    cpu_ns: ns("relay CPU", c.cpu_ns)?,
+                    process_cpu_ns: ns("relay process CPU", c.process_cpu_ns)?,
+                    accounted_cpu_ns: ns("relay accounted CPU", c.accounted_cpu_ns)?,
+                    pipe_size: c.pipe_size.map(|p| count("pipe size", p)).transpose()?,
+                })
+            })
+            .transpose()?,
     })
 }
 
@@ -576,7 +611,81 @@ mod tests {
             calls: Some(133),
             tcp: Some(TcpInfo::new(17, 40, 65483, 57, 12, 65536)),
             swarm: None,
+            relay: None,
         }
+    }
+
+    fn relay_side() -> RelaySide {
+        RelaySide {
+            bytes: 1 << 30,
+            messages: 16384,
+            connections: 2,
+            cpu_ns: 300_000_000,
+            cut_short: None,
+            relay: Some(RelayCopies {
+                copied: crate::copy::Copied {
+                    bytes: 1 << 30,
+                    syscalls: 40_000,
+                    ops: 40_000,
+                },
+                relayed: 2,
+                cpu_ns: 400_000_000,
+                process_cpu_ns: 900_000_000,
+                accounted_cpu_ns: 850_000_000,
+                pipe_size: Some(65536),
+            }),
+        }
+    }
+
+    #[test]
+    fn a_relay_side_crosses_unchanged_and_only_within_its_limits() {
+        let r = SideReport {
+            relay: Some(relay_side()),
+            ..sample()
+        };
+        let json = serde_json::to_string(&WireSide::from(&r)).unwrap();
+        let back: WireSide = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.into_side().unwrap().relay, Some(relay_side()));
+        let plain = serde_json::to_value(WireSide::from(&sample())).unwrap();
+        assert!(plain.get("relay").is_none(), "{plain}");
+        let refused = |f: &dyn Fn(&mut RelaySide), what: &str| {
+            let mut s = relay_side();
+            f(&mut s);
+            let w = WireSide {
+                relay: Some(s),
+                ..WireSide::from(&sample())
+            };
+            match w.into_side() {
+                Err(WireError::OutOfRange { what: got, .. }) => assert_eq!(got, what),
+                other => panic!("{what}: {other:?}"),
+            }
+        };
+        refused(&|s| s.bytes = MAX_COUNT + 1, "relay bytes");
+        refused(&|s| s.messages = MAX_COUNT + 1, "relay messages");
+        refused(&|s| s.connections = MAX_COUNT + 1, "relay connections");
+        refused(&|s| s.cpu_ns = MAX_NANOS + 1, "relay role CPU");
+        let inner = |f: fn(&mut RelayCopies)| move |s: &mut RelaySide| f(s.relay.as_mut().unwrap());
+        refused(&inner(|c| c.copied.bytes = MAX_COUNT + 1), "bytes relayed");
+        refused(
+            &inner(|c| c.copied.syscalls = MAX_COUNT + 1),
+            "relay system calls",
+        );
+        refused(&inner(|c| c.copied.ops = MAX_COUNT + 1), "relay operations");
+        refused(&inner(|c| c.relayed = MAX_COUNT + 1), "connections relayed");
+        refused(&inner(|c| c.cpu_ns = MAX_NANOS + 1), "relay CPU");
+        refused(
+            &inner(|c| c.process_cpu_ns = MAX_NANOS + 1),
+            "relay process CPU",
+        );
+        refused(
+            &inner(|c| c.accounted_cpu_ns = MAX_NANOS + 1),
+            "relay accounted CPU",
+        );
+        refused(&inner(|c| c.pipe_size = Some(MAX_COUNT + 1)), "pipe size");
+        // An unknown field is refused, not ignored.
+        let mut v = serde_json::to_value(WireSide::from(&r)).unwrap();
+        v["relay"]["extra"] = 1.into();
+        assert!(serde_json::from_value::<WireSide>(v).is_err());
     }
 
     fn swarm_side() -> SwarmSide {

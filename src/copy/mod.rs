@@ -19,7 +19,7 @@ use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use clap::ValueEnum;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 mod async_copy;
 mod buffered;
@@ -44,6 +44,7 @@ mod vectored;
     PartialOrd,
     Ord,
     Serialize,
+    Deserialize,
     ValueEnum,
     schemars::JsonSchema,
 )]
@@ -171,7 +172,8 @@ impl std::fmt::Display for Method {
 }
 
 /// How the methods are set up.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Options {
     /// The copy buffer in bytes (read-write, io-uring, async: one buffer of this size;
     /// vectored: split into `iovecs` buffers; buffered: the reader's and the writer's
@@ -194,7 +196,9 @@ impl Default for Options {
 }
 
 /// What a copy did, counted as it went.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct Copied {
     /// Bytes written to `to` (every one of them read from `from`).
     pub bytes: u64,

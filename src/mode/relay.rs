@@ -1,7 +1,9 @@
 //! `sockbench relay`: the ways to copy between sockets.
 //!
-//! Two forms. The benchmark runs the three roles of [`crate::workload::relay`] for
-//! every transport, copy method and size asked for, `--runs` times each, and reports
+//! Two forms. The benchmark runs the roles of [`crate::workload::relay`] on the shared
+//! runner (warm-up, `--runs`, `-i`, Ctrl-C, `--placement`) for every transport, copy
+//! method and size asked for, folds each run's role reports into an
+//! [`Outcome`], and reports
 //! the median run's throughput beside the relay's own cost: its CPU per GB, the system
 //! calls it made per MB and per message, and (under `--mode pingpong`) the
 //! source-to-sink latency of a message; across sizes it prints where splice overtakes
@@ -97,6 +99,11 @@ pub struct RelayResult {
     pub runs_bits_per_second: Vec<f64>,
     /// Pingpong: every run's median source-to-sink time (ns), in order; empty otherwise.
     pub runs_p50_ns: Vec<f64>,
+    /// With `-i`: every run's interval lines, in run order (what reached the sink in
+    /// each interval, or with the sink in a child process what the source sent; they
+    /// add up to the run's bytes received).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub intervals: Vec<Vec<crate::report::Interval>>,
 }
 
 /// A combination left out, with the reason.
@@ -196,6 +203,15 @@ pub struct RelayBody {
     pub rankings: Vec<crate::measure::ranking::Ranking>,
     /// The relay-only form's figures, or null.
     pub relay_only: Option<RelayOnly>,
+    /// Where the relay and the sink ran: `threads` (threads of this process, beside the
+    /// source) or `processes` (a child process). Absent from a document written before
+    /// it was said: threads.
+    #[serde(default = "threads")]
+    pub placement: String,
+}
+
+fn threads() -> String {
+    "threads".into()
 }
 
 /// The relay's document as it is made: the envelope and the body.
@@ -235,6 +251,12 @@ struct Plan {
     copy: copy::Options,
     skipped: Vec<RelaySkip>,
     standalone: Option<(Target, Target, Option<Duration>)>,
+    /// `-w`: each run's warm-up.
+    warmup: Duration,
+    /// `-i`: interval lines.
+    interval: Option<Duration>,
+    /// Where the relay and the sink run.
+    placement: crate::plan::Where,
 }
 
 fn size_flag(name: &str, text: &str) -> Result<u64, String> {
@@ -305,6 +327,13 @@ fn plan(args: &RelayArgs) -> Result<Plan, String> {
         if args.connections.is_some() || args.mode == RelayMode::Pingpong || args.count.is_some() {
             return Err("--connections, --mode pingpong and -n belong to the benchmark: the relay-only form relays whatever its clients send".into());
         }
+        if args.warmup.warmup.is_some()
+            || args.interval.interval.is_some()
+            || args.placement.placement != crate::cli::PlacementKind::Threads
+            || args.runs.runs > 1
+        {
+            return Err("-w, -i, --runs and --placement belong to the benchmark: the relay-only form relays whatever its clients send until Ctrl-C or -d".into());
+        }
         if let Some(why) = methods[0].unavailable() {
             return Err(format!("{}: {why}", methods[0]));
         }
@@ -325,6 +354,9 @@ fn plan(args: &RelayArgs) -> Result<Plan, String> {
             copy,
             skipped,
             standalone: Some((listen, to, duration)),
+            warmup: Duration::ZERO,
+            interval: None,
+            placement: crate::plan::Where::Threads,
         });
     }
     let transports = parse_transports(args.transports.transport.as_deref().unwrap_or("tcp"))?;
@@ -362,6 +394,18 @@ fn plan(args: &RelayArgs) -> Result<Plan, String> {
         (None, Some(n)) => Stop::Count(n),
         (None, None) => Stop::Duration(duration.unwrap_or(Duration::from_secs(2))),
     };
+    let warmup = args.warmup.or(Duration::from_millis(250))?;
+    let interval = args.interval.get()?;
+    let placement = match args.placement.placement {
+        crate::cli::PlacementKind::Threads => crate::plan::Where::Threads,
+        crate::cli::PlacementKind::Processes if pingpong => {
+            return Err("--mode pingpong times each message from the source's write to the sink's read on one clock: it runs with --placement threads".into())
+        }
+        crate::cli::PlacementKind::Processes => crate::plan::Where::Processes {
+            reverse: false,
+            bidir: false,
+        },
+    };
     let mut runnable = Vec::new();
     for &m in &methods {
         let why_not = m.unavailable().or_else(|| {
@@ -398,6 +442,9 @@ fn plan(args: &RelayArgs) -> Result<Plan, String> {
         copy,
         skipped,
         standalone: None,
+        warmup,
+        interval,
+        placement,
     })
 }
 
@@ -437,6 +484,10 @@ pub fn run(args: &RelayArgs, argv: Vec<String>) -> CommandResult {
             crossovers: Vec::new(),
             rankings: Vec::new(),
             relay_only: None,
+            placement: match plan.placement {
+                crate::plan::Where::Processes { .. } => "processes".into(),
+                _ => "threads".into(),
+            },
         },
     };
     let status = if let Some((listen, to, duration)) = &plan.standalone {
@@ -460,7 +511,7 @@ pub fn run(args: &RelayArgs, argv: Vec<String>) -> CommandResult {
             Err(e) => return Err(Error::failed(e)),
         }
     } else {
-        benchmark(&plan, args, output.quiet, &mut report)
+        benchmark(&plan, args, output.quiet, &exports, &mut report)
     };
     report.envelope.end();
     exports.finish(&report);
@@ -484,13 +535,11 @@ fn benchmark(
     plan: &Plan,
     args: &RelayArgs,
     quiet: bool,
+    exports: &crate::report::ExportManager,
     report: &mut RelayReport,
 ) -> Option<CommandResult> {
-    // A private directory of this process's (named by its pid, so the next run finds and
-    // removes it if this one is killed), only when some transport needs file names; and
-    // first, what a killed sockbench left there.
-    let named = plan.transports.iter().any(|t| t.uses_path());
-    if named {
+    // What a killed sockbench left where the runs make their socket files.
+    if plan.transports.iter().any(|t| t.uses_path()) {
         for note in crate::transport::remove_stale(&crate::plan::default_dir_base()) {
             if !quiet {
                 eprintln!("sockbench: note: {note}");
@@ -498,17 +547,23 @@ fn benchmark(
             report.envelope.warnings.push(note);
         }
     }
-    let dir = match named
-        .then(|| crate::placement::threads::RunDir::open(None))
-        .transpose()
-    {
-        Ok(d) => d,
-        Err(e) => return Some(Err(Error::failed(format!("{e:#}")))),
+    let run_plan = crate::plan::Plan {
+        scenarios: Vec::new(),
+        skipped: Vec::new(),
+        output: crate::plan::Output {
+            format: args.output.format,
+            exports: Vec::new(),
+            quiet,
+            view: args.output.view(),
+        },
+        layout: crate::plan::Layout::List,
+        path: None,
+        notes: Vec::new(),
+        placement: plan.placement.clone(),
+        interval: plan.interval,
     };
-    let dir_path = dir
-        .as_ref()
-        .map(crate::placement::threads::RunDir::path)
-        .unwrap_or_default();
+    let runner = crate::runner::Runner::new(&run_plan, exports);
+    let same_process = matches!(plan.placement, crate::plan::Where::Threads);
     let total = plan.transports.len() * plan.methods.len() * plan.sizes.len();
     let progress = crate::report::progress::Progress::new(total as u64, quiet);
     'all: for &t in &plan.transports {
@@ -522,28 +577,33 @@ fn benchmark(
                     size: size as usize,
                     shape: (plan.shape_of)(plan),
                     parallel: args.parallel as usize,
-                    dir: dir_path.clone(),
+                };
+                let sc = setup.scenario(plan.warmup, args.runs.runs);
+                let Some(measured) = runner.runs(&sc, &progress, &mut |_| {}) else {
+                    // Ctrl-C before the first run measured anything.
+                    break 'all;
                 };
                 let mut runs = Vec::new();
-                let mut error = None;
-                for _ in 0..args.runs.runs {
-                    match relay::run(&setup) {
-                        Ok(o) => {
-                            let stop = o.interrupted;
-                            runs.push(o);
-                            if stop {
-                                break;
-                            }
-                        }
+                let mut error = measured.error;
+                for raw in &measured.raws {
+                    let o = Outcome::of(raw, same_process)
+                        .and_then(|o| setup.check_complete(&o).map(|()| o));
+                    match o {
+                        Ok(o) => runs.push(o),
                         Err(e) => {
-                            error = Some(e.to_string());
+                            error = Some(e);
                             break;
                         }
                     }
                 }
-                report.body.results.push(result(t, m, size, &runs, error));
+                let mut r = result(t, m, size, &runs, error);
+                // The lines of the runs kept (a run that failed its checks is not).
+                r.intervals = measured.intervals;
+                r.intervals.truncate(runs.len());
+                report.body.results.push(r);
                 progress.inc();
-                if crate::interrupt::requested() {
+                if crate::interrupt::requested() || measured.interrupted {
+                    report.envelope.interrupted = true;
                     break 'all;
                 }
             }
@@ -883,6 +943,12 @@ fn grids(e: &Envelope, r: &RelayBody, units: crate::report::Units) -> Vec<Grid> 
         });
     if !pipes.is_empty() {
         notes.push(format!("pipe granted: {}", pipes.join(", ")));
+    }
+    if r.placement == "processes" {
+        notes.push(
+            "placement: the relay and the sink ran in a child process, the source in this one"
+                .into(),
+        );
     }
     for s in &r.skipped {
         notes.push(format!(
@@ -1481,6 +1547,7 @@ mod tests {
             crossovers: Vec::new(),
             rankings: Vec::new(),
             relay_only: None,
+            placement: "threads".into(),
         };
         r.rankings = rankings(&r.results, r.mode);
         assert_eq!(r.rankings.len(), 1);

@@ -82,6 +82,9 @@ pub struct WorkloadOptions {
     /// swarm: its pairs and their work. Absent: not a swarm.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub swarm: Option<crate::workload::swarm::SwarmOptions>,
+    /// relay: its copy method, buffers, shape and threads. Absent: not a relay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relay: Option<crate::workload::relay::RelayOptions>,
 }
 
 fn one() -> u32 {
@@ -108,6 +111,7 @@ impl Default for WorkloadOptions {
             sqpoll: false,
             counters: false,
             swarm: None,
+            relay: None,
         }
     }
 }

@@ -3,7 +3,7 @@
 //! was interrupted or failed, its warnings) and a body tagged by `kind`.
 //!
 //! ```json
-//! { "tool": {"name": "sockbench", "version": "0.1.0"}, "schema_version": 10,
+//! { "tool": {"name": "sockbench", "version": "0.1.0"}, "schema_version": 11,
 //!   "command": ["sockbench", "stream"], "environment": {...},
 //!   "started_at": "2026-11-27T10:00:00.000000Z", "ended_at": "...",
 //!   "interrupted": false, "error": null, "warnings": [],

@@ -46,8 +46,9 @@ use crate::transport::TransportKind;
 use crate::workload::WorkloadKind;
 
 /// Version of the JSON document's shape (every kind's); bumped on any change to it.
-/// Version 10 added a swarm's placement and `--interval` lines to version 9.
-pub const SCHEMA_VERSION: u32 = 10;
+/// Version 10 added a swarm's placement and `--interval` lines to version 9; version 11
+/// a relay's (`body.placement`, `results[].intervals`).
+pub const SCHEMA_VERSION: u32 = 11;
 
 /// The oldest version of the one document this sockbench reads: every version since
 /// only added optional fields.

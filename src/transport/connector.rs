@@ -58,6 +58,15 @@ impl Listener {
         self.sock.accept().map(|(s, _)| s)
     }
 
+    /// Make accepts return `WouldBlock` rather than wait (for several threads that
+    /// accept from one listener, where one's poll may be answered by another's accept).
+    ///
+    /// # Errors
+    /// As `fcntl(2)`.
+    pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        self.sock.set_nonblocking(on)
+    }
+
     /// The listening descriptor.
     pub fn raw_fd(&self) -> RawFd {
         self.sock.as_raw_fd()

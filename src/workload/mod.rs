@@ -49,6 +49,10 @@ pub enum WorkloadKind {
     /// workload).
     #[value(skip)]
     Swarm,
+    /// A source, a relay that copies each connection to a sink, and the sink (`sockbench
+    /// relay`; not a bench workload).
+    #[value(skip)]
+    Relay,
 }
 
 /// The default suite's tables, in order: the workload each holds and its title. The
@@ -79,6 +83,7 @@ impl fmt::Display for WorkloadKind {
         match (self, self.to_possible_value()) {
             (_, Some(v)) => f.write_str(v.get_name()),
             (WorkloadKind::Swarm, None) => f.write_str("swarm"),
+            (WorkloadKind::Relay, None) => f.write_str("relay"),
             (_, None) => Ok(()),
         }
     }
@@ -148,6 +153,8 @@ pub struct SideReport {
     pub tcp: Option<crate::measure::tcp_info::TcpInfo>,
     /// A swarm's side: its totals, per-pair figures and errors.
     pub swarm: Option<swarm::SwarmSide>,
+    /// A relay's role: the source's counts, or the relay's and the sink's.
+    pub relay: Option<relay::RelaySide>,
 }
 
 /// What a receiver learned from sequence numbers.
@@ -911,6 +918,7 @@ pub fn spec(kind: WorkloadKind) -> &'static dyn Spec {
         WorkloadKind::Rate => &rate::RateSpec,
         WorkloadKind::Connect => &connect::ConnectSpec,
         WorkloadKind::Swarm => &swarm::SwarmSpec,
+        WorkloadKind::Relay => &relay::RelaySpec,
     }
 }
 

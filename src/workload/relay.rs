@@ -1,12 +1,17 @@
 //! `relay`: a source sends to a relay, the relay copies each connection's bytes to a
 //! sink with one of the [`crate::copy`] methods, the sink checks every byte and counts.
 //!
-//! Three roles, each on its own threads of this process (`--parallel` of each), so the
-//! relay's cost stands alone: its threads' CPU (plus the io_uring worker threads the
-//! kernel runs on its behalf, which belong to this process and to no other role) and
-//! the system calls its copier counted. All three meet at one start line; the measured
-//! interval runs from there to the sink's end of the last connection, so throughput is
-//! what reached the sink through the relay.
+//! A workload of the shared runner, of two roles: the sending role is the source (its
+//! threads dial the relay through the scenario's listener), the receiving role is the
+//! relay and the sink (the relay's threads accept, dial the sink's own listener and
+//! copy; the sink's threads check every byte). Each runs `--parallel` threads, made
+//! before the start line, so the relay's cost stands alone: its threads' CPU (plus the
+//! io_uring worker threads the kernel runs on its behalf, the CPU of its process that no
+//! thread of either role accounts for) and the system calls its copier counted. The
+//! measured interval runs from the start line to the sink's end of the last connection,
+//! so throughput is what reached the sink through the relay. With `--placement
+//! processes` the relay and the sink are a child process; a pingpong, timed on one
+//! clock from the source's write to the sink's read, runs as threads only.
 //!
 //! The bytes are a pattern with a period of [`PERIOD`] (a prime, so it never lines up
 //! with a buffer or a page) starting afresh on every connection: the sink compares each
@@ -17,18 +22,23 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
 
-use super::{latency_histogram, record, Stop};
+use super::{
+    latency_histogram, record, Endpoint, Meter, PeerSignal, Role, Roles, Side, SideReport, Spec,
+    Stop, TableKind, Tally, Wiring, Workload,
+};
 use crate::copy::{self, Copied, End, Method};
 use crate::interrupt;
 use crate::measure::cpu::{process_cpu, ThreadCpu};
+use crate::measure::live::Publisher;
 use crate::transport::TransportKind;
 
 /// The pattern's period in bytes.
@@ -275,7 +285,35 @@ pub enum Shape {
     Pingpong(Stop),
 }
 
-/// One relay run.
+/// What a relay scenario asks for beyond every scenario's options (its stop is the
+/// scenario's: a duration, bytes per connection, a message count, or with
+/// [`ShapeKind::Connections`] the number of connections).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelayOptions {
+    /// How the relay copies.
+    pub method: Method,
+    /// The copy method's buffers.
+    pub copy: copy::Options,
+    /// What the connections carry.
+    pub shape: ShapeKind,
+    /// Connections at once, and threads per role.
+    pub threads: u32,
+}
+
+/// What a relay's connections carry (the stop is the scenario's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ShapeKind {
+    /// Long connections, one per thread.
+    Streams,
+    /// Short connections, one payload each.
+    Connections,
+    /// One connection, one message at a time.
+    Pingpong,
+}
+
+/// One relay scenario, as `sockbench relay` describes it.
 #[derive(Clone, Debug)]
 pub struct Setup {
     /// The relay's two ends.
@@ -290,8 +328,44 @@ pub struct Setup {
     pub shape: Shape,
     /// Connections at once, and threads per role.
     pub parallel: usize,
-    /// Where the Unix sockets go.
-    pub dir: PathBuf,
+}
+
+impl Setup {
+    /// The scenario the runner runs: one stream of the runner (the relay's threads are
+    /// its own), its stop the shape's.
+    pub fn scenario(&self, warmup: Duration, runs: u32) -> crate::plan::Scenario {
+        let (shape, stop) = match self.shape {
+            Shape::Streams(stop) => (ShapeKind::Streams, stop),
+            Shape::Connections(n) => (ShapeKind::Connections, Stop::Count(n)),
+            Shape::Pingpong(stop) => (ShapeKind::Pingpong, stop),
+        };
+        crate::plan::Scenario {
+            workload: super::WorkloadKind::Relay,
+            transport: self.transport,
+            engine: crate::engine::EngineKind::Blocking,
+            size: self.size as u64,
+            stop,
+            warmup,
+            runs,
+            parallel: 1,
+            cpus: None,
+            sndbuf: None,
+            rcvbuf: None,
+            nodelay: true,
+            bind: None,
+            connect: None,
+            extras: crate::plan::WorkloadOptions {
+                relay: Some(RelayOptions {
+                    method: self.method,
+                    copy: self.copy,
+                    shape,
+                    threads: self.parallel.max(1) as u32,
+                }),
+                ..crate::plan::WorkloadOptions::default()
+            },
+            live: None,
+        }
+    }
 }
 
 /// What one role's threads measured.
@@ -307,6 +381,48 @@ pub struct RoleCounts {
     pub cpu: Duration,
 }
 
+/// What one role of a relay counted, beyond what every role reports: the source's
+/// threads (sending role), or the relay's and the sink's (receiving role).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelaySide {
+    /// Payload bytes the source sent, or the sink received (every one checked).
+    pub bytes: u64,
+    /// Messages sent or received.
+    pub messages: u64,
+    /// Connections the source made, or the sink accepted.
+    pub connections: u64,
+    /// The source's or the sink's threads' CPU over the run, ns.
+    pub cpu_ns: u64,
+    /// The source: why the relay ended one of its connections before the source was
+    /// done with it (a reset, a broken pipe), if it did. It fails the run unless the
+    /// relay's role failed first (its error is then the one shown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut_short: Option<String>,
+    /// The relay's side: what its copiers did (absent on the source's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relay: Option<RelayCopies>,
+}
+
+/// What the relay's threads did over a run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelayCopies {
+    /// What the copiers counted.
+    pub copied: Copied,
+    /// Connections the relay accepted.
+    pub relayed: u64,
+    /// The relay workers' own CPU, ns.
+    pub cpu_ns: u64,
+    /// This process's CPU over the run, ns (every thread's, the kernel's io_uring
+    /// workers' included).
+    pub process_cpu_ns: u64,
+    /// Of it, what this role's threads (relay, sink and the role's own) account for, ns.
+    pub accounted_cpu_ns: u64,
+    /// The pipe size the kernel granted (splice methods).
+    pub pipe_size: Option<u64>,
+}
+
 /// What a relay run measured.
 #[derive(Clone, Debug)]
 pub struct Outcome {
@@ -320,9 +436,9 @@ pub struct Outcome {
     pub relayed: u64,
     /// The relay workers' own CPU.
     pub relay_cpu: Duration,
-    /// CPU of this process that no role's thread accounts for over the run: the kernel's
-    /// io_uring workers (counted with the relay for the io-uring methods, reported
-    /// otherwise as noise).
+    /// CPU of the relay's process that no role's thread accounts for over the run: the
+    /// kernel's io_uring workers (counted with the relay for the io-uring methods,
+    /// reported otherwise as noise).
     pub unaccounted_cpu: Duration,
     /// From the start line to the sink's end of the last connection.
     pub interval: Duration,
@@ -343,14 +459,103 @@ impl Outcome {
             self.relay_cpu
         }
     }
+
+    /// A run's outcome from what its two roles reported; `same_process` when the source
+    /// ran in the relay's process (its threads' CPU is then accounted for too).
+    ///
+    /// # Errors
+    /// A role that reported nothing of a relay, or counts that disagree between the
+    /// roles.
+    pub fn of(roles: &super::Roles, same_process: bool) -> Result<Outcome, String> {
+        let (Some(sender), Some(receiver)) = (roles.senders.first(), roles.receivers.first())
+        else {
+            return Err("a relay run came back without its roles".into());
+        };
+        let (Some(source), Some(sink)) = (&sender.relay, &receiver.relay) else {
+            return Err("a relay run came back without the relay's counts".into());
+        };
+        let Some(relay) = &sink.relay else {
+            return Err("the receiving role reported no relay".into());
+        };
+        let role = |s: &RelaySide| RoleCounts {
+            bytes: s.bytes,
+            messages: s.messages,
+            connections: s.connections,
+            cpu: Duration::from_nanos(s.cpu_ns),
+        };
+        let mut accounted = relay.accounted_cpu_ns;
+        if same_process {
+            accounted = accounted
+                .saturating_add(source.cpu_ns)
+                .saturating_add(u64::try_from(sender.cpu.exact.as_nanos()).unwrap_or(u64::MAX));
+        }
+        let out = Outcome {
+            source: role(source),
+            sink: role(sink),
+            copied: relay.copied,
+            relayed: relay.relayed,
+            relay_cpu: Duration::from_nanos(relay.cpu_ns),
+            unaccounted_cpu: Duration::from_nanos(relay.process_cpu_ns.saturating_sub(accounted)),
+            // From the run's start (a role that woke late cannot shorten it), as every
+            // workload's figures are timed.
+            interval: Duration::from_secs_f64(roles.interval(Role::Receiver)),
+            pipe_size: relay.pipe_size.map(|p| p as usize),
+            latency: (receiver.latencies.iter())
+                .find(|(name, _)| *name == "one_way")
+                .map(|(_, h)| h.clone()),
+            interrupted: sender.interrupted || receiver.interrupted,
+        };
+        if let Some(e) = source.cut_short.as_ref().filter(|_| !out.interrupted) {
+            return Err(format!(
+                "source: the relay ended a connection before the source was done with it: {e}"
+            ));
+        }
+        if out.source.bytes != out.copied.bytes || out.copied.bytes != out.sink.bytes {
+            return Err(format!(
+                "the counts disagree: the source sent {} bytes, the relay copied {}, the sink \
+                 received {}",
+                out.source.bytes, out.copied.bytes, out.sink.bytes
+            ));
+        }
+        Ok(out)
+    }
 }
 
-/// What the roles share: counters that say when each may stop, and the first error.
+impl Setup {
+    /// Whether a run that Ctrl-C did not cut short carried all it was asked to: every
+    /// short connection, every long stream's bytes.
+    ///
+    /// # Errors
+    /// What is missing.
+    pub fn check_complete(&self, o: &Outcome) -> Result<(), String> {
+        if o.interrupted {
+            return Ok(());
+        }
+        let p = self.parallel.max(1) as u64;
+        match self.shape {
+            Shape::Connections(n) if o.source.connections != n => Err(format!(
+                "the source made {} of the {n} connections asked for",
+                o.source.connections
+            )),
+            Shape::Streams(Stop::Bytes(b)) if o.sink.bytes != b * p => Err(format!(
+                "the sink received {} bytes of the {} asked for ({b} on each of {p} connections)",
+                o.sink.bytes,
+                b * p
+            )),
+            Shape::Pingpong(Stop::Count(n)) if o.sink.messages != n => Err(format!(
+                "the sink received {} of the {n} messages asked for",
+                o.sink.messages
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What one role's threads share: counters that say when each may stop, and the first
+/// error.
 #[derive(Default)]
 struct Coord {
-    /// Connections the source made.
-    made: AtomicU64,
-    /// The source threads have all finished.
+    /// The source has finished (its role said so, or is gone).
     source_done: AtomicBool,
     /// Connections the relay accepted.
     accepted: AtomicU64,
@@ -360,35 +565,46 @@ struct Coord {
     relay_live: AtomicU64,
     /// Connections the sink accepted.
     sunk: AtomicU64,
-    /// Something failed: everyone stops.
+    /// Something failed, or the other role is gone: everyone stops.
     abort: AtomicBool,
     /// The first failure, by role, and whether it was only a peer going away (a reset, a
     /// broken pipe), which a failure that caused it replaces.
     error: Mutex<Option<(String, bool)>>,
-    /// When the first source thread started.
-    start: Mutex<Option<Instant>>,
-    /// The source stopped for Ctrl-C.
+    /// Ctrl-C stopped a thread.
     interrupted: AtomicBool,
+    /// The source: a connection the relay ended before the source was done with it.
+    cut_short: Mutex<Option<String>>,
     /// The relay's open connections, ended at once when the run fails so that no copy
     /// waits on a peer that is gone.
     open: Mutex<Vec<std::sync::Weak<(End, End)>>>,
 }
 
+/// A peer going away (a reset, a broken pipe, an early end): the consequence of a
+/// failure elsewhere, never its cause.
+fn consequence(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionReset
+            | io::ErrorKind::BrokenPipe
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::UnexpectedEof
+    )
+}
+
 impl Coord {
     fn fail(&self, role: &str, e: &io::Error) {
-        let consequence = matches!(
-            e.kind(),
-            io::ErrorKind::ConnectionReset
-                | io::ErrorKind::BrokenPipe
-                | io::ErrorKind::ConnectionAborted
-                | io::ErrorKind::UnexpectedEof
-        );
+        let consequence = consequence(e);
         let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
         if !slot.as_ref().is_some_and(|(_, was)| !*was || consequence) {
             *slot = Some((format!("{role}: {e}"), consequence));
         }
         self.abort.store(true, Ordering::SeqCst);
         drop(slot);
+        self.end_all();
+    }
+
+    /// End every open connection, so that no call waits on them.
+    fn end_all(&self) {
         for ends in self.open.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             if let Some(ends) = ends.upgrade() {
                 end_both(&ends);
@@ -411,20 +627,32 @@ impl Coord {
         self.abort.load(Ordering::SeqCst)
     }
 
-    /// The relay may stop accepting: the source is done and every connection it made
-    /// has been accepted.
-    fn relay_may_stop(&self) -> bool {
-        self.aborted()
-            || (self.source_done.load(Ordering::SeqCst)
-                && self.accepted.load(Ordering::SeqCst) >= self.made.load(Ordering::SeqCst))
-    }
-
     /// The sink may stop accepting: the relay is done and every connection it made has
     /// been accepted.
     fn sink_may_stop(&self) -> bool {
         self.aborted()
             || (self.relay_live.load(Ordering::SeqCst) == 0
                 && self.sunk.load(Ordering::SeqCst) >= self.forwarded.load(Ordering::SeqCst))
+    }
+
+    /// The first failure, if any.
+    fn failure(&self) -> Option<io::Error> {
+        let slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        slot.as_ref().map(|(e, _)| io::Error::other(e.clone()))
+    }
+}
+
+/// A relay worker's place among the live ones, given up when it ends: after a panic the
+/// run is aborted too (its connections ended, the others told to stop).
+struct RelayOut<'a>(&'a Coord);
+
+impl Drop for RelayOut<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.abort.store(true, Ordering::SeqCst);
+            self.0.end_all();
+        }
+        self.0.relay_live.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -455,40 +683,79 @@ fn send_all(mut to: &End, buf: &[u8], coord: &Coord) -> io::Result<bool> {
     Ok(true)
 }
 
-/// The source's threads: open connections to the relay and send the pattern.
-struct Source {
-    shape: Shape,
-    size: usize,
-    target: Target,
-    pattern: Arc<Vec<u8>>,
-    /// Connections still to claim (Streams and Connections).
-    next: Arc<AtomicU64>,
-    total: u64,
-    /// Pingpong: when the message in flight was written, in ns after `base`.
-    stamp: Arc<AtomicU64>,
-    base: Instant,
-    acks: Option<Mutex<mpsc::Receiver<()>>>,
+/// A connected or accepted socket as a copy method's end: blocking, Nagle off for TCP.
+fn end_of(s: socket2::Socket, t: TransportKind) -> io::Result<End> {
+    s.set_nonblocking(false)?;
+    Ok(match t {
+        TransportKind::Unix => End::Unix(UnixStream::from(std::os::fd::OwnedFd::from(s))),
+        _ => {
+            let s = TcpStream::from(s);
+            s.set_nodelay(true)?;
+            End::Tcp(s)
+        }
+    })
 }
 
-impl Source {
-    fn run(&self, coord: &Coord, line: &Barrier) -> io::Result<RoleCounts> {
+/// Pingpong between the source and the sink, both threads of this process: when the
+/// message in flight was written, and the sink's word that it has it all.
+struct Ping {
+    /// When the message in flight was written, in ns after `base`.
+    stamp: AtomicU64,
+    base: Instant,
+    /// The sink's side of the acknowledgements.
+    ack: Mutex<mpsc::Sender<()>>,
+    /// The source's side.
+    acks: Mutex<mpsc::Receiver<()>>,
+}
+
+/// The source's threads: open connections to the relay and send the pattern.
+struct Source<'a> {
+    shape: ShapeKind,
+    stop: Stop,
+    size: usize,
+    transport: TransportKind,
+    dialer: &'a crate::transport::connector::Dialer,
+    pattern: &'a [u8],
+    /// Connections claimed so far.
+    next: AtomicU64,
+    /// Connections to make (streams: one per thread; connections: the count).
+    total: u64,
+    ping: Option<&'a Ping>,
+}
+
+impl Source<'_> {
+    fn run(&self, coord: &Coord, line: &Barrier, live: &mut Publisher) -> io::Result<RoleCounts> {
         line.wait();
         crate::testhooks::hold("relay-run");
         let t0 = Instant::now();
         let cpu0 = ThreadCpu::now();
-        {
-            // The run starts when the first source does (no byte can reach the sink
-            // before that), whenever the other threads get a CPU.
-            let mut start = coord.start.lock().unwrap_or_else(|p| p.into_inner());
-            *start = Some(start.map_or(t0, |s| s.min(t0)));
-        }
         let mut c = RoleCounts::default();
-        let result = self.connections(coord, t0, &mut c);
+        let result = self.connections(coord, t0, &mut c, live);
         c.cpu = ThreadCpu::now().since(&cpu0).exact;
-        result.map(|()| c)
+        live.last(c.bytes, c.messages);
+        match result {
+            // The relay ended the connection: the consequence of a failure on its side
+            // (which its role reports, and which is then the error shown), or a relay
+            // that cut the stream short (which fails the run when the folded roles say
+            // nothing else).
+            Err(e) if consequence(&e) => {
+                let mut cut = coord.cut_short.lock().unwrap_or_else(|p| p.into_inner());
+                cut.get_or_insert_with(|| e.to_string());
+                Ok(c)
+            }
+            r => r.map(|()| c),
+        }
     }
 
-    fn connections(&self, coord: &Coord, t0: Instant, c: &mut RoleCounts) -> io::Result<()> {
+    fn connections(
+        &self,
+        coord: &Coord,
+        t0: Instant,
+        c: &mut RoleCounts,
+        live: &mut Publisher,
+    ) -> io::Result<()> {
+        // Short connections stop at their count, or at a warm-up's deadline.
+        let deadline = self.stop.deadline(t0);
         loop {
             if self.next.fetch_add(1, Ordering::SeqCst) >= self.total {
                 return Ok(());
@@ -500,12 +767,15 @@ impl Source {
             if coord.aborted() {
                 return Ok(());
             }
-            let conn = self.target.connect()?;
-            coord.made.fetch_add(1, Ordering::SeqCst);
+            if self.shape == ShapeKind::Connections && deadline.is_some_and(|d| Instant::now() >= d)
+            {
+                return Ok(());
+            }
+            let conn = end_of(self.dialer.connect_socket()?, self.transport)?;
             c.connections += 1;
             conn.set_timeouts(Some(TICK))?;
             let more = match self.shape {
-                Shape::Connections(_) => {
+                ShapeKind::Connections => {
                     let mut payload = std::borrow::Cow::Borrowed(&self.pattern[..self.size]);
                     if crate::testhooks::fault("relay-source-corrupts") && c.connections == 1 {
                         // A test build's source that sends one wrong byte: the sink must see it.
@@ -515,11 +785,12 @@ impl Source {
                     if done {
                         c.bytes += self.size as u64;
                         c.messages += 1;
+                        live.publish(c.bytes, c.messages);
                     }
                     done
                 }
-                Shape::Streams(stop) => self.stream(&conn, stop, t0, coord, c)?,
-                Shape::Pingpong(stop) => self.pingpong(&conn, stop, t0, coord, c)?,
+                ShapeKind::Streams => self.stream(&conn, t0, coord, c, live)?,
+                ShapeKind::Pingpong => self.pingpong(&conn, t0, coord, c, live)?,
             };
             conn.shutdown_write()?;
             // Wait for the relay to close its end, so the connection's teardown is the
@@ -542,16 +813,16 @@ impl Source {
     fn stream(
         &self,
         conn: &End,
-        stop: Stop,
         t0: Instant,
         coord: &Coord,
         c: &mut RoleCounts,
+        live: &mut Publisher,
     ) -> io::Result<bool> {
-        let limit = match stop {
+        let limit = match self.stop {
             Stop::Bytes(b) => b,
             _ => u64::MAX,
         };
-        let deadline = stop.deadline(t0);
+        let deadline = self.stop.deadline(t0);
         let check_every = (16384 / self.size.max(1)).max(1) as u64;
         let mut until_check = check_every;
         let mut sent = 0u64;
@@ -567,6 +838,7 @@ impl Source {
             until_check -= 1;
             if until_check == 0 {
                 until_check = check_every;
+                live.publish(c.bytes, c.messages);
                 if interrupt::requested() {
                     coord.interrupted.store(true, Ordering::SeqCst);
                     return Ok(false);
@@ -583,19 +855,17 @@ impl Source {
     fn pingpong(
         &self,
         conn: &End,
-        stop: Stop,
         t0: Instant,
         coord: &Coord,
         c: &mut RoleCounts,
+        live: &mut Publisher,
     ) -> io::Result<bool> {
-        let acks = self
-            .acks
-            .as_ref()
-            .expect("pingpong has an ack channel")
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let deadline = stop.deadline(t0);
-        let max = stop.max_messages();
+        let ping = self
+            .ping
+            .ok_or_else(|| io::Error::other("a relay pingpong needs its sink in this process"))?;
+        let acks = ping.acks.lock().unwrap_or_else(|p| p.into_inner());
+        let deadline = self.stop.deadline(t0);
+        let max = self.stop.max_messages();
         let mut sent = 0u64;
         while c.messages < max {
             if interrupt::requested() {
@@ -606,14 +876,15 @@ impl Source {
                 break;
             }
             let off = (sent % PERIOD as u64) as usize;
-            self.stamp
-                .store(self.base.elapsed().as_nanos() as u64, Ordering::Release);
+            ping.stamp
+                .store(ping.base.elapsed().as_nanos() as u64, Ordering::Release);
             if !send_all(conn, &self.pattern[off..off + self.size], coord)? {
                 return Ok(false);
             }
             sent += self.size as u64;
             c.bytes += self.size as u64;
             c.messages += 1;
+            live.publish(c.bytes, c.messages);
             loop {
                 match acks.recv_timeout(TICK) {
                     Ok(()) => break,
@@ -638,9 +909,12 @@ struct RelayCounts {
     pipe_size: Option<usize>,
 }
 
+/// Accept the source's connections until it is done and none is left pending; relay
+/// each to the sink.
 fn relay_worker(
-    listener: &Listener,
-    sink: &Target,
+    listener: &crate::transport::connector::Listener,
+    sink: &crate::transport::connector::Dialer,
+    transport: TransportKind,
     mut copier: Box<dyn copy::Copier>,
     coord: &Coord,
     line: &Barrier,
@@ -655,9 +929,45 @@ fn relay_worker(
         ..RelayCounts::default()
     };
     let result = (|| {
-        while let Some(client) = listener.accept_unless(&|| coord.relay_may_stop())? {
+        loop {
+            if coord.aborted() {
+                return Ok(());
+            }
+            // Read before the accept: every connection the source made is pending by the
+            // time it says it is done, so an empty queue after that means all were taken.
+            let done = coord.source_done.load(Ordering::SeqCst);
+            let client = match listener.accept_socket() {
+                Ok(s) => s,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::Interrupted
+                            | io::ErrorKind::ConnectionAborted
+                    ) =>
+                {
+                    if done {
+                        return Ok(());
+                    }
+                    if interrupt::requested() {
+                        coord.interrupted.store(true, Ordering::SeqCst);
+                        return Ok(());
+                    }
+                    listener.ready(ACCEPT_TICK)?;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let client = end_of(client, transport)?;
             coord.accepted.fetch_add(1, Ordering::SeqCst);
-            let upstream = sink.connect()?;
+            if crate::testhooks::fault("relay-cuts-short") {
+                // A test build's relay that ends each connection before copying a byte
+                // and carries on: the run must fail, though no role reports an error.
+                let _ =
+                    nix::sys::socket::shutdown(client.raw_fd(), nix::sys::socket::Shutdown::Both);
+                continue;
+            }
+            let upstream = end_of(sink.connect_socket()?, transport)?;
             coord.forwarded.fetch_add(1, Ordering::SeqCst);
             client.set_timeouts(Some(TICK))?;
             upstream.set_timeouts(Some(TICK))?;
@@ -668,12 +978,11 @@ fn relay_worker(
                 // Ctrl-C: the source stops and the relay with it; what it copied counts.
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {
                     coord.interrupted.store(true, Ordering::SeqCst);
-                    break;
+                    return Ok(());
                 }
                 Err(e) => return Err(e),
             }
         }
-        Ok(())
     })();
     r.cpu = ThreadCpu::now().since(&cpu0).exact;
     crate::testhooks::hold("relay-end");
@@ -681,10 +990,11 @@ fn relay_worker(
 }
 
 /// The sink's threads: accept, read to the end, check every byte.
-struct Sink {
+struct Sink<'a> {
     size: usize,
-    pattern: Arc<Vec<u8>>,
-    pingpong: Option<(Arc<AtomicU64>, Instant, mpsc::Sender<()>)>,
+    pattern: &'a [u8],
+    transport: TransportKind,
+    ping: Option<&'a Ping>,
 }
 
 /// What one sink worker measured.
@@ -696,28 +1006,56 @@ struct SinkCounts {
     latency: Option<Histogram<u64>>,
 }
 
-impl Sink {
-    fn run(&self, listener: &Listener, coord: &Coord, line: &Barrier) -> io::Result<SinkCounts> {
+impl Sink<'_> {
+    fn run(
+        &self,
+        listener: &crate::transport::connector::Listener,
+        coord: &Coord,
+        line: &Barrier,
+        live: &mut Publisher,
+    ) -> io::Result<SinkCounts> {
         let mut buf = vec![0u8; SINK_READ.max(self.size)];
         let mut s = SinkCounts {
-            latency: self.pingpong.as_ref().map(|_| latency_histogram()),
+            latency: self.ping.map(|_| latency_histogram()),
             ..SinkCounts::default()
         };
         line.wait();
         let cpu0 = ThreadCpu::now();
         let result = (|| {
-            while let Some(conn) = listener.accept_unless(&|| coord.sink_may_stop())? {
+            loop {
+                // Read before the accept, as the relay does: once the relay is done and
+                // every connection it made was counted, an empty queue is the end.
+                let done = coord.sink_may_stop();
+                let conn = match listener.accept_socket() {
+                    Ok(c) => c,
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::WouldBlock
+                                | io::ErrorKind::Interrupted
+                                | io::ErrorKind::ConnectionAborted
+                        ) =>
+                    {
+                        if done || coord.aborted() {
+                            return Ok(());
+                        }
+                        listener.ready(ACCEPT_TICK)?;
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
+                let conn = end_of(conn, self.transport)?;
                 coord.sunk.fetch_add(1, Ordering::SeqCst);
                 s.role.connections += 1;
                 conn.set_timeouts(Some(TICK))?;
-                if !self.connection(&conn, &mut buf, coord, &mut s)? {
-                    break;
+                if !self.connection(&conn, &mut buf, coord, &mut s, live)? {
+                    return Ok(());
                 }
                 s.last_end = Some(Instant::now());
             }
-            Ok(())
         })();
         s.role.cpu = ThreadCpu::now().since(&cpu0).exact;
+        live.last(s.role.bytes, s.role.messages);
         result.map(|()| s)
     }
 
@@ -728,6 +1066,7 @@ impl Sink {
         buf: &mut [u8],
         coord: &Coord,
         s: &mut SinkCounts,
+        live: &mut Publisher,
     ) -> io::Result<bool> {
         if crate::testhooks::fault("relay-sink-fails") && s.role.connections >= 2 {
             // A test build's sink that fails at its second connection: the others must stop.
@@ -739,7 +1078,7 @@ impl Sink {
         // Read at most to the end of the message in pingpong, so each one is timed when
         // its own last byte comes.
         loop {
-            let want = if self.pingpong.is_some() {
+            let want = if self.ping.is_some() {
                 due as usize
             } else {
                 buf.len()
@@ -771,196 +1110,413 @@ impl Sink {
             }
             offset += n as u64;
             s.role.bytes += n as u64;
-            if let Some((stamp, base, ack)) = &self.pingpong {
+            if let Some(ping) = self.ping {
                 due -= n as u64;
                 if due == 0 {
-                    let now = base.elapsed().as_nanos() as u64;
-                    let sent = stamp.load(Ordering::Acquire);
+                    let now = ping.base.elapsed().as_nanos() as u64;
+                    let sent = ping.stamp.load(Ordering::Acquire);
                     if let Some(h) = s.latency.as_mut() {
                         record(h, Duration::from_nanos(now.saturating_sub(sent)));
                     }
                     s.role.messages += 1;
                     due = self.size as u64;
+                    let ack = ping.ack.lock().unwrap_or_else(|p| p.into_inner());
                     let _ = ack.send(());
                 }
             }
+            let whole = match self.ping {
+                Some(_) => s.role.messages,
+                None => s.role.messages + offset / self.size.max(1) as u64,
+            };
+            live.publish(s.role.bytes, whole);
         }
-        if self.pingpong.is_none() {
+        if self.ping.is_none() {
             s.role.messages += offset.div_ceil(self.size.max(1) as u64);
         }
         Ok(true)
     }
 }
 
-/// The address the relay or the sink listens on.
-fn listen_target(t: TransportKind, dir: &Path, name: &str) -> Target {
-    match t {
-        TransportKind::Tcp6 => Target::Tcp(SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 0))),
-        TransportKind::Unix => Target::Unix(dir.join(name)),
-        _ => Target::Tcp(SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0))),
+/// A relay run's three roles: the source is the sending role (its threads dial the
+/// relay through the scenario's listener); the relay and the sink are the receiving
+/// role (the relay's threads accept, dial a sink listener of their own and copy; the
+/// sink's threads check every byte). The relay's cost is that role's alone: its threads'
+/// CPU, and its process's CPU that no thread of either role accounts for (the kernel's
+/// io_uring workers).
+pub struct Relay {
+    options: RelayOptions,
+    transport: TransportKind,
+    size: usize,
+    stop: Stop,
+    pattern: Vec<u8>,
+    /// Pingpong: the source and the sink meet here (both roles are threads of one
+    /// process).
+    ping: Option<Ping>,
+}
+
+impl Relay {
+    /// Threads per role: one for a pingpong, no more than the connections for short
+    /// connections (a thread with none to make would end the interval lines early).
+    fn threads(&self) -> usize {
+        role_threads(&self.options, self.stop)
     }
 }
 
-/// Run the three roles once.
-///
-/// # Errors
-/// A role's failure, named (`source: ...`, `relay: ...`, `sink: ...`), or a count that
-/// does not agree between the roles.
-pub fn run(setup: &Setup) -> io::Result<Outcome> {
-    if let Some(why) = refuses_transport(setup.transport) {
-        return Err(io::Error::new(io::ErrorKind::Unsupported, why));
+/// Threads per role for `options` stopping at `stop` (see [`Relay::threads`]).
+fn role_threads(options: &RelayOptions, stop: Stop) -> usize {
+    let asked = options.threads.max(1) as usize;
+    match (options.shape, stop) {
+        (ShapeKind::Pingpong, _) => 1,
+        (ShapeKind::Connections, Stop::Count(n)) => {
+            asked.min(usize::try_from(n.max(1)).unwrap_or(usize::MAX))
+        }
+        _ => asked,
     }
-    let p = setup.parallel.max(1);
-    let sink_listener = Listener::bind(&listen_target(setup.transport, &setup.dir, "sink.sock"))?;
-    let relay_listener = Listener::bind(&listen_target(setup.transport, &setup.dir, "relay.sock"))?;
-    let sink_target = sink_listener.target()?;
-    let relay_target = relay_listener.target()?;
-    // Set up every copier before the start, so a ring or a runtime is not in the run.
-    let copiers = (0..p)
-        .map(|_| copy::copier(setup.method, &setup.copy))
-        .collect::<io::Result<Vec<_>>>()?;
-    let pat = Arc::new(pattern(PERIOD + setup.size.max(SINK_READ)));
-    let (total, source_threads) = match setup.shape {
-        Shape::Streams(_) => (p as u64, p),
-        Shape::Connections(n) => (n, p.min(n.max(1) as usize)),
-        Shape::Pingpong(_) => (1, 1),
-    };
-    let base = Instant::now();
-    let stamp = Arc::new(AtomicU64::new(0));
-    let (ack_tx, ack_rx) = mpsc::channel();
-    let pingpong = matches!(setup.shape, Shape::Pingpong(_));
-    let source = Source {
-        shape: setup.shape,
-        size: setup.size,
-        target: relay_target,
-        pattern: Arc::clone(&pat),
-        next: Arc::new(AtomicU64::new(0)),
-        total,
-        stamp: Arc::clone(&stamp),
-        base,
-        acks: pingpong.then_some(Mutex::new(ack_rx)),
-    };
-    let sink = Sink {
-        size: setup.size,
-        pattern: Arc::clone(&pat),
-        pingpong: pingpong.then(|| (Arc::clone(&stamp), base, ack_tx)),
-    };
-    let sink_threads = if pingpong { 1 } else { p };
-    let coord = Coord {
-        relay_live: AtomicU64::new(p as u64),
-        ..Coord::default()
-    };
-    let line = Barrier::new(source_threads + p + sink_threads + 1);
-    let source_live = AtomicU64::new(source_threads as u64);
-    let mut out = std::thread::scope(|scope| {
-        let sinks: Vec<_> = (0..sink_threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    let r = sink.run(&sink_listener, &coord, &line);
-                    if let Err(e) = &r {
-                        coord.fail("sink", e);
-                    }
-                    r
-                })
-            })
-            .collect();
-        let relays: Vec<_> = copiers
-            .into_iter()
-            .map(|copier| {
-                let (l, t, c, line) = (&relay_listener, &sink_target, &coord, &line);
-                scope.spawn(move || {
-                    let r = relay_worker(l, t, copier, c, line);
-                    if let Err(e) = &r {
-                        c.fail("relay", e);
-                    }
-                    c.relay_live.fetch_sub(1, Ordering::SeqCst);
-                    r
-                })
-            })
-            .collect();
-        let sources: Vec<_> = (0..source_threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    let r = source.run(&coord, &line);
-                    if let Err(e) = &r {
-                        coord.fail("source", e);
-                    }
-                    if source_live.fetch_sub(1, Ordering::SeqCst) == 1 {
-                        coord.source_done.store(true, Ordering::SeqCst);
-                    }
-                    r
-                })
-            })
-            .collect();
-        line.wait();
-        let t0 = Instant::now();
-        let proc0 = process_cpu();
-        let main0 = ThreadCpu::now();
-        let mut out = Outcome {
-            source: RoleCounts::default(),
-            sink: RoleCounts::default(),
-            copied: Copied::default(),
-            relayed: 0,
-            relay_cpu: Duration::ZERO,
-            unaccounted_cpu: Duration::ZERO,
-            interval: Duration::ZERO,
-            pipe_size: None,
-            latency: None,
-            interrupted: false,
+}
+
+/// Wait for `handles` to finish, looking at the peer link every 20 ms; `on_peer` once
+/// the peer's signal `s` comes (or the peer is gone).
+fn join_watching<T>(
+    handles: Vec<std::thread::ScopedJoinHandle<'_, T>>,
+    link: &super::PeerLink,
+    s: PeerSignal,
+    on_peer: &dyn Fn(),
+) -> Vec<std::thread::Result<T>> {
+    let mut heard = false;
+    while handles.iter().any(|h| !h.is_finished()) {
+        if heard {
+            std::thread::sleep(Duration::from_millis(5));
+        } else if link.wait_for(s, Duration::from_millis(20)) {
+            heard = true;
+            on_peer();
+        }
+    }
+    handles.into_iter().map(|h| h.join()).collect()
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl Workload for Relay {
+    fn sender(&self, mut side: Side) -> io::Result<SideReport> {
+        let Some(Endpoint::Dial(dialer)) = side.endpoint.take() else {
+            return Err(io::Error::other("the relay's source got no dialer"));
         };
-        let mut accounted = Duration::ZERO;
-        for h in sources {
-            if let Ok(Ok(c)) = h.join() {
-                out.source.bytes += c.bytes;
-                out.source.messages += c.messages;
-                out.source.connections += c.connections;
-                accounted += c.cpu;
-            }
-        }
-        for h in relays {
-            if let Ok(Ok(r)) = h.join() {
-                out.copied = out.copied.plus(r.copied);
-                out.relay_cpu += r.cpu;
-                out.pipe_size = out.pipe_size.or(r.pipe_size);
-            }
-        }
-        let mut last = None;
-        for h in sinks {
-            if let Ok(Ok(s)) = h.join() {
-                out.sink.bytes += s.role.bytes;
-                out.sink.messages += s.role.messages;
-                out.sink.connections += s.role.connections;
-                accounted += s.role.cpu;
-                last = last.max(s.last_end);
-                if let Some(h) = s.latency {
-                    out.latency = Some(h);
+        let threads = self.threads();
+        let total = match (self.options.shape, self.stop) {
+            (ShapeKind::Connections, Stop::Count(n)) => n,
+            // A warm-up: connections until its deadline.
+            (ShapeKind::Connections, _) => u64::MAX,
+            _ => threads as u64,
+        };
+        let source = Source {
+            shape: self.options.shape,
+            stop: self.stop,
+            size: self.size,
+            transport: self.transport,
+            dialer: &dialer,
+            pattern: &self.pattern,
+            next: AtomicU64::new(0),
+            total,
+            ping: self.ping.as_ref(),
+        };
+        let coord = Coord::default();
+        let go = Barrier::new(threads + 1);
+        // Each thread publishes its totals for --interval; the role keeps the publishers
+        // until every thread is done, as the first one dropped ends the sampling.
+        let mut lives: Vec<Publisher> = (0..threads)
+            .map(|_| Publisher::new(side.start.live(), Role::Sender, None))
+            .collect();
+        let (meter, ran) = std::thread::scope(|scope| {
+            let handles: Vec<_> = lives
+                .iter_mut()
+                .map(|live| {
+                    let (source, coord, go) = (&source, &coord, &go);
+                    scope.spawn(move || {
+                        let r = source.run(coord, go, live);
+                        if let Err(e) = &r {
+                            coord.fail("source", e);
+                        }
+                        r
+                    })
+                })
+                .collect();
+            let meter = Meter::start(&side.start);
+            go.wait();
+            // The relay's role gone before the source is done: it failed, and nothing
+            // will take the source's bytes.
+            let ran = join_watching(handles, &side.link, PeerSignal::ReceiverDone, &|| {
+                coord.abort.store(true, Ordering::SeqCst);
+            });
+            (meter, ran)
+        });
+        side.link.signal(PeerSignal::SenderDone);
+        drop(lives);
+        let mut counts = RoleCounts::default();
+        for r in ran {
+            match r {
+                Ok(Ok(c)) => {
+                    counts.bytes += c.bytes;
+                    counts.messages += c.messages;
+                    counts.connections += c.connections;
+                    counts.cpu += c.cpu;
                 }
+                Ok(Err(_)) => {}
+                Err(_) => return Err(io::Error::other("a source thread panicked")),
             }
         }
-        let proc_cpu = process_cpu().saturating_sub(proc0);
-        accounted += out.relay_cpu + ThreadCpu::now().since(&main0).exact;
-        out.unaccounted_cpu = proc_cpu.saturating_sub(accounted);
-        let start = coord
-            .start
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .unwrap_or(t0);
-        out.interval = last.map_or(Duration::ZERO, |l| l.saturating_duration_since(start));
-        out
-    });
-    out.relayed = coord.accepted.load(Ordering::SeqCst);
-    out.interrupted = coord.interrupted.load(Ordering::SeqCst) || interrupt::requested();
-    if let Some((e, _)) = coord.error.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        return Err(io::Error::other(e));
+        if let Some(e) = coord.failure() {
+            return Err(e);
+        }
+        let mut report = meter.stop(None, side.conn.as_ref());
+        report.bytes = counts.bytes;
+        report.messages = counts.messages;
+        report.interrupted = coord.interrupted.load(Ordering::SeqCst) || interrupt::requested();
+        report.relay = Some(RelaySide {
+            bytes: counts.bytes,
+            messages: counts.messages,
+            connections: counts.connections,
+            cpu_ns: nanos(counts.cpu),
+            cut_short: (coord.cut_short.into_inner()).unwrap_or_else(|p| p.into_inner()),
+            relay: None,
+        });
+        Ok(report)
     }
-    if out.source.bytes != out.copied.bytes || out.copied.bytes != out.sink.bytes {
-        return Err(io::Error::other(format!(
-            "the counts disagree: the source sent {} bytes, the relay copied {}, the sink \
-             received {}",
-            out.source.bytes, out.copied.bytes, out.sink.bytes
-        )));
+
+    fn receiver(&self, mut side: Side) -> io::Result<SideReport> {
+        let Some(Endpoint::Listen(listener)) = side.endpoint.take() else {
+            return Err(io::Error::other("the relay got no listener"));
+        };
+        let threads = self.threads();
+        // The sink listens on a listener of this role's own (a Unix one's file is gone as
+        // soon as it is bound).
+        let dir = match self.transport.uses_path() {
+            true => Some(
+                crate::placement::threads::RunDir::open(None)
+                    .map_err(|e| io::Error::other(format!("{e:#}")))?,
+            ),
+            false => None,
+        };
+        let opts = crate::transport::TransportOptions {
+            nodelay: true,
+            dir: dir.as_ref().map(|d| d.path()).unwrap_or_default(),
+            message_bytes: self.size,
+            ..crate::transport::TransportOptions::default()
+        };
+        let (sink_listener, sink_dialer, _) =
+            crate::transport::connector::open(self.transport, &opts, 0, false)
+                .map_err(|e| io::Error::other(format!("the sink cannot listen: {e:#}")))?;
+        drop(dir);
+        // Several threads accept from each listener: none may wait inside accept(2) for a
+        // connection another took.
+        listener.set_nonblocking(true)?;
+        sink_listener.set_nonblocking(true)?;
+        // Every copier is set up before the start, so a ring or a runtime is not in the run.
+        let copiers = (0..threads)
+            .map(|_| copy::copier(self.options.method, &self.options.copy))
+            .collect::<io::Result<Vec<_>>>()?;
+        let sink = Sink {
+            size: self.size,
+            pattern: &self.pattern,
+            transport: self.transport,
+            ping: self.ping.as_ref(),
+        };
+        let coord = Coord {
+            relay_live: AtomicU64::new(threads as u64),
+            ..Coord::default()
+        };
+        let go = Barrier::new(2 * threads + 1);
+        let mut lives: Vec<Publisher> = (0..threads)
+            .map(|_| Publisher::new(side.start.live(), Role::Receiver, None))
+            .collect();
+        let (meter, proc0, relays, sinks) = std::thread::scope(|scope| {
+            let sinks: Vec<_> = lives
+                .iter_mut()
+                .map(|live| {
+                    let (sink, l, coord, go) = (&sink, &sink_listener, &coord, &go);
+                    scope.spawn(move || {
+                        let r = sink.run(l, coord, go, live);
+                        if let Err(e) = &r {
+                            coord.fail("sink", e);
+                        }
+                        r
+                    })
+                })
+                .collect();
+            let relays: Vec<_> = copiers
+                .into_iter()
+                .map(|copier| {
+                    let (l, d, coord, go) = (&listener, &sink_dialer, &coord, &go);
+                    let t = self.transport;
+                    scope.spawn(move || {
+                        // Counted out however the worker ends (a panic included), so the
+                        // sinks never wait for a relay that is gone.
+                        let _out = RelayOut(coord);
+                        let r = relay_worker(l, d, t, copier, coord, go);
+                        if let Err(e) = &r {
+                            coord.fail("relay", e);
+                        }
+                        r
+                    })
+                })
+                .collect();
+            let meter = Meter::start(&side.start);
+            let proc0 = process_cpu();
+            go.wait();
+            let source_done = || coord.source_done.store(true, Ordering::SeqCst);
+            let relays = join_watching(relays, &side.link, PeerSignal::SenderDone, &source_done);
+            // The source is gone without a word (its role failed): stop the relay too.
+            source_done();
+            let sinks: Vec<_> = sinks.into_iter().map(|h| h.join()).collect();
+            (meter, proc0, relays, sinks)
+        });
+        side.link.signal(PeerSignal::ReceiverDone);
+        drop(lives);
+        let process = process_cpu().saturating_sub(proc0);
+        let mut copied = Copied::default();
+        let (mut relay_cpu, mut pipe_size) = (Duration::ZERO, None);
+        for r in relays {
+            match r {
+                Ok(Ok(r)) => {
+                    copied = copied.plus(r.copied);
+                    relay_cpu += r.cpu;
+                    pipe_size = pipe_size.or(r.pipe_size);
+                }
+                Ok(Err(_)) => {}
+                Err(_) => return Err(io::Error::other("a relay thread panicked")),
+            }
+        }
+        let mut counts = RoleCounts::default();
+        let (mut last, mut latency) = (None, None);
+        for s in sinks {
+            match s {
+                Ok(Ok(s)) => {
+                    counts.bytes += s.role.bytes;
+                    counts.messages += s.role.messages;
+                    counts.connections += s.role.connections;
+                    counts.cpu += s.role.cpu;
+                    last = last.max(s.last_end);
+                    latency = latency.or(s.latency);
+                }
+                Ok(Err(_)) => {}
+                Err(_) => return Err(io::Error::other("a sink thread panicked")),
+            }
+        }
+        if let Some(e) = coord.failure() {
+            return Err(e);
+        }
+        let mut report = meter.stop(Some(last.unwrap_or_else(|| meter.t0())), side.conn.as_ref());
+        report.bytes = counts.bytes;
+        report.messages = counts.messages;
+        report.interrupted = coord.interrupted.load(Ordering::SeqCst) || interrupt::requested();
+        if let Some(h) = latency.filter(|h| !h.is_empty()) {
+            report.latencies.push(("one_way", h));
+        }
+        let accounted = relay_cpu + counts.cpu + report.cpu.exact;
+        report.relay = Some(RelaySide {
+            bytes: counts.bytes,
+            messages: counts.messages,
+            connections: counts.connections,
+            cpu_ns: nanos(counts.cpu),
+            cut_short: None,
+            relay: Some(RelayCopies {
+                copied,
+                relayed: coord.accepted.load(Ordering::SeqCst),
+                cpu_ns: nanos(relay_cpu),
+                process_cpu_ns: nanos(process),
+                accounted_cpu_ns: nanos(accounted),
+                pipe_size: pipe_size.map(|p| p as u64),
+            }),
+        });
+        Ok(report)
     }
-    Ok(out)
+}
+
+/// `relay` as the plan and the runner see it.
+pub struct RelaySpec;
+
+impl Spec for RelaySpec {
+    fn wiring(&self, _transport: TransportKind) -> Wiring {
+        Wiring::ListenDial
+    }
+
+    fn table(&self) -> TableKind {
+        TableKind::Throughput
+    }
+
+    fn headline(&self) -> crate::measure::headline::Headline {
+        crate::measure::headline::Headline::throughput("bits_per_second")
+    }
+
+    fn headline_of(&self, run: &crate::report::RunFigures) -> Option<f64> {
+        Some(run.bits_per_second)
+    }
+
+    fn transports(&self) -> &'static [TransportKind] {
+        &TRANSPORTS
+    }
+
+    fn refuses(&self, sc: &crate::plan::Scenario) -> Option<String> {
+        if let Some(why) = refuses_transport(sc.transport) {
+            return Some(why);
+        }
+        let Some(options) = sc.extras.relay else {
+            return Some("a relay scenario names no copy method".into());
+        };
+        if let Some(why) = options.method.unavailable() {
+            return Some(format!("{}: {why}", options.method));
+        }
+        if options.threads == 0 || options.threads > 1024 {
+            return Some("--parallel must be between 1 and 1024".into());
+        }
+        match (options.shape, sc.stop) {
+            (ShapeKind::Streams, Stop::Duration(_) | Stop::Bytes(_))
+            | (ShapeKind::Connections, Stop::Count(_))
+            | (ShapeKind::Pingpong, Stop::Duration(_) | Stop::Count(_)) => None,
+            (shape, stop) => Some(format!("a relay's {shape:?} do not stop at {stop:?}")),
+        }
+    }
+
+    fn roles(&self, sc: &crate::plan::Scenario, stop: Stop) -> Arc<dyn Workload> {
+        let options = sc.extras.relay.unwrap_or(RelayOptions {
+            method: Method::ReadWrite,
+            copy: copy::Options::default(),
+            shape: ShapeKind::Streams,
+            threads: 1,
+        });
+        let size = sc.size as usize;
+        let ping = (options.shape == ShapeKind::Pingpong).then(|| {
+            let (tx, rx) = mpsc::channel();
+            Ping {
+                stamp: AtomicU64::new(0),
+                base: Instant::now(),
+                ack: Mutex::new(tx),
+                acks: Mutex::new(rx),
+            }
+        });
+        Arc::new(Relay {
+            options,
+            transport: sc.transport,
+            size,
+            stop,
+            pattern: pattern(PERIOD + size.max(SINK_READ)),
+            ping,
+        })
+    }
+
+    /// What reached the sink through the relay, timed by the sink.
+    fn tally(&self, _sc: &crate::plan::Scenario, roles: &Roles) -> Tally {
+        let bytes = Roles::sum(&roles.receivers, |s| s.bytes);
+        let messages = Roles::sum(&roles.receivers, |s| s.messages);
+        Tally {
+            bytes_received: bytes,
+            messages_received: messages,
+            delivered_bytes: bytes,
+            counted: messages,
+            ..Tally::timed_by(Role::Receiver)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -975,8 +1531,20 @@ mod tests {
             size,
             shape,
             parallel: 1,
-            dir: std::env::temp_dir(),
         }
+    }
+
+    /// One run through the runner's threads placement, folded as `sockbench relay` does.
+    fn run(s: &Setup) -> io::Result<Outcome> {
+        use crate::placement::Placement;
+        let sc = s.scenario(Duration::ZERO, 1);
+        let roles = crate::placement::Threads::new(None)
+            .run(&sc, sc.stop)
+            .map_err(|e| match e {
+                crate::placement::RunError::Failed(e) => io::Error::other(format!("{e:#}")),
+                crate::placement::RunError::Interrupted => io::ErrorKind::Interrupted.into(),
+            })?;
+        Outcome::of(&roles, true).map_err(io::Error::other)
     }
 
     #[test]
@@ -1034,7 +1602,6 @@ mod tests {
 
     #[test]
     fn every_byte_arrives_and_the_three_counts_agree() {
-        let dir = tempfile::tempdir().unwrap();
         for (t, shape, size) in [
             (
                 TransportKind::Tcp,
@@ -1049,8 +1616,7 @@ mod tests {
             (TransportKind::Tcp, Shape::Connections(50), 10_000),
             (TransportKind::Unix, Shape::Connections(20), 1),
         ] {
-            let mut s = setup(Method::ReadWrite, t, size, shape);
-            s.dir = dir.path().to_path_buf();
+            let s = setup(Method::ReadWrite, t, size, shape);
             let o = run(&s).unwrap();
             let want = match shape {
                 Shape::Streams(Stop::Bytes(b)) => b,
@@ -1074,18 +1640,15 @@ mod tests {
             // A read and a write per chunk at least, and one read that sees the end.
             assert!(o.copied.syscalls >= 2 * want.div_ceil(65536) + conns);
         }
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 
     #[test]
     fn timed_runs_last_their_time_and_no_longer() {
-        let dir = tempfile::tempdir().unwrap();
         for shape in [
             Shape::Streams(Stop::Duration(Duration::from_millis(300))),
             Shape::Pingpong(Stop::Duration(Duration::from_millis(300))),
         ] {
-            let mut s = setup(Method::ReadWrite, TransportKind::Unix, 1000, shape);
-            s.dir = dir.path().to_path_buf();
+            let s = setup(Method::ReadWrite, TransportKind::Unix, 1000, shape);
             let o = run(&s).unwrap();
             assert!(
                 o.interval >= Duration::from_millis(300) && o.interval < Duration::from_secs(3),
@@ -1100,30 +1663,28 @@ mod tests {
     #[test]
     fn a_failure_stops_every_role_and_the_first_cause_is_kept() {
         let c = Coord {
-            made: AtomicU64::new(5),
             relay_live: AtomicU64::new(1),
             forwarded: AtomicU64::new(5),
             ..Coord::default()
         };
-        assert!(!c.relay_may_stop() && !c.sink_may_stop());
+        assert!(!c.sink_may_stop());
         c.fail("relay", &io::ErrorKind::ConnectionReset.into());
         c.fail("sink", &io::Error::other("first"));
         c.fail("source", &io::Error::other("second"));
-        assert!(c.aborted() && c.relay_may_stop() && c.sink_may_stop());
+        assert!(c.aborted() && c.sink_may_stop());
         let e = c.error.lock().unwrap().clone().unwrap();
         assert_eq!(e.0, "sink: first");
+        assert_eq!(c.failure().unwrap().to_string(), "sink: first");
     }
 
     #[test]
     fn pingpong_times_every_message_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut s = setup(
+        let s = setup(
             Method::ReadWrite,
             TransportKind::Tcp,
             100,
             Shape::Pingpong(Stop::Count(500)),
         );
-        s.dir = dir.path().to_path_buf();
         let o = run(&s).unwrap();
         let h = o.latency.unwrap();
         assert_eq!(h.len(), 500);
@@ -1134,7 +1695,6 @@ mod tests {
 
     #[test]
     fn several_connections_at_once_each_carry_their_own_stream() {
-        let dir = tempfile::tempdir().unwrap();
         let mut s = setup(
             Method::ReadWrite,
             TransportKind::Unix,
@@ -1142,10 +1702,104 @@ mod tests {
             Shape::Streams(Stop::Bytes(300_000)),
         );
         s.parallel = 3;
-        s.dir = dir.path().to_path_buf();
         let o = run(&s).unwrap();
         assert_eq!(o.sink.bytes, 900_000);
         assert_eq!(o.sink.connections, 3);
         assert_eq!(o.sink.messages, 900);
+    }
+
+    #[test]
+    fn short_connections_get_no_more_threads_than_connections() {
+        let o = |shape, threads| RelayOptions {
+            method: Method::ReadWrite,
+            copy: copy::Options::default(),
+            shape,
+            threads,
+        };
+        assert_eq!(
+            role_threads(&o(ShapeKind::Connections, 8), Stop::Count(2)),
+            2
+        );
+        assert_eq!(
+            role_threads(&o(ShapeKind::Connections, 8), Stop::Count(20)),
+            8
+        );
+        // A warm-up of short connections runs for a time, on every thread.
+        let warm = Stop::Duration(Duration::from_millis(100));
+        assert_eq!(role_threads(&o(ShapeKind::Connections, 8), warm), 8);
+        assert_eq!(role_threads(&o(ShapeKind::Streams, 3), Stop::Bytes(1)), 3);
+        assert_eq!(role_threads(&o(ShapeKind::Pingpong, 3), Stop::Count(9)), 1);
+        assert_eq!(role_threads(&o(ShapeKind::Streams, 0), Stop::Bytes(1)), 1);
+    }
+
+    #[test]
+    fn a_run_is_complete_only_with_all_it_was_asked_to_carry() {
+        let mut s = setup(
+            Method::ReadWrite,
+            TransportKind::Tcp,
+            100,
+            Shape::Connections(5),
+        );
+        let o = |connections, bytes, messages, interrupted| Outcome {
+            source: RoleCounts {
+                connections,
+                ..RoleCounts::default()
+            },
+            sink: RoleCounts {
+                bytes,
+                messages,
+                ..RoleCounts::default()
+            },
+            copied: Copied::default(),
+            relayed: 0,
+            relay_cpu: Duration::ZERO,
+            unaccounted_cpu: Duration::ZERO,
+            interval: Duration::ZERO,
+            pipe_size: None,
+            latency: None,
+            interrupted,
+        };
+        assert!(s.check_complete(&o(5, 500, 5, false)).is_ok());
+        let e = s.check_complete(&o(4, 400, 4, false)).unwrap_err();
+        assert!(e.contains("made 4 of the 5 connections"), "{e}");
+        // Ctrl-C: what was carried is what counts.
+        assert!(s.check_complete(&o(4, 400, 4, true)).is_ok());
+        s.shape = Shape::Streams(Stop::Bytes(1000));
+        s.parallel = 3;
+        assert!(s.check_complete(&o(3, 3000, 30, false)).is_ok());
+        let e = s.check_complete(&o(3, 2999, 30, false)).unwrap_err();
+        assert!(e.contains("2999 bytes of the 3000"), "{e}");
+        s.shape = Shape::Pingpong(Stop::Count(10));
+        assert!(s.check_complete(&o(1, 1000, 10, false)).is_ok());
+        assert!(s.check_complete(&o(1, 900, 9, false)).is_err());
+        // A timed run carries what it carries.
+        s.shape = Shape::Streams(Stop::Duration(Duration::from_millis(1)));
+        assert!(s.check_complete(&o(3, 1, 1, false)).is_ok());
+    }
+
+    #[test]
+    fn a_stop_a_shape_cannot_keep_is_refused() {
+        let mut sc = setup(
+            Method::ReadWrite,
+            TransportKind::Tcp,
+            100,
+            Shape::Connections(5),
+        )
+        .scenario(Duration::ZERO, 1);
+        assert_eq!(RelaySpec.refuses(&sc), None);
+        sc.stop = Stop::Bytes(10);
+        assert!(RelaySpec.refuses(&sc).is_some());
+        let mut sc = setup(
+            Method::ReadWrite,
+            TransportKind::Tcp,
+            100,
+            Shape::Streams(Stop::Bytes(1)),
+        )
+        .scenario(Duration::ZERO, 1);
+        assert_eq!(RelaySpec.refuses(&sc), None);
+        sc.stop = Stop::Count(10);
+        assert!(RelaySpec.refuses(&sc).is_some());
+        sc.extras.relay = None;
+        assert!(RelaySpec.refuses(&sc).is_some());
     }
 }
