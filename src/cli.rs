@@ -1,5 +1,6 @@
 //! Command-line flags, as clap parses them. No checking beyond syntax and no I/O here:
-//! `plan.rs` turns these into a checked plan.
+//! `plan/mod.rs` turns the measuring commands' flags into a checked plan (relay and swarm
+//! still check theirs in their mode files, then run on the same runner).
 
 use std::path::PathBuf;
 

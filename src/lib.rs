@@ -26,7 +26,9 @@
 //! - [`placement`]: where the roles of a run execute ([`placement::Placement`]: threads
 //!   of this process, a child process, or a `sockbench server` on another host), bringing
 //!   back each role's own report; [`control`]: the protocol between client and server;
-//! - [`runner`]: the scenario loop (warm-up, runs, exports after each scenario);
+//! - [`runner`]: the scenario loop (warm-up, runs, exports after each scenario), which
+//!   `relay` and `swarm` run their workloads through too (`Runner::runs`, folding each
+//!   run's role reports into their documents);
 //! - [`measure`]: CPU accounting, statistics, units, the headline of each kind of figure
 //!   ([`measure::headline`]) and the figures of a run;
 //! - [`diagnose`]: one function per warning kind;
