@@ -270,11 +270,13 @@ fn counters_agree_with_the_schedulers_migrations_and_the_threads_cpu_time() {
             // perf's task clock stops a little before each switch away and starts a little
             // after the switch back, which the thread's CPU clock counts. How long that
             // is depends on what else runs: 1.35 us a switch with other builds loading
-            // both vCPUs, 2.9 us with a compile beside a mutation test. Allow 6 us: a
-            // counter in other units, scaled wrongly or never read is off by far more.
+            // both vCPUs, 2.9 us with a compile beside a mutation test, 9.8 us with a busy
+            // loop on every CPU (the soak's hog mode: 34.9 ms against 68.6 ms over 3441
+            // switches). Allow 12 us: a counter in other units or never read is off by
+            // far more.
             let (task, cpu) = (f(c, "/task_clock_seconds"), f(s, "/cpu_seconds"));
             assert!(
-                (task - cpu).abs() <= 0.03 * cpu + 6e-6 * switches as f64 + 0.000_5,
+                (task - cpu).abs() <= 0.03 * cpu + 12e-6 * switches as f64 + 0.000_5,
                 "{side}: task clock {task} vs thread CPU {cpu} ({switches} switches)"
             );
             assert!(
