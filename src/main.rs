@@ -17,7 +17,7 @@ macro_rules! eprintln {
 use clap::Parser;
 
 use sockbench::cli::{Args, Command};
-use sockbench::error::{Error, Outcome};
+use sockbench::error::{Error, Status};
 use sockbench::mode::{self, print_error_document};
 use sockbench::report::{is_json, Kind};
 use sockbench::text::terminal;
@@ -56,24 +56,35 @@ fn main() -> ExitCode {
         ) => mode::bench::run(&args, argv.clone()),
     };
     match result {
-        Ok(Outcome::Done) => ExitCode::SUCCESS,
-        Ok(Outcome::Failed) => ExitCode::from(FAILED),
-        Ok(Outcome::Interrupted) => ExitCode::from(INTERRUPTED),
+        Ok(outcome) => {
+            for e in &outcome.errors {
+                say(e);
+            }
+            match outcome.status {
+                Status::Done => ExitCode::SUCCESS,
+                Status::Failed => ExitCode::from(FAILED),
+                Status::Interrupted => ExitCode::from(INTERRUPTED),
+            }
+        }
         Err(e) => {
             // Under --format json, stdout holds a document even so: the error in it.
             if let (true, Some(kind)) = (is_json(args.output().format), kind_of(&args.command)) {
                 print_error_document(kind, &argv, &e.to_string());
             }
-            // What a file or a peer said (quoted in the message) never drives the
-            // terminal: each line's control characters are shown as escapes.
-            let said: Vec<String> = e.to_string().lines().map(terminal).collect();
-            eprintln!("sockbench: error: {}", said.join("\n"));
+            say(&e.to_string());
             ExitCode::from(match e {
                 Error::Usage(_) => USAGE,
                 Error::Failed(_) => FAILED,
             })
         }
     }
+}
+
+/// Say an error on stderr, once. What a file or a peer said (quoted in the message)
+/// never drives the terminal: each line's control characters are shown as escapes.
+fn say(error: &str) {
+    let said: Vec<String> = error.lines().map(terminal).collect();
+    eprintln!("sockbench: error: {}", said.join("\n"));
 }
 
 /// The kind of document a command writes; none for those that write none of their own

@@ -634,3 +634,65 @@ fn bidir_on_a_workload_without_two_ways_says_so_before_asking_for_a_second_side(
     }
     usage_error(&["stream", "--bidir"], "--bidir needs another side");
 }
+
+#[test]
+fn a_name_that_does_not_resolve_is_a_runtime_failure_not_a_usage_error() {
+    // The command line is fine; the network cannot answer it: exit 1, as `load`'s host.
+    let sb = Sandbox::new();
+    let out = sb
+        .cmd()
+        .args(["mesh", "--hosts-from-dns", "nosuchhost.invalid"])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.starts_with("sockbench: error: --hosts-from-dns nosuchhost.invalid: "),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "said once: {err}");
+}
+
+#[test]
+fn an_error_after_the_report_is_said_once_after_it_and_fails_the_command() {
+    // The measurement ran and its report is printed; an export the kernel refused
+    // (/dev/full: ENOSPC) fails the command, said once on stderr by the one place that
+    // says errors, for every kind of command.
+    let sb = Sandbox::new();
+    for args in [
+        &["pingpong", "-t", "unix", "-d", "0.1", "-w", "0"][..],
+        &[
+            "relay",
+            "-t",
+            "unix",
+            "-m",
+            "read-write",
+            "-d",
+            "0.1",
+            "-w",
+            "0",
+        ][..],
+        &["swarm", "-t", "socketpair", "-n", "2", "-d", "0.1"][..],
+    ] {
+        let out = sb
+            .cmd()
+            .args(args)
+            .args(["-q", "--format", "json", "--export-csv", "/dev/full"])
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: the report is printed all the same: {e}"));
+        assert_eq!(doc["interrupted"], false, "{args:?}");
+        assert_eq!(doc["kind"], args[0], "{args:?}");
+        let said: Vec<&str> = err.lines().filter(|l| l.contains("/dev/full")).collect();
+        assert_eq!(
+            said,
+            ["sockbench: error: not written: --export-csv /dev/full: cannot write: No space left on device (os error 28)"],
+            "{args:?}: {err}"
+        );
+    }
+}

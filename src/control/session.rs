@@ -245,28 +245,8 @@ fn json<T: serde::Serialize>(v: &T) -> Vec<u8> {
 /// What is over a limit or cannot run here, said for the client's user.
 pub fn check_scenario(mut sc: Scenario, limits: &Limits, peer: Peer) -> Result<Scenario, String> {
     let t = sc.transport;
-    if sc.workload == crate::workload::WorkloadKind::Swarm && peer != Peer::Parent {
-        // Its pairs are not bounded by this server's stream, memory or descriptor limits.
-        return Err("a swarm runs only with --placement processes, not against a server".into());
-    }
-    if sc.workload == crate::workload::WorkloadKind::Relay {
-        if peer != Peer::Parent {
-            // Its threads and copy buffers are not bounded by this server's stream and
-            // memory limits.
-            return Err(
-                "a relay runs only with --placement processes, not against a server".into(),
-            );
-        }
-        if sc
-            .extras
-            .relay
-            .is_some_and(|r| r.shape == crate::workload::relay::ShapeKind::Pingpong)
-        {
-            return Err(
-                "a relay pingpong times each message from the source's write to the sink's read on one clock: run it with --placement threads"
-                    .into(),
-            );
-        }
+    if let Some(why) = spec(sc.workload).refuses_on_server(&sc, peer) {
+        return Err(why);
     }
     if spec(sc.workload).wiring(t) == crate::workload::Wiring::InProcess {
         return Err(format!(

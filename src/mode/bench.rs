@@ -2,7 +2,7 @@
 //! a plan, run it scenario by scenario (exports rewritten after each), print the report,
 //! and say how it ended.
 
-use super::{broken_pipe, empty_report};
+use super::empty_report;
 use crate::cli::{Args, Command};
 use crate::error::{CommandResult, Outcome, PlanError};
 use crate::plan::Plan;
@@ -15,21 +15,15 @@ use std::io::IsTerminal;
 /// # Errors
 /// As [`execute`].
 pub fn run(args: &Args, argv: Vec<String>) -> CommandResult {
-    catch_interrupts();
+    // Before planning: a Ctrl-C while the host is probed ends the run before its first
+    // scenario, with the report (which says `interrupted`), not the process at once
+    // without one.
+    super::catch_interrupts()?;
     execute(Plan::from_args(args), args, argv)
 }
 
-/// Route Ctrl-C to the flag before planning: a Ctrl-C while the host is probed ends the
-/// run before its first scenario, with the report (which says `interrupted`), not the
-/// process at once without one.
-pub fn catch_interrupts() {
-    if let Err(e) = crate::interrupt::install() {
-        eprintln!("sockbench: warning: cannot catch Ctrl-C: {e}");
-    }
-}
-
 /// Run a checked plan (or report why it could not be made) and print the report (Ctrl-C
-/// caught already, see [`catch_interrupts`]).
+/// caught already, see [`super::catch_interrupts`]).
 ///
 /// # Errors
 /// The plan's error: a usage error, or a system that cannot do what was asked.
@@ -63,33 +57,21 @@ pub fn execute(plan: Result<Plan, PlanError>, args: &Args, argv: Vec<String>) ->
     // A Ctrl-C after the last scenario (while an export waited for a FIFO's reader)
     // interrupted the command too.
     report.interrupted |= crate::interrupt::requested();
-    let mut failed = report.error.is_some() || !exports.failures().is_empty();
-    if let Err(e) = print(&plan, &exports, &report) {
-        if !broken_pipe(&e) {
-            eprintln!("sockbench: error: cannot print the report: {e:#}");
-            failed = true;
-        }
-    }
+    let printed = print(&plan, &exports, &report);
+    let mut errors = Vec::new();
     // A table on the terminal already names each failed scenario's error under it: say
     // it once. Anywhere else (a file, a pipe, JSON) stderr is where a person sees it.
     let errors_shown =
         crate::report::names_errors(plan.output.format) && std::io::stdout().is_terminal();
     if !errors_shown {
         for r in report.results.iter().filter(|r| r.error.is_some()) {
-            eprintln!(
-                "sockbench: error: {}: {}",
-                r.label(),
-                r.error.as_deref().unwrap_or_default()
-            );
+            let said = r.error.as_deref().unwrap_or_default();
+            errors.push(format!("{}: {said}", r.label()));
         }
     }
-    if let Some(e) = &report.error {
-        eprintln!("sockbench: error: {e}");
-    }
-    for f in exports.failures() {
-        eprintln!("sockbench: error: not written: {f}");
-    }
-    Ok(Outcome::of(report.interrupted, failed))
+    errors.extend(report.error.clone());
+    errors.extend(super::unwritten(printed, &exports));
+    Ok(Outcome::of(report.interrupted, report.error.is_some()).and_errors(errors))
 }
 
 fn print(plan: &Plan, exports: &ExportManager, report: &Report) -> anyhow::Result<()> {

@@ -79,7 +79,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::cli::CompareArgs;
-use crate::error::{CommandResult, Error, Outcome};
+use crate::error::{CommandResult, Error, Outcome, PlanError};
 use crate::measure::stats;
 use crate::measure::units::{format_bytes, format_per_second};
 use crate::measure::verdict;
@@ -311,13 +311,13 @@ impl CompareReport {
 /// kinds.
 pub fn run(c: &CompareArgs, argv: Vec<String>) -> CommandResult {
     let output = &c.output;
-    check_usage(c).map_err(Error::usage)?;
+    check_usage(c)?;
     let docs = (c.files.iter())
         .map(|path| super::report::load_document(path))
         .collect::<anyhow::Result<Vec<Document>>>()
         .and_then(|docs| one_kind(&docs, &c.files).map(|()| docs))
         .map_err(|e| Error::failed(format!("{e:#}")))?;
-    check_kind(c, &docs).map_err(Error::usage)?;
+    check_kind(c, &docs)?;
     let mut doc = match docs.first().map(|d| d.body.rows().is_none()) {
         Some(true) => {
             let reports: Vec<Report> = (docs.into_iter())
@@ -330,36 +330,43 @@ pub fn run(c: &CompareArgs, argv: Vec<String>) -> CommandResult {
     doc.envelope.end();
     let exports = super::exports(output)?;
     exports.finish(&doc);
-    let written = super::emit(&doc, output, &exports);
-    let pct = render::format_percent(doc.body.fail_if_slower_percent.unwrap_or(0.0));
-    for row in doc.body.comparisons.iter().filter(|r| r.gate_failed) {
-        if row.verdict == Verdict::Failed {
-            eprintln!(
-                "sockbench: {} failed in {} ({}): it ran in BASE, so --fail-if-slower {pct} fails",
+    let unwritten = super::emit(&doc, output, &exports);
+    Ok(Outcome::ok_if(!doc.body.failed_gate)
+        .and_errors(gate_failures(&doc.body))
+        .and_errors(unwritten))
+}
+
+/// Why `--fail-if-slower` failed, one message a row that failed it.
+fn gate_failures(body: &CompareBody) -> Vec<String> {
+    let pct = render::format_percent(body.fail_if_slower_percent.unwrap_or(0.0));
+    let mut said = Vec::new();
+    for row in body.comparisons.iter().filter(|r| r.gate_failed) {
+        said.push(match row.verdict {
+            Verdict::Failed => format!(
+                "{} failed in {} ({}): it ran in BASE, so --fail-if-slower {pct} fails",
                 shown(&row.scenario),
                 shown(&row.new_file),
                 shown(row.note.as_deref().unwrap_or("no run finished")),
-            );
-            continue;
-        }
-        eprintln!(
-            "sockbench: {} is {:.1}% slower in {} (p = {}, {}), more than --fail-if-slower {pct}",
-            shown(&row.scenario),
-            row.slower_percent.unwrap_or(f64::NAN),
-            shown(&row.new_file),
-            row.p_value.map_or_else(|| "-".into(), render::format_p),
-            render::test_name(row.test),
-        );
+            ),
+            _ => format!(
+                "{} is {:.1}% slower in {} (p = {}, {}), more than --fail-if-slower {pct}",
+                shown(&row.scenario),
+                row.slower_percent.unwrap_or(f64::NAN),
+                shown(&row.new_file),
+                row.p_value.map_or_else(|| "-".into(), render::format_p),
+                render::test_name(row.test),
+            ),
+        });
     }
-    for u in doc.body.only_in_base.iter().filter(|u| u.gate_failed) {
-        eprintln!(
-            "sockbench: {} is missing from {}: it ran in BASE, so --fail-if-slower {pct} fails \
+    for u in body.only_in_base.iter().filter(|u| u.gate_failed) {
+        said.push(format!(
+            "{} is missing from {}: it ran in BASE, so --fail-if-slower {pct} fails \
              (if it was renamed or its options changed on purpose, see --ignore-option)",
             shown(&u.scenario),
             shown(&u.new_file),
-        );
+        ));
     }
-    Ok(Outcome::ok_if(written && !doc.body.failed_gate))
+    said
 }
 
 impl Rendered for CompareReport {
@@ -458,31 +465,34 @@ fn one_kind(docs: &[Document], files: &[PathBuf]) -> anyhow::Result<()> {
 /// Refuse `--ignore-option` where rows are not matched by options. (Documents without
 /// figures, listen's and compare's, still open: they have no row, and the comparison
 /// says so.)
-fn check_kind(c: &CompareArgs, docs: &[Document]) -> Result<(), String> {
+fn check_kind(c: &CompareArgs, docs: &[Document]) -> Result<(), PlanError> {
     match docs.first() {
         Some(first) if first.body.rows().is_some() && !c.ignore_option.is_empty() => Err(format!(
             "--ignore-option matches the scenarios of stream, pingpong, rate, connect and suite \
              documents; {} rows are matched by what they measure: leave it out",
             first.body.kind()
-        )),
+        )
+        .into()),
         _ => Ok(()),
     }
 }
 
 /// Refuse what compare cannot do before reading anything.
-fn check_usage(c: &CompareArgs) -> Result<(), String> {
+fn check_usage(c: &CompareArgs) -> Result<(), PlanError> {
     if let Some(p) = c.fail_if_slower {
         if !p.is_finite() || p < 0.0 {
             return Err(format!(
                 "--fail-if-slower {p}: give a percentage of 0 or more, e.g. --fail-if-slower 5"
-            ));
+            )
+            .into());
         }
     }
     if !(c.alpha > 0.0 && c.alpha < 1.0) {
         return Err(format!(
             "--alpha {}: give a significance level between 0 and 1, e.g. --alpha 0.05",
             c.alpha
-        ));
+        )
+        .into());
     }
     if c.files.iter().filter(|f| f.as_os_str() == "-").count() > 1 {
         return Err("stdin (-) can be given once: save the other reports to files".into());
@@ -493,7 +503,8 @@ fn check_usage(c: &CompareArgs) -> Result<(), String> {
             return Err(format!(
                 "{} is given twice as NEW: give each NEW file once (BASE may be one of them)",
                 f.display()
-            ));
+            )
+            .into());
         }
     }
     Ok(())

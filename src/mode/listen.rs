@@ -21,7 +21,7 @@ use serde_json::json;
 use socket2::{Domain, SockAddr, Socket, Type};
 
 use crate::cli::{Format, ListenArgs};
-use crate::error::{CommandResult, Error, Outcome};
+use crate::error::{CommandResult, Error, Outcome, PlanError};
 use crate::measure::units::{format_bytes, parse_size, utc_micros};
 use crate::placement::threads::RunDir;
 use crate::report::grid::Grid;
@@ -65,7 +65,7 @@ struct Setup {
 }
 
 /// Check the flags.
-fn setup(args: &ListenArgs, format: Format) -> Result<Setup, String> {
+fn setup(args: &ListenArgs, format: Format) -> Result<Setup, PlanError> {
     let names: Vec<&str> = TRANSPORTS.iter().map(|t| t.name()).collect();
     let asked = args.transports.transport.as_deref().unwrap_or("tcp");
     let transport = TRANSPORTS
@@ -88,7 +88,8 @@ fn setup(args: &ListenArgs, format: Format) -> Result<Setup, String> {
         return Err(format!(
             "--read-size must be between 1 byte and {}",
             format_bytes(MAX_READ)
-        ));
+        )
+        .into());
     }
     let rcvbuf = match &args.rcvbuf {
         None => None,
@@ -98,7 +99,8 @@ fn setup(args: &ListenArgs, format: Format) -> Result<Setup, String> {
                 return Err(format!(
                     "--rcvbuf must be between 1 byte and {}",
                     format_bytes(crate::plan::MAX_BUFFER)
-                ));
+                )
+                .into());
             }
             Some(n as usize)
         }
@@ -108,7 +110,8 @@ fn setup(args: &ListenArgs, format: Format) -> Result<Setup, String> {
         if args.path.is_some() {
             return Err(format!(
                 "--path is for Unix sockets; {transport} listens on --listen and --port"
-            ));
+            )
+            .into());
         }
         let ip = match &args.listen {
             Some(a) => a
@@ -120,16 +123,14 @@ fn setup(args: &ListenArgs, format: Format) -> Result<Setup, String> {
             None => IpAddr::V4(Ipv4Addr::LOCALHOST),
         };
         if ip.is_ipv6() != transport.is_ipv6() {
-            return Err(format!(
-                "--listen {ip} is of the other IP family than {transport}"
-            ));
+            return Err(format!("--listen {ip} is of the other IP family than {transport}").into());
         }
         (Some(SocketAddr::new(ip, args.port)), None)
     } else {
         if args.listen.is_some() {
-            return Err(format!(
-                "--listen is for IP transports; {transport} listens on --path"
-            ));
+            return Err(
+                format!("--listen is for IP transports; {transport} listens on --path").into(),
+            );
         }
         if let Some(p) = &args.path {
             let len = p.as_os_str().len();
@@ -138,7 +139,7 @@ fn setup(args: &ListenArgs, format: Format) -> Result<Setup, String> {
                     "--path {} is {len} bytes; a Unix socket path holds at most {} (choose a shorter one)",
                     p.display(),
                     crate::plan::UNIX_PATH_MAX
-                ));
+                ).into());
             }
         }
         (None, args.path.clone())
@@ -193,35 +194,21 @@ pub struct PeerSummary {
 /// A usage error, or a socket that cannot be opened.
 pub fn run(args: &ListenArgs, argv: Vec<String>) -> CommandResult {
     let output = &args.output;
-    let setup = match setup(args, output.format) {
-        Ok(s) => s,
-        Err(e) => return Err(Error::usage(e)),
-    };
+    let setup = setup(args, output.format)?;
     let exports = super::exports(output)?;
-    crate::interrupt::install().map_err(|e| Error::failed(format!("cannot handle Ctrl-C: {e}")))?;
+    super::catch_interrupts()?;
     match serve(&setup, Envelope::starting(argv)) {
         Ok((report, mut log)) => {
             if setup.json {
                 // The last line of the JSON log: the summary document, as one event.
                 summary_event(&mut log, &report);
                 exports.finish(&report);
-                let mut ok = true;
                 let view = exports.view();
                 let printed = super::print_stdout_exports(&report, Format::Json, view, &exports);
-                if let Err(e) = printed.as_ref() {
-                    if !super::broken_pipe(e) {
-                        eprintln!("sockbench: error: cannot print: {e:#}");
-                        ok = false;
-                    }
-                }
-                for f in &exports.failures() {
-                    eprintln!("sockbench: error: not written: {f}");
-                    ok = false;
-                }
-                return Ok(Outcome::ok_if(ok));
+                return Ok(Outcome::done().and_errors(super::unwritten(printed, &exports)));
             }
             exports.finish(&report);
-            Ok(Outcome::ok_if(super::emit(&report, output, &exports)))
+            Ok(Outcome::done().and_errors(super::emit(&report, output, &exports)))
         }
         Err(e) => Err(Error::failed(format!("{e:#}"))),
     }
@@ -977,7 +964,11 @@ mod tests {
 
     #[test]
     fn flags_are_checked_with_what_to_do() {
-        let err = |extra: &[&str]| setup(&args(extra), Format::Table).unwrap_err();
+        let err = |extra: &[&str]| match setup(&args(extra), Format::Table).unwrap_err() {
+            // A flag badly given is the command line's fault: exit 2.
+            crate::error::PlanError::Invalid(e) => e,
+            other => panic!("{extra:?}: not a usage error: {other:?}"),
+        };
         assert!(err(&["-t", "pipe"]).contains("unix, unix-dgram"));
         assert!(err(&["--read-size", "0"]).contains("--read-size"));
         assert!(err(&["--read-size", "abc"]).contains("--read-size"));

@@ -7,7 +7,7 @@
 //! what to try); 2 bad usage; 130 Ctrl-C (after printing what was measured).
 
 use crate::cli::LoadArgs;
-use crate::error::{CommandResult, Error, Outcome};
+use crate::error::{CommandResult, Error, Outcome, PlanError};
 use crate::load::request::{parse_header, parse_method};
 use crate::load::url::Url;
 use crate::load::{Spec, Target, DEFAULT_DURATION};
@@ -22,22 +22,16 @@ pub const MAX_THREADS: usize = 1024;
 /// Descriptors kept for everything besides the connections.
 const SPARE_FDS: u64 = 32;
 
-/// Why the flags cannot become a spec.
-#[derive(Debug, PartialEq, Eq)]
-pub enum SpecError {
-    /// Bad usage (exit 2).
-    Usage(String),
-    /// The flags are fine but the host cannot be resolved (exit 1).
-    Resolve(String),
-}
-
-fn usage<T>(msg: impl Into<String>) -> Result<T, SpecError> {
-    Err(SpecError::Usage(msg.into()))
+fn usage<T>(msg: impl Into<String>) -> Result<T, PlanError> {
+    Err(PlanError::Invalid(msg.into()))
 }
 
 /// Make room for `connections` descriptors: raise the soft limit (up to the hard one)
 /// when it is too low; an error names the limit when even the hard one is.
-fn descriptors(connections: u32) -> Result<(), String> {
+///
+/// # Errors
+/// [`PlanError::Unavailable`]: the limit cannot be raised far enough.
+fn descriptors(connections: u32) -> Result<(), PlanError> {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     let need = u64::from(connections) + SPARE_FDS;
     let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
@@ -47,31 +41,32 @@ fn descriptors(connections: u32) -> Result<(), String> {
         return Ok(());
     }
     if need > hard {
-        return Err(format!(
+        return Err(PlanError::Unavailable(format!(
             "-c {connections} needs {need} descriptors, over the hard limit of {hard} (`ulimit -Hn`): \
              use -c {} or fewer, or raise the limit (as root: ulimit -Hn {need})",
             hard.saturating_sub(SPARE_FDS)
-        ));
+        )));
     }
-    setrlimit(Resource::RLIMIT_NOFILE, need.max(soft), hard)
-        .map_err(|e| format!("cannot raise the descriptor limit to {need}: {e}"))
+    setrlimit(Resource::RLIMIT_NOFILE, need.max(soft), hard).map_err(|e| {
+        PlanError::Unavailable(format!("cannot raise the descriptor limit to {need}: {e}"))
+    })
 }
 
 /// Check the flags and build the spec (resolving the host last, after every usage
 /// check).
 ///
 /// # Errors
-/// [`SpecError::Usage`] names the flag and what to write; [`SpecError::Resolve`] says
+/// [`PlanError::Invalid`] names the flag and what to write; [`PlanError::Unavailable`] says
 /// the host has no address.
-pub fn spec(args: &LoadArgs) -> Result<Spec, SpecError> {
-    let url = Url::parse(&args.url).map_err(SpecError::Usage)?;
-    let method = parse_method(&args.method).map_err(SpecError::Usage)?;
+pub fn spec(args: &LoadArgs) -> Result<Spec, PlanError> {
+    let url = Url::parse(&args.url).map_err(PlanError::Invalid)?;
+    let method = parse_method(&args.method).map_err(PlanError::Invalid)?;
     let headers = args
         .headers
         .iter()
         .map(|h| parse_header(h))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(SpecError::Usage)?;
+        .map_err(PlanError::Invalid)?;
     if args.requests == Some(0) {
         return usage("-n must be at least 1");
     }
@@ -94,7 +89,7 @@ pub fn spec(args: &LoadArgs) -> Result<Spec, SpecError> {
     }
     let rate = match &args.rate {
         None => None,
-        Some(r) => Some(parse_rate(r).map_err(|e| SpecError::Usage(format!("--rate: {e}")))?),
+        Some(r) => Some(parse_rate(r).map_err(|e| PlanError::Invalid(format!("--rate: {e}")))?),
     };
     // Each connection's interval between requests must be a time (a day at most).
     if let Some(r) = rate {
@@ -115,7 +110,7 @@ pub fn spec(args: &LoadArgs) -> Result<Spec, SpecError> {
         None => Vec::new(),
         Some(list) => {
             list.within(&super::serve::allowed_cpus())
-                .map_err(SpecError::Usage)?;
+                .map_err(PlanError::Invalid)?;
             list.0.clone()
         }
     };
@@ -151,7 +146,7 @@ pub fn spec(args: &LoadArgs) -> Result<Spec, SpecError> {
             Target::Unix(p.clone())
         }
         None => Target::Tcp(url.resolve().map_err(|e| {
-            SpecError::Resolve(format!(
+            PlanError::Unavailable(format!(
                 "cannot resolve {}: {e} (check the name, or give an IP address)",
                 url.host
             ))
@@ -182,13 +177,9 @@ pub fn spec(args: &LoadArgs) -> Result<Spec, SpecError> {
 pub fn run(args: &LoadArgs, argv: Vec<String>) -> CommandResult {
     let output = &args.output;
     let exports = super::exports(output)?;
-    let spec = match spec(args) {
-        Ok(s) => s,
-        Err(SpecError::Usage(e)) => return Err(Error::Usage(e)),
-        Err(SpecError::Resolve(e)) => return Err(Error::Failed(e)),
-    };
-    descriptors(spec.connections).map_err(Error::Failed)?;
-    crate::interrupt::install().map_err(|e| Error::failed(format!("cannot handle Ctrl-C: {e}")))?;
+    let spec = spec(args)?;
+    descriptors(spec.connections)?;
+    super::catch_interrupts()?;
     // Each run on its own; the report is the median run's, with every run's figure.
     let mut runs = Vec::new();
     let mut later_error = None;
@@ -222,14 +213,13 @@ pub fn run(args: &LoadArgs, argv: Vec<String>) -> CommandResult {
     exports.finish(&report);
     // A Ctrl-C while an export waited for a FIFO's reader interrupted the command too.
     report.envelope.interrupted |= crate::interrupt::requested();
-    let written = super::emit(&report, output, &exports);
-    if let (Some(e), false) = (&report.envelope.error, report.envelope.interrupted) {
-        eprintln!("sockbench: error: {e}");
-    }
-    Ok(Outcome::of(
-        report.envelope.interrupted,
-        report.envelope.error.is_some() || !written,
-    ))
+    let unwritten = super::emit(&report, output, &exports);
+    let envelope = &report.envelope;
+    // An interrupted run's error is what the interruption cut short: not said again.
+    let said = envelope.error.clone().filter(|_| !envelope.interrupted);
+    Ok(Outcome::of(envelope.interrupted, envelope.error.is_some())
+        .and_errors(said)
+        .and_errors(unwritten))
 }
 
 /// The run a report of several is: a failed or interrupted run (the last, as they stop
@@ -267,7 +257,7 @@ mod tests {
 
     fn usage_of(extra: &[&str]) -> String {
         match spec(&args(extra)) {
-            Err(SpecError::Usage(e)) => e,
+            Err(PlanError::Invalid(e)) => e,
             other => panic!("{extra:?}: {other:?}"),
         }
     }
@@ -349,7 +339,7 @@ mod tests {
     #[test]
     fn an_unknown_host_is_a_runtime_failure_not_usage() {
         match spec(&args(&["http://no-such-host.invalid/"])) {
-            Err(SpecError::Resolve(e)) => assert!(e.contains("cannot resolve"), "{e}"),
+            Err(PlanError::Unavailable(e)) => assert!(e.contains("cannot resolve"), "{e}"),
             other => panic!("{other:?}"),
         }
     }

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::cli::MeshArgs;
 use crate::control::auth::Key;
-use crate::error::{CommandResult, Error, Outcome as Ended};
+use crate::error::{CommandResult, Error, Outcome as Ended, PlanError};
 use crate::measure::units::{parse_duration, parse_size};
 use crate::mesh::coordinator::{
     self, dedupe_hosts, hosts_file_entries, hosts_from_dns, parse_hosts, Options,
@@ -30,7 +30,11 @@ fn now_ns() -> u64 {
 }
 
 /// The agents the flags name, in order: `--hosts`, then the file, then DNS.
-fn hosts(args: &MeshArgs) -> Result<Vec<(String, String)>, String> {
+///
+/// # Errors
+/// A usage error (a host badly written, too few or too many, a hosts file that is not
+/// one), or a name that does not resolve ([`PlanError::Unavailable`], as `load`'s host).
+fn hosts(args: &MeshArgs) -> Result<Vec<(String, String)>, PlanError> {
     let mut entries = args.hosts.clone();
     if let Some(path) = &args.hosts_file {
         let text = crate::input::read_text(path, crate::input::HOSTS)
@@ -39,13 +43,13 @@ fn hosts(args: &MeshArgs) -> Result<Vec<(String, String)>, String> {
     }
     let mut hosts = parse_hosts(&entries, args.port)?;
     if let Some(name) = &args.hosts_from_dns {
-        for h in hosts_from_dns(name, args.port)? {
+        for h in hosts_from_dns(name, args.port).map_err(PlanError::Unavailable)? {
             if !hosts.iter().any(|(_, a)| *a == h.1) {
                 hosts.push(h);
             }
         }
     }
-    enough(hosts)
+    Ok(enough(hosts)?)
 }
 
 /// At least two agents and at most [`MAX_HOSTS`].
@@ -73,10 +77,7 @@ fn enough(hosts: Vec<(String, String)>) -> Result<Vec<(String, String)>, String>
 pub fn run(args: &MeshArgs, argv: Vec<String>) -> CommandResult {
     let output = &args.output;
     let exports = super::exports(output)?;
-    let hosts = match hosts(args) {
-        Ok(h) => h,
-        Err(e) => return Err(Error::usage(e)),
-    };
+    let hosts = hosts(args)?;
     let pairs = match Pairs::parse(&args.pairs) {
         Ok(p) => p,
         Err(e) => return Err(Error::usage(e)),
@@ -138,7 +139,7 @@ pub fn run(args: &MeshArgs, argv: Vec<String>) -> CommandResult {
         Ok(h) => h,
         Err(e) => return Err(Error::usage(e)),
     };
-    crate::interrupt::install().map_err(|e| Error::failed(format!("cannot handle Ctrl-C: {e}")))?;
+    super::catch_interrupts()?;
     let seed = args
         .seed
         .unwrap_or_else(|| now_ns() ^ u64::from(std::process::id()));
@@ -180,16 +181,13 @@ pub fn run(args: &MeshArgs, argv: Vec<String>) -> CommandResult {
     exports.finish(&doc);
     // A Ctrl-C while an export waited for a FIFO's reader interrupted the command too.
     doc.envelope.interrupted |= crate::interrupt::requested();
-    let written = super::emit(&doc, output, &exports);
-    let interrupted = doc.envelope.interrupted;
-    if interrupted {
-        Ok(Ended::Interrupted)
-    } else if !written {
-        Ok(Ended::Failed)
-    } else if all_failed || nothing_ran {
-        eprintln!("sockbench: error: no test of the mesh could run: see the failures above");
-        Ok(Ended::Failed)
-    } else {
-        Ok(Ended::Done)
-    }
+    let unwritten = super::emit(&doc, output, &exports);
+    let ended = match doc.envelope.interrupted {
+        true => Ended::interrupted(),
+        false if all_failed || nothing_ran => {
+            Ended::done().and_error("no test of the mesh could run: see the failures above")
+        }
+        false => Ended::done(),
+    };
+    Ok(ended.and_errors(unwritten))
 }

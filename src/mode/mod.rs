@@ -106,29 +106,56 @@ pub fn exports_viewed(
     Ok(crate::report::ExportManager::new(prepared, view))
 }
 
+/// Route Ctrl-C, SIGTERM and SIGHUP to the flag every loop watches, before anything
+/// runs: a stop at any moment then ends the command with what was measured printed.
+///
+/// # Errors
+/// A runtime failure: the handlers cannot be installed (a command that could not be
+/// stopped cleanly does not start).
+pub fn catch_interrupts() -> Result<(), crate::error::Error> {
+    crate::interrupt::install()
+        .map_err(|e| crate::error::Error::failed(format!("cannot handle Ctrl-C: {e}")))
+}
+
 /// The end of a command: its document printed on stdout in `--format` (and in each
 /// format exported to `-`, once), after [`crate::report::ExportManager::finish`] wrote
 /// its exports (the caller's: a Ctrl-C while an export waited for a FIFO's reader
-/// interrupted the command, which its document must say before it is printed). Whether
-/// all of it was written; what was not is said on stderr (a closed stdout, `| head`, is
-/// not a failure).
+/// interrupted the command, which its document must say before it is printed). What
+/// could not be written, one message each, for the command's
+/// [`crate::error::Outcome`]: none when all of it was (a closed stdout, `| head`, is not
+/// a failure).
+#[must_use]
 pub fn emit(
     doc: &dyn crate::report::output::Rendered,
     output: &crate::cli::OutputArgs,
     exports: &crate::report::ExportManager,
-) -> bool {
-    let mut ok = true;
-    if let Err(e) = print_document(doc, output.format, exports.view(), exports) {
+) -> Vec<String> {
+    unwritten(
+        print_document(doc, output.format, exports.view(), exports),
+        exports,
+    )
+}
+
+/// What was not written, one message each: the document on stdout, when `printed`
+/// failed (a closed stdout, `| head`, is not a failure), and each export that failed.
+#[must_use]
+pub fn unwritten(
+    printed: anyhow::Result<()>,
+    exports: &crate::report::ExportManager,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    if let Err(e) = printed {
         if !broken_pipe(&e) {
-            eprintln!("sockbench: error: cannot print: {e:#}");
-            ok = false;
+            problems.push(format!("cannot print: {e:#}"));
         }
     }
-    for f in exports.failures() {
-        eprintln!("sockbench: error: not written: {f}");
-        ok = false;
-    }
-    ok
+    problems.extend(
+        exports
+            .failures()
+            .iter()
+            .map(|f| format!("not written: {f}")),
+    );
+    problems
 }
 
 /// Print `doc` on stdout in `format`, then in each other format exported to stdout.

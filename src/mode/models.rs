@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::serve::ServeReport;
 use crate::cli::ModelsArgs;
-use crate::error::{CommandResult, Error, Outcome};
+use crate::error::{CommandResult, Error, Outcome, PlanError};
 use crate::measure::units::{format_per_second, parse_size};
 use crate::model::ModelKind;
 use crate::report::grid::{Align, Grid};
@@ -206,7 +206,7 @@ fn one() -> u32 {
     1
 }
 
-fn setup(args: &ModelsArgs) -> Result<Setup, String> {
+fn setup(args: &ModelsArgs) -> Result<Setup, PlanError> {
     let models = if args.model.trim() == "all" {
         ModelKind::ALL.to_vec()
     } else {
@@ -234,7 +234,8 @@ fn setup(args: &ModelsArgs) -> Result<Setup, String> {
         return Err(format!(
             "-n {} is fewer than -c {} connections: give at least one request per connection",
             args.requests, args.connections
-        ));
+        )
+        .into());
     }
     if args.pipeline == 0 || args.pipeline > 1024 {
         return Err("--pipeline must be between 1 and 1024".into());
@@ -243,7 +244,8 @@ fn setup(args: &ModelsArgs) -> Result<Setup, String> {
         return Err(format!(
             "{} does not pipeline requests: use --driver builtin or h2load with --pipeline",
             driver.program()
-        ));
+        )
+        .into());
     }
     let body_size = parse_size(&args.body_size).map_err(|e| format!("--body-size: {e}"))?;
     if args.backlog == 0 {
@@ -307,7 +309,7 @@ fn installed(program: &str) -> bool {
 /// A usage error, or a load driver that is not installed.
 pub fn run(args: &ModelsArgs, argv: Vec<String>) -> CommandResult {
     let output = &args.output;
-    let setup = setup(args).map_err(Error::usage)?;
+    let setup = setup(args)?;
     let exports = super::exports(output)?;
     if setup.driver != Driver::Builtin && !installed(setup.driver.program()) {
         return Err(Error::failed(format!(
@@ -316,19 +318,14 @@ pub fn run(args: &ModelsArgs, argv: Vec<String>) -> CommandResult {
             setup.driver.package()
         )));
     }
-    crate::interrupt::install().map_err(|e| Error::failed(format!("cannot handle Ctrl-C: {e}")))?;
+    super::catch_interrupts()?;
     let mut report = run_all(&setup, argv, output.quiet);
     exports.finish(&report);
     // A Ctrl-C while an export waited for a FIFO's reader interrupted the command too.
     report.envelope.interrupted |= crate::interrupt::requested();
-    let written = super::emit(&report, output, &exports);
-    if report.envelope.interrupted {
-        Ok(Outcome::Interrupted)
-    } else if !written || report.body.rows.iter().any(|r| r.error.is_some()) {
-        Ok(Outcome::Failed)
-    } else {
-        Ok(Outcome::Done)
-    }
+    let unwritten = super::emit(&report, output, &exports);
+    let failed = report.body.rows.iter().any(|r| r.error.is_some());
+    Ok(Outcome::of(report.envelope.interrupted, failed).and_errors(unwritten))
 }
 
 fn run_all(setup: &Setup, argv: Vec<String>, quiet: bool) -> ModelsReport {

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cli::{RelayArgs, RelayMode};
 use crate::copy::{self, Copied, End, Method};
-use crate::error::{CommandResult, Error, Outcome as Ended};
+use crate::error::{CommandResult, Error, Outcome as Ended, PlanError};
 use crate::measure::headline::Headline;
 use crate::measure::ranking::{self, Ranking};
 use crate::measure::units::{format_bytes, format_ns, parse_size, parse_size_list};
@@ -290,7 +290,7 @@ fn parse_transports(text: &str) -> Result<Vec<TransportKind>, String> {
     Ok(out)
 }
 
-fn plan(args: &RelayArgs) -> Result<Plan, String> {
+fn plan(args: &RelayArgs) -> Result<Plan, PlanError> {
     let methods = Method::parse_list(&args.method)?;
     let everything = args.method.split(',').any(|m| m.trim() == "all");
     let buffer = size_flag("--buffer", &args.buffer)? as usize;
@@ -302,7 +302,7 @@ fn plan(args: &RelayArgs) -> Result<Plan, String> {
         return Err(format!(
             "--iovecs {} splits a {buffer}-byte --buffer into empty buffers: give fewer iovecs or a larger buffer",
             args.iovecs
-        ));
+        ).into());
     }
     if args.parallel == 0 || args.parallel > 1024 {
         return Err("--parallel must be between 1 and 1024".into());
@@ -335,12 +335,10 @@ fn plan(args: &RelayArgs) -> Result<Plan, String> {
             return Err("-w, -i, --runs and --placement belong to the benchmark: the relay-only form relays whatever its clients send until Ctrl-C or -d".into());
         }
         if let Some(why) = methods[0].unavailable() {
-            return Err(format!("{}: {why}", methods[0]));
+            return Err(PlanError::Unavailable(format!("{}: {why}", methods[0])));
         }
         if methods[0] == Method::Buffered {
-            return Err(format!(
-                "the relay-only form cannot use buffered: {HOLDS_BACK}"
-            ));
+            return Err(format!("the relay-only form cannot use buffered: {HOLDS_BACK}").into());
         }
         let listen = Target::parse(listen).map_err(|e| format!("--listen: {e}"))?;
         let to = Target::parse(to).map_err(|e| format!("--to: {e}"))?;
@@ -386,7 +384,7 @@ fn plan(args: &RelayArgs) -> Result<Plan, String> {
     let sizes = parse_size_list(args.sizes.size.as_deref().unwrap_or(default_size))
         .map_err(|e| format!("--size: {e}"))?;
     if let Some(bad) = sizes.iter().find(|&&s| s == 0 || s > MAX_SIZE) {
-        return Err(format!("--size must be between 1 byte and 1G, not {bad}"));
+        return Err(format!("--size must be between 1 byte and 1G, not {bad}").into());
     }
     let stop = match (args.bytes.as_deref(), args.count) {
         (Some(b), _) => Stop::Bytes(size_flag("--bytes", b)?),
@@ -408,9 +406,11 @@ fn plan(args: &RelayArgs) -> Result<Plan, String> {
     };
     let mut runnable = Vec::new();
     for &m in &methods {
-        let why_not = m.unavailable().or_else(|| {
-            (pingpong && m == Method::Buffered)
-                .then(|| format!("--mode pingpong cannot use buffered: {HOLDS_BACK}"))
+        // What this system cannot do (exit 1), or what the flags ask that cannot be (2).
+        let why_not = m.unavailable().map(PlanError::Unavailable).or_else(|| {
+            (pingpong && m == Method::Buffered).then(|| {
+                PlanError::Unsupported(format!("--mode pingpong cannot use buffered: {HOLDS_BACK}"))
+            })
         });
         match why_not {
             None => runnable.push(m),
@@ -419,11 +419,20 @@ fn plan(args: &RelayArgs) -> Result<Plan, String> {
                     skipped.push(RelaySkip {
                         transport: t.to_string(),
                         method: m.to_string(),
-                        reason: why.clone(),
+                        reason: why.to_string(),
                     });
                 }
             }
-            Some(why) => return Err(format!("{m}: {why} (leave it out of -m)")),
+            Some(PlanError::Unavailable(why)) => {
+                return Err(PlanError::Unavailable(format!(
+                    "{m}: {why} (leave it out of -m)"
+                )))
+            }
+            Some(why) => {
+                return Err(PlanError::Unsupported(format!(
+                    "{m}: {why} (leave it out of -m)"
+                )))
+            }
         }
     }
     Ok(Plan {
@@ -454,9 +463,9 @@ fn plan(args: &RelayArgs) -> Result<Plan, String> {
 /// A usage error, or a relay that could not be set up.
 pub fn run(args: &RelayArgs, argv: Vec<String>) -> CommandResult {
     let output = &args.output;
-    let plan = plan(args).map_err(Error::usage)?;
+    let plan = plan(args)?;
     let exports = super::exports(output)?;
-    crate::interrupt::install().map_err(|e| Error::failed(format!("cannot handle Ctrl-C: {e}")))?;
+    super::catch_interrupts()?;
     let mut report = RelayReport {
         envelope: Envelope::starting(argv),
         body: RelayBody {
@@ -490,7 +499,9 @@ pub fn run(args: &RelayArgs, argv: Vec<String>) -> CommandResult {
             },
         },
     };
-    let status = if let Some((listen, to, duration)) = &plan.standalone {
+    // What broke a relay-only run: what was relayed is printed all the same.
+    let mut fatal = None;
+    if let Some((listen, to, duration)) = &plan.standalone {
         report.body.duration_seconds = duration.map(|d| d.as_secs_f64());
         match relay_only(
             plan.methods[0],
@@ -500,34 +511,27 @@ pub fn run(args: &RelayArgs, argv: Vec<String>) -> CommandResult {
             *duration,
             args.parallel,
         ) {
-            Ok((r, fatal)) => {
+            Ok((r, broke)) => {
                 report.body.relay_only = Some(r);
-                // What was relayed is printed; the status says the relay broke.
-                fatal.map(|e| {
-                    eprintln!("sockbench: error: {e}");
-                    Ok(Ended::Failed)
-                })
+                fatal = broke;
             }
             Err(e) => return Err(Error::failed(e)),
         }
     } else {
-        benchmark(&plan, args, output.quiet, &exports, &mut report)
-    };
+        benchmark(&plan, args, output.quiet, &exports, &mut report);
+    }
     report.envelope.end();
     exports.finish(&report);
     // A Ctrl-C while an export waited for a FIFO's reader interrupted the command too.
     report.envelope.interrupted |= crate::interrupt::requested();
-    let written = super::emit(&report, output, &exports);
-    if let Some(code) = status {
-        return code;
-    }
-    if report.envelope.interrupted {
-        Ok(Ended::Interrupted)
-    } else if !written || report.body.results.iter().any(|r| r.error.is_some()) {
-        Ok(Ended::Failed)
-    } else {
-        Ok(Ended::Done)
-    }
+    let unwritten = super::emit(&report, output, &exports);
+    let failed = report.body.results.iter().any(|r| r.error.is_some());
+    let ended = match fatal {
+        // The relay broke: it failed, whatever else stopped it.
+        Some(e) => Ended::ok_if(false).and_error(e),
+        None => Ended::of(report.envelope.interrupted, failed),
+    };
+    Ok(ended.and_errors(unwritten))
 }
 
 /// Every transport, method and size, `--runs` times each.
@@ -537,7 +541,7 @@ fn benchmark(
     quiet: bool,
     exports: &crate::report::ExportManager,
     report: &mut RelayReport,
-) -> Option<CommandResult> {
+) {
     // What a killed sockbench left where the runs make their socket files.
     if plan.transports.iter().any(|t| t.uses_path()) {
         for note in crate::transport::remove_stale(&crate::plan::default_dir_base()) {
@@ -621,7 +625,6 @@ fn benchmark(
             if cpus == 1 { "" } else { "s" }
         ));
     }
-    None
 }
 
 /// A scenario's result: the median run by throughput, and every run's throughput.
@@ -1704,7 +1707,7 @@ mod tests {
         let all: Vec<&str> = ["sockbench", "relay"].iter().chain(args).copied().collect();
         let parsed = crate::cli::Args::try_parse_from(all).map_err(|e| e.to_string())?;
         match parsed.command {
-            Some(crate::cli::Command::Relay(r)) => plan(&r),
+            Some(crate::cli::Command::Relay(r)) => plan(&r).map_err(|e| e.to_string()),
             _ => unreachable!(),
         }
     }

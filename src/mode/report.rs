@@ -31,11 +31,7 @@ pub fn run(r: &ReportArgs) -> CommandResult {
     }
     let exports = super::exports_viewed(&r.output, r.output.view_by(r.by_placement))?;
     exports.finish(doc.as_ref());
-    Ok(Outcome::ok_if(super::emit(
-        doc.as_ref(),
-        &r.output,
-        &exports,
-    )))
+    Ok(Outcome::done().and_errors(super::emit(doc.as_ref(), &r.output, &exports)))
 }
 
 /// Read a document from `path` ("-": stdin) and check it is one this sockbench can

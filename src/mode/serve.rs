@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use socket2::{Domain, SockAddr, Socket, Type};
 
 use crate::cli::ServeArgs;
-use crate::error::{CommandResult, Error, Outcome};
+use crate::error::{CommandResult, Outcome, PlanError};
 use crate::http::{session::MAX_BODY, Counters, Site};
 use crate::measure::units::{format_bytes, format_per_second, parse_duration, parse_size};
 use crate::model::{Ctx, Listener, ModelKind};
@@ -129,15 +129,15 @@ pub fn allowed_cpus() -> Vec<usize> {
 /// Check the flags.
 ///
 /// # Errors
-/// The message for a usage error.
-pub fn setup(args: &ServeArgs) -> Result<Setup, String> {
+/// A usage error, or a model this system cannot run ([`PlanError::Unavailable`]).
+pub fn setup(args: &ServeArgs) -> Result<Setup, PlanError> {
     let model = ModelKind::parse(&args.model)?;
-    model
-        .available()
-        .map_err(|why| format!("the {model} model cannot run here: {why}"))?;
+    model.available().map_err(|why| {
+        PlanError::Unavailable(format!("the {model} model cannot run here: {why}"))
+    })?;
     let body_size = parse_size(&args.body_size).map_err(|e| format!("--body-size: {e}"))?;
     if body_size > MAX_BODY {
-        return Err(format!("--body-size is at most {}", format_bytes(MAX_BODY)));
+        return Err(format!("--body-size is at most {}", format_bytes(MAX_BODY)).into());
     }
     if args.backlog == 0 || args.backlog > i32::MAX as u32 {
         return Err("--backlog must be at least 1".into());
@@ -170,7 +170,7 @@ pub fn setup(args: &ServeArgs) -> Result<Setup, String> {
                     "--unix {} is {len} bytes; a Unix socket path holds at most {} (choose a shorter one)",
                     p.display(),
                     crate::plan::UNIX_PATH_MAX
-                ));
+                ).into());
             }
             (None, Some(p.clone()))
         }
@@ -281,35 +281,30 @@ fn bind(setup: &Setup) -> anyhow::Result<(Listener, String, SocketFile)> {
 /// A usage error (a failure to serve is in the document).
 pub fn run(args: &ServeArgs, argv: Vec<String>) -> CommandResult {
     let output = &args.output;
-    let setup = setup(args).map_err(Error::usage)?;
+    let setup = setup(args)?;
     let exports = super::exports(output)?;
-    crate::interrupt::install().map_err(|e| Error::failed(format!("cannot handle Ctrl-C: {e}")))?;
+    super::catch_interrupts()?;
     let mut envelope = Envelope::starting(argv);
     let outcome = serve(&setup);
     envelope.end();
-    let (body, failed) = match outcome {
-        Ok(body) => (body, false),
+    let body = match outcome {
+        Ok(body) => body,
         Err(e) => {
-            eprintln!("sockbench: error: {e:#}");
             envelope.error = Some(format!("{e:#}"));
-            let asked = ServeBody {
+            ServeBody {
                 model: Some(setup.model),
                 ..ServeBody::default()
-            };
-            (asked, true)
+            }
         }
     };
     let report = ServeReport { envelope, body };
     // Even a failure is a document, with the failure in it.
     exports.finish(&report);
-    let written = super::emit(&report, output, &exports);
-    if report.envelope.interrupted {
-        Ok(Outcome::Interrupted)
-    } else if failed || !written {
-        Ok(Outcome::Failed)
-    } else {
-        Ok(Outcome::Done)
-    }
+    let unwritten = super::emit(&report, output, &exports);
+    let envelope = &report.envelope;
+    Ok(Outcome::of(envelope.interrupted, false)
+        .and_errors(envelope.error.clone())
+        .and_errors(unwritten))
 }
 
 /// This process's CPU time (user, system) so far.

@@ -288,7 +288,7 @@ pub fn run(args: &ServerArgs) -> CommandResult {
         shared.tests.load(Ordering::Relaxed),
         shared.refused.load(Ordering::Relaxed)
     );
-    Ok(Outcome::Done)
+    Ok(Outcome::done())
 }
 
 /// Run the hidden `sockbench peer`: one conversation with the parent on an inherited
@@ -324,9 +324,9 @@ pub fn peer(args: &PeerArgs) -> CommandResult {
         Instant::now(),
         None,
     ) {
-        Ok(()) => Ok(Outcome::Done),
+        Ok(()) => Ok(Outcome::done()),
         // The parent says why, once.
-        Err(_) if crate::interrupt::requested() => Ok(Outcome::Interrupted),
+        Err(_) if crate::interrupt::requested() => Ok(Outcome::interrupted()),
         Err(e) => Err(Error::failed(format!("peer: {e:#}"))),
     }
 }

@@ -10,6 +10,6 @@ use crate::plan::Plan;
 /// # Errors
 /// As [`super::bench::execute`].
 pub fn run(args: &Args, argv: Vec<String>) -> CommandResult {
-    super::bench::catch_interrupts();
+    super::catch_interrupts()?;
     super::bench::execute(Plan::from_args(args), args, argv)
 }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cli::{PlacementKind, SwarmArgs};
 use crate::engine::EngineKind;
-use crate::error::{CommandResult, Error, Outcome};
+use crate::error::{CommandResult, Error, Outcome, PlanError};
 use crate::measure::units::{format_bytes, format_per_second, parse_size};
 use crate::plan::{Plan, Scenario, Where, WorkloadOptions};
 use crate::reactor::pairs::{self, fds_per_pair};
@@ -161,7 +161,7 @@ fn check_limits(
     work: Work,
     n: u64,
     notes: &mut Vec<String>,
-) -> Result<Limits, String> {
+) -> Result<Limits, PlanError> {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).map_err(|e| format!("getrlimit: {e}"))?;
     let need = n
@@ -187,11 +187,11 @@ fn check_limits(
             return finish(t, n, limits);
         }
         if need > hard {
-            return Err(format!(
+            return Err(PlanError::Unavailable(format!(
                 "{n} pairs need {need} descriptors, over the hard limit of {hard} (RLIMIT_NOFILE, `ulimit -Hn`): \
                  use -n {} or fewer, or raise the hard limit (as root: `ulimit -Hn {need}`, or LimitNOFILE= in a systemd unit)",
                 hard.saturating_sub(SPARE_FDS) / fds_per_pair(t, work)
-            ));
+            )));
         }
         setrlimit(Resource::RLIMIT_NOFILE, hard, hard)
             .map_err(|e| format!("cannot raise the descriptor limit to {hard}: {e}"))?;
@@ -204,14 +204,14 @@ fn check_limits(
 }
 
 /// The checks after the descriptors: ports and memory.
-fn finish(t: TransportKind, n: u64, mut limits: Limits) -> Result<Limits, String> {
+fn finish(t: TransportKind, n: u64, mut limits: Limits) -> Result<Limits, PlanError> {
     if matches!(t, TransportKind::Tcp | TransportKind::Tcp6) {
         if let Some(ports) = limits.ephemeral_ports {
             if n > ports {
-                return Err(format!(
+                return Err(PlanError::Unavailable(format!(
                     "{n} TCP pairs need {n} ephemeral ports; net.ipv4.ip_local_port_range gives {ports}: \
                      use -n {ports} or fewer, or widen the range (`sysctl -w net.ipv4.ip_local_port_range=\"1024 65535\"`)"
-                ));
+                )));
             }
         }
     }
@@ -231,11 +231,11 @@ fn finish(t: TransportKind, n: u64, mut limits: Limits) -> Result<Limits, String
     limits.memory_available_bytes = crate::plan::host::Host::probe().mem_available;
     if let Some(avail) = limits.memory_available_bytes {
         if limits.buffer_memory_bytes > avail / 2 {
-            return Err(format!(
+            return Err(PlanError::Unavailable(format!(
                 "{n} pairs' buffers could take {} of memory, over half of the {} available (MemAvailable): use fewer pairs",
                 format_bytes(limits.buffer_memory_bytes),
                 format_bytes(avail)
-            ));
+            )));
         }
     }
     Ok(limits)
@@ -323,12 +323,9 @@ pub fn run(args: &SwarmArgs, argv: Vec<String>) -> CommandResult {
             bidir: false,
         },
     };
-    crate::interrupt::install().map_err(|e| Error::failed(format!("cannot handle Ctrl-C: {e}")))?;
+    super::catch_interrupts()?;
     let mut notes = Vec::new();
-    let limits = match check_limits(t, work, n, &mut notes) {
-        Ok(l) => l,
-        Err(e) => return Err(Error::failed(e)),
-    };
+    let limits = check_limits(t, work, n, &mut notes)?;
     let say = |msg: &str| {
         if !quiet {
             eprintln!("sockbench swarm: {msg}");
@@ -411,8 +408,7 @@ pub fn run(args: &SwarmArgs, argv: Vec<String>) -> CommandResult {
             },
         };
         report.envelope.interrupted = true;
-        let exported = print(&mut report, output, &exports);
-        return Ok(Outcome::of(true, !exported));
+        return Ok(Outcome::interrupted().and_errors(print(&mut report, output, &exports)));
     };
     let runs = args.runs.runs;
     let done: Vec<Run> = (measured.raws.iter().zip(&measured.intervals))
@@ -437,17 +433,17 @@ pub fn run(args: &SwarmArgs, argv: Vec<String>) -> CommandResult {
         envelope,
         body: run.body,
     };
+    let mut errors = Vec::new();
     if report.body.pairs == 0 && !report.envelope.interrupted {
-        eprintln!("sockbench: error: no pair could be set up");
+        errors.push("no pair could be set up".to_string());
     }
-    if let Some(e) = &later_error {
-        eprintln!("sockbench: error: {e}");
-    }
+    errors.extend(later_error.clone());
     report.envelope.error = later_error;
-    let exported = print(&mut report, output, &exports);
-    let failed =
-        !exported || !run.agree || report.body.pairs == 0 || report.envelope.error.is_some();
-    Ok(Outcome::of(report.envelope.interrupted, failed))
+    let unwritten = print(&mut report, output, &exports);
+    let failed = !run.agree || report.body.pairs == 0 || report.envelope.error.is_some();
+    Ok(Outcome::of(report.envelope.interrupted, failed)
+        .and_errors(errors)
+        .and_errors(unwritten))
 }
 
 /// One run of a swarm: its figures, whether Ctrl-C cut it short, and whether both
@@ -598,13 +594,13 @@ fn fold(sc: &Scenario, limits: &Limits, raw: &Roles, intervals: Vec<Interval>) -
     }
 }
 
-/// Write the exports and print stdout's format; false if something could not be
-/// written (said on stderr).
+/// Write the exports and print stdout's format; what could not be written
+/// ([`super::emit`]).
 fn print(
     r: &mut SwarmReport,
     output: &crate::cli::OutputArgs,
     exports: &crate::report::ExportManager,
-) -> bool {
+) -> Vec<String> {
     r.envelope.end();
     exports.finish(&*r);
     // A Ctrl-C while an export waited for a FIFO's reader interrupted the command too.
@@ -873,6 +869,10 @@ mod tests {
         let n = hard; // 2 descriptors a pair: twice the limit.
         let e =
             check_limits(TransportKind::Socketpair, Work::Stream, n, &mut Vec::new()).unwrap_err();
+        // A limit of this system, not a bad flag: exit 1.
+        let crate::error::PlanError::Unavailable(e) = e else {
+            panic!("{e:?}");
+        };
         assert!(e.contains("hard limit") && e.contains("ulimit -Hn"), "{e}");
         let per = fds_per_pair(TransportKind::Pipe, Work::Pingpong);
         assert_eq!(per, 4);

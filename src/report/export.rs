@@ -352,7 +352,9 @@ impl ExportManager {
             if failures.iter().all(|(p, _)| p != &e.given) {
                 let msg = format!("{} {}: {err:#}", e.kind.flag(), e.given.display());
                 if announce {
-                    eprintln!("sockbench: error: {msg}; the run goes on and the report is printed");
+                    eprintln!(
+                        "sockbench: warning: {msg}; the run goes on and the report is printed"
+                    );
                 }
                 failures.push((e.given.clone(), msg));
             }

@@ -844,6 +844,17 @@ pub trait Spec: Sync {
     /// Why this workload cannot run `sc` (over its transport, engine, size and options),
     /// if it cannot.
     fn refuses(&self, sc: &crate::plan::Scenario) -> Option<String>;
+    /// Why a server refuses to run its side of `sc` for `peer`, beyond what it refuses
+    /// of every workload (its limits, transports that cannot reach the peer), if it
+    /// does: a workload whose threads and buffers those limits do not bound runs only
+    /// for the parent of a `--placement processes` run.
+    fn refuses_on_server(
+        &self,
+        _sc: &crate::plan::Scenario,
+        _peer: crate::control::session::Peer,
+    ) -> Option<String> {
+        None
+    }
     /// What the roles do, for one run of `sc` that stops at `stop`.
     fn roles(&self, sc: &crate::plan::Scenario, stop: Stop) -> Arc<dyn Workload>;
     /// Count one run.

@@ -1457,6 +1457,24 @@ impl Spec for RelaySpec {
         &TRANSPORTS
     }
 
+    fn refuses_on_server(
+        &self,
+        sc: &crate::plan::Scenario,
+        peer: crate::control::session::Peer,
+    ) -> Option<String> {
+        if peer != crate::control::session::Peer::Parent {
+            // Its threads and copy buffers are not bounded by a server's stream and
+            // memory limits.
+            return Some(
+                "a relay runs only with --placement processes, not against a server".into(),
+            );
+        }
+        let shape = sc.extras.relay.map(|r| r.shape);
+        (shape == Some(ShapeKind::Pingpong)).then(|| {
+            "a relay pingpong times each message from the source's write to the sink's read on one clock: run it with --placement threads".into()
+        })
+    }
+
     fn refuses(&self, sc: &crate::plan::Scenario) -> Option<String> {
         if let Some(why) = refuses_transport(sc.transport) {
             return Some(why);

@@ -485,6 +485,16 @@ impl Spec for SwarmSpec {
         &pairs::TRANSPORTS
     }
 
+    fn refuses_on_server(
+        &self,
+        _sc: &Scenario,
+        peer: crate::control::session::Peer,
+    ) -> Option<String> {
+        // Its pairs are not bounded by a server's stream, memory or descriptor limits.
+        (peer != crate::control::session::Peer::Parent)
+            .then(|| "a swarm runs only with --placement processes, not against a server".into())
+    }
+
     fn refuses(&self, sc: &Scenario) -> Option<String> {
         let t = sc.transport;
         if !pairs::TRANSPORTS.contains(&t) {
