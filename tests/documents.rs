@@ -54,18 +54,16 @@ fn report(sb: &Sandbox, file: &Path, format: &str) -> Vec<u8> {
     out.stdout
 }
 
-/// `promtool check metrics` with `text` on stdin (skipped without promtool).
+/// `promtool check metrics` with `text` on stdin. Not skipped: without promtool this
+/// test cannot say what it exists to say (.ci/run installs it).
 fn promtool(name: &str, text: &[u8]) {
-    let Ok(mut child) = Command::new("promtool")
+    let mut child = Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-    else {
-        eprintln!("skipped promtool: not installed (apt-get install prometheus)");
-        return;
-    };
+        .expect("promtool runs (apt-get install prometheus)");
     child.stdin.take().unwrap().write_all(text).unwrap();
     let out = child.wait_with_output().unwrap();
     // Exit 1 is a parse error, 3 a lint finding (a counter read in the 0.0.4 format has
@@ -77,11 +75,26 @@ fn promtool(name: &str, text: &[u8]) {
     );
 }
 
+/// The strict OpenMetrics parser (prometheus_client's) reads `text`: at least one
+/// family, each sample a number. Not skipped either.
+fn openmetrics_parser(name: &str, text: &[u8]) {
+    let py = common::openmetrics_python()
+        .expect("a Python with prometheus_client (apt-get install python3-prometheus-client)");
+    let text = String::from_utf8(text.to_vec()).unwrap();
+    let families = common::openmetrics_families(&py, &text)
+        .unwrap_or_else(|e| panic!("{name}: the OpenMetrics parser rejected it: {e}\n{text}"));
+    assert!(!families.is_empty(), "{name}: no metric family\n{text}");
+    for f in &families {
+        for s in f["samples"].as_array().unwrap() {
+            assert!(s["value"].is_number(), "{name}: {s}");
+        }
+    }
+}
+
 /// The HTML page in headless chromium: no console message, and at least one chart drawn.
 fn in_browser(sb: &Sandbox, name: &str, page: &[u8]) {
-    let Some(tool) = common::chromium() else {
-        return;
-    };
+    // Not skipped: .ci/run installs it.
+    let tool = common::chromium().expect("chromium runs (apt-get install chromium)");
     let path = sb.path().join(format!("{name}.html"));
     std::fs::write(&path, page).unwrap();
     let out = common::browser(sb, tool, &format!("profile-{name}"))
@@ -124,7 +137,9 @@ fn check(sb: &Sandbox, name: &str, kind: &str, file: &Path) {
     let again: Value = serde_json::from_slice(&report(sb, file, "json")).unwrap();
     assert_eq!(again["body"], doc["body"], "{name}: read back");
     in_browser(sb, name, &report(sb, file, "html"));
-    promtool(name, &report(sb, file, "openmetrics"));
+    let metrics = report(sb, file, "openmetrics");
+    promtool(name, &metrics);
+    openmetrics_parser(name, &metrics);
     let out = sb
         .cmd()
         .args(["compare", "--format", "json"])
@@ -134,17 +149,34 @@ fn check(sb: &Sandbox, name: &str, kind: &str, file: &Path) {
         .unwrap();
     assert_success(&out);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    for row in v["body"]["comparisons"].as_array().unwrap() {
+    let rows = v["body"]["comparisons"].as_array().unwrap();
+    assert!(
+        !rows.is_empty() || kind == "listen",
+        "{name}: no row matched: {v}"
+    );
+    for row in rows {
         assert_eq!(row["ratio"], 1.0, "{name}: {row}");
-        assert!(
-            [
-                "no significant difference",
-                "too noisy to tell",
-                "too few runs"
-            ]
-            .contains(&row["verdict"].as_str().unwrap()),
-            "{name}: {row}"
-        );
+        // The same runs on both sides: a test, where there is one, finds nothing (p = 1),
+        // and the verdict is no difference unless the document's own runs spread wider
+        // than the ±5% a change must be ruled out within; then it says so, with the
+        // interval. Never a winner.
+        if let Some(p) = row["p_value"].as_f64() {
+            assert!(p > 0.999, "{name}: identical runs, p = {p}: {row}");
+        }
+        let interval = (row["ratio_ci_low"].as_f64(), row["ratio_ci_high"].as_f64());
+        let expected = match interval {
+            (Some(lo), Some(hi)) if lo >= 0.95 && hi <= 1.05 => "no significant difference",
+            (Some(_), Some(_)) => "too noisy to tell",
+            _ => "too few runs",
+        };
+        assert_eq!(row["verdict"], expected, "{name}: {row}");
+        if expected == "too noisy to tell" {
+            let note = row["note"].as_str().unwrap_or_default();
+            assert!(
+                note.contains("the ratio lies anywhere from"),
+                "{name}: {row}"
+            );
+        }
     }
 }
 

@@ -19,44 +19,6 @@ use std::process::{Command, Stdio};
 use common::{assert_success, Sandbox};
 use serde_json::Value;
 
-/// A Python with prometheus_client's OpenMetrics parser, or None (with why printed).
-fn python() -> Option<String> {
-    let candidates = std::env::var("SOCKBENCH_PYTHON").ok().into_iter().chain(
-        [
-            "/opt/sockbench-venv/bin/python3",
-            "python3",
-            "/usr/bin/python3",
-        ]
-        .map(String::from),
-    );
-    for py in candidates {
-        let ok = Command::new(&py)
-            .args(["-c", "import prometheus_client.openmetrics.parser"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if ok {
-            return Some(py);
-        }
-    }
-    eprintln!(
-        "skipped: no Python with prometheus_client's OpenMetrics parser \
-         (pip install prometheus-client, or apt-get install python3-prometheus-client)"
-    );
-    None
-}
-
-/// Parse stdin with the strict OpenMetrics parser; print the families as JSON.
-const PARSE: &str = r#"
-import json, sys
-from prometheus_client.openmetrics.parser import text_string_to_metric_families
-out = []
-for f in text_string_to_metric_families(sys.stdin.read()):
-    out.append({"name": f.name, "type": f.type, "unit": f.unit, "help": f.documentation,
-                "samples": [{"name": s.name, "labels": s.labels, "value": s.value}
-                            for s in f.samples]})
-json.dump(out, sys.stdout)
-"#;
-
 /// One parsed sample.
 #[derive(Debug)]
 struct Sample {
@@ -95,21 +57,8 @@ impl Parsed {
 
 /// Parse `text` with the strict parser; panic with its message if it rejects it.
 fn parse(py: &str, text: &str) -> Parsed {
-    let mut child = Command::new(py)
-        .args(["-c", PARSE])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(&mut child.stdin.take().unwrap(), text.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "the OpenMetrics parser rejected the output: {}\n{text}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let families: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let families = common::openmetrics_families(py, text)
+        .unwrap_or_else(|e| panic!("the OpenMetrics parser rejected the output: {e}\n{text}"));
     let mut parsed = Parsed {
         families: Vec::new(),
         samples: Vec::new(),
@@ -224,7 +173,7 @@ fn close(got: f64, want: f64) -> bool {
 /// the strict parser and check it against the JSON, figure by figure. Returns the text,
 /// what the parser read and the JSON. None if the parser is not installed.
 fn run_and_check(sb: &Sandbox, args: &[&str]) -> Option<(String, Parsed, Value)> {
-    let py = python()?;
+    let py = common::openmetrics_python()?;
     let prom = sb.path().join("out.prom");
     let json = sb.path().join("out.json");
     let out = sb
@@ -492,7 +441,7 @@ fn connect_has_one_histogram_per_latency() {
 #[test]
 fn two_runs_add_up_and_stdout_gets_the_same_text() {
     let sb = Sandbox::new();
-    let Some(py) = python() else {
+    let Some(py) = common::openmetrics_python() else {
         return;
     };
     let prom = sb.path().join("runs.prom");

@@ -189,7 +189,9 @@ pub fn judge(base: &[f64], new: &[f64], higher_is_better: bool, alpha: f64) -> J
             true => "fewer than 3 runs on a side",
             false => "the runs have an outlier",
         };
-        if mw.exact && stats::mann_whitney_min_p(b.len(), n.len()) > alpha {
+        // Ties (the same figure on both sides) only make the exact distribution coarser:
+        // its floor holds for the normal approximation a tie falls back to as well.
+        if stats::mann_whitney_min_p(b.len(), n.len()) > alpha {
             j.verdict = Verdict::TooFewRuns;
             j.note = Some(format!(
                 "{} and {} runs: the Mann-Whitney test ({why}) cannot reach p < {alpha} \
@@ -237,4 +239,32 @@ pub fn runs_needed(alpha: f64) -> usize {
 pub fn within_equivalence(low: Option<f64>, high: Option<f64>) -> bool {
     matches!((low, high), (Some(lo), Some(hi))
         if lo >= 1.0 - EQUIVALENCE && hi <= 1.0 + EQUIVALENCE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn three_runs_a_side_with_an_outlier_are_too_few_even_when_the_sides_tie() {
+        // A rate document compared with itself: the same three runs on both sides, one
+        // an outlier (Mann-Whitney, not Welch), every value tied across the sides (the
+        // normal approximation, not the exact test). No test of 3 and 3 can reach
+        // p < 0.05 (the exact floor is 0.1): too few runs, not "too noisy".
+        let runs = [120_534.6, 114_510.5, 120_375.1];
+        let j = judge(&runs, &runs, true, 0.05);
+        assert_eq!(j.verdict, Verdict::TooFewRuns, "{j:?}");
+        assert!(j.note.unwrap().contains("cannot reach p < 0.05"));
+        // Without ties, the same floor by the exact test.
+        let j = judge(&runs, &[120_534.7, 114_510.6, 120_375.2], true, 0.05);
+        assert_eq!(j.verdict, Verdict::TooFewRuns, "{j:?}");
+    }
+
+    #[test]
+    fn identical_quiet_runs_show_no_significant_difference() {
+        let runs = [100.0, 100.5, 101.0, 100.2, 100.8];
+        let j = judge(&runs, &runs, true, 0.05);
+        assert_eq!(j.verdict, Verdict::NoSignificantDifference, "{j:?}");
+        assert_eq!(j.p_value, Some(1.0));
+    }
 }

@@ -477,3 +477,59 @@ pub fn browser(sb: &Sandbox, tool: &str, profile: &str) -> std::process::Command
         .arg(format!("--user-data-dir={}", dir.display()));
     c
 }
+
+/// A Python with prometheus_client's OpenMetrics parser (the strict one), or None with
+/// why printed.
+pub fn openmetrics_python() -> Option<String> {
+    let candidates = std::env::var("SOCKBENCH_PYTHON").ok().into_iter().chain(
+        [
+            "/opt/sockbench-venv/bin/python3",
+            "python3",
+            "/usr/bin/python3",
+        ]
+        .map(String::from),
+    );
+    for py in candidates {
+        let ok = std::process::Command::new(&py)
+            .args(["-c", "import prometheus_client.openmetrics.parser"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if ok {
+            return Some(py);
+        }
+    }
+    eprintln!(
+        "skipped: no Python with prometheus_client's OpenMetrics parser \
+         (pip install prometheus-client, or apt-get install python3-prometheus-client)"
+    );
+    None
+}
+
+/// `text` through prometheus_client's strict OpenMetrics parser with `py`: each family
+/// as JSON (name, type, unit, help, samples with name, labels and value), or the
+/// parser's complaint.
+pub fn openmetrics_families(py: &str, text: &str) -> Result<Vec<serde_json::Value>, String> {
+    const PARSE: &str = r#"
+import json, sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+out = []
+for f in text_string_to_metric_families(sys.stdin.read()):
+    out.append({"name": f.name, "type": f.type, "unit": f.unit, "help": f.documentation,
+                "samples": [{"name": s.name, "labels": s.labels, "value": s.value}
+                            for s in f.samples]})
+json.dump(out, sys.stdout)
+"#;
+    let mut child = std::process::Command::new(py)
+        .args(["-c", PARSE])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {py}: {e}"))?;
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| format!("the parser's JSON: {e}"))
+}
