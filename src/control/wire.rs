@@ -3,6 +3,7 @@
 //! a sum), latency names from the known list, histogram values the histogram can hold,
 //! and text without control characters (no terminal escape reaches a log or a table).
 
+use crate::measure::latency::LatencyKind;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
@@ -26,16 +27,6 @@ const MAX_NANOS: u64 = 86_400 * 1_000_000_000;
 const MAX_CPUS: usize = 4096;
 /// Distinct histogram buckets a peer may send per distribution.
 const MAX_BUCKETS: usize = 50_000;
-
-/// Names of the latency distributions workloads record; a peer's name must be one of them.
-const LATENCY_NAMES: [&str; 6] = [
-    "round_trip",
-    "connect",
-    "first_response",
-    "close",
-    "accept",
-    "one_way",
-];
 
 /// Why a peer's report was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -200,12 +191,12 @@ impl From<&SideReport> for WireSide {
             latencies: r
                 .latencies
                 .iter()
-                .map(|(name, h)| {
+                .map(|(kind, h)| {
                     let buckets = h
                         .iter_recorded()
                         .map(|v| (v.value_iterated_to(), v.count_at_value()))
                         .collect();
-                    ((*name).to_string(), buckets)
+                    (kind.name().to_string(), buckets)
                 })
                 .collect(),
             stamps: r.stamps.clone(),
@@ -297,11 +288,8 @@ impl WireSide {
             .latencies
             .iter()
             .map(|(name, buckets)| {
-                let name = LATENCY_NAMES
-                    .into_iter()
-                    .find(|n| n == name)
-                    .ok_or(WireError::UnknownLatency)?;
-                Ok((name, histogram(buckets)?))
+                let kind = LatencyKind::parse(name).ok_or(WireError::UnknownLatency)?;
+                Ok((kind, histogram(buckets)?))
             })
             .collect::<Result<Vec<_>, WireError>>()?;
         let buffer = |b: Option<u64>| b.map(|n| count("socket buffer", n)).transpose();
@@ -549,7 +537,7 @@ mod tests {
             }),
             interrupted: false,
             socket_buffers: (Some(2_626_560), Some(131_072)),
-            latencies: vec![("round_trip", h)],
+            latencies: vec![(LatencyKind::RoundTrip, h)],
             stamps: Some(crate::measure::timestamps::StampLog {
                 every: 2,
                 base_ns: 1_700_000_000_000_000_000,

@@ -397,7 +397,9 @@ const NAGLE_RELEVANT_BELOW: u64 = 1 << 20;
 /// A cluster of ~40 ms round trips on TCP without TCP_NODELAY.
 pub fn delayed_ack(sc: &Scenario, r: &ScenarioResult) -> Option<Warning> {
     let tcp = matches!(sc.transport, TransportKind::Tcp | TransportKind::Tcp6);
-    let h = r.histograms.get("round_trip")?;
+    let h = r
+        .histograms
+        .get(&crate::measure::latency::LatencyKind::RoundTrip)?;
     let slow = fraction_at_least(h, STALL_NS);
     // Only a request that leaves in pieces can wait for an ACK (several writes, or one
     // larger than a segment); in open loop, queueing alone makes round trips this slow.
@@ -426,7 +428,11 @@ pub fn latency_runs_disagree(r: &ScenarioResult) -> Option<Warning> {
     let p50s: Vec<u64> = r
         .runs
         .iter()
-        .filter_map(|run| run.latencies.get("round_trip").map(|l| l.p50_ns))
+        .filter_map(|run| {
+            run.latencies
+                .get(&crate::measure::latency::LatencyKind::RoundTrip)
+                .map(|l| l.p50_ns)
+        })
         .collect();
     if p50s.len() == 1 {
         let secs = r.runs[0].duration_seconds;
@@ -553,7 +559,10 @@ mod tests {
             ..SideReport::default()
         };
         Roles {
-            senders: vec![side(vec![("round_trip", h)])],
+            senders: vec![side(vec![(
+                crate::measure::latency::LatencyKind::RoundTrip,
+                h,
+            )])],
             receivers: vec![side(Vec::new())],
             ..Roles::default()
         }

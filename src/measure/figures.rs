@@ -2,6 +2,7 @@
 //! workload shares (each side's interval, CPU, rates, buffers), with the counts the
 //! workload's own [`Tally`] makes, then statistics across runs and the diagnoses.
 
+use crate::measure::latency::LatencyKind;
 use std::collections::BTreeMap;
 
 use hdrhistogram::Histogram;
@@ -112,7 +113,7 @@ pub fn run_figures(sc: &Scenario, roles: &Roles) -> RunFigures {
     let rate = |n: u64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
     let latencies = run_histograms(roles)
         .iter()
-        .filter_map(|(name, h)| Some((name.to_string(), Latency::of(h)?)))
+        .filter_map(|(&kind, h)| Some((kind, Latency::of(h)?)))
         .collect();
     RunFigures {
         duration_seconds: secs,
@@ -227,10 +228,10 @@ pub fn implausible(f: &RunFigures) -> Option<String> {
         ("messages duplicated", f.messages_duplicated),
         ("UDP receive-buffer drops", f.udp_receive_buffer_errors),
     ];
-    let latencies = f.latencies.iter().flat_map(|(name, l)| {
+    let latencies = f.latencies.iter().flat_map(|(kind, l)| {
         [
-            out(name, l.max_ns as f64, plausible::LATENCY_NS),
-            count(name, Some(l.count)),
+            out(kind.name(), l.max_ns as f64, plausible::LATENCY_NS),
+            count(kind.name(), Some(l.count)),
         ]
     });
     let cpu = [f.system, f.server_system]
@@ -271,18 +272,18 @@ pub fn implausible(f: &RunFigures) -> Option<String> {
 }
 
 /// A run's latency histograms, merged over its sides and streams, by name.
-fn run_histograms(raw: &Roles) -> BTreeMap<&'static str, Histogram<u64>> {
-    let mut out: BTreeMap<&'static str, Histogram<u64>> = BTreeMap::new();
-    for (name, h) in raw
+fn run_histograms(raw: &Roles) -> BTreeMap<LatencyKind, Histogram<u64>> {
+    let mut out: BTreeMap<LatencyKind, Histogram<u64>> = BTreeMap::new();
+    for (kind, h) in raw
         .senders
         .iter()
         .chain(&raw.receivers)
         .flat_map(|s| &s.latencies)
     {
-        match out.get_mut(name) {
+        match out.get_mut(kind) {
             Some(into) => merge(into, h),
             None => {
-                out.insert(name, h.clone());
+                out.insert(*kind, h.clone());
             }
         }
     }
@@ -305,18 +306,18 @@ pub fn figures(sc: &Scenario, raws: &[Roles]) -> ScenarioResult {
         });
     // With no finished run nothing is known: null, never a reassuring zero.
     let lost = total_opt(&runs, |r| r.messages_lost);
-    let mut histograms: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
-    for (name, h) in raws.iter().flat_map(run_histograms) {
-        match histograms.get_mut(name) {
+    let mut histograms: BTreeMap<LatencyKind, Histogram<u64>> = BTreeMap::new();
+    for (kind, h) in raws.iter().flat_map(run_histograms) {
+        match histograms.get_mut(&kind) {
             Some(into) => merge(into, &h),
             None => {
-                histograms.insert(name.to_string(), h);
+                histograms.insert(kind, h);
             }
         }
     }
     let latencies = histograms
         .iter()
-        .filter_map(|(name, h)| Some((name.clone(), Latency::of(h)?)))
+        .filter_map(|(&kind, h)| Some((kind, Latency::of(h)?)))
         .collect();
     let cpu_seconds_per_round_trip = spec(sc.workload)
         .cpu_per_exchange()
@@ -389,7 +390,7 @@ pub fn figures(sc: &Scenario, raws: &[Roles]) -> ScenarioResult {
         timestamps: crate::measure::timestamps::scenario_report(sc, raws),
         latency_buckets: histograms
             .iter()
-            .map(|(name, h)| (name.clone(), crate::measure::histogram::buckets(h)))
+            .map(|(&kind, h)| (kind, crate::measure::histogram::buckets(h)))
             .filter(|(_, b)| !b.is_empty())
             .collect(),
         cpu_seconds_per_round_trip,

@@ -10,6 +10,7 @@ pub mod cpu;
 pub mod figures;
 pub mod headline;
 pub mod histogram;
+pub mod latency;
 pub mod live;
 pub mod netstat;
 pub mod placement;

@@ -8,11 +8,13 @@
 //! fails at once with that reason instead of waiting on it. Ctrl-C stops launching tests;
 //! the tests under way are abandoned and marked interrupted.
 
+use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, Context};
+use serde::Deserialize;
 
 use super::schedule::{pair_set, rounds, Pairs};
 use super::{Figures, Host, HostMeta, Outcome, PairTest};
@@ -21,6 +23,7 @@ use crate::control::frame::FrameType;
 use crate::control::messages::{Bye, DriveMsg, DriveReport};
 use crate::control::{Control, ControlError};
 use crate::measure::histogram::Bucket;
+use crate::measure::latency::LatencyKind;
 use crate::placement::remote::dial;
 
 /// Most pairs under test at once (a round of more waits for a free worker; with
@@ -204,53 +207,98 @@ pub fn hosts_from_dns(name: &str, port: u16) -> Result<Vec<(String, String)>, St
         .collect())
 }
 
-/// The figures of a client's JSON report (a document's body; an agent of the version
-/// before the one document sends the results at the top level).
+/// What the mesh reads of a client's JSON report: its first result's figures, typed.
+/// The report is a document (results in its body); an agent of the version before the
+/// one document sends the results at the top level.
+#[derive(Deserialize)]
+struct ClientReport {
+    #[serde(default)]
+    body: Option<ClientResults>,
+    #[serde(default)]
+    results: Vec<ClientResult>,
+}
+
+#[derive(Deserialize)]
+struct ClientResults {
+    #[serde(default)]
+    results: Vec<ClientResult>,
+}
+
+/// The figures of one result the mesh reads (the rest of a result is the client's).
+#[derive(Deserialize)]
+struct ClientResult {
+    #[serde(default)]
+    bits_per_second: Option<f64>,
+    #[serde(default)]
+    messages_per_second: Option<f64>,
+    #[serde(default)]
+    delivered_fraction: Option<f64>,
+    #[serde(default)]
+    requests_lost: Option<f64>,
+    #[serde(default)]
+    messages_sent: Option<f64>,
+    #[serde(default)]
+    latencies: BTreeMap<LatencyKind, ClientLatency>,
+    #[serde(default)]
+    latency_buckets: BTreeMap<LatencyKind, Vec<Bucket>>,
+}
+
+/// The percentiles of a latency the mesh shows.
+#[derive(Deserialize)]
+struct ClientLatency {
+    #[serde(default)]
+    p50_ns: Option<f64>,
+    #[serde(default)]
+    p99_ns: Option<f64>,
+}
+
+/// The figures of a client's JSON report.
 ///
 /// # Errors
-/// A report without a result, or with a figure that is negative or not finite.
+/// A report that does not parse as one, without a result, or with a figure that is
+/// negative, not finite or beyond what a measurement gives.
 pub fn figures(report: &serde_json::Value) -> Result<Figures, String> {
-    let r = report
-        .get("body")
-        .unwrap_or(report)
-        .get("results")
-        .and_then(|r| r.as_array())
-        .and_then(|r| r.first())
-        .ok_or("the client's report has no result")?;
     use crate::measure::units::plausible;
+    let parsed = ClientReport::deserialize(report).map_err(|e| {
+        let said = crate::control::wire::clean(&e.to_string(), 120);
+        format!("the client's report does not parse: {said}")
+    })?;
+    let r = match parsed.body {
+        Some(body) => body.results,
+        None => parsed.results,
+    }
+    .into_iter()
+    .next()
+    .ok_or("the client's report has no result")?;
     // A figure must be a number a measurement could give: an agent that reports 1e300
     // bit/s has measured nothing.
-    let within = |v: Option<&serde_json::Value>, most: f64| -> Result<Option<f64>, String> {
+    let within = |v: Option<f64>, most: f64| -> Result<Option<f64>, String> {
         match v {
-            None | Some(serde_json::Value::Null) => Ok(None),
-            Some(v) => match v.as_f64() {
-                Some(x) if x.is_finite() && x >= 0.0 && x <= most => Ok(Some(x)),
-                _ => Err(format!(
-                    "the client's report has a figure out of range: {v}"
-                )),
-            },
+            // In exponent form: 1e300 as digits would be 301 of them.
+            Some(x) if !(x.is_finite() && x >= 0.0 && x <= most) => Err(format!(
+                "the client's report has a figure out of range: {x:e}"
+            )),
+            v => Ok(v),
         }
     };
-    let num = |v: Option<&serde_json::Value>| within(v, f64::MAX);
-    let rt = r.get("latencies").and_then(|l| l.get("round_trip"));
+    let num = |v: Option<f64>| within(v, f64::MAX);
+    let rt = r.latencies.get(&LatencyKind::RoundTrip);
     let as_ns = |x: Option<f64>| x.map(|v| v.round() as u64);
-    let delivered = num(r.get("delivered_fraction"))?;
+    let delivered = num(r.delivered_fraction)?;
     if delivered.is_some_and(|d| d > 1.0) {
         return Err("the client's report has a delivered fraction above 1".into());
     }
     // Loss from source to destination: on a pingpong the requests lost (its delivered
     // fraction also counts replies lost on the way back, and late ones); on a rate run
     // the messages lost.
-    let loss = match (num(r.get("requests_lost"))?, num(r.get("messages_sent"))?) {
+    let loss = match (num(r.requests_lost)?, num(r.messages_sent)?) {
         (Some(lost), Some(sent)) if sent > 0.0 => Some((lost / sent).min(1.0)),
         (Some(_), _) => Some(0.0),
         _ => delivered.map(|d| 1.0 - d),
     };
-    let buckets: Vec<Bucket> = match r.get("latency_buckets").and_then(|b| b.get("round_trip")) {
-        Some(b) => serde_json::from_value(b.clone())
-            .map_err(|e| format!("the client's round-trip buckets do not parse: {e}"))?,
-        None => Vec::new(),
-    };
+    let buckets = (r.latency_buckets.get(&LatencyKind::RoundTrip))
+        .cloned()
+        .unwrap_or_default();
     // Counts that no test could make (summed, they would saturate the merged figure).
     let counted = buckets
         .iter()
@@ -264,16 +312,10 @@ pub fn figures(report: &serde_json::Value) -> Result<Figures, String> {
         return Err("the client's round-trip buckets are out of range".into());
     }
     Ok(Figures {
-        bits_per_second: within(r.get("bits_per_second"), plausible::BITS_PER_SECOND)?,
-        messages_per_second: within(r.get("messages_per_second"), plausible::PER_SECOND)?,
-        round_trip_p50_ns: as_ns(within(
-            rt.and_then(|l| l.get("p50_ns")),
-            plausible::LATENCY_NS,
-        )?),
-        round_trip_p99_ns: as_ns(within(
-            rt.and_then(|l| l.get("p99_ns")),
-            plausible::LATENCY_NS,
-        )?),
+        bits_per_second: within(r.bits_per_second, plausible::BITS_PER_SECOND)?,
+        messages_per_second: within(r.messages_per_second, plausible::PER_SECOND)?,
+        round_trip_p50_ns: as_ns(within(rt.and_then(|l| l.p50_ns), plausible::LATENCY_NS)?),
+        round_trip_p99_ns: as_ns(within(rt.and_then(|l| l.p99_ns), plausible::LATENCY_NS)?),
         loss,
         round_trip_buckets: buckets,
     })

@@ -544,7 +544,7 @@ fn fold(sc: &Scenario, limits: &Limits, raw: &Roles, intervals: Vec<Interval>) -
             let latency = raw.senders.first().and_then(|s| {
                 s.latencies
                     .iter()
-                    .find(|(name, _)| *name == "round_trip")
+                    .find(|(kind, _)| *kind == crate::measure::latency::LatencyKind::RoundTrip)
                     .map(|(_, h)| h)
             });
             body.round_trip_ns = latency.filter(|h| !h.is_empty()).map(|h| {

@@ -61,7 +61,9 @@ fn direction_rows(
 /// and the round trip (means: the parts' sum against the client's own round trip).
 fn scenario_rows(r: &ScenarioResult, t: &Timestamps) -> Vec<Vec<String>> {
     let label = r.label();
-    let one_way = r.latencies.get("one_way");
+    let one_way = r
+        .latencies
+        .get(&crate::measure::latency::LatencyKind::OneWay);
     let mut rows = Vec::new();
     for d in &t.directions {
         rows.extend(direction_rows(&label, d, one_way));
@@ -81,7 +83,11 @@ fn scenario_rows(r: &ScenarioResult, t: &Timestamps) -> Vec<Vec<String>> {
             .flat_map(|d| [&d.user_to_kernel, &d.kernel_to_kernel, &d.kernel_to_user])
             .map(|p| p.as_ref().map(|l| l.mean_ns))
             .sum::<Option<u64>>();
-        if let (Some(sum), Some(rtt)) = (means, r.latencies.get("round_trip")) {
+        if let (Some(sum), Some(rtt)) = (
+            means,
+            r.latencies
+                .get(&crate::measure::latency::LatencyKind::RoundTrip),
+        ) {
             let mut cells = vec![label.clone(), "round trip".into(), "mean".into()];
             cells.extend(["-", "-", "-"].map(String::from));
             cells.extend([format_ns(sum + turn.mean_ns), format_ns(rtt.mean_ns)]);
@@ -100,9 +106,10 @@ pub fn timestamps(report: &Report) -> Option<Grid> {
         .collect();
     let (_, first) = with.first()?;
     let rows: Vec<Vec<String>> = with.iter().flat_map(|(r, t)| scenario_rows(r, t)).collect();
-    let pingpong = with
-        .iter()
-        .any(|(r, _)| r.latencies.contains_key("round_trip"));
+    let pingpong = with.iter().any(|(r, _)| {
+        r.latencies
+            .contains_key(&crate::measure::latency::LatencyKind::RoundTrip)
+    });
     let measured = if pingpong {
         "each message's own sum; round trip: the client's own clock"
     } else {
@@ -248,7 +255,7 @@ mod tests {
             d.messages_sent = 12;
         }
         r.latencies.insert(
-            "round_trip".into(),
+            crate::measure::latency::LatencyKind::RoundTrip,
             t.directions[0].one_way.clone().unwrap(),
         );
         r.timestamps = Some(t);
@@ -283,7 +290,8 @@ mod tests {
             .clone()
             .unwrap();
         rtt.mean_ns = 15_500;
-        r.latencies.insert("round_trip".into(), rtt);
+        r.latencies
+            .insert(crate::measure::latency::LatencyKind::RoundTrip, rtt);
         let g = timestamps(&sample::report(vec![r], crate::plan::Layout::List)).unwrap();
         // request (mean, p50), reply (mean, p50), server (mean, p50), round trip.
         assert_eq!(g.rows.len(), 7);

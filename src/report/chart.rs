@@ -14,6 +14,7 @@
 //! series colours ([`PALETTE`]) are mid-tones that read on both backgrounds. A scenario
 //! that failed or has no finished run is never plotted: the caption names it instead.
 
+use crate::measure::latency::LatencyKind;
 use std::collections::{BTreeMap, BTreeSet};
 
 use hdrhistogram::Histogram;
@@ -899,38 +900,20 @@ fn capitalise(s: &str) -> String {
     }
 }
 
-/// The latency distributions' names in the order the page shows them.
-fn latency_names(results: &[&ScenarioResult]) -> Vec<String> {
-    const ORDER: [&str; 5] = ["round_trip", "connect", "accept", "first_response", "close"];
-    let names: BTreeSet<String> = results
-        .iter()
-        .flat_map(|r| r.latencies.keys().chain(r.histograms.keys()).cloned())
-        .collect();
-    let mut out: Vec<String> = ORDER
-        .iter()
-        .filter(|n| names.contains(**n))
-        .map(|n| n.to_string())
-        .collect();
-    out.extend(names.into_iter().filter(|n| !ORDER.contains(&n.as_str())));
-    out
-}
-
-/// A distribution's name for people: `round_trip` -> `round-trip`.
-fn latency_title(name: &str) -> String {
-    match name {
-        "round_trip" => "Round-trip latency".into(),
-        "connect" => "connect() latency".into(),
-        "accept" => "accept() latency".into(),
-        "first_response" => "Time to first response".into(),
-        "close" => "close() latency".into(),
-        other => format!("{} latency", other.replace('_', " ")),
-    }
+/// The latency distributions the results have, in the order the page shows them.
+fn latency_kinds(results: &[&ScenarioResult]) -> Vec<LatencyKind> {
+    LatencyKind::ALL
+        .into_iter()
+        .filter(|k| {
+            (results.iter()).any(|r| r.latencies.contains_key(k) || r.histograms.contains_key(k))
+        })
+        .collect()
 }
 
 fn latency_charts(w: WorkloadKind, results: &[&ScenarioResult]) -> Vec<Chart> {
     let vary = engines_vary(results);
     let mut out = Vec::new();
-    for name in latency_names(results) {
+    for name in latency_kinds(results) {
         // Percentiles, from the full histogram when the run is live.
         let mut raw: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
         let mut hdr = false;
@@ -979,7 +962,7 @@ fn latency_charts(w: WorkloadKind, results: &[&ScenarioResult]) -> Vec<Chart> {
             "from the report's summary percentiles and histogram buckets (between them, an \
              upper bound)"
         };
-        let title = latency_title(&name);
+        let title = name.title();
         out.push(line_chart(LineSpec {
             id: format!("{w}-{name}-percentiles"),
             title: format!("{title}: percentiles ({w})"),
@@ -1538,7 +1521,7 @@ mod tests {
         assert!(percentiles(&report).contains("latency (µs)\n"));
         report.results[0]
             .latencies
-            .get_mut("round_trip")
+            .get_mut(&crate::measure::latency::LatencyKind::RoundTrip)
             .unwrap()
             .max_ns = 15_000_000;
         assert!(percentiles(&report).contains("latency (ms, log scale)\n"));
@@ -1624,7 +1607,7 @@ mod tests {
     fn pingpong_gets_percentiles_and_a_histogram_per_distribution() {
         let mut report = sample::pingpong();
         report.results[0].latency_buckets.insert(
-            "round_trip".into(),
+            crate::measure::latency::LatencyKind::RoundTrip,
             vec![
                 Bucket {
                     le_ns: 12_500,
@@ -1794,9 +1777,12 @@ mod tests {
         // As drawn: the 99% tick's pixel column holds a point at p99.
         let tcp = crate::transport::TransportKind::Tcp;
         let mut r = sample::scenario(WorkloadKind::Pingpong, tcp, 64, 5e6);
-        r.latencies.insert("round_trip".into(), lat.clone());
-        r.latency_buckets
-            .insert("round_trip".into(), buckets.clone());
+        r.latencies
+            .insert(crate::measure::latency::LatencyKind::RoundTrip, lat.clone());
+        r.latency_buckets.insert(
+            crate::measure::latency::LatencyKind::RoundTrip,
+            buckets.clone(),
+        );
         let report = sample::report(vec![r], crate::plan::Layout::List);
         let chart = charts(&report)
             .into_iter()

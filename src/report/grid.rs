@@ -6,6 +6,7 @@
 //! the least important columns leave until the table fits [`MAX_WIDTH`] characters, and
 //! a note names them.
 
+use crate::measure::latency::LatencyKind;
 use std::collections::BTreeMap;
 
 use super::{Report, ScenarioResult, Units, View};
@@ -481,7 +482,7 @@ fn latency_list(report: &Report, view: &View) -> Grid {
     ];
     for (i, (h, priority)) in PERCENTILES.into_iter().enumerate() {
         cols.push(column(h, Align::Right, priority, move |r| {
-            match r.latencies.get("round_trip") {
+            match r.latencies.get(&LatencyKind::RoundTrip) {
                 Some(l) => {
                     format_ns([l.min_ns, l.p50_ns, l.p90_ns, l.p99_ns, l.p99_9_ns, l.max_ns][i])
                 }
@@ -528,11 +529,11 @@ fn latency_list(report: &Report, view: &View) -> Grid {
 
 /// Connection phases: p50 and p99 of each, and connections per second.
 fn connect_list(report: &Report, view: &View) -> Grid {
-    const PHASES: [(&str, &str, Priority, Priority); 4] = [
-        ("connect", "connect", 100, 80),
-        ("accept", "accept", 75, 35),
-        ("first_response", "1st response", 85, 40),
-        ("close", "close", 70, 30),
+    const PHASES: [(LatencyKind, &str, Priority, Priority); 4] = [
+        (LatencyKind::Connect, "connect", 100, 80),
+        (LatencyKind::Accept, "accept", 75, 35),
+        (LatencyKind::FirstResponse, "1st response", 85, 40),
+        (LatencyKind::Close, "close", 70, 30),
     ];
     let mut cols = leading_columns(&report.results);
     for (name, title, p50, p99) in PHASES {
@@ -542,7 +543,7 @@ fn connect_list(report: &Report, view: &View) -> Grid {
             p50,
             move |r| {
                 r.latencies
-                    .get(name)
+                    .get(&name)
                     .map_or_else(dash, |l| format_ns(l.p50_ns))
             },
         ));
@@ -552,7 +553,7 @@ fn connect_list(report: &Report, view: &View) -> Grid {
             p99,
             move |r| {
                 r.latencies
-                    .get(name)
+                    .get(&name)
                     .map_or_else(dash, |l| format_ns(l.p99_ns))
             },
         ));

@@ -28,7 +28,7 @@ fn distributions(report: &Report) -> Vec<Distribution<'_>> {
                 transport: r.transport.to_string(),
                 engine: r.engine.to_string(),
                 size_bytes: r.size_bytes,
-                name,
+                name: name.name(),
                 values: h
                     .iter_recorded()
                     .map(|v| [v.value_iterated_to(), v.count_at_value()])

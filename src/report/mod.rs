@@ -40,6 +40,7 @@ use crate::engine::EngineKind;
 use crate::environment::Environment;
 use crate::measure::cpu::SystemCpu;
 use crate::measure::histogram::Latency;
+pub use crate::measure::latency::LatencyKind;
 use crate::measure::stats::Summary;
 use crate::plan::{Layout, Skipped};
 use crate::transport::TransportKind;
@@ -463,7 +464,7 @@ pub struct RunFigures {
     pub directions: Vec<Direction>,
     /// Latency distributions of this run by name (`round_trip` for pingpong; `connect`,
     /// `accept`, `first_response`, `close` for connect).
-    pub latencies: BTreeMap<String, Latency>,
+    pub latencies: BTreeMap<LatencyKind, Latency>,
     /// Where the two roles ran relative to each other: the share of the run they spent
     /// on one CPU, and its class; null when a role ran on another host, a trace is
     /// missing, or the run had several streams.
@@ -595,7 +596,7 @@ pub struct ScenarioResult {
     /// Median over runs of the receiver's CPU seconds per 10^9 bytes.
     pub receiver_cpu_seconds_per_gb: Option<f64>,
     /// Latency distributions merged over all measured runs, by name (see `runs[].latencies`).
-    pub latencies: BTreeMap<String, Latency>,
+    pub latencies: BTreeMap<LatencyKind, Latency>,
     /// With `--timestamps`: the runs' timestamp parts, histograms merged over runs (see
     /// `runs[].timestamps`); null otherwise.
     #[serde(default)]
@@ -605,7 +606,7 @@ pub struct ScenarioResult {
     /// smallest sample to that of the largest, by name: what the HTML report draws and
     /// the OpenMetrics histograms hold.
     #[serde(default)]
-    pub latency_buckets: BTreeMap<String, Vec<crate::measure::histogram::Bucket>>,
+    pub latency_buckets: BTreeMap<LatencyKind, Vec<crate::measure::histogram::Bucket>>,
     /// pingpong: median over runs of both sides' CPU seconds per round trip.
     pub cpu_seconds_per_round_trip: Option<f64>,
     /// stream: what the senders' `--send` method did, over all measured runs (see
@@ -626,7 +627,7 @@ pub struct ScenarioResult {
     /// The merged histograms themselves, for `--histogram` (not part of the JSON report).
     #[serde(skip)]
     #[schemars(skip)]
-    pub histograms: BTreeMap<String, Histogram<u64>>,
+    pub histograms: BTreeMap<LatencyKind, Histogram<u64>>,
 }
 
 /// A warning attached to a scenario.

@@ -91,6 +91,7 @@
 //! as they hold different scenarios; `sockbench_build_info` is in each, and the node
 //! exporter keeps one copy and logs that it saw it twice.
 
+use crate::measure::latency::LatencyKind;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt::Write as _;
 
@@ -477,21 +478,25 @@ fn value_name(v: impl clap::ValueEnum) -> String {
 /// One histogram family per latency name that any measured scenario has.
 fn latency_histograms(measured: &[(&ScenarioResult, &Labels)]) -> Vec<Family> {
     // Family name -> the JSON key it shows (the first key that maps to it).
-    let mut families: BTreeMap<String, String> = BTreeMap::new();
-    let keys: BTreeSet<&String> = measured
+    let mut families: BTreeMap<String, LatencyKind> = BTreeMap::new();
+    let keys: BTreeSet<LatencyKind> = measured
         .iter()
         .flat_map(|(r, _)| r.latencies.keys().chain(r.latency_buckets.keys()))
+        .copied()
         .collect();
     for key in keys {
         families
-            .entry(format!("sockbench_{}_latency_seconds", metric_word(key)))
-            .or_insert_with(|| key.clone());
+            .entry(format!(
+                "sockbench_{}_latency_seconds",
+                metric_word(key.name())
+            ))
+            .or_insert(key);
     }
     let mut out = Vec::new();
     for (name, key) in &families {
         let help = format!(
             "Latency of {} (the JSON report's latencies.{key}), over all measured runs.",
-            key.replace('_', " ")
+            key.name().replace('_', " ")
         );
         let mut f = Family::new(name.clone(), Type::Histogram, Some("seconds"), help);
         for (r, l) in measured {
@@ -928,7 +933,7 @@ mod tests {
     fn a_latency_is_a_histogram_in_seconds_with_its_real_count_and_sum() {
         let mut report = sample::pingpong();
         report.results[0].latency_buckets.insert(
-            "round_trip".into(),
+            crate::measure::latency::LatencyKind::RoundTrip,
             vec![
                 Bucket {
                     le_ns: 12_500,

@@ -49,14 +49,19 @@ fn median_of(runs: &[&RunFigures], f: impl Fn(&RunFigures) -> Option<f64>) -> Op
 }
 
 /// Each latency distribution as the medians, field by field, of the runs' own.
-fn median_latencies(runs: &[&RunFigures]) -> BTreeMap<String, Latency> {
-    let mut names: Vec<&String> = runs.iter().flat_map(|r| r.latencies.keys()).collect();
-    names.sort();
-    names.dedup();
-    names
+fn median_latencies(
+    runs: &[&RunFigures],
+) -> BTreeMap<crate::measure::latency::LatencyKind, Latency> {
+    let mut kinds: Vec<crate::measure::latency::LatencyKind> = runs
+        .iter()
+        .flat_map(|r| r.latencies.keys().copied())
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    kinds
         .into_iter()
-        .map(|name| {
-            let of: Vec<&Latency> = runs.iter().filter_map(|r| r.latencies.get(name)).collect();
+        .map(|kind| {
+            let of: Vec<&Latency> = runs.iter().filter_map(|r| r.latencies.get(&kind)).collect();
             let m = |f: fn(&Latency) -> u64| {
                 median(&of.iter().map(|l| f(l) as f64).collect::<Vec<_>>()).unwrap_or(0.0) as u64
             };
@@ -72,7 +77,7 @@ fn median_latencies(runs: &[&RunFigures]) -> BTreeMap<String, Latency> {
                 p99_99_ns: m(|l| l.p99_99_ns),
                 max_ns: m(|l| l.max_ns),
             };
-            (name.clone(), l)
+            (kind, l)
         })
         .collect()
 }
@@ -217,8 +222,10 @@ mod tests {
             .iter()
             .map(|&(us, class)| {
                 let mut run = first.clone();
-                run.latencies
-                    .insert("round_trip".into(), latency(us * 1000));
+                run.latencies.insert(
+                    crate::measure::latency::LatencyKind::RoundTrip,
+                    latency(us * 1000),
+                );
                 run.messages_per_second = 1e6 / us as f64;
                 run.placement = class.map(|class| RunPlacement {
                     same_cpu_share: if class == PlacementClass::SameCpu {
@@ -252,8 +259,14 @@ mod tests {
         assert_eq!(cell(&rows[0]), "same-cpu");
         assert_eq!(cell(&rows[1]), "across-cpus");
         assert_eq!(rows[0].runs.len(), 3);
-        assert_eq!(rows[0].latencies["round_trip"].p50_ns, 15_000);
-        assert_eq!(rows[1].latencies["round_trip"].p50_ns, 74_000);
+        assert_eq!(
+            rows[0].latencies[&crate::measure::latency::LatencyKind::RoundTrip].p50_ns,
+            15_000
+        );
+        assert_eq!(
+            rows[1].latencies[&crate::measure::latency::LatencyKind::RoundTrip].p50_ns,
+            74_000
+        );
         let rate = rows[1].messages_per_second.unwrap();
         assert!(
             (rate - (1e6 / 75.0 + 1e6 / 73.0) / 2.0).abs() < 1e-6,

@@ -316,7 +316,10 @@ pub fn stream_tcp() -> Report {
 /// `pingpong -t tcp`: the client retransmitted 1 segment; smoothed RTT 0 (under 1 us).
 pub fn pingpong_tcp() -> Report {
     let mut r = scenario(WorkloadKind::Pingpong, TransportKind::Tcp, 64, 5e6);
-    r.latencies.insert("round_trip".into(), latency(15_000));
+    r.latencies.insert(
+        crate::measure::latency::LatencyKind::RoundTrip,
+        latency(15_000),
+    );
     let tcp = super::TcpFigures::of(vec![Some(super::TcpInfo::new(1, 10, 65483, 0, 0, 65535))]);
     r.tcp_retransmits = Some(1);
     r.runs[0].tcp = tcp;
@@ -341,7 +344,10 @@ pub fn pingpong() -> Report {
     let mut results = Vec::new();
     for (t, p50) in [(TransportKind::Tcp, 15_000), (TransportKind::Udp, 12_000)] {
         let mut r = scenario(WorkloadKind::Pingpong, t, 64, 5e6);
-        r.latencies.insert("round_trip".into(), latency(p50));
+        r.latencies.insert(
+            crate::measure::latency::LatencyKind::RoundTrip,
+            latency(p50),
+        );
         r.cpu_seconds_per_round_trip = Some(14e-6);
         if t == TransportKind::Udp {
             both(&mut r, |c| {
@@ -377,12 +383,17 @@ pub fn connect() -> Report {
     let mut results = Vec::new();
     for (t, base) in [(TransportKind::Tcp, 27_000), (TransportKind::Unix, 15_000)] {
         let mut r = scenario(WorkloadKind::Connect, t, 64, 1e6);
-        for (i, name) in ["connect", "accept", "first_response", "close"]
-            .into_iter()
-            .enumerate()
+        use crate::measure::latency::LatencyKind;
+        for (i, kind) in [
+            LatencyKind::Connect,
+            LatencyKind::Accept,
+            LatencyKind::FirstResponse,
+            LatencyKind::Close,
+        ]
+        .into_iter()
+        .enumerate()
         {
-            r.latencies
-                .insert(name.into(), latency(base / (i as u64 + 1)));
+            r.latencies.insert(kind, latency(base / (i as u64 + 1)));
         }
         results.push(r);
     }

@@ -12,6 +12,7 @@
 //! With `--open N` the client keeps N connections open and closes the oldest before it
 //! opens another; the server keeps as many and lets the oldest go the same way.
 
+use crate::measure::latency::LatencyKind;
 use std::collections::VecDeque;
 use std::io::{self, ErrorKind};
 use std::time::{Duration, Instant};
@@ -109,9 +110,9 @@ impl Workload for Connect {
             messages: made,
             interrupted,
             latencies: vec![
-                ("connect", h_connect),
-                ("first_response", h_first),
-                ("close", h_close),
+                (LatencyKind::Connect, h_connect),
+                (LatencyKind::FirstResponse, h_first),
+                (LatencyKind::Close, h_close),
             ],
             ..measured
         })
@@ -169,7 +170,7 @@ impl Workload for Connect {
         Ok(SideReport {
             bytes,
             messages: accepted,
-            latencies: vec![("accept", h_accept)],
+            latencies: vec![(LatencyKind::Accept, h_accept)],
             ..measured
         })
     }

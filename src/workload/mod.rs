@@ -123,7 +123,7 @@ pub struct SideReport {
     /// This side's socket buffers (send, receive) at the end of its interval.
     pub socket_buffers: (Option<u64>, Option<u64>),
     /// Named latency distributions in nanoseconds (`round_trip`, `connect`, ...).
-    pub latencies: Vec<(&'static str, Histogram<u64>)>,
+    pub latencies: Vec<(crate::measure::latency::LatencyKind, Histogram<u64>)>,
     /// With `--timestamps`: this role's per-message clock reads and kernel stamps.
     pub stamps: Option<crate::measure::timestamps::StampLog>,
     /// Exchanges that got no answer in time (lost datagrams).

@@ -412,8 +412,9 @@ pub struct LostExchanges {
     pub replies_late: u64,
 }
 
-/// The name of pingpong's latency, the client's round trip, in every result.
-pub const ROUND_TRIP: &str = "round_trip";
+/// Pingpong's latency, the client's round trip, in every result.
+pub const ROUND_TRIP: crate::measure::latency::LatencyKind =
+    crate::measure::latency::LatencyKind::RoundTrip;
 
 /// `pingpong` as the plan and the figures see it.
 pub struct PingpongSpec;
@@ -444,7 +445,7 @@ impl Spec for PingpongSpec {
     }
 
     fn headline_of(&self, run: &crate::report::RunFigures) -> Option<f64> {
-        run.latencies.get(ROUND_TRIP).map(|l| l.p50_ns as f64)
+        run.latencies.get(&ROUND_TRIP).map(|l| l.p50_ns as f64)
     }
 
     fn table(&self) -> TableKind {

@@ -18,6 +18,7 @@
 //! read with where the pattern must be, so a relay that drops, repeats or reorders a
 //! single byte fails the run.
 
+use crate::measure::latency::LatencyKind;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -501,7 +502,7 @@ impl Outcome {
             interval: Duration::from_secs_f64(roles.interval(Role::Receiver)),
             pipe_size: relay.pipe_size.map(|p| p as usize),
             latency: (receiver.latencies.iter())
-                .find(|(name, _)| *name == "one_way")
+                .find(|(kind, _)| *kind == LatencyKind::OneWay)
                 .map(|(_, h)| h.clone()),
             interrupted: sender.interrupted || receiver.interrupted,
         };
@@ -1411,7 +1412,7 @@ impl Workload for Relay {
         report.messages = counts.messages;
         report.interrupted = coord.interrupted.load(Ordering::SeqCst) || interrupt::requested();
         if let Some(h) = latency.filter(|h| !h.is_empty()) {
-            report.latencies.push(("one_way", h));
+            report.latencies.push((LatencyKind::OneWay, h));
         }
         let accounted = relay_cpu + counts.cpu + report.cpu.exact;
         report.relay = Some(RelaySide {

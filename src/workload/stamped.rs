@@ -355,7 +355,7 @@ impl Rate {
             bytes,
             messages,
             sequence: Some(tracker.counts()),
-            latencies: vec![("one_way", one_way)],
+            latencies: vec![(crate::measure::latency::LatencyKind::OneWay, one_way)],
             stamps: Some(st.log),
             ..measured
         })

@@ -219,7 +219,9 @@ impl Swarm {
             ),
         };
         if let Some(h) = r.latency.filter(|h| !h.is_empty()) {
-            report.latencies.push(("round_trip", h));
+            report
+                .latencies
+                .push((crate::measure::latency::LatencyKind::RoundTrip, h));
         }
         report.swarm = Some(swarm);
         Ok(report)

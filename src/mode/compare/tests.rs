@@ -17,8 +17,10 @@ fn with_runs(workload: WorkloadKind, transport: TransportKind, values: &[f64]) -
             run.bits_per_second = v;
             run.messages_per_second = v;
             if workload == WorkloadKind::Pingpong {
-                run.latencies
-                    .insert("round_trip".into(), sample::latency(v as u64));
+                run.latencies.insert(
+                    crate::measure::latency::LatencyKind::RoundTrip,
+                    sample::latency(v as u64),
+                );
             }
             run
         })

@@ -917,9 +917,9 @@ fn plausible(sc: &Scenario, roles: &Roles) -> Result<(), TestCaseError> {
     ] {
         within(what, n.unwrap_or(0) as f64, plausible::COUNT as f64)?;
     }
-    for (name, l) in &f.latencies {
-        within(name, l.max_ns as f64, plausible::LATENCY_NS)?;
-        within(name, l.count as f64, plausible::COUNT as f64)?;
+    for (kind, l) in &f.latencies {
+        within(kind.name(), l.max_ns as f64, plausible::LATENCY_NS)?;
+        within(kind.name(), l.count as f64, plausible::COUNT as f64)?;
     }
     if let Some(s) = &f.server_system {
         for v in [
