@@ -102,4 +102,16 @@ mod tests {
         assert_eq!(by_kind, names, "a map keyed by kind lists them as by name");
         assert_eq!(LatencyKind::parse("rtt"), None);
     }
+
+    #[test]
+    fn each_kind_has_a_title_of_its_own_for_its_chart() {
+        let titles: std::collections::BTreeSet<&str> =
+            LatencyKind::ALL.iter().map(|k| k.title()).collect();
+        assert_eq!(titles.len(), LatencyKind::ALL.len(), "{titles:?}");
+        assert_eq!(LatencyKind::RoundTrip.title(), "Round-trip latency");
+        assert_eq!(LatencyKind::FirstResponse.title(), "Time to first response");
+        assert!(titles
+            .iter()
+            .all(|t| t.contains("latency") || t.contains("response")));
+    }
 }

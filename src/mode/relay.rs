@@ -35,7 +35,7 @@ use crate::report::document::{Envelope, Kind, Written};
 use crate::report::grid::{Align, Grid};
 use crate::report::output::{self, Head, Rendered};
 use crate::transport::TransportKind;
-use crate::workload::relay::{self, Listener, Outcome, Shape, Target};
+use crate::workload::relay::{self, Listener, Outcome, Shape, ShapeKind, Target};
 use crate::workload::Stop;
 
 /// The largest size, buffer or pipe.
@@ -709,11 +709,8 @@ const MARGIN: f64 = 1.05;
 /// median source-to-sink time (lower is better).
 fn headline(r: &RelayResult, mode: RelayMode) -> (Headline, &[f64]) {
     match mode {
-        RelayMode::Stream => (
-            Headline::throughput("bits_per_second"),
-            &r.runs_bits_per_second,
-        ),
-        RelayMode::Pingpong => (Headline::latency("p50_ns"), &r.runs_p50_ns),
+        RelayMode::Stream => (relay::headline(ShapeKind::Streams), &r.runs_bits_per_second),
+        RelayMode::Pingpong => (relay::headline(ShapeKind::Pingpong), &r.runs_p50_ns),
     }
 }
 

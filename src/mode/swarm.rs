@@ -820,18 +820,10 @@ impl SwarmBody {
     /// `compare`'s row: the swarm as a whole, judged by its aggregate throughput (a
     /// stream) or round trips per second (pingpong).
     pub fn rows(&self) -> Vec<crate::report::rows::Row> {
-        use crate::measure::headline::Headline;
-        let (work, headline, value) = match self.workload {
-            Work::Stream => (
-                "stream",
-                Headline::throughput("bits_per_second"),
-                self.bits_per_second,
-            ),
-            Work::Pingpong => (
-                "pingpong",
-                Headline::rate("round_trips_per_second"),
-                self.round_trips_per_second,
-            ),
+        let headline = crate::workload::swarm::headline(self.workload);
+        let (work, value) = match self.workload {
+            Work::Stream => ("stream", self.bits_per_second),
+            Work::Pingpong => ("pingpong", self.round_trips_per_second),
         };
         let label = format!(
             "swarm {work} {} {} x{}",

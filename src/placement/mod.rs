@@ -35,6 +35,49 @@ impl From<anyhow::Error> for RunError {
     }
 }
 
+/// The failure a run reports when its roles fail: the cause, not what it did to the
+/// others. Roles fail in a chain (a sink that finds a wrong byte stops, and the source's
+/// next connection is refused), and the cause does not always report first; a failure
+/// that is only a peer gone (refused, reset, aborted, a broken pipe, an early end) gives
+/// way to a later one that is anything else.
+#[derive(Default)]
+pub struct FirstCause {
+    failure: Option<(std::time::Instant, anyhow::Error, bool)>,
+}
+
+impl FirstCause {
+    /// A role failed with `e` (`what` says which): kept if it is the first, or the
+    /// first that is not only a peer gone after failures that were.
+    pub fn record(&mut self, e: std::io::Error, what: impl FnOnce() -> String) {
+        let symptom = crate::transport::peer_gone(&e);
+        match &self.failure {
+            Some((_, _, false)) => {}
+            Some((_, _, true)) if symptom => {}
+            Some((at, _, true)) => {
+                let at = *at;
+                self.failure = Some((at, anyhow!(e).context(what()), false));
+            }
+            None => {
+                self.failure = Some((
+                    std::time::Instant::now(),
+                    anyhow!(e).context(what()),
+                    symptom,
+                ));
+            }
+        }
+    }
+
+    /// When the first failure came, if one did.
+    pub fn since(&self) -> Option<std::time::Instant> {
+        self.failure.as_ref().map(|(at, _, _)| *at)
+    }
+
+    /// The failure to report, if any.
+    pub fn take(&mut self) -> Option<anyhow::Error> {
+        self.failure.take().map(|(_, e, _)| e)
+    }
+}
+
 /// Runs the roles of one measured run of a scenario somewhere.
 pub trait Placement {
     /// Its name in reports (`threads`).
@@ -107,4 +150,41 @@ fn pin(cpu: usize) -> std::io::Result<()> {
     set.set(cpu)?;
     nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
         .map_err(|e| std::io::Error::other(format!("cannot pin a thread to CPU {cpu}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Error, ErrorKind};
+
+    #[test]
+    fn the_cause_is_reported_not_the_peer_it_left_behind() {
+        // The source's next connection refused, then the sink's wrong byte: the byte.
+        let mut f = FirstCause::default();
+        f.record(Error::from(ErrorKind::ConnectionRefused), || {
+            "tcp sender failed".into()
+        });
+        let first = f.since().unwrap();
+        f.record(Error::other("a wrong byte at offset 5000"), || {
+            "tcp receiver failed".into()
+        });
+        assert_eq!(
+            f.since(),
+            Some(first),
+            "the clock runs from the first failure"
+        );
+        f.record(Error::other("later"), || "tcp sender failed".into());
+        let e = format!("{:#}", f.take().unwrap());
+        assert_eq!(e, "tcp receiver failed: a wrong byte at offset 5000");
+        // Two peers gone: the first. A cause first: it stays.
+        let mut f = FirstCause::default();
+        f.record(Error::from(ErrorKind::BrokenPipe), || "a".into());
+        f.record(Error::from(ErrorKind::ConnectionReset), || "b".into());
+        assert!(format!("{:#}", f.take().unwrap()).starts_with("a: "));
+        let mut f = FirstCause::default();
+        f.record(Error::other("disk"), || "a".into());
+        f.record(Error::other("other"), || "b".into());
+        assert!(format!("{:#}", f.take().unwrap()).starts_with("a: "));
+        assert!(FirstCause::default().take().is_none());
+    }
 }

@@ -91,7 +91,7 @@ pub struct LocalRoles {
     /// What wakes each role's end when the run is abandoned (see `Conn::waker`).
     wakers: Vec<transport::Waker>,
     reports: Vec<(Role, SideReport)>,
-    failure: Option<anyhow::Error>,
+    failure: super::FirstCause,
 }
 
 impl LocalRoles {
@@ -118,7 +118,7 @@ impl LocalRoles {
             bridges: Vec::new(),
             wakers: Vec::new(),
             reports: Vec::new(),
-            failure: None,
+            failure: super::FirstCause::default(),
         };
         for (i, (conn, endpoint)) in ends.into_iter().enumerate() {
             let role = role_of[i];
@@ -212,9 +212,8 @@ impl LocalRoles {
             match self.rx.try_recv() {
                 Ok((role, Ok(r))) => self.reports.push((role, r)),
                 Ok((role, Err(e))) => {
-                    self.failure.get_or_insert_with(|| {
-                        anyhow!(e).context(format!("{transport} {role} failed"))
-                    });
+                    self.failure
+                        .record(e, || format!("{transport} {role} failed"));
                     self.reports.push((role, SideReport::default()));
                 }
                 Err(TryRecvError::Empty) => return self.reports.len() >= self.expected,
@@ -228,9 +227,8 @@ impl LocalRoles {
         match self.rx.recv_timeout(wait) {
             Ok((role, Ok(r))) => self.reports.push((role, r)),
             Ok((role, Err(e))) => {
-                self.failure.get_or_insert_with(|| {
-                    anyhow!(e).context(format!("{transport} {role} failed"))
-                });
+                self.failure
+                    .record(e, || format!("{transport} {role} failed"));
                 self.reports.push((role, SideReport::default()));
             }
             Err(_) => {}

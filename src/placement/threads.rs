@@ -228,7 +228,7 @@ impl Placement for Threads {
         };
         let (mut senders, mut receivers) = (Vec::new(), Vec::new());
         let mut interrupted_at: Option<Instant> = None;
-        let mut failure: Option<(Instant, anyhow::Error)> = None;
+        let mut failure = super::FirstCause::default();
         while senders.len() + receivers.len() < 2 * streams {
             match rx.recv_timeout(Duration::from_millis(20)) {
                 Ok((role, Ok(r))) => match role {
@@ -241,14 +241,7 @@ impl Placement for Threads {
                     } else {
                         "receiver"
                     };
-                    if failure.is_none() {
-                        failure = Some((
-                            Instant::now(),
-                            explain_fd_limit(
-                                anyhow!(e).context(format!("{} {side} failed", sc.transport)),
-                            ),
-                        ));
-                    }
+                    failure.record(e, || format!("{} {side} failed", sc.transport));
                     // Count it so the loop can end when the others finish.
                     match role {
                         Role::Sender => senders.push(SideReport::default()),
@@ -263,10 +256,11 @@ impl Placement for Threads {
             {
                 return Err(RunError::Interrupted);
             }
-            if let Some((at, _)) = &failure {
-                if at.elapsed() > Duration::from_secs(1) {
-                    break;
-                }
+            if failure
+                .since()
+                .is_some_and(|at| at.elapsed() > Duration::from_secs(1))
+            {
+                break;
             }
             if limit.is_some_and(|l| started.elapsed() > l) {
                 return Err(RunError::Failed(anyhow!(
@@ -280,13 +274,13 @@ impl Placement for Threads {
         let udp_drops = udp_before
             .zip(udp_rcvbuf_errors(udp6))
             .map(|(a, b)| b.saturating_sub(a));
-        if let Some((_, e)) = failure {
+        if let Some(e) = failure.take() {
             // A side that gave up because of Ctrl-C (a send cut short, a dial abandoned)
             // is the interruption, not a failure.
             if interrupt::requested() {
                 return Err(RunError::Interrupted);
             }
-            return Err(RunError::Failed(e));
+            return Err(RunError::Failed(explain_fd_limit(e)));
         }
         for h in handles {
             let _ = h.join();

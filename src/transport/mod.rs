@@ -505,6 +505,25 @@ fn anonymous(kind: TransportKind) -> anyhow::Error {
     )
 }
 
+/// Whether `e` says only that the peer went away or was not there (refused, reset,
+/// aborted, a broken pipe, not connected, an early end): what one side sees when the
+/// other failed, the consequence of a failure elsewhere, never its cause.
+pub fn peer_gone(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{
+        BrokenPipe, ConnectionAborted, ConnectionRefused, ConnectionReset, NotConnected,
+        UnexpectedEof,
+    };
+    matches!(
+        e.kind(),
+        BrokenPipe
+            | ConnectionAborted
+            | ConnectionRefused
+            | ConnectionReset
+            | NotConnected
+            | UnexpectedEof
+    )
+}
+
 /// The receiving half: bind or create `kind` (`id` makes names unique within the run).
 ///
 /// # Errors

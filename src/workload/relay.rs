@@ -570,7 +570,7 @@ struct Coord {
     abort: AtomicBool,
     /// The first failure, by role, and whether it was only a peer going away (a reset, a
     /// broken pipe), which a failure that caused it replaces.
-    error: Mutex<Option<(String, bool)>>,
+    error: Mutex<Option<(String, io::ErrorKind, bool)>>,
     /// Ctrl-C stopped a thread.
     interrupted: AtomicBool,
     /// The source: a connection the relay ended before the source was done with it.
@@ -580,24 +580,15 @@ struct Coord {
     open: Mutex<Vec<std::sync::Weak<(End, End)>>>,
 }
 
-/// A peer going away (a reset, a broken pipe, an early end): the consequence of a
-/// failure elsewhere, never its cause.
-fn consequence(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::ConnectionReset
-            | io::ErrorKind::BrokenPipe
-            | io::ErrorKind::ConnectionAborted
-            | io::ErrorKind::UnexpectedEof
-    )
-}
-
 impl Coord {
     fn fail(&self, role: &str, e: &io::Error) {
-        let consequence = consequence(e);
+        let consequence = crate::transport::peer_gone(e);
         let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
-        if !slot.as_ref().is_some_and(|(_, was)| !*was || consequence) {
-            *slot = Some((format!("{role}: {e}"), consequence));
+        if !slot
+            .as_ref()
+            .is_some_and(|(_, _, was)| !*was || consequence)
+        {
+            *slot = Some((format!("{role}: {e}"), e.kind(), consequence));
         }
         self.abort.store(true, Ordering::SeqCst);
         drop(slot);
@@ -636,10 +627,12 @@ impl Coord {
                 && self.sunk.load(Ordering::SeqCst) >= self.forwarded.load(Ordering::SeqCst))
     }
 
-    /// The first failure, if any.
+    /// The first failure, if any, of its kind (a peer gone stays one, for the runner to
+    /// weigh against the other role's failure).
     fn failure(&self) -> Option<io::Error> {
         let slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
-        slot.as_ref().map(|(e, _)| io::Error::other(e.clone()))
+        slot.as_ref()
+            .map(|(e, kind, _)| io::Error::new(*kind, e.clone()))
     }
 }
 
@@ -739,7 +732,14 @@ impl Source<'_> {
             // (which its role reports, and which is then the error shown), or a relay
             // that cut the stream short (which fails the run when the folded roles say
             // nothing else).
-            Err(e) if consequence(&e) => {
+            // (A refused dial or an unconnected socket never had a connection to end.)
+            Err(e)
+                if crate::transport::peer_gone(&e)
+                    && !matches!(
+                        e.kind(),
+                        io::ErrorKind::ConnectionRefused | io::ErrorKind::NotConnected
+                    ) =>
+            {
                 let mut cut = coord.cut_short.lock().unwrap_or_else(|p| p.into_inner());
                 cut.get_or_insert_with(|| e.to_string());
                 Ok(c)
@@ -1437,6 +1437,17 @@ impl Workload for Relay {
 /// `relay` as the plan and the runner see it.
 pub struct RelaySpec;
 
+/// What a relay of `shape` is judged by (`compare`'s rows, its rankings, and the spec):
+/// throughput, or under pingpong the median time from the source's write to the sink's
+/// read (lower is better).
+pub fn headline(shape: ShapeKind) -> crate::measure::headline::Headline {
+    use crate::measure::headline::Headline;
+    match shape {
+        ShapeKind::Streams | ShapeKind::Connections => Headline::throughput("bits_per_second"),
+        ShapeKind::Pingpong => Headline::latency("p50_ns"),
+    }
+}
+
 impl Spec for RelaySpec {
     fn wiring(&self, _transport: TransportKind) -> Wiring {
         Wiring::ListenDial
@@ -1446,8 +1457,10 @@ impl Spec for RelaySpec {
         TableKind::Throughput
     }
 
+    /// Streams' and connections' (the default shape's); a relay's rows name their
+    /// shape's: [`headline`].
     fn headline(&self) -> crate::measure::headline::Headline {
-        crate::measure::headline::Headline::throughput("bits_per_second")
+        headline(ShapeKind::Streams)
     }
 
     fn headline_of(&self, run: &crate::report::RunFigures) -> Option<f64> {
@@ -1541,6 +1554,17 @@ impl Spec for RelaySpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_relay_is_judged_by_throughput_or_under_pingpong_by_its_median_time() {
+        for shape in [ShapeKind::Streams, ShapeKind::Connections] {
+            let h = headline(shape);
+            assert_eq!((h.name, h.higher_is_better), ("bits_per_second", true));
+        }
+        let h = headline(ShapeKind::Pingpong);
+        assert_eq!((h.name, h.higher_is_better), ("p50_ns", false));
+        assert_eq!(RelaySpec.headline(), headline(ShapeKind::Streams));
+    }
 
     fn setup(method: Method, transport: TransportKind, size: usize, shape: Shape) -> Setup {
         Setup {
@@ -1694,6 +1718,15 @@ mod tests {
         let e = c.error.lock().unwrap().clone().unwrap();
         assert_eq!(e.0, "sink: first");
         assert_eq!(c.failure().unwrap().to_string(), "sink: first");
+        // A role whose only failure is a peer gone says so by its kind, for the runner
+        // to weigh it against the other role's failure (a refused dial after the sink
+        // failed is not the run's cause).
+        let c = Coord::default();
+        c.fail("source", &io::ErrorKind::ConnectionRefused.into());
+        let e = c.failure().unwrap();
+        assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused);
+        assert!(e.to_string().starts_with("source: "), "{e}");
+        assert!(crate::transport::peer_gone(&e));
     }
 
     #[test]

@@ -462,6 +462,16 @@ fn dialed(t: TransportKind) -> bool {
     )
 }
 
+/// What a swarm of `work` is judged by (`compare`'s rows, and the spec): its aggregate
+/// throughput for a stream, its round trips a second for pingpong.
+pub fn headline(work: Work) -> crate::measure::headline::Headline {
+    use crate::measure::headline::Headline;
+    match work {
+        Work::Stream => Headline::throughput("bits_per_second"),
+        Work::Pingpong => Headline::rate("round_trips_per_second"),
+    }
+}
+
 impl Spec for SwarmSpec {
     fn wiring(&self, transport: TransportKind) -> Wiring {
         if dialed(transport) {
@@ -475,12 +485,13 @@ impl Spec for SwarmSpec {
         TableKind::Throughput
     }
 
+    /// A stream's (the default work's); a swarm's rows name their work's: [`headline`].
     fn headline(&self) -> crate::measure::headline::Headline {
-        crate::measure::headline::Headline::rate("messages_per_second")
+        headline(Work::Stream)
     }
 
     fn headline_of(&self, run: &crate::report::RunFigures) -> Option<f64> {
-        Some(run.messages_per_second)
+        Some(run.bits_per_second)
     }
 
     fn transports(&self) -> &'static [TransportKind] {
@@ -587,5 +598,25 @@ impl Spec for SwarmSpec {
                 (Role::Receiver, Watch::Receiver),
             ],
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_swarm_is_judged_by_its_works_figure_and_the_spec_by_a_streams() {
+        let stream = headline(Work::Stream);
+        assert_eq!(
+            (stream.name, stream.higher_is_better),
+            ("bits_per_second", true)
+        );
+        let pingpong = headline(Work::Pingpong);
+        assert_eq!(
+            (pingpong.name, pingpong.higher_is_better),
+            ("round_trips_per_second", true)
+        );
+        assert_eq!(SwarmSpec.headline(), stream);
     }
 }
