@@ -23,6 +23,8 @@
 //! `SOCKBENCH_PYTHON` names the Python to use. The checker is also fed broken copies of
 //! the manifests (a misspelled flag, a port that disagrees, ...) and must report each.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -59,28 +61,10 @@ fn deploy_dir() -> PathBuf {
 
 /// A Python with PyYAML, or None (with why printed).
 fn python() -> Option<String> {
-    let candidates = std::env::var("SOCKBENCH_PYTHON").ok().into_iter().chain(
-        [
-            "/opt/sockbench-venv/bin/python3",
-            "python3",
-            "/usr/bin/python3",
-        ]
-        .map(String::from),
-    );
-    for py in candidates {
-        let ok = Command::new(&py)
-            .args(["-c", "import yaml"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if ok {
-            return Some(py);
-        }
-    }
-    eprintln!(
-        "skipped: no Python with PyYAML to parse the manifests \
-         (apt-get install python3-yaml, or pip install pyyaml)"
-    );
-    None
+    common::python_with(
+        "yaml",
+        "to parse the manifests: apt-get install python3-yaml, or pip install pyyaml",
+    )
 }
 
 /// Every YAML document of each text (safe loader, YAML 1.1 as Kubernetes reads it), as

@@ -356,25 +356,21 @@ fn run_dirs(sb: &Sandbox) -> Vec<String> {
         .collect()
 }
 
-/// A relay over unix runs on the runner's placements: the relay's listener, as the sink's
-/// its role opens, has its socket file removed as soon as it is bound (dialers reach it
-/// through the listener's descriptor), so a SIGKILL in the middle of the run leaves no
-/// file and no directory.
-#[test]
-fn sigkill_during_a_unix_relay_leaves_nothing() {
+/// `sockbench ARGS`, killed with SIGKILL once it holds `sockets` sockets (`what` never
+/// happened otherwise): nothing of it is left, no file and no run directory.
+fn sigkill_mid_run_leaves_nothing(args: &[&str], sockets: usize, what: &str) {
     let sb = Sandbox::new();
     let mut child = sb
         .sockbench()
-        .args(["relay", "-t", "unix", "-m", "read-write", "-d", "20", "-q"])
+        .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let pid = child.id();
-    // Running: two listeners, and the source's, the relay's two and the sink's ends.
     let until = Instant::now() + Duration::from_secs(10);
-    while common::sockets_of(pid) < 6 {
-        assert!(Instant::now() < until, "the relay never started relaying");
+    while common::sockets_of(pid) < sockets {
+        assert!(Instant::now() < until, "{what}");
         std::thread::sleep(Duration::from_millis(20));
     }
     kill(Pid::from_raw(pid as i32), Signal::SIGKILL).unwrap();
@@ -383,30 +379,31 @@ fn sigkill_during_a_unix_relay_leaves_nothing() {
     assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
 }
 
+/// A relay over unix runs on the runner's placements: the relay's listener, as the sink's
+/// its role opens, has its socket file removed as soon as it is bound (dialers reach it
+/// through the listener's descriptor), so a SIGKILL in the middle of the run leaves no
+/// file and no directory.
+#[test]
+fn sigkill_during_a_unix_relay_leaves_nothing() {
+    // Running: two listeners, and the source's, the relay's two and the sink's ends.
+    sigkill_mid_run_leaves_nothing(
+        &["relay", "-t", "unix", "-m", "read-write", "-d", "20", "-q"],
+        6,
+        "the relay never started relaying",
+    );
+}
+
 /// A swarm over unix opens its listener as the measuring commands do: its socket file is
 /// removed as soon as it is bound (dialers reach it through the listener's descriptor), so
 /// a SIGKILL in the middle of the run leaves nothing.
 #[test]
 fn sigkill_during_a_unix_swarm_leaves_nothing() {
-    let sb = Sandbox::new();
-    let mut child = sb
-        .sockbench()
-        .args(["swarm", "-t", "unix", "-n", "4", "-d", "20", "-q"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
     // Running: both ends of its four pairs are open.
-    let until = Instant::now() + Duration::from_secs(10);
-    while common::sockets_of(pid) < 8 {
-        assert!(Instant::now() < until, "the swarm never set its pairs up");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    kill(Pid::from_raw(pid as i32), Signal::SIGKILL).unwrap();
-    child.wait().unwrap();
-    assert_eq!(run_dirs(&sb), Vec::<String>::new());
-    assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
+    sigkill_mid_run_leaves_nothing(
+        &["swarm", "-t", "unix", "-n", "4", "-d", "20", "-q"],
+        8,
+        "the swarm never set its pairs up",
+    );
 }
 
 #[test]

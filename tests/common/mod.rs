@@ -478,9 +478,10 @@ pub fn browser(sb: &Sandbox, tool: &str, profile: &str) -> std::process::Command
     c
 }
 
-/// A Python with prometheus_client's OpenMetrics parser (the strict one), or None with
-/// why printed.
-pub fn openmetrics_python() -> Option<String> {
+/// A Python that can `import module` (`SOCKBENCH_PYTHON`, the tests' virtual
+/// environment's, then the system's), or None with `install` printed as the way to get
+/// one.
+pub fn python_with(module: &str, install: &str) -> Option<String> {
     let candidates = std::env::var("SOCKBENCH_PYTHON").ok().into_iter().chain(
         [
             "/opt/sockbench-venv/bin/python3",
@@ -491,18 +492,24 @@ pub fn openmetrics_python() -> Option<String> {
     );
     for py in candidates {
         let ok = std::process::Command::new(&py)
-            .args(["-c", "import prometheus_client.openmetrics.parser"])
+            .args(["-c", &format!("import {module}")])
             .output()
             .is_ok_and(|o| o.status.success());
         if ok {
             return Some(py);
         }
     }
-    eprintln!(
-        "skipped: no Python with prometheus_client's OpenMetrics parser \
-         (pip install prometheus-client, or apt-get install python3-prometheus-client)"
-    );
+    eprintln!("skipped: no Python with {module} ({install})");
     None
+}
+
+/// A Python with prometheus_client's OpenMetrics parser (the strict one), or None with
+/// why printed.
+pub fn openmetrics_python() -> Option<String> {
+    python_with(
+        "prometheus_client.openmetrics.parser",
+        "pip install prometheus-client, or apt-get install python3-prometheus-client",
+    )
 }
 
 /// `text` through prometheus_client's strict OpenMetrics parser with `py`: each family
