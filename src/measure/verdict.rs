@@ -190,8 +190,9 @@ pub fn judge(base: &[f64], new: &[f64], higher_is_better: bool, alpha: f64) -> J
             false => "the runs have an outlier",
         };
         // Ties (the same figure on both sides) only make the exact distribution coarser:
-        // its floor holds for the normal approximation a tie falls back to as well.
-        if stats::mann_whitney_min_p(b.len(), n.len()) > alpha {
+        // its floor holds for the normal approximation a tie falls back to as well. A
+        // floor equal to alpha is out of reach too: significance is p < alpha.
+        if stats::mann_whitney_min_p(b.len(), n.len()) >= alpha {
             j.verdict = Verdict::TooFewRuns;
             j.note = Some(format!(
                 "{} and {} runs: the Mann-Whitney test ({why}) cannot reach p < {alpha} \
@@ -227,11 +228,11 @@ pub fn judge(base: &[f64], new: &[f64], higher_is_better: bool, alpha: f64) -> J
     j
 }
 
-/// The smallest run count per side with which the exact Mann-Whitney test can reach
-/// `alpha`.
+/// The smallest run count per side with which the exact Mann-Whitney test can go below
+/// `alpha` (what significance asks).
 pub fn runs_needed(alpha: f64) -> usize {
     (2..=50)
-        .find(|&k| stats::mann_whitney_min_p(k, k) <= alpha)
+        .find(|&k| stats::mann_whitney_min_p(k, k) < alpha)
         .unwrap_or(50)
 }
 
@@ -258,6 +259,29 @@ mod tests {
         // Without ties, the same floor by the exact test.
         let j = judge(&runs, &[120_534.7, 114_510.6, 120_375.2], true, 0.05);
         assert_eq!(j.verdict, Verdict::TooFewRuns, "{j:?}");
+    }
+
+    #[test]
+    fn a_floor_equal_to_alpha_is_out_of_reach() {
+        // 3 and 3 runs: the exact test's smallest p is 2 / C(6, 3) = 0.1, exactly. At
+        // --alpha 0.1 no outcome is significant (p < 0.1), however far apart the sides:
+        // too few runs, and the advice is 4 a side, not 3.
+        assert_eq!(stats::mann_whitney_min_p(3, 3), 0.1);
+        assert_eq!(runs_needed(0.1), 4);
+        assert_eq!(runs_needed(0.05), 4);
+        assert_eq!(runs_needed(0.01), 5);
+        let base = [100.0, 101.0, 180.0]; // an outlier: Mann-Whitney, not Welch
+        let j = judge(&base, &[200.0, 202.0, 360.0], true, 0.1);
+        assert_eq!(j.verdict, Verdict::TooFewRuns, "{j:?}");
+        assert!(j.note.unwrap().contains("--runs 4 or more"));
+        // One run more on a side goes below 0.1 (2 / C(7, 3) = 0.057): a verdict.
+        let j = judge(
+            &[100.0, 101.0, 180.0, 99.0],
+            &[200.0, 202.0, 360.0],
+            true,
+            0.1,
+        );
+        assert_eq!(j.verdict, Verdict::Faster, "{j:?}");
     }
 
     #[test]
