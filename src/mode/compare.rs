@@ -44,7 +44,8 @@
 //! - Otherwise the Mann-Whitney U test (exact for small samples without values in
 //!   common), which assumes no shape; its interval is the Hodges-Lehmann one for the
 //!   ratio (on the logs of the values). When even the most extreme ordering of the runs
-//!   cannot reach `--alpha` (3 runs a side at 0.05), the verdict is `too few runs`.
+//!   cannot go below `--alpha` (3 runs a side at 0.05 or 0.1), the verdict is `too few
+//!   runs`.
 //! - With fewer than 2 runs on a side there is no test: `too few runs`.
 //!
 //! - Figures so large that Welch's arithmetic overflows (a variance beyond the largest
