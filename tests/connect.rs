@@ -125,9 +125,20 @@ fn a_silent_stranger_does_not_stall_the_server() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    // Connect and say nothing, holding the connection for the rest of the run.
-    let _stranger = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    // Connect and say nothing, holding the connection for the rest of the run: as soon
+    // as the listener is up, however long a loaded machine takes to start sockbench (a
+    // refused dial never reaches it).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let _stranger = loop {
+        match std::net::TcpStream::connect(("127.0.0.1", port)) {
+            Ok(s) => break s,
+            Err(e) if std::time::Instant::now() < deadline => {
+                assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused, "{e}");
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => panic!("sockbench never listened on {port}: {e}"),
+        }
+    };
     let t = std::time::Instant::now();
     let out = child.wait_with_output().unwrap();
     assert!(t.elapsed() < std::time::Duration::from_secs(5));
