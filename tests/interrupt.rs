@@ -12,10 +12,8 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 fn spawn(sb: &Sandbox, args: &[&str]) -> Child {
-    Command::new(assert_cmd::cargo::cargo_bin("sockbench"))
+    sb.sockbench()
         .args(args)
-        .env("TMPDIR", sb.path())
-        .env("XDG_RUNTIME_DIR", sb.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

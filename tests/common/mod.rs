@@ -30,20 +30,18 @@ impl Sandbox {
 
     /// The sockbench command, with its temporary directories inside the sandbox.
     pub fn cmd(&self) -> Command {
-        let mut c = Command::cargo_bin("sockbench").unwrap();
-        c.env("TMPDIR", self.path())
-            .env("XDG_RUNTIME_DIR", self.path())
-            .env_remove("RUST_BACKTRACE");
-        c
+        Command::from_std(self.sockbench())
     }
 
     /// `program` as a plain std Command (for spawning, tracing, waiting on it yourself),
-    /// with its temporary directories inside the sandbox.
+    /// with its temporary directories inside the sandbox, and Ctrl-C's signals as a
+    /// terminal gives them (see [`signals_as_from_a_terminal`]).
     pub fn std_cmd(&self, program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
         let mut c = std::process::Command::new(program);
         c.env("TMPDIR", self.path())
             .env("XDG_RUNTIME_DIR", self.path())
             .env_remove("RUST_BACKTRACE");
+        signals_as_from_a_terminal(&mut c);
         c
     }
 
@@ -63,6 +61,27 @@ impl Sandbox {
                     .any(|ext| n.ends_with(ext))
             })
             .collect()
+    }
+}
+
+/// Start `c` with SIGINT and SIGQUIT at their default actions, as a command typed at a
+/// terminal gets them. A non-interactive shell starts a background job (`cargo test &`,
+/// a CI script's `setsid ... &`) with both ignored, and a child inherits that: a command
+/// that installs no handler of its own (`report` reading its input) would then outlive
+/// the Ctrl-C a test sends it. (The one unsafe block outside `sys`: std has no safe way
+/// to set a child's signal dispositions.)
+#[allow(unsafe_code)]
+pub fn signals_as_from_a_terminal(c: &mut std::process::Command) {
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec only signal(2) runs, which is async-signal-safe.
+    unsafe {
+        c.pre_exec(|| {
+            for s in [Signal::SIGINT, Signal::SIGQUIT] {
+                signal(s, SigHandler::SigDfl).map_err(std::io::Error::from)?;
+            }
+            Ok(())
+        });
     }
 }
 
