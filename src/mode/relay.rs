@@ -551,21 +551,12 @@ fn benchmark(
             report.envelope.warnings.push(note);
         }
     }
-    let run_plan = crate::plan::Plan {
-        scenarios: Vec::new(),
-        skipped: Vec::new(),
-        output: crate::plan::Output {
-            format: args.output.format,
-            exports: Vec::new(),
-            quiet,
-            view: args.output.view(),
-        },
-        layout: crate::plan::Layout::List,
-        path: None,
-        notes: Vec::new(),
-        placement: plan.placement.clone(),
-        interval: plan.interval,
-    };
+    let run_plan = crate::plan::Plan::of_cases(
+        Vec::new(),
+        &args.output,
+        plan.placement.clone(),
+        plan.interval,
+    );
     let runner = crate::runner::Runner::new(&run_plan, exports);
     let same_process = matches!(plan.placement, crate::plan::Where::Threads);
     let total = plan.transports.len() * plan.methods.len() * plan.sizes.len();

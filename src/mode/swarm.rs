@@ -362,21 +362,7 @@ pub fn run(args: &SwarmArgs, argv: Vec<String>) -> CommandResult {
         },
         live: None,
     };
-    let plan = Plan {
-        scenarios: vec![sc.clone()],
-        skipped: Vec::new(),
-        output: crate::plan::Output {
-            format: output.format,
-            exports: Vec::new(),
-            quiet,
-            view: output.view(),
-        },
-        layout: crate::plan::Layout::List,
-        path: None,
-        notes: Vec::new(),
-        placement,
-        interval,
-    };
+    let plan = Plan::of_cases(vec![sc.clone()], output, placement, interval);
     let placed = match args.placement.placement {
         PlacementKind::Threads => "threads",
         PlacementKind::Processes => "processes",

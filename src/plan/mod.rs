@@ -547,6 +547,34 @@ fn check_path(dir: &std::path::Path, explicit: bool) -> Result<(), PlanError> {
 }
 
 impl Plan {
+    /// The plan of a command that hands the runner its cases itself, one run at a time
+    /// (relay's chains of three roles, a swarm's fan of pairs): `scenarios` names what it
+    /// runs up front (a swarm's one scenario, or none), and the runner takes the rest from
+    /// here: the output, where the roles run, and `--interval`. Nothing is skipped, the
+    /// table is a list, and socket files go to a private directory.
+    pub fn of_cases(
+        scenarios: Vec<Scenario>,
+        out: &crate::cli::OutputArgs,
+        placement: Where,
+        interval: Option<Duration>,
+    ) -> Plan {
+        Plan {
+            scenarios,
+            skipped: Vec::new(),
+            output: Output {
+                format: out.format,
+                exports: Vec::new(),
+                quiet: out.quiet,
+                view: out.view(),
+            },
+            layout: Layout::List,
+            path: None,
+            notes: Vec::new(),
+            placement,
+            interval,
+        }
+    }
+
     /// Check the flags and build the plan.
     ///
     /// # Errors
