@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use clap::{Args as ClapArgs, Parser, Subcommand, ValueEnum};
 
+use crate::vocab::{Format, RecvMethod, SendMethod};
+
 const ABOUT: &str = "Measure inter-process and network communication on Linux: Unix sockets, \
 TCP, UDP, pipes, FIFOs, POSIX message queues and shared memory.";
 
@@ -660,54 +662,6 @@ pub struct RelayArgs {
     pub output: OutputArgs,
 }
 
-/// How `stream` sends.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    ValueEnum,
-    serde::Serialize,
-    serde::Deserialize,
-    schemars::JsonSchema,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum SendMethod {
-    /// write(2)/send(2) from a buffer (through the engine).
-    #[default]
-    Write,
-    /// sendfile(2) from a file of SIZE bytes on tmpfs.
-    Sendfile,
-    /// splice(2) from a pipe whose pages were vmsplice'd from a buffer.
-    Splice,
-    /// send(2) with MSG_ZEROCOPY, completions reaped from the socket's error queue.
-    Zerocopy,
-}
-
-/// How `stream` receives.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    ValueEnum,
-    serde::Serialize,
-    serde::Deserialize,
-    schemars::JsonSchema,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum RecvMethod {
-    /// read(2)/recv(2) into a buffer (through the engine).
-    #[default]
-    Read,
-    /// TCP_ZEROCOPY_RECEIVE: the received pages mapped into the receiver, not copied.
-    Zerocopy,
-}
-
 /// Flags of `serve`.
 #[derive(Debug, ClapArgs)]
 pub struct ServeArgs {
@@ -918,7 +872,7 @@ pub struct CompareArgs {
     /// (with the role in the other process, which --reverse flips); runs, warmup,
     /// duration, count and bytes never count.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
-    pub ignore_option: Vec<crate::mode::compare::IdentityOption>,
+    pub ignore_option: Vec<IdentityOption>,
     /// Output.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -995,8 +949,8 @@ pub struct OutputArgs {
     pub wide: bool,
     /// Tables: throughput in bits/s (SI, as iperf3), bytes/s (binary, as file tools), or
     /// both.
-    #[arg(long, value_enum, value_name = "UNIT", default_value_t = crate::report::Units::Bits, help_heading = HEAD_OUTPUT)]
-    pub units: crate::report::Units,
+    #[arg(long, value_enum, value_name = "UNIT", default_value_t = crate::vocab::Units::Bits, help_heading = HEAD_OUTPUT)]
+    pub units: crate::vocab::Units,
 }
 
 /// `--by-placement`: for the measuring commands, the suite and `report` (the documents
@@ -1068,16 +1022,16 @@ impl IntervalArg {
     /// The interval given, if any.
     ///
     /// # Errors
-    /// Not a duration, or shorter than [`crate::plan::MIN_INTERVAL`].
+    /// Not a duration, or shorter than [`MIN_INTERVAL`].
     pub fn get(&self) -> Result<Option<std::time::Duration>, String> {
         let Some(t) = self.interval.as_deref() else {
             return Ok(None);
         };
         let d = crate::measure::units::parse_duration(t).map_err(|e| format!("--interval: {e}"))?;
-        if d < crate::plan::MIN_INTERVAL {
+        if d < MIN_INTERVAL {
             return Err(format!(
                 "--interval {t}: the shortest interval is {} ms; give 0.1, 1 or 500ms",
-                crate::plan::MIN_INTERVAL.as_millis()
+                MIN_INTERVAL.as_millis()
             ));
         }
         Ok(Some(d))
@@ -1229,38 +1183,18 @@ impl OutputArgs {
     }
 
     /// How tables present figures (one row over all of a scenario's runs).
-    pub fn view(&self) -> crate::report::View {
+    pub fn view(&self) -> crate::vocab::View {
         self.view_by(ByPlacementArg::default())
     }
 
     /// How tables present figures, with `--by-placement` where a command takes it.
-    pub fn view_by(&self, placement: ByPlacementArg) -> crate::report::View {
-        crate::report::View {
+    pub fn view_by(&self, placement: ByPlacementArg) -> crate::vocab::View {
+        crate::vocab::View {
             wide: self.wide,
             units: self.units,
             by_placement: placement.by_placement,
         }
     }
-}
-
-/// Output formats.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    /// A table for people, units chosen to read well.
-    #[default]
-    Table,
-    /// The versioned JSON document (schema/document.schema.json), exact values in base units.
-    Json,
-    /// One row per scenario, exact values in base units.
-    Csv,
-    /// A Markdown table.
-    Markdown,
-    /// One self-contained HTML page: SVG charts (throughput against size, latency
-    /// percentiles, histograms, bars per engine) and every table; opens offline.
-    Html,
-    /// The OpenMetrics text format (Prometheus naming, base units), for a node
-    /// exporter's textfile collector or a push gateway.
-    Openmetrics,
 }
 
 /// Flags every workload takes.
@@ -1497,6 +1431,49 @@ pub struct SuiteArgs {
     #[command(flatten)]
     pub by_placement: ByPlacementArg,
 }
+
+/// Options `--ignore-option` can leave out of a scenario's identity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum IdentityOption {
+    /// The engine (blocking, epoll, ...).
+    Engine,
+    /// The requested send buffer (`--sndbuf`).
+    Sndbuf,
+    /// The requested receive buffer (`--rcvbuf`).
+    Rcvbuf,
+    /// Parallel streams (`--parallel`).
+    Parallel,
+    /// TCP_NODELAY (`--nodelay`).
+    Nodelay,
+    /// CPU pinning (`--cpus`).
+    Cpus,
+    /// The async engine's runtime.
+    Runtime,
+    /// stream's `--send` method.
+    Send,
+    /// stream's `--recv` method.
+    Recv,
+    /// pingpong's and rate's target rate (`--rate`; unpaced when absent).
+    Rate,
+    /// connect's connections kept open at once (`--open`).
+    Open,
+    /// Where the roles ran (threads, processes, server), which role ran in the other
+    /// process (`--reverse` flips it) and `--bidir`.
+    Placement,
+}
+
+impl IdentityOption {
+    /// The name `--ignore-option` takes.
+    pub fn name(self) -> String {
+        clap::ValueEnum::to_possible_value(&self)
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default()
+    }
+}
+
+/// The shortest `--interval`: a line every 10 ms is more than anyone reads, and the
+/// sampler's own wake-ups would start to show in what it measures.
+pub const MIN_INTERVAL: std::time::Duration = std::time::Duration::from_millis(10);
 
 #[cfg(test)]
 mod tests {

@@ -40,10 +40,15 @@
 //! - [`copy`]: the ways a relay copies between sockets, one file per method;
 //!   [`http`] and [`model`]: the HTTP server and its concurrency models (`serve`,
 //!   `models`); [`load`]: the HTTP load generator; [`mesh`]: every pair of N hosts;
-//! - [`text`]: text from elsewhere (peers, files) made safe for a terminal or Markdown;
+//! - [`vocab`]: the words every floor shares (output formats and views, stream's send
+//!   and receive methods, [`vocab::text`]: text from elsewhere made safe for a terminal
+//!   or Markdown); it uses nothing of the crate;
 //! - [`input`]: the one way a file the user names (a report, a key, a hosts file) is
 //!   read: regular files only, never past a bound;
 //! - `sys`: the only module allowed `unsafe`.
+//!
+//! The rooms stand on floors, and a room uses only the floors below its own:
+//! `tests/floors.rs` holds the map and fails on an import that points up or across.
 //!
 //! Data flows one way: `Args` → mode → (measuring commands: [`plan::Host::probe`] →
 //! [`plan::Plan`] → per scenario, [`placement::Placement::run`] → role reports →
@@ -95,6 +100,6 @@ pub mod runner;
 #[allow(unsafe_code)]
 pub(crate) mod sys;
 pub mod testhooks;
-pub mod text;
 pub mod transport;
+pub mod vocab;
 pub mod workload;

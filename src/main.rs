@@ -20,7 +20,7 @@ use sockbench::cli::{Args, Command};
 use sockbench::error::{Error, Status};
 use sockbench::mode::{self, print_error_document};
 use sockbench::report::{is_json, Kind};
-use sockbench::text::terminal;
+use sockbench::vocab::text::terminal;
 
 /// Exit status of a runtime failure.
 const FAILED: u8 = 1;

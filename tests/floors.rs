@@ -48,15 +48,10 @@ const FLOORS: &[&[&str]] = &[
 /// Arrows that still point up or across (from room, to room): the moves issue 31 still
 /// has to make. Each must still occur; remove an entry when its move is made.
 const KNOWN: &[(&str, &str)] = &[
-    ("cli", "mode"),
-    ("cli", "plan"),
-    ("cli", "report"),
-    ("control", "cli"),
     ("control", "mesh"),
     ("control", "plan"),
     ("copy", "workload"),
     ("engine", "plan"),
-    ("http", "mode"),
     ("load", "report"),
     ("measure", "cli"),
     ("measure", "diagnose"),
@@ -65,7 +60,6 @@ const KNOWN: &[(&str, &str)] = &[
     ("measure", "report"),
     ("measure", "transport"),
     ("measure", "workload"),
-    ("mesh", "cli"),
     ("mesh", "placement"),
     ("mesh", "report"),
     ("plan", "report"),

@@ -500,10 +500,10 @@ fn checked_send(s: SendCounts) -> Result<SendCounts, WireError> {
 }
 
 /// Text from a peer made safe to print: control characters (escape sequences, carriage
-/// returns, bells) become visible escapes ([`crate::text::terminal`]: `\x1b`, `\r`) and
+/// returns, bells) become visible escapes ([`crate::vocab::text::terminal`]: `\x1b`, `\r`) and
 /// the text is cut at `max` characters.
 pub fn clean(text: &str, max: usize) -> String {
-    crate::text::terminal_cut(text, max)
+    crate::vocab::text::terminal_cut(text, max)
 }
 
 #[cfg(test)]
@@ -580,7 +580,7 @@ mod tests {
                 boot_id: Some("b00t".into()),
             }),
             send: Some(SendCounts {
-                method: crate::cli::SendMethod::Zerocopy,
+                method: crate::vocab::SendMethod::Zerocopy,
                 calls: Some(40),
                 zerocopy: Some(ZerocopyCounts {
                     sends: 38,
@@ -591,7 +591,7 @@ mod tests {
                 }),
             }),
             recv: Some(RecvCounts {
-                method: crate::cli::RecvMethod::Zerocopy,
+                method: crate::vocab::RecvMethod::Zerocopy,
                 bytes_mapped: 1 << 20,
                 bytes_copied: 100,
                 map_calls: Some(9),

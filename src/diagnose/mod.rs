@@ -117,7 +117,7 @@ fn placement_figure(
         move |v: f64| {
             format!(
                 "{name} {}",
-                crate::report::format_headline(quantity, v, crate::report::Units::Bits)
+                crate::report::format_headline(quantity, v, crate::vocab::Units::Bits)
             )
         },
     )

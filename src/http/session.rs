@@ -439,7 +439,7 @@ fn log_request(id: u64, head: &[u8]) {
     let line = &head[..line_end.unwrap_or(head.len())];
     crate::http::log(format_args!(
         "conn {id}: {}",
-        crate::mode::listen::escape(line)
+        crate::vocab::text::bytes(line)
     ));
 }
 

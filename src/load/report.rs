@@ -437,7 +437,7 @@ impl crate::report::output::Rendered for LoadReport {
         crate::report::output::pretty(&self.document())
     }
 
-    fn tables(&self, view: &crate::report::View) -> Vec<crate::report::grid::Grid> {
+    fn tables(&self, view: &crate::vocab::View) -> Vec<crate::report::grid::Grid> {
         super::table::grids(&self.envelope, &self.body, view.units)
     }
 

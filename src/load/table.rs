@@ -54,7 +54,7 @@ fn concurrency(r: &LoadBody) -> String {
 /// `r` as ab-like tables: the counts and rates (a table of names and values, without
 /// a header), the connection times and the latency percentiles; the warnings under the
 /// last.
-pub fn grids(e: &Envelope, r: &LoadBody, units: crate::report::Units) -> Vec<Grid> {
+pub fn grids(e: &Envelope, r: &LoadBody, units: crate::vocab::Units) -> Vec<Grid> {
     let mut summary = Grid {
         title: Some(format!(
             "sockbench load: {} {} ({})",
@@ -276,7 +276,7 @@ mod tests {
 
     #[test]
     fn the_transfer_rate_is_in_the_units_asked_for() {
-        use crate::report::Units;
+        use crate::vocab::Units;
         let r = LoadBody {
             bytes_per_second: 1_250_000.0,
             ..LoadBody::default()

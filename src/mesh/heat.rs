@@ -13,7 +13,7 @@ use super::report::{self, Figure, FigureSummary, Index, Merged, MeshReport};
 use super::Outcome;
 use crate::report::chart::{Chart, HeatCell, HeatMap};
 use crate::report::html::escape;
-use crate::report::Units;
+use crate::vocab::Units;
 
 /// Hosts up to which the page draws each heat map (10,000 cells); beyond, the spread and
 /// worst pairs stand for it, as in the terminal table over
@@ -281,11 +281,11 @@ mod tests {
 
     /// The page every document shares, as `--format html` writes it.
     fn html(r: &MeshReport) -> String {
-        let view = crate::report::View {
+        let view = crate::vocab::View {
             wide: true,
             ..Default::default()
         };
-        let bytes = crate::report::exporter(crate::cli::Format::Html, view)
+        let bytes = crate::report::exporter(crate::vocab::Format::Html, view)
             .serialize(r)
             .unwrap();
         String::from_utf8(bytes).unwrap()

@@ -14,7 +14,7 @@ use crate::report::grid::{Align, Grid};
 use crate::report::openmetrics::{Family, Type, Value};
 use crate::report::output::{self, Head, Rendered};
 use crate::report::{Body, Document, Envelope, Kind, Written};
-use crate::text::terminal as shown;
+use crate::vocab::text::terminal as shown;
 
 /// How the mesh was run.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
@@ -269,7 +269,7 @@ impl Figure {
     }
 
     /// The value for a person, throughput in `units` (`--units`).
-    pub(crate) fn shown(self, v: f64, units: crate::report::Units) -> String {
+    pub(crate) fn shown(self, v: f64, units: crate::vocab::Units) -> String {
         match self {
             Figure::BitsPerSecond => crate::report::grid::throughput(v, units),
             Figure::MessagesPerSecond => format_per_second(v),
@@ -598,8 +598,8 @@ pub(crate) fn row_label(hosts: &[Host], labels: &[String], i: usize) -> String {
 /// The table `sockbench mesh` prints on stdout: a legend of the hosts, each test's
 /// matrices (rows: source, columns: destination) with their spread, worst pairs and
 /// merged round trips, then what failed and the warnings. Host names, addresses and
-/// reasons pass [`crate::text::terminal`]: they are other machines' words.
-pub fn grids(r: &MeshReport, view: &crate::report::View) -> Vec<Grid> {
+/// reasons pass [`crate::vocab::text::terminal`]: they are other machines' words.
+pub fn grids(r: &MeshReport, view: &crate::vocab::View) -> Vec<Grid> {
     let units = view.units;
     let labels = labels(&r.body.hosts);
     let index = index(&r.body.tests, r.body.hosts.len());
@@ -672,7 +672,7 @@ fn matrix_grid(
     index: &Index<'_>,
     hosts: &[Host],
     labels: &[String],
-    units: crate::report::Units,
+    units: crate::vocab::Units,
 ) -> Option<Grid> {
     let fig = Figure::from_key(&s.figure)?;
     let mut notes = String::new();
@@ -728,7 +728,7 @@ pub(crate) fn summary_lines(
     fig: Figure,
     s: &FigureSummary,
     labels: &[String],
-    units: crate::report::Units,
+    units: crate::vocab::Units,
 ) {
     if let Some(sp) = &s.spread {
         let f = |v: f64| fig.shown(v, units);
@@ -775,7 +775,7 @@ pub(crate) fn cell(
     v: Option<f64>,
     outcome: Option<&&Outcome>,
     diagonal: bool,
-    units: crate::report::Units,
+    units: crate::vocab::Units,
 ) -> String {
     match (v, outcome) {
         _ if diagonal => "-".into(),
@@ -888,12 +888,12 @@ impl Rendered for MeshReport {
         output::pretty(&self.document())
     }
 
-    fn tables(&self, view: &crate::report::View) -> Vec<Grid> {
+    fn tables(&self, view: &crate::vocab::View) -> Vec<Grid> {
         grids(self, view)
     }
 
     fn charts(&self) -> Vec<crate::report::chart::Chart> {
-        super::heat::charts(self, crate::report::Units::Bits)
+        super::heat::charts(self, crate::vocab::Units::Bits)
     }
 
     fn findings(&self) -> Vec<output::Finding> {
@@ -1027,7 +1027,7 @@ pub(crate) mod tests {
 
     /// The terminal table of `r`, as `--format table` prints it.
     pub(crate) fn table(r: &MeshReport) -> String {
-        let bytes = crate::report::exporter(crate::cli::Format::Table, Default::default())
+        let bytes = crate::report::exporter(crate::vocab::Format::Table, Default::default())
             .serialize(r)
             .unwrap();
         String::from_utf8(bytes).unwrap()
@@ -1035,7 +1035,7 @@ pub(crate) mod tests {
 
     /// The OpenMetrics exposition of `r`.
     pub(crate) fn openmetrics(r: &MeshReport) -> String {
-        let bytes = crate::report::exporter(crate::cli::Format::Openmetrics, Default::default())
+        let bytes = crate::report::exporter(crate::vocab::Format::Openmetrics, Default::default())
             .serialize(r)
             .unwrap();
         String::from_utf8(bytes).unwrap()

@@ -79,7 +79,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cli::CompareArgs;
+use crate::cli::{CompareArgs, IdentityOption};
 use crate::error::{CommandResult, Error, Outcome, PlanError};
 use crate::measure::stats;
 use crate::measure::units::{format_bytes, format_per_second};
@@ -92,46 +92,8 @@ use crate::report::rows::Row;
 use crate::report::{
     Body, Document, Envelope, Headline, Kind, PlacementInfo, Report, ScenarioResult, Written,
 };
-use crate::text::terminal as shown;
+use crate::vocab::text::terminal as shown;
 use crate::workload::WorkloadKind;
-
-/// Options `--ignore-option` can leave out of a scenario's identity.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum IdentityOption {
-    /// The engine (blocking, epoll, ...).
-    Engine,
-    /// The requested send buffer (`--sndbuf`).
-    Sndbuf,
-    /// The requested receive buffer (`--rcvbuf`).
-    Rcvbuf,
-    /// Parallel streams (`--parallel`).
-    Parallel,
-    /// TCP_NODELAY (`--nodelay`).
-    Nodelay,
-    /// CPU pinning (`--cpus`).
-    Cpus,
-    /// The async engine's runtime.
-    Runtime,
-    /// stream's `--send` method.
-    Send,
-    /// stream's `--recv` method.
-    Recv,
-    /// pingpong's and rate's target rate (`--rate`; unpaced when absent).
-    Rate,
-    /// connect's connections kept open at once (`--open`).
-    Open,
-    /// Where the roles ran (threads, processes, server), which role ran in the other
-    /// process (`--reverse` flips it) and `--bidir`.
-    Placement,
-}
-
-impl IdentityOption {
-    fn name(self) -> String {
-        clap::ValueEnum::to_possible_value(&self)
-            .map(|v| v.get_name().to_string())
-            .unwrap_or_default()
-    }
-}
 
 /// One side of a comparison: the scenario as one file has it.
 #[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
@@ -305,7 +267,7 @@ impl CompareReport {
 }
 
 /// Compare saved reports. What the files say (and their names) reaches stderr through
-/// [`crate::text::terminal`], as it reaches the tables.
+/// [`crate::vocab::text::terminal`], as it reaches the tables.
 ///
 /// # Errors
 /// A usage error, or a file that cannot be read as a document, or documents of two
@@ -379,7 +341,7 @@ impl Rendered for CompareReport {
         output::pretty(&self.document())
     }
 
-    fn tables(&self, view: &crate::report::View) -> Vec<crate::report::grid::Grid> {
+    fn tables(&self, view: &crate::vocab::View) -> Vec<crate::report::grid::Grid> {
         render::grids(self, *view)
     }
 

@@ -20,15 +20,17 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use socket2::{Domain, SockAddr, Socket, Type};
 
-use crate::cli::{Format, ListenArgs};
+use crate::cli::ListenArgs;
 use crate::error::{CommandResult, Error, Outcome, PlanError};
 use crate::measure::units::{format_bytes, parse_size, utc_micros};
 use crate::placement::threads::RunDir;
 use crate::report::grid::Grid;
 use crate::report::openmetrics::Family;
 use crate::report::output::{self, Head, Records, Rendered};
-use crate::report::{Envelope, Kind, View, Written};
+use crate::report::{Envelope, Kind, Written};
 use crate::transport::TransportKind;
+use crate::vocab::Format;
+use crate::vocab::View;
 
 /// The transports `listen` takes.
 pub const TRANSPORTS: [TransportKind; 7] = [
@@ -214,9 +216,9 @@ pub fn run(args: &ListenArgs, argv: Vec<String>) -> CommandResult {
     }
 }
 
-/// Bytes as text no terminal will interpret ([`crate::text::bytes`]): printable ASCII
+/// Bytes as text no terminal will interpret ([`crate::vocab::text::bytes`]): printable ASCII
 /// as it is, `\n` `\r` `\t`, `\\` and `\"`, anything else as `\xNN`.
-pub use crate::text::bytes as escape;
+pub use crate::vocab::text::bytes as escape;
 
 /// Why a connection ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -792,11 +794,11 @@ impl State<'_> {
 }
 
 /// The peer as the log shows it. A Unix client names its own socket (any bytes it
-/// likes), so its path is escaped ([`crate::text::terminal`]) before it reaches a line.
+/// likes), so its path is escaped ([`crate::vocab::text::terminal`]) before it reaches a line.
 fn peer_name(a: &SockAddr) -> String {
     match (a.as_socket(), a.as_pathname()) {
         (Some(s), _) => s.to_string(),
-        (None, Some(p)) => crate::text::terminal(&p.to_string_lossy()),
+        (None, Some(p)) => crate::vocab::text::terminal(&p.to_string_lossy()),
         (None, None) => "(unnamed)".to_string(),
     }
 }

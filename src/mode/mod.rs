@@ -96,7 +96,7 @@ pub fn exports(
 /// As [`exports`].
 pub fn exports_viewed(
     output: &crate::cli::OutputArgs,
-    view: crate::report::View,
+    view: crate::vocab::View,
 ) -> Result<crate::report::ExportManager, crate::error::Error> {
     use crate::report::export::{self, ExportKind};
     let wanted: Vec<_> = (output.report_exports().into_iter())
@@ -164,8 +164,8 @@ pub fn unwritten(
 /// Writing to stdout failed.
 pub fn print_document(
     doc: &dyn crate::report::output::Rendered,
-    format: crate::cli::Format,
-    view: crate::report::View,
+    format: crate::vocab::Format,
+    view: crate::vocab::View,
     exports: &crate::report::ExportManager,
 ) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
@@ -181,8 +181,8 @@ pub fn print_document(
 /// Writing to stdout failed.
 pub fn print_stdout_exports(
     doc: &dyn crate::report::output::Rendered,
-    printed: crate::cli::Format,
-    view: crate::report::View,
+    printed: crate::vocab::Format,
+    view: crate::vocab::View,
     exports: &crate::report::ExportManager,
 ) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();

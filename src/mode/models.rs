@@ -1088,7 +1088,7 @@ impl Rendered for ModelsReport {
         output::pretty(&self.document())
     }
 
-    fn tables(&self, _view: &crate::report::View) -> Vec<Grid> {
+    fn tables(&self, _view: &crate::vocab::View) -> Vec<Grid> {
         vec![grid(self)]
     }
 
@@ -1193,7 +1193,7 @@ impl ModelsBody {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::Format;
+    use crate::vocab::Format;
 
     /// A model's row is its median run with every run's figure; a failed run is the row;
     /// from single runs the ranking names no model (issue 29).

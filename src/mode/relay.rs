@@ -848,7 +848,7 @@ fn crossovers(results: &[RelayResult]) -> Vec<Crossover> {
 /// The relay's tables: one row per transport, method and size (its figures, or why it
 /// failed), the notes under it (pipes granted, what was skipped, the rankings, the
 /// crossovers, the warnings); `--relay-only`'s one row of what it relayed.
-fn grids(e: &Envelope, r: &RelayBody, units: crate::report::Units) -> Vec<Grid> {
+fn grids(e: &Envelope, r: &RelayBody, units: crate::vocab::Units) -> Vec<Grid> {
     let bps = |v: f64| crate::report::grid::throughput(v, units);
     if let Some(o) = &r.relay_only {
         return vec![relay_only_grid(o, units)];
@@ -978,7 +978,7 @@ fn grids(e: &Envelope, r: &RelayBody, units: crate::report::Units) -> Vec<Grid> 
 }
 
 /// `--relay-only`: what it relayed, as a table of names and values.
-fn relay_only_grid(o: &RelayOnly, units: crate::report::Units) -> Grid {
+fn relay_only_grid(o: &RelayOnly, units: crate::vocab::Units) -> Grid {
     let bytes = o.bytes_forward + o.bytes_backward;
     let secs = o.duration_seconds;
     let method = if o.method.is_empty() { "?" } else { &o.method };
@@ -1289,7 +1289,7 @@ impl Rendered for RelayReport {
         output::pretty(&self.document())
     }
 
-    fn tables(&self, view: &crate::report::View) -> Vec<Grid> {
+    fn tables(&self, view: &crate::vocab::View) -> Vec<Grid> {
         grids(&self.envelope, &self.body, view.units)
     }
 
@@ -1547,7 +1547,7 @@ mod tests {
         let table = |r: &RelayBody| {
             let mut out = Vec::new();
             out.extend(
-                crate::report::exporter(crate::cli::Format::Table, Default::default())
+                crate::report::exporter(crate::vocab::Format::Table, Default::default())
                     .serialize(&RelayReport {
                         envelope: e.clone(),
                         body: r.clone(),
@@ -1823,14 +1823,11 @@ mod tests {
             first_error: Some("boom".into()),
             ..RelayOnly::default()
         };
-        let g = relay_only_grid(&o, crate::report::Units::Bits);
+        let g = relay_only_grid(&o, crate::vocab::Units::Bits);
         let text = format!("{:?}", g.rows);
         // 4 MB both ways in 2 s: 16 Mbit/s, 2 MB/s.
         assert!(text.contains("(16.0 Mbit/s)"), "{text}");
-        let bytes = format!(
-            "{:?}",
-            relay_only_grid(&o, crate::report::Units::Bytes).rows
-        );
+        let bytes = format!("{:?}", relay_only_grid(&o, crate::vocab::Units::Bytes).rows);
         assert!(
             bytes.contains("(2.00 MB/s)") || bytes.contains("(1.91 MiB/s)"),
             "{bytes}"

@@ -19,11 +19,11 @@ pub fn run(r: &ReportArgs) -> CommandResult {
     // What the run that wrote it said on its stderr, said again: a table of zeros from a
     // run that failed must not pass for a measurement.
     let head = doc.head();
-    let name = crate::text::terminal(&r.file.display().to_string());
+    let name = crate::vocab::text::terminal(&r.file.display().to_string());
     if let Some(e) = head.error {
         eprintln!(
             "sockbench: note: the run {name} records failed: {}",
-            crate::text::terminal(e)
+            crate::vocab::text::terminal(e)
         );
     }
     if head.interrupted {
@@ -111,7 +111,7 @@ pub fn load_document(path: &Path) -> anyhow::Result<Document> {
         anyhow::bail!(
             "{name} is a {} document of schema version {version}, which this sockbench {this} does not \
              read: print it with the sockbench that wrote it",
-            crate::text::terminal(kind)
+            crate::vocab::text::terminal(kind)
         );
     }
     if !(u64::from(OLDEST_BENCH)..=u64::from(LAST_BENCH)).contains(&version) {

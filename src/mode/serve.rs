@@ -21,7 +21,8 @@ use crate::model::{Ctx, Listener, ModelKind};
 use crate::report::grid::Grid;
 use crate::report::openmetrics::Family;
 use crate::report::output::{self, Head, Records, Rendered};
-use crate::report::{Body, Document, Envelope, Kind, View, Written};
+use crate::report::{Body, Document, Envelope, Kind, Written};
+use crate::vocab::View;
 
 /// What `serve` was asked to do, checked.
 #[derive(Debug)]

@@ -596,7 +596,7 @@ fn print(
 
 /// The swarm's table of names and values: what ran, its aggregate and per-pair figures,
 /// the counts and errors; the warnings under it.
-fn grid(report: &SwarmReport, units: crate::report::Units) -> Grid {
+fn grid(report: &SwarmReport, units: crate::vocab::Units) -> Grid {
     let r = &report.body;
     let bps = |v: f64| crate::report::grid::throughput(v, units);
     let mut rows: Vec<(&str, String)> = Vec::new();
@@ -724,7 +724,7 @@ impl Rendered for SwarmReport {
         output::pretty(&self.document())
     }
 
-    fn tables(&self, view: &crate::report::View) -> Vec<Grid> {
+    fn tables(&self, view: &crate::vocab::View) -> Vec<Grid> {
         vec![grid(self, view.units)]
     }
 

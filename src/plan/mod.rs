@@ -6,14 +6,15 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cli::{
-    Args, ByPlacementArg, Command, CommonArgs, CpuList, DurationArg, Format, SuiteArgs,
-    TransportsArg, WarmupArg,
+    Args, ByPlacementArg, Command, CommonArgs, CpuList, DurationArg, SuiteArgs, TransportsArg,
+    WarmupArg,
 };
 use crate::engine::EngineKind;
 use crate::error::PlanError;
 use crate::measure::units::{format_bytes, parse_duration, parse_size, parse_size_list};
 use crate::report::export::ExportKind;
 use crate::transport::{Framing, TransportKind};
+use crate::vocab::Format;
 use crate::workload::{spec, Stop, WorkloadKind};
 
 pub mod host;
@@ -63,10 +64,10 @@ pub struct WorkloadOptions {
     /// stream: how the sender sends (`--send`). Absent in a scenario from an older
     /// client: write.
     #[serde(default)]
-    pub send: crate::cli::SendMethod,
+    pub send: crate::vocab::SendMethod,
     /// stream: how the receiver receives (`--recv`). Absent: read.
     #[serde(default)]
-    pub recv: crate::cli::RecvMethod,
+    pub recv: crate::vocab::RecvMethod,
     /// stream, rate: messages per call (`--batch`). Absent: 1.
     #[serde(default = "one")]
     pub batch: u32,
@@ -104,8 +105,8 @@ impl Default for WorkloadOptions {
             linger0: false,
             open: 1,
             runtime: crate::engine::RuntimeKind::Current,
-            send: crate::cli::SendMethod::Write,
-            recv: crate::cli::RecvMethod::Read,
+            send: crate::vocab::SendMethod::Write,
+            recv: crate::vocab::RecvMethod::Read,
             batch: 1,
             timestamps: false,
             sqpoll: false,
@@ -201,7 +202,7 @@ pub struct Output {
     /// No progress bar.
     pub quiet: bool,
     /// How tables present figures.
-    pub view: crate::report::View,
+    pub view: crate::vocab::View,
 }
 
 /// Everything the runner needs.
@@ -225,10 +226,6 @@ pub struct Plan {
     /// `--interval`: print and keep what each interval of a measured run carried.
     pub interval: Option<Duration>,
 }
-
-/// The shortest `--interval`: a line every 10 ms is more than anyone reads, and the
-/// sampler's own wake-ups would start to show in what it measures.
-pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
 
 /// Where the other role of each stream runs.
 #[derive(Clone, Debug, Default)]

@@ -73,7 +73,7 @@ pub fn records(report: &Report) -> Records {
                 // Free text, shown on a terminal as often as read by a program.
                 r.error
                     .as_deref()
-                    .map(crate::text::terminal)
+                    .map(crate::vocab::text::terminal)
                     .unwrap_or_default(),
             ]
         })

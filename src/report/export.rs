@@ -32,8 +32,8 @@ use anyhow::Context;
 
 use super::exporter;
 use super::output::Rendered;
-use crate::cli::Format;
 use crate::error::PlanError;
+use crate::vocab::Format;
 
 /// What an export writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -294,18 +294,18 @@ pub fn prepare(wanted: &[(ExportKind, PathBuf)]) -> Result<Vec<Export>, PlanErro
 /// remembers what could not be written.
 pub struct ExportManager {
     exports: Vec<Export>,
-    view: super::View,
+    view: crate::vocab::View,
     failures: RefCell<Vec<(PathBuf, String)>>,
 }
 
 impl ExportManager {
     /// How the exports (and the document on stdout) draw their tables.
-    pub fn view(&self) -> super::View {
+    pub fn view(&self) -> crate::vocab::View {
         self.view
     }
 
     /// Exports resolved by [`prepare`].
-    pub fn new(exports: Vec<Export>, view: super::View) -> ExportManager {
+    pub fn new(exports: Vec<Export>, view: crate::vocab::View) -> ExportManager {
         ExportManager {
             exports,
             view,
@@ -383,7 +383,7 @@ impl ExportManager {
     }
 }
 
-fn render(e: &Export, doc: &dyn Rendered, view: super::View) -> anyhow::Result<Vec<u8>> {
+fn render(e: &Export, doc: &dyn Rendered, view: crate::vocab::View) -> anyhow::Result<Vec<u8>> {
     match e.kind {
         ExportKind::Report(f) => exporter(f, view).serialize(doc),
         ExportKind::Histogram => doc.histograms(e.given.extension().is_some_and(|x| x == "json")),

@@ -9,12 +9,13 @@
 use crate::measure::latency::LatencyKind;
 use std::collections::BTreeMap;
 
-use super::{Report, ScenarioResult, Units, View};
+use super::{Report, ScenarioResult};
 use crate::measure::units::{
     format_bits_per_second, format_bytes, format_bytes_per_second, format_ns, format_per_second,
     format_seconds,
 };
 use crate::plan::{Layout, SUITE_SIZES};
+use crate::vocab::{Units, View};
 use crate::workload::{spec, TableKind, WorkloadKind};
 
 /// The widest a table gets without `--wide`, in characters.
@@ -614,10 +615,10 @@ fn throughput_list(report: &Report, view: &View) -> Grid {
         let recv = r.options.recv.map(value_name);
         (r.options
             .send
-            .is_some_and(|m| m != crate::cli::SendMethod::Write)
+            .is_some_and(|m| m != crate::vocab::SendMethod::Write)
             || r.options
                 .recv
-                .is_some_and(|m| m != crate::cli::RecvMethod::Read))
+                .is_some_and(|m| m != crate::vocab::RecvMethod::Read))
         .then(|| (name(send), name(recv)))
     };
     if rs.iter().any(|r| method(r).is_some()) {

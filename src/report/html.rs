@@ -12,7 +12,8 @@ use std::fmt::Write as _;
 use super::chart::{Chart, HeatCell, HeatMap};
 use super::grid::Align;
 use super::output::{Finding, Head, Rendered, Severity};
-use super::{Exporter, View};
+use super::Exporter;
+use crate::vocab::View;
 
 /// The HTML exporter.
 pub struct Html {
@@ -22,7 +23,7 @@ pub struct Html {
 
 /// Text made safe for HTML element content and attribute values: `&`, `<`, `>`, `"`
 /// and `'` become character references; a control character other than HTML's own
-/// white space (line feed, tab) is written as [`crate::text::terminal`] writes it
+/// white space (line feed, tab) is written as [`crate::vocab::text::terminal`] writes it
 /// (`\x1b`), so the page printed on a terminal cannot drive it.
 pub fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -34,7 +35,9 @@ pub fn escape(s: &str) -> String {
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
             '\n' | '\t' => out.push(c),
-            c if crate::text::hidden(c) => out.push_str(&crate::text::terminal(&c.to_string())),
+            c if crate::vocab::text::hidden(c) => {
+                out.push_str(&crate::vocab::text::terminal(&c.to_string()))
+            }
             c => out.push(c),
         }
     }

@@ -1,16 +1,16 @@
 //! A Markdown table rendered from the shared [`grid`], notes as a list below it. Every
-//! title, header, cell and note is free text to Markdown ([`crate::text::markdown`]): no
+//! title, header, cell and note is free text to Markdown ([`crate::vocab::text::markdown`]): no
 //! HTML element, cell break, code span or line break comes from a report's strings.
 
 use super::grid::Align;
 use super::output::Rendered;
 use super::Exporter;
-use crate::text::markdown as escape;
+use crate::vocab::text::markdown as escape;
 
 /// Markdown exporter.
 pub struct Markdown {
     /// Width and units.
-    pub view: super::View,
+    pub view: crate::vocab::View,
 }
 
 impl Exporter for Markdown {
@@ -54,7 +54,8 @@ impl Exporter for Markdown {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{sample, Report, View};
+    use crate::report::{sample, Report};
+    use crate::vocab::View;
 
     fn render(report: &Report) -> String {
         String::from_utf8(

@@ -35,7 +35,6 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-use crate::cli::Format;
 use crate::engine::EngineKind;
 use crate::environment::Environment;
 use crate::measure::cpu::SystemCpu;
@@ -44,6 +43,7 @@ pub use crate::measure::latency::LatencyKind;
 use crate::measure::stats::Summary;
 use crate::plan::{Layout, Skipped};
 use crate::transport::TransportKind;
+use crate::vocab::{Format, Units, View};
 use crate::workload::WorkloadKind;
 
 /// Version of the JSON document's shape (every kind's); bumped on any change to it.
@@ -271,11 +271,11 @@ pub struct ScenarioOptions {
     /// stream: how the sender sent (`--send`: write, sendfile, splice, zerocopy); null
     /// for other workloads.
     #[serde(default)]
-    pub send: Option<crate::cli::SendMethod>,
+    pub send: Option<crate::vocab::SendMethod>,
     /// stream: how the receiver received (`--recv`: read, zerocopy); null for other
     /// workloads.
     #[serde(default)]
-    pub recv: Option<crate::cli::RecvMethod>,
+    pub recv: Option<crate::vocab::RecvMethod>,
     /// pingpong, rate: the target rate in messages per second (`--rate`); null when
     /// unpaced (as fast as it goes) and for other workloads.
     #[serde(default)]
@@ -671,14 +671,14 @@ impl ScenarioResult {
         if let Some(m) = self
             .options
             .send
-            .filter(|&m| m != crate::cli::SendMethod::Write)
+            .filter(|&m| m != crate::vocab::SendMethod::Write)
         {
             s.push_str(&format!(" send {}", method_name(m)));
         }
         if let Some(m) = self
             .options
             .recv
-            .filter(|&m| m != crate::cli::RecvMethod::Read)
+            .filter(|&m| m != crate::vocab::RecvMethod::Read)
         {
             s.push_str(&format!(" recv {}", method_name(m)));
         }
@@ -864,30 +864,6 @@ impl output::Rendered for Report {
             _ => "sockbench report".to_string(),
         }
     }
-}
-
-/// How the tables for people present figures (`--wide`, `--units`). JSON and CSV are
-/// exact, in base units, and ignore it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct View {
-    /// Every column, however wide the table gets (default: fit 100 columns).
-    pub wide: bool,
-    /// Throughput in bits or bytes per second, or both.
-    pub units: Units,
-    /// One row per placement (same CPU, across CPUs) of each scenario.
-    pub by_placement: bool,
-}
-
-/// The unit of throughput in tables.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum Units {
-    /// Bits per second, SI (1 Gbit/s = 10^9 bit/s), as iperf3 and network gear count.
-    #[default]
-    Bits,
-    /// Bytes per second, binary (1 GiB/s = 2^30 B/s), as file and memory tools count.
-    Bytes,
-    /// Both, side by side.
-    Both,
 }
 
 /// Whether stdout in `format` is a JSON document, so that even an error before any run

@@ -593,7 +593,7 @@ fn sample(out: &mut String, name: &str, labels: &[(&str, String)], value: Value)
 }
 
 /// A label value or help text escaped as the spec says: backslash, double quote and
-/// line feed; any other control character is written as [`crate::text::terminal`] writes
+/// line feed; any other control character is written as [`crate::vocab::text::terminal`] writes
 /// it (`\x1b`, its backslash escaped), so none reaches a terminal.
 pub(crate) fn escape(s: &str) -> String {
     let mut e = String::with_capacity(s.len());
@@ -602,9 +602,9 @@ pub(crate) fn escape(s: &str) -> String {
             '\\' => e.push_str("\\\\"),
             '"' => e.push_str("\\\""),
             '\n' => e.push_str("\\n"),
-            c if crate::text::hidden(c) => {
+            c if crate::vocab::text::hidden(c) => {
                 e.push('\\');
-                e.push_str(&crate::text::terminal(&c.to_string()));
+                e.push_str(&crate::vocab::text::terminal(&c.to_string()));
             }
             c => e.push(c),
         }
@@ -868,8 +868,8 @@ mod tests {
     fn stream_methods_and_the_runtime_are_labels_by_their_command_line_names() {
         let mut report = sample::stream();
         let o = &mut report.results[0].options;
-        o.send = Some(crate::cli::SendMethod::Sendfile);
-        o.recv = Some(crate::cli::RecvMethod::Read);
+        o.send = Some(crate::vocab::SendMethod::Sendfile);
+        o.recv = Some(crate::vocab::RecvMethod::Read);
         o.runtime = Some(crate::engine::RuntimeKind::Multi);
         o.sndbuf_bytes = Some(4096);
         let out = text(&report);

@@ -6,8 +6,9 @@
 use super::chart::Chart;
 use super::grid::Grid;
 use super::openmetrics::Family;
-use super::{Kind, Tool, View};
+use super::{Kind, Tool};
 use crate::environment::Environment;
+use crate::vocab::View;
 
 /// The envelope as the outputs show it, borrowed from the document.
 #[derive(Clone, Copy, Debug)]
@@ -167,7 +168,7 @@ fn leaves(prefix: &str, value: &serde_json::Value, out: &mut Vec<(String, serde_
 /// CSV records of `rows` (each a JSON object: a document's body, or one of its rows):
 /// one column per scalar field any row has (or, with no row, `template` has), in the
 /// order first seen (a JSON object's keys are in alphabetical order); text passes
-/// [`crate::text::terminal`], an unknown (null or absent) figure is an empty cell.
+/// [`crate::vocab::text::terminal`], an unknown (null or absent) figure is an empty cell.
 pub fn records_of(rows: &[serde_json::Value], template: &serde_json::Value) -> Records {
     let mut named = Vec::new();
     leaves("", template, &mut named);
@@ -189,7 +190,7 @@ pub fn records_of(rows: &[serde_json::Value], template: &serde_json::Value) -> R
         }
     }
     let cell = |v: Option<&serde_json::Value>| match v {
-        Some(serde_json::Value::String(s)) => crate::text::terminal(s),
+        Some(serde_json::Value::String(s)) => crate::vocab::text::terminal(s),
         Some(serde_json::Value::Null) | None => String::new(),
         Some(v) => v.to_string(),
     };

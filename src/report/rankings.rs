@@ -4,9 +4,10 @@
 //! [`crate::measure::ranking`]'s: a winner only beyond the noise of the runs, none from
 //! single runs.
 
-use super::{Quantity, Report, ScenarioResult, Units};
+use super::{Quantity, Report, ScenarioResult};
 use crate::measure::ranking::{self, Ranking};
 use crate::plan::Layout;
+use crate::vocab::Units;
 
 /// The rankings of `results` as laid out: the suite's transports per size (stream), or
 /// each group of scenarios that differ only in their engine.
@@ -131,8 +132,9 @@ pub fn notes(report: &Report, units: Units) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::engine::EngineKind;
-    use crate::report::{grid, sample, View};
+    use crate::report::{grid, sample};
     use crate::transport::TransportKind;
+    use crate::vocab::View;
     use crate::workload::WorkloadKind;
 
     /// A stream scenario of `engine` whose runs made `gbps` (Gbit/s each).

@@ -1,5 +1,5 @@
 //! The terminal table (stdout's default format), rendered from the shared [`grid`].
-//! Every title, header, cell and note passes [`crate::text::terminal`] on its way out:
+//! Every title, header, cell and note passes [`crate::vocab::text::terminal`] on its way out:
 //! a report read from a file says what it likes, and none of it may drive the terminal.
 
 use comfy_table::{presets, CellAlignment, ContentArrangement, Table as Comfy};
@@ -7,12 +7,12 @@ use comfy_table::{presets, CellAlignment, ContentArrangement, Table as Comfy};
 use super::grid::Align;
 use super::output::Rendered;
 use super::Exporter;
-use crate::text::terminal as shown;
+use crate::vocab::text::terminal as shown;
 
 /// Terminal table exporter.
 pub struct Table {
     /// Width and units.
-    pub view: super::View,
+    pub view: crate::vocab::View,
 }
 
 impl Exporter for Table {
@@ -60,7 +60,8 @@ impl Exporter for Table {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{grid, sample, Report, Units, View};
+    use crate::report::{grid, sample, Report};
+    use crate::vocab::{Units, View};
 
     fn render(report: &Report, view: View) -> String {
         String::from_utf8(Table { view }.serialize(report).unwrap()).unwrap()

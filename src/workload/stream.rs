@@ -29,7 +29,6 @@ use super::{
     buffer, one_way_tally, repeat_end_marker, send_all, Meter, PeerSignal, Role, Roles, Side,
     SideReport, Spec, Stop, TableKind, Tally, Wiring, Workload, SEND_PIECE,
 };
-use crate::cli::{RecvMethod, SendMethod};
 use crate::diagnose::Diagnosis;
 use crate::engine::EngineKind;
 use crate::interrupt;
@@ -40,6 +39,7 @@ use crate::sys::zerocopy as sys;
 use crate::transport::Conn;
 use crate::transport::Framing;
 use crate::transport::TransportKind;
+use crate::vocab::{RecvMethod, SendMethod};
 
 /// How long a UDP receiver waits in silence before it checks whether the sender is done.
 pub const QUIET: Duration = Duration::from_millis(50);

@@ -619,4 +619,24 @@ mod tests {
         );
         assert_eq!(SwarmSpec.headline(), stream);
     }
+
+    #[test]
+    fn errors_are_counted_per_kind_in_the_order_first_seen() {
+        let mut errors = Vec::new();
+        for kind in [
+            "setup: connect: refused",
+            "reset",
+            "setup: connect: refused",
+        ] {
+            note(&mut errors, kind.to_string());
+        }
+        note(&mut errors, "setup: connect: refused".to_string());
+        assert_eq!(
+            errors,
+            vec![
+                ("setup: connect: refused".to_string(), 3),
+                ("reset".to_string(), 1)
+            ]
+        );
+    }
 }

@@ -4,12 +4,13 @@
 //! and their intervals; CSS for light and dark) or CSV (one row per comparison).
 
 use crate::report::html::escape as html_escape;
-use crate::text::terminal as shown;
+use crate::vocab::text::terminal as shown;
 
 use super::{CompareReport, Comparison, TestKind};
 use crate::report::chart::Chart;
 use crate::report::grid::{Align, Grid};
-use crate::report::{Quantity, View};
+use crate::report::Quantity;
+use crate::vocab::View;
 
 /// One block: a BASE/NEW pair.
 struct Block {

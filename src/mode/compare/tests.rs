@@ -3,8 +3,8 @@
 use super::*;
 use crate::plan::Layout;
 use crate::report::sample;
-use crate::report::View;
 use crate::transport::TransportKind;
+use crate::vocab::View;
 
 /// A scenario whose runs have these headline figures (bits/s, messages/s or p50 ns).
 fn with_runs(workload: WorkloadKind, transport: TransportKind, values: &[f64]) -> ScenarioResult {
@@ -624,7 +624,7 @@ fn the_table_reads_in_units_and_names_the_test() {
     let bytes = table(
         &d,
         View {
-            units: crate::report::Units::Bytes,
+            units: crate::vocab::Units::Bytes,
             ..View::default()
         },
     );
@@ -649,7 +649,7 @@ fn markdown_html_and_csv_carry_the_same_rows_escaped() {
         sample::report(vec![stream(&scaled(&STEADY, 0.5))], Layout::List),
     ];
     let d = compare(&c, &reports, Vec::new());
-    let render = |f: crate::cli::Format| {
+    let render = |f: crate::vocab::Format| {
         String::from_utf8(
             crate::report::exporter(f, View::default())
                 .serialize(&d)
@@ -657,7 +657,7 @@ fn markdown_html_and_csv_carry_the_same_rows_escaped() {
         )
         .unwrap()
     };
-    let md = render(crate::cli::Format::Markdown);
+    let md = render(crate::vocab::Format::Markdown);
     // Markup in a file name stays text: no element, no entity, no cell break.
     assert!(
         md.contains("### r0.json → new&lt;b&gt;\\|&amp;.json") && !md.contains("new<b>"),
@@ -667,7 +667,7 @@ fn markdown_html_and_csv_carry_the_same_rows_escaped() {
         md.contains("| stream tcp 64 KiB | 10.0 Gbit/s | 5.00 Gbit/s | 0.500 |"),
         "{md}"
     );
-    let html = render(crate::cli::Format::Html);
+    let html = render(crate::vocab::Format::Html);
     assert!(html.starts_with("<!DOCTYPE html>"));
     assert!(html.contains("new&lt;b&gt;|&amp;.json") && !html.contains("new<b>"));
     assert!(html.contains("prefers-color-scheme: dark"));
@@ -679,7 +679,7 @@ fn markdown_html_and_csv_carry_the_same_rows_escaped() {
         !html.contains("http://") || html.matches("http://").count() == 1,
         "only the SVG namespace"
     );
-    let csv = render(crate::cli::Format::Csv);
+    let csv = render(crate::vocab::Format::Csv);
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines.len(), 2);
     assert!(lines[0].starts_with("base_file,new_file,scenario,"));
@@ -782,7 +782,7 @@ fn no_difference_is_said_only_when_the_interval_rules_one_out() {
 
 /// The terminal table of `d`.
 fn table(d: &CompareReport, view: View) -> String {
-    let bytes = crate::report::exporter(crate::cli::Format::Table, view)
+    let bytes = crate::report::exporter(crate::vocab::Format::Table, view)
         .serialize(d)
         .unwrap();
     String::from_utf8(bytes).unwrap()
