@@ -880,7 +880,7 @@ pub struct CompareArgs {
 
 /// `server --max-memory`: a size above 0 (kept as written; the server reads it).
 fn some_memory(text: &str) -> Result<String, String> {
-    match crate::measure::units::parse_size(text)? {
+    match crate::vocab::units::parse_size(text)? {
         0 => Err("0 would refuse every test (each needs memory for its buffers): give a size such as 256M, or leave the flag out for 1G".into()),
         _ => Ok(text.to_string()),
     }
@@ -992,7 +992,7 @@ impl DurationArg {
 
 /// `text` of `flag` as a duration, if given.
 fn parse_time(flag: &str, text: Option<&str>) -> Result<Option<std::time::Duration>, String> {
-    text.map(|t| crate::measure::units::parse_duration(t).map_err(|e| format!("{flag}: {e}")))
+    text.map(|t| crate::vocab::units::parse_duration(t).map_err(|e| format!("{flag}: {e}")))
         .transpose()
 }
 
@@ -1027,7 +1027,7 @@ impl IntervalArg {
         let Some(t) = self.interval.as_deref() else {
             return Ok(None);
         };
-        let d = crate::measure::units::parse_duration(t).map_err(|e| format!("--interval: {e}"))?;
+        let d = crate::vocab::units::parse_duration(t).map_err(|e| format!("--interval: {e}"))?;
         if d < MIN_INTERVAL {
             return Err(format!(
                 "--interval {t}: the shortest interval is {} ms; give 0.1, 1 or 500ms",

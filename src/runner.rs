@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 use crate::interrupt;
 use crate::measure::figures::figures;
 use crate::measure::live::{self, Live, Sampler, Totals, Watch};
-use crate::measure::units::format_bytes;
 use crate::placement::{Placement, Remote, RunError, Threads};
 use crate::plan::{Plan, Scenario, Where};
 use crate::report::progress::Progress;
 use crate::report::{ExportManager, Interval, Report, ScenarioResult, Warning};
 use crate::transport::TransportKind;
+use crate::vocab::units::format_bytes;
 use crate::workload::Role;
 use crate::workload::Stop;
 

@@ -50,7 +50,6 @@ const FLOORS: &[&[&str]] = &[
 const KNOWN: &[(&str, &str)] = &[
     ("control", "mesh"),
     ("control", "plan"),
-    ("copy", "workload"),
     ("engine", "plan"),
     ("load", "report"),
     ("measure", "cli"),
@@ -66,10 +65,8 @@ const KNOWN: &[(&str, &str)] = &[
     ("reactor", "workload"),
     ("report", "mode"),
     ("sys", "testhooks"),
-    ("sys", "workload"),
     ("transport", "control"),
     ("transport", "engine"),
-    ("transport", "measure"),
     ("workload", "cli"),
     ("workload", "control"),
     ("workload", "diagnose"),

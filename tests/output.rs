@@ -591,7 +591,7 @@ fn the_lost_column_shows_the_count_and_share_the_json_has() {
             let per_op = common::f(udp, "/cpu_seconds_per_round_trip");
             assert_eq!(
                 rows[2][col("CPU/op")],
-                sockbench::measure::units::format_ns((per_op * 1e9) as u64)
+                sockbench::vocab::units::format_ns((per_op * 1e9) as u64)
             );
             let split = format!(
                 "{}/{}/{}",
@@ -726,7 +726,7 @@ fn no_command_panics_when_stderr_or_stdout_is_closed_or_full() {
 #[test]
 fn engines_are_ranked_only_beyond_the_noise_and_each_shows_its_runs() {
     use sockbench::measure::ranking::spread_cell;
-    use sockbench::measure::units::format_ns;
+    use sockbench::vocab::units::format_ns;
     let sb = Sandbox::new();
     for runs in ["1", "3"] {
         let out = sb

@@ -194,7 +194,7 @@ fn a_bimodal_result_made_on_purpose_is_explained_with_each_groups_count_and_p50(
         .iter()
         .find(|w| w["kind"] == "placement")
         .map(|w| w["message"].as_str().unwrap().to_string());
-    let show = |ns: f64| sockbench::measure::units::format_ns(ns as u64);
+    let show = |ns: f64| sockbench::vocab::units::format_ns(ns as u64);
     match warning {
         Some(m) => {
             assert!(apart, "warned though the groups are not apart: {m}");

@@ -275,7 +275,7 @@ fn a_size_sweep_prints_the_crossover() {
 #[test]
 fn each_method_shows_its_runs_and_a_winner_is_named_only_beyond_the_noise() {
     use sockbench::measure::ranking::spread_cell;
-    use sockbench::measure::units::format_bits_per_second;
+    use sockbench::vocab::units::format_bits_per_second;
     let sb = Sandbox::new();
     for runs in ["1", "3"] {
         let out = sb

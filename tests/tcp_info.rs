@@ -20,8 +20,8 @@ mod common;
 
 use common::{in_netns, json_in_netns, netns_figures, rule, snmp, u, Sandbox, RULE_COUNTS};
 use serde_json::Value;
-use sockbench::measure::units::format_bytes;
 use sockbench::report::grid::srtt_cell;
+use sockbench::vocab::units::format_bytes;
 
 /// Drop every 50th TCP data segment arriving on any interface (here: loopback).
 fn drop_every_50th_data_segment() -> String {

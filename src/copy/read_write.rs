@@ -17,7 +17,7 @@ impl ReadWrite {
     /// If the buffer cannot be allocated.
     pub fn new(opts: &Options) -> io::Result<ReadWrite> {
         Ok(ReadWrite {
-            buf: crate::workload::buffer(opts.buffer.max(1), 0)?,
+            buf: crate::sys::buffer(opts.buffer.max(1), 0)?,
         })
     }
 }

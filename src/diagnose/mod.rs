@@ -5,10 +5,10 @@
 //! A diagnosis reads the scenario and its figures only: it never measures.
 
 use crate::measure::histogram::fraction_at_least;
-use crate::measure::units::{format_bytes, format_ns};
 use crate::plan::Scenario;
 use crate::report::{ScenarioResult, Warning};
 use crate::transport::TransportKind;
+use crate::vocab::units::{format_bytes, format_ns};
 
 /// A side thread's CPU use above this fraction of a core counts as saturated.
 const SATURATED: f64 = 0.9;
@@ -294,7 +294,7 @@ pub fn too_short(r: &ScenarioResult) -> Option<Warning> {
             format!(
                 "a run took only {}: too short to measure a steady rate (start-up and scheduling \
                  dominate it); measure for longer: -d 1, or a larger -n or -b",
-                crate::measure::units::format_seconds(shortest)
+                crate::vocab::units::format_seconds(shortest)
             ),
         )
     })

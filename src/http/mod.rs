@@ -18,6 +18,6 @@ pub use session::{Counters, Session, Site};
 pub fn log(args: std::fmt::Arguments<'_>) {
     eprintln!(
         "{} {args}",
-        crate::measure::units::utc_micros(std::time::SystemTime::now())
+        crate::vocab::units::utc_micros(std::time::SystemTime::now())
     );
 }

@@ -14,8 +14,8 @@ use serde::{Deserialize, Serialize};
 use super::tally::Tally;
 use super::Spec;
 use crate::measure::histogram::Latency;
-use crate::measure::units::{format_per_second, format_seconds};
 use crate::report::document::{Envelope, Kind, Written};
+use crate::vocab::units::{format_per_second, format_seconds};
 
 /// Share of the generator threads' time above which the run is called CPU-bound.
 pub const CPU_BOUND_SHARE: f64 = 0.9;
@@ -370,7 +370,7 @@ fn warnings(r: &LoadBody, interrupted: bool, wall: Duration) -> Vec<String> {
             "the server sent {} that answer no request, after its responses ({} times): each time the \
              connection's framing was lost, so it was closed and opened again (a Content-Length \
              shorter than the body it sent?)",
-            crate::measure::units::format_bytes(r.stray_bytes),
+            crate::vocab::units::format_bytes(r.stray_bytes),
             r.stray_closes
         ));
     }
@@ -537,7 +537,7 @@ impl LoadBody {
         if let Some(r) = self.rate_per_second {
             label.push_str(&format!(
                 " rate {}",
-                crate::measure::units::format_per_second(r)
+                crate::vocab::units::format_per_second(r)
             ));
         }
         vec![crate::report::rows::Row::once(

@@ -4,9 +4,9 @@
 //! the same.
 
 use super::report::{LoadBody, TimesRow};
-use crate::measure::units::{format_bytes, format_ns, format_seconds};
 use crate::report::document::Envelope;
 use crate::report::grid::{Align, Grid};
+use crate::vocab::units::{format_bytes, format_ns, format_seconds};
 
 /// Microseconds from nanoseconds: whole from 100 µs up, else with one decimal.
 fn us(ns: u64) -> String {

@@ -181,11 +181,11 @@ pub fn run_figures(sc: &Scenario, roles: &Roles) -> RunFigures {
 
 /// The first figure of a run that no measurement gives (a peer's forged report: each of
 /// its counts in range, beyond any link, clock or CPU together), named with its value:
-/// rates beyond [`plausible`](crate::measure::units::plausible), counts beyond a test's,
+/// rates beyond [`plausible`](crate::vocab::units::plausible), counts beyond a test's,
 /// latencies beyond an hour, machine-wide CPU that is negative, not a number or over
 /// every core's time.
 pub fn implausible(f: &RunFigures) -> Option<String> {
-    use crate::measure::units::plausible;
+    use crate::vocab::units::plausible;
     let out = |what: &str, v: f64, most: f64| {
         (!(v.is_finite() && (0.0..=most).contains(&v))).then(|| format!("{what} {v:e}"))
     };
@@ -517,7 +517,7 @@ mod tests {
         f.udp_receive_buffer_errors = None;
         // Bytes per second are held to the bit rate's bound in bits: an eighth of it is
         // the most, whatever the bits/s beside them say.
-        let most = crate::measure::units::plausible::BITS_PER_SECOND / 8.0;
+        let most = crate::vocab::units::plausible::BITS_PER_SECOND / 8.0;
         f.bytes_per_second = most;
         assert_eq!(implausible(&f), None);
         f.bytes_per_second = most * 1.5;

@@ -2,7 +2,7 @@
 //! and a summary leads with. Each kind of result names its own ([`crate::workload::Spec`]
 //! for the measuring workloads), so nothing else needs to know which kind it reads.
 
-use super::units::plausible;
+use crate::vocab::units::plausible;
 
 /// What a headline figure counts, and so how it reads and how large it can be.
 #[derive(

@@ -482,7 +482,7 @@ pub fn close(
 
 /// One interval as a line: `  1.00-2.00 s   1.23 GiB  10.6 Gbit/s  20.1 k msg/s  ...`.
 pub fn format_line(label: &str, run: u32, i: &Interval) -> String {
-    use crate::measure::units::{format_bits_per_second, format_bytes, format_per_second};
+    use crate::vocab::units::{format_bits_per_second, format_bytes, format_per_second};
     let mut s = format!(
         "{label} run {run} {:>6.2}-{:<6.2} s {:>10} {:>14} {:>14}",
         i.start_seconds,

@@ -1,4 +1,4 @@
-//! Measurement machinery: CPU accounting, statistics over repetitions, and units.
+//! Measurement machinery: CPU accounting, statistics over repetitions, kernel counters.
 //!
 //! Nothing here runs in a per-message hot path: workloads read the clock and CPU counters
 //! only at the edges of the measured interval (and, with `--interval`, publish running
@@ -18,5 +18,4 @@ pub mod ranking;
 pub mod stats;
 pub mod tcp_info;
 pub mod timestamps;
-pub mod units;
 pub mod verdict;

@@ -258,7 +258,7 @@ struct ClientLatency {
 /// A report that does not parse as one, without a result, or with a figure that is
 /// negative, not finite or beyond what a measurement gives.
 pub fn figures(report: &serde_json::Value) -> Result<Figures, String> {
-    use crate::measure::units::plausible;
+    use crate::vocab::units::plausible;
     let parsed = ClientReport::deserialize(report).map_err(|e| {
         let said = crate::control::wire::clean(&e.to_string(), 120);
         format!("the client's report does not parse: {said}")

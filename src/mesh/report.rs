@@ -9,12 +9,12 @@ use serde::{Deserialize, Serialize};
 
 use super::{Figures, Host, Outcome, PairTest};
 use crate::measure::histogram::Bucket;
-use crate::measure::units::format_per_second;
 use crate::report::grid::{Align, Grid};
 use crate::report::openmetrics::{Family, Type, Value};
 use crate::report::output::{self, Head, Rendered};
 use crate::report::{Body, Document, Envelope, Kind, Written};
 use crate::vocab::text::terminal as shown;
+use crate::vocab::units::format_per_second;
 
 /// How the mesh was run.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
@@ -355,7 +355,7 @@ pub fn build(
     let mut envelope = Envelope::starting(command);
     let at = |ns: u64| {
         let t = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(ns);
-        crate::measure::units::utc_micros(t)
+        crate::vocab::units::utc_micros(t)
     };
     envelope.started_at = Some(at(settings.started_unix_ns));
     envelope.ended_at = Some(at(settings.ended_unix_ns));
@@ -922,7 +922,7 @@ impl Rendered for MeshReport {
     }
 
     fn setting(&self) -> Vec<(String, String)> {
-        use crate::measure::units::{format_bytes, format_seconds};
+        use crate::vocab::units::{format_bytes, format_seconds};
         let s = &self.body.settings;
         let mut rows = vec![("pairs".to_string(), s.pairs.clone())];
         if let Some(seed) = s.seed {

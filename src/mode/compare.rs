@@ -82,7 +82,6 @@ use serde::{Deserialize, Serialize};
 use crate::cli::{CompareArgs, IdentityOption};
 use crate::error::{CommandResult, Error, Outcome, PlanError};
 use crate::measure::stats;
-use crate::measure::units::{format_bytes, format_per_second};
 use crate::measure::verdict;
 #[cfg(test)]
 use crate::measure::verdict::within_equivalence;
@@ -93,6 +92,7 @@ use crate::report::{
     Body, Document, Envelope, Headline, Kind, PlacementInfo, Report, ScenarioResult, Written,
 };
 use crate::vocab::text::terminal as shown;
+use crate::vocab::units::{format_bytes, format_per_second};
 use crate::workload::WorkloadKind;
 
 /// One side of a comparison: the scenario as one file has it.

@@ -22,13 +22,13 @@ use socket2::{Domain, SockAddr, Socket, Type};
 
 use crate::cli::ListenArgs;
 use crate::error::{CommandResult, Error, Outcome, PlanError};
-use crate::measure::units::{format_bytes, parse_size, utc_micros};
 use crate::placement::threads::RunDir;
 use crate::report::grid::Grid;
 use crate::report::openmetrics::Family;
 use crate::report::output::{self, Head, Records, Rendered};
 use crate::report::{Envelope, Kind, Written};
 use crate::transport::TransportKind;
+use crate::vocab::units::{format_bytes, parse_size, utc_micros};
 use crate::vocab::Format;
 use crate::vocab::View;
 

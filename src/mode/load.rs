@@ -11,7 +11,7 @@ use crate::error::{CommandResult, Error, Outcome, PlanError};
 use crate::load::request::{parse_header, parse_method};
 use crate::load::url::Url;
 use crate::load::{Spec, Target, DEFAULT_DURATION};
-use crate::measure::units::{parse_duration, parse_rate};
+use crate::vocab::units::{parse_duration, parse_rate};
 
 /// Most connections.
 pub const MAX_CONNECTIONS: u32 = 1_000_000;

@@ -21,11 +21,11 @@ use serde::{Deserialize, Serialize};
 use super::serve::ServeReport;
 use crate::cli::ModelsArgs;
 use crate::error::{CommandResult, Error, Outcome, PlanError};
-use crate::measure::units::{format_per_second, parse_size};
 use crate::model::ModelKind;
 use crate::report::grid::{Align, Grid};
 use crate::report::output::{self, Head, Rendered};
 use crate::report::{Body, Document, Envelope, Kind, Written};
+use crate::vocab::units::{format_per_second, parse_size};
 
 /// wrk and h2load without -n run this long.
 const DEFAULT_TIMED: Duration = Duration::from_secs(3);

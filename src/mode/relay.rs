@@ -29,12 +29,12 @@ use crate::copy::{self, Copied, End, Method};
 use crate::error::{CommandResult, Error, Outcome as Ended, PlanError};
 use crate::measure::headline::Headline;
 use crate::measure::ranking::{self, Ranking};
-use crate::measure::units::{format_bytes, format_ns, parse_size, parse_size_list};
 use crate::measure::verdict::{self, Verdict};
 use crate::report::document::{Envelope, Kind, Written};
 use crate::report::grid::{Align, Grid};
 use crate::report::output::{self, Head, Rendered};
 use crate::transport::TransportKind;
+use crate::vocab::units::{format_bytes, format_ns, parse_size, parse_size_list};
 use crate::workload::relay::{self, Listener, Outcome, Shape, ShapeKind, Target};
 use crate::workload::Stop;
 

@@ -16,12 +16,12 @@ use socket2::{Domain, SockAddr, Socket, Type};
 use crate::cli::ServeArgs;
 use crate::error::{CommandResult, Outcome, PlanError};
 use crate::http::{session::MAX_BODY, Counters, Site};
-use crate::measure::units::{format_bytes, format_per_second, parse_duration, parse_size};
 use crate::model::{Ctx, Listener, ModelKind};
 use crate::report::grid::Grid;
 use crate::report::openmetrics::Family;
 use crate::report::output::{self, Head, Records, Rendered};
 use crate::report::{Body, Document, Envelope, Kind, Written};
+use crate::vocab::units::{format_bytes, format_per_second, parse_duration, parse_size};
 use crate::vocab::View;
 
 /// What `serve` was asked to do, checked.
@@ -409,11 +409,11 @@ impl Rendered for ServeReport {
             (
                 "busy",
                 r.busy_seconds
-                    .map_or("-".into(), crate::measure::units::format_seconds),
+                    .map_or("-".into(), crate::vocab::units::format_seconds),
             ),
             (
                 "up",
-                crate::measure::units::format_seconds(r.duration_seconds),
+                crate::vocab::units::format_seconds(r.duration_seconds),
             ),
             (
                 "connections",

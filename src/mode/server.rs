@@ -23,11 +23,11 @@ use crate::control::session::{Peer, Session, Step};
 use crate::control::{Control, ControlError, Deadlines};
 use crate::environment::Environment;
 use crate::error::{CommandResult, Error, Outcome};
-use crate::measure::units::{format_bits_per_second, format_bytes};
 use crate::placement::data_port::DataPort;
 use crate::placement::split::{canonical, server_run, ServerSide};
 use crate::placement::threads::RunDir;
 use crate::placement::trust::PeerTrust;
+use crate::vocab::units::{format_bits_per_second, format_bytes};
 use crate::workload::{Role, SideReport};
 
 mod conns;
@@ -333,9 +333,9 @@ pub fn peer(args: &PeerArgs) -> CommandResult {
 
 fn limits_of(args: &ServerArgs) -> Result<Limits, String> {
     let size = |name: &str, t: &str| {
-        crate::measure::units::parse_size(t).map_err(|e| format!("--{name}: {e}"))
+        crate::vocab::units::parse_size(t).map_err(|e| format!("--{name}: {e}"))
     };
-    let max_duration = crate::measure::units::parse_duration(&args.max_duration)
+    let max_duration = crate::vocab::units::parse_duration(&args.max_duration)
         .map_err(|e| format!("--max-duration: {e}"))?;
     if max_duration < Duration::from_secs(1) {
         return Err("--max-duration must be at least 1 s".into());
@@ -760,7 +760,7 @@ fn utc_now() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    crate::measure::units::utc(secs)
+    crate::vocab::units::utc(secs)
 }
 
 #[cfg(test)]

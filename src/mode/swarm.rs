@@ -12,7 +12,6 @@ use serde::{Deserialize, Serialize};
 use crate::cli::{PlacementKind, SwarmArgs};
 use crate::engine::EngineKind;
 use crate::error::{CommandResult, Error, Outcome, PlanError};
-use crate::measure::units::{format_bytes, format_per_second, parse_size};
 use crate::plan::{Plan, Scenario, Where, WorkloadOptions};
 use crate::reactor::pairs::{self, fds_per_pair};
 use crate::reactor::{self, Work};
@@ -23,6 +22,7 @@ use crate::report::progress::Progress;
 use crate::report::Interval;
 use crate::runner::Runner;
 use crate::transport::TransportKind;
+use crate::vocab::units::{format_bytes, format_per_second, parse_size};
 use crate::workload::swarm::{SwarmOptions, SwarmSide, SwarmSpec, MAX_PAIRS};
 use crate::workload::{Roles, Spec, Stop, WorkloadKind};
 

@@ -270,7 +270,7 @@ impl Ctx {
                 End::Finished => "closed by the client".to_string(),
                 End::Idle => format!(
                     "closed after {} without a byte (--idle-timeout)",
-                    crate::measure::units::format_seconds(self.idle_timeout.as_secs_f64())
+                    crate::vocab::units::format_seconds(self.idle_timeout.as_secs_f64())
                 ),
                 End::Error(e) => format!("closed on an error: {e}"),
                 End::Stopped => "closed: the server is stopping".to_string(),

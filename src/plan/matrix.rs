@@ -8,8 +8,8 @@ use super::host::Host;
 use super::{Scenario, Skipped};
 use crate::engine::EngineKind;
 use crate::error::PlanError;
-use crate::measure::units::format_bytes;
 use crate::transport::TransportKind;
+use crate::vocab::units::format_bytes;
 use crate::workload::spec;
 
 /// The axes of a plan.

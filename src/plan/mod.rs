@@ -11,9 +11,9 @@ use crate::cli::{
 };
 use crate::engine::EngineKind;
 use crate::error::PlanError;
-use crate::measure::units::{format_bytes, parse_duration, parse_size, parse_size_list};
 use crate::report::export::ExportKind;
 use crate::transport::{Framing, TransportKind};
+use crate::vocab::units::{format_bytes, parse_duration, parse_size, parse_size_list};
 use crate::vocab::Format;
 use crate::workload::{spec, Stop, WorkloadKind};
 
@@ -119,7 +119,7 @@ impl Default for WorkloadOptions {
 
 fn parse_opt_rate(text: &Option<String>) -> Result<Option<f64>, PlanError> {
     text.as_deref()
-        .map(|t| crate::measure::units::parse_rate(t).map_err(|e| invalid(format!("--rate: {e}"))))
+        .map(|t| crate::vocab::units::parse_rate(t).map_err(|e| invalid(format!("--rate: {e}"))))
         .transpose()
 }
 

@@ -7,7 +7,7 @@ use super::grid::{Align, Grid};
 use super::{Report, ScenarioResult};
 use crate::measure::histogram::Latency;
 use crate::measure::timestamps::{StampedDirection, Timestamps};
-use crate::measure::units::format_ns;
+use crate::vocab::units::format_ns;
 
 const HEADERS: [&str; 8] = [
     "scenario",

@@ -25,7 +25,7 @@ use super::{Report, ScenarioResult};
 use crate::engine::EngineKind;
 use crate::measure::headline::Quantity;
 use crate::measure::histogram::{bucket_bounds, Bucket, Latency};
-use crate::measure::units::format_bytes;
+use crate::vocab::units::format_bytes;
 use crate::workload::WorkloadKind;
 
 /// Series colours (Tableau 20, the strong tones first, then the light ones): mid-tones

@@ -374,5 +374,5 @@ pub fn this_tool() -> Tool {
 
 /// Now, as a document's `started_at` and `ended_at` give it.
 pub fn now() -> String {
-    crate::measure::units::utc_micros(std::time::SystemTime::now())
+    crate::vocab::units::utc_micros(std::time::SystemTime::now())
 }

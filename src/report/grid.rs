@@ -10,11 +10,11 @@ use crate::measure::latency::LatencyKind;
 use std::collections::BTreeMap;
 
 use super::{Report, ScenarioResult};
-use crate::measure::units::{
+use crate::plan::{Layout, SUITE_SIZES};
+use crate::vocab::units::{
     format_bits_per_second, format_bytes, format_bytes_per_second, format_ns, format_per_second,
     format_seconds,
 };
-use crate::plan::{Layout, SUITE_SIZES};
 use crate::vocab::{Units, View};
 use crate::workload::{spec, TableKind, WorkloadKind};
 

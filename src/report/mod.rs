@@ -663,7 +663,7 @@ impl ScenarioResult {
         let mut s = format!(
             "{} {}",
             self.transport,
-            crate::measure::units::format_bytes(self.size_bytes)
+            crate::vocab::units::format_bytes(self.size_bytes)
         );
         if engine {
             s.push_str(&format!(" ({})", self.engine));
@@ -687,10 +687,7 @@ impl ScenarioResult {
             ("rcvbuf", self.options.rcvbuf_bytes),
         ] {
             if let Some(n) = asked {
-                s.push_str(&format!(
-                    " {name} {}",
-                    crate::measure::units::format_bytes(n)
-                ));
+                s.push_str(&format!(" {name} {}", crate::vocab::units::format_bytes(n)));
             }
         }
         s
@@ -719,8 +716,8 @@ impl ScenarioResult {
 pub fn format_headline(quantity: Quantity, v: f64, units: Units) -> String {
     match quantity {
         Quantity::Throughput => grid::throughput(v, units),
-        Quantity::Latency => crate::measure::units::format_ns(v.round().max(0.0) as u64),
-        Quantity::Rate => crate::measure::units::format_per_second(v),
+        Quantity::Latency => crate::vocab::units::format_ns(v.round().max(0.0) as u64),
+        Quantity::Rate => crate::vocab::units::format_per_second(v),
     }
 }
 
@@ -845,7 +842,7 @@ impl output::Rendered for Report {
                     "{} {} {} ({}): {}",
                     s.workload,
                     s.transport,
-                    crate::measure::units::format_bytes(s.size_bytes),
+                    crate::vocab::units::format_bytes(s.size_bytes),
                     s.engine,
                     s.reason
                 )

@@ -10,7 +10,7 @@ use super::{RunFigures, ScenarioResult, Statistics};
 use crate::measure::histogram::Latency;
 use crate::measure::placement::PlacementClass;
 use crate::measure::stats::{median, Summary};
-use crate::measure::units::format_ns;
+use crate::vocab::units::format_ns;
 
 /// The runs of `r` by placement class (runs without one under `None`), in class order.
 fn classes(r: &ScenarioResult) -> BTreeMap<Option<PlacementClass>, Vec<&RunFigures>> {

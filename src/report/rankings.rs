@@ -33,7 +33,7 @@ fn suite(results: &[ScenarioResult]) -> Vec<Ranking> {
                 .filter(|r| r.size_bytes == size && r.error.is_none())
                 .map(|r| (r.transport.to_string(), r.headline_runs()))
                 .collect();
-            let group = crate::measure::units::format_bytes(size);
+            let group = crate::vocab::units::format_bytes(size);
             ranking::rank(&group, "transports", headline, &entries)
         })
         .collect()

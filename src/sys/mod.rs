@@ -116,8 +116,34 @@ pub fn filled_buffer(size: usize, fill: u8) -> Option<Buffer> {
     Some(Buffer { ptr, len: size })
 }
 
+/// A message buffer of `size` bytes filled with `fill`; running out of memory is an error
+/// for the scenario, not an abort of the process.
+///
+/// # Errors
+/// `OutOfMemory` if the allocation fails.
+pub fn buffer(size: usize, fill: u8) -> std::io::Result<Buffer> {
+    filled_buffer(size, fill).ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::OutOfMemory,
+            format!(
+                "cannot allocate a {} message buffer: use a smaller --size, or raise the memory limit \
+                 (ulimit -v)",
+                crate::vocab::units::format_bytes(size as u64)
+            ),
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_impossible_buffer_is_an_error_not_an_abort() {
+        let e = super::buffer(isize::MAX as usize, 0).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::OutOfMemory);
+        assert!(e.to_string().contains("smaller --size"), "{e}");
+        assert_eq!(*super::buffer(3, 7).unwrap(), [7, 7, 7]);
+    }
+
     #[test]
     fn a_filled_buffer_holds_exactly_its_fill_and_an_impossible_one_is_none() {
         let v = super::filled_buffer(10_000, 0xA5).unwrap();

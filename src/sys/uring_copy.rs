@@ -75,7 +75,7 @@ impl CopyRing {
                  Linux 5.11): use another relay method",
             ));
         }
-        let buf = crate::workload::buffer(buffer, 0)?;
+        let buf = crate::sys::buffer(buffer, 0)?;
         Ok(CopyRing {
             ring,
             buf: ManuallyDrop::new(buf),

@@ -59,7 +59,7 @@ impl VectoredBuf {
                 format!("--iovecs {parts}: readv and writev take 1 to {MAX_PARTS} buffers"),
             ));
         }
-        let mut buf = crate::workload::buffer(size, 0)?;
+        let mut buf = crate::sys::buffer(size, 0)?;
         let base = buf.as_mut_ptr();
         let (each, longer) = (size / parts, size % parts);
         let mut reads = Vec::with_capacity(parts);

@@ -7,8 +7,8 @@ use std::os::fd::RawFd;
 use anyhow::Context;
 
 use super::{Conn, Connected, Endpoint, LinkInfo, Listener, TransportOptions};
-use crate::measure::units::format_bytes;
 use crate::sys::shm::{create, open, Consumer, Producer};
+use crate::vocab::units::format_bytes;
 
 /// Default ring size: large enough to pipeline 1 MiB messages, small enough for the cache.
 pub const DEFAULT_RING_BYTES: usize = 1 << 20;

@@ -29,6 +29,7 @@ use crate::measure::cpu::ThreadCpu;
 use crate::measure::live::Live;
 use hdrhistogram::Histogram;
 
+use crate::sys::buffer;
 use crate::transport::{Conn, Framing};
 
 /// The workload the user selects.
@@ -258,24 +259,6 @@ pub fn record(h: &mut Histogram<u64>, d: Duration) {
 /// The most one call of a byte stream's send is given: a 1 GiB message goes out in
 /// pieces, with a check for Ctrl-C between them, so stopping never waits for it all.
 pub const SEND_PIECE: usize = 64 << 20;
-
-/// A message buffer of `size` bytes filled with `fill`; running out of memory is an error
-/// for the scenario, not an abort of the process.
-///
-/// # Errors
-/// `OutOfMemory` if the allocation fails.
-pub fn buffer(size: usize, fill: u8) -> io::Result<crate::sys::Buffer> {
-    crate::sys::filled_buffer(size, fill).ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::OutOfMemory,
-            format!(
-                "cannot allocate a {} message buffer: use a smaller --size, or raise the memory limit \
-                 (ulimit -v)",
-                crate::measure::units::format_bytes(size as u64)
-            ),
-        )
-    })
-}
 
 /// Send one whole message: loop over partial writes on byte streams (at most
 /// [`SEND_PIECE`] per call); a message transport must take it in one send.
@@ -1115,14 +1098,6 @@ mod tests {
         let mut c = Recorder(Vec::new());
         send_all(&mut c, &big[..SEND_PIECE + 1], Framing::Message).unwrap();
         assert_eq!(c.0, [SEND_PIECE + 1]);
-    }
-
-    #[test]
-    fn an_impossible_buffer_is_an_error_not_an_abort() {
-        let e = buffer(isize::MAX as usize, 0).unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::OutOfMemory);
-        assert!(e.to_string().contains("smaller --size"), "{e}");
-        assert_eq!(*buffer(3, 7).unwrap(), [7, 7, 7]);
     }
 
     /// Wait up to 2 s for `t` to end; if it does not, release everyone and fail.

@@ -33,12 +33,12 @@ use crate::diagnose::Diagnosis;
 use crate::engine::EngineKind;
 use crate::interrupt;
 use crate::measure::live::Publisher;
-use crate::measure::units::format_bytes;
 use crate::plan::Scenario;
 use crate::sys::zerocopy as sys;
 use crate::transport::Conn;
 use crate::transport::Framing;
 use crate::transport::TransportKind;
+use crate::vocab::units::format_bytes;
 use crate::vocab::{RecvMethod, SendMethod};
 
 /// How long a UDP receiver waits in silence before it checks whether the sender is done.

@@ -426,7 +426,7 @@ fn figures_beyond_any_measurement_are_refused_not_compared() {
     let bogus_new = compare_one(&stream(&STEADY), &stream(&new), "n", 0.05, Some(5.0));
     assert!(bogus_new.gate_failed, "{bogus_new:?}");
     // The bound itself is a figure; one beyond it is not.
-    let at = crate::measure::units::plausible::BITS_PER_SECOND;
+    let at = crate::vocab::units::plausible::BITS_PER_SECOND;
     let ok = compare_one(
         &stream(&[at, at, at]),
         &stream(&[at, at, at]),

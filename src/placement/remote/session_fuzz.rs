@@ -47,11 +47,11 @@ use crate::control::messages::{
 use crate::control::wire::{WireSide, MAX_COUNT};
 use crate::control::{Control, VERSION};
 use crate::environment::Environment;
-use crate::measure::units::plausible;
 use crate::placement::trust::PeerTrust;
 use crate::placement::{Placement, RunError};
 use crate::plan::Scenario;
 use crate::transport::{Endpoint, LinkInfo, TransportKind};
+use crate::vocab::units::plausible;
 use crate::workload::{Role, Roles, Stop};
 
 /// What the server does at each step of a run, in order.
