@@ -11,12 +11,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::measure::counters::Counts;
 use crate::measure::cpu::ThreadCpu;
+use crate::measure::histogram::latency_histogram;
 use crate::measure::placement::{Trace, MAX_SEGMENTS};
 use crate::measure::tcp_info::TcpInfo;
 use crate::workload::relay::{RelayCopies, RelaySide};
 use crate::workload::stream::{RecvCounts, SendCounts, ZerocopyCounts};
 use crate::workload::swarm::{SwarmSide, MAX_PAIRS};
-use crate::workload::{latency_histogram, SequenceCounts, SideReport};
+use crate::workload::{SequenceCounts, SideReport};
 
 /// The largest counter a peer may report: far above any real run (2^50 bytes is a PiB),
 /// far below where summing a few hundred of them could wrap a `u64`.
@@ -88,7 +89,7 @@ pub struct WireSide {
     pub close_ns: Option<u64>,
     /// io-uring: the ring's features used, its submissions and `--sqpoll` thread's CPU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub io_uring: Option<crate::engine::uring_use::UringUse>,
+    pub io_uring: Option<crate::vocab::uring_use::UringUse>,
     /// The CPU at the interval's start and end.
     pub on_cpu: (Option<u32>, Option<u32>),
     /// Where the role's thread ran (sampled CPUs, migrations).
@@ -219,9 +220,9 @@ impl From<&SideReport> for WireSide {
 
 /// A peer's io_uring figures, each in range, its notes few, short and clean.
 fn checked_uring(
-    u: crate::engine::uring_use::UringUse,
-) -> Result<crate::engine::uring_use::UringUse, WireError> {
-    Ok(crate::engine::uring_use::UringUse {
+    u: crate::vocab::uring_use::UringUse,
+) -> Result<crate::vocab::uring_use::UringUse, WireError> {
+    Ok(crate::vocab::uring_use::UringUse {
         submissions: count("io_uring submissions", u.submissions)?,
         fixed_operations: count("io_uring fixed operations", u.fixed_operations)?,
         multishot_completions: count("io_uring multishot completions", u.multishot_completions)?,
@@ -551,7 +552,7 @@ mod tests {
                 duplicated: 6,
             }),
             close: Some(Duration::from_micros(40)),
-            io_uring: Some(crate::engine::uring_use::UringUse {
+            io_uring: Some(crate::vocab::uring_use::UringUse {
                 submissions: 12,
                 fixed_operations: 3,
                 multishot_completions: 40,
@@ -799,7 +800,7 @@ mod tests {
             (
                 "io_uring submissions",
                 WireSide {
-                    io_uring: Some(crate::engine::uring_use::UringUse {
+                    io_uring: Some(crate::vocab::uring_use::UringUse {
                         submissions: MAX_COUNT + 1,
                         ..Default::default()
                     }),
@@ -809,7 +810,7 @@ mod tests {
             (
                 "sqpoll CPU",
                 WireSide {
-                    io_uring: Some(crate::engine::uring_use::UringUse {
+                    io_uring: Some(crate::vocab::uring_use::UringUse {
                         sqpoll_cpu_ns: Some(u64::MAX),
                         ..Default::default()
                     }),

@@ -535,7 +535,8 @@ pub fn disagreement(sc: &Scenario, r: &ScenarioResult) -> Option<String> {
 mod tests {
     use super::*;
     use crate::measure::figures::figures;
-    use crate::workload::{latency_histogram, record, Roles, SideReport};
+    use crate::measure::histogram::{latency_histogram, record};
+    use crate::workload::{Roles, SideReport};
     use std::time::Duration;
 
     use crate::plan::first_scenario as scenario;

@@ -14,7 +14,6 @@ pub mod readiness;
 mod tokio_rt;
 #[cfg(feature = "io-uring")]
 mod uring;
-pub mod uring_use;
 
 use std::fmt;
 use std::io;

@@ -19,10 +19,10 @@ use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-use super::uring_use::UringUse;
 use super::Engine;
 use crate::sys::uring::{probe, Ring, RingOptions};
 use crate::transport::{Conn, Repeated, TransportKind};
+use crate::vocab::uring_use::UringUse;
 
 /// How long the `--sqpoll` kernel thread keeps polling an idle queue before it sleeps
 /// (`sq_thread_idle`): long enough to span the wait between two submissions of a busy

@@ -34,7 +34,7 @@ pub fn side_figures(roles: &Roles, role: Role, bytes: u64) -> SideFigures {
         .min(secs * sides.len().max(1) as f64);
     // io-uring `--sqpoll`: the ring's kernel thread works for this role alone, so its
     // CPU (all kernel time) is the role's too (at most one core per stream as well).
-    let io_uring = crate::engine::uring_use::UringUse::total(sides.iter().map(|s| &s.io_uring));
+    let io_uring = crate::vocab::uring_use::UringUse::total(sides.iter().map(|s| &s.io_uring));
     let sqpoll = io_uring
         .as_ref()
         .and_then(|u| u.sqpoll_cpu())
@@ -670,7 +670,7 @@ mod tests {
 
     #[test]
     fn a_polling_kernel_threads_cpu_is_the_roles_kernel_time() {
-        let uring = |ns| crate::engine::uring_use::UringUse {
+        let uring = |ns| crate::vocab::uring_use::UringUse {
             submissions: 10,
             sqpoll: true,
             sqpoll_cpu_ns: Some(ns),

@@ -3,6 +3,7 @@
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 /// Percentiles of a latency distribution, in integer nanoseconds.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -123,6 +124,17 @@ pub fn fraction_at_least(h: &Histogram<u64>, ns: u64) -> f64 {
 /// saturates).
 pub fn merge(into: &mut Histogram<u64>, more: &Histogram<u64>) {
     let _ = into.add(more);
+}
+
+/// A histogram for latencies from 1 ns to one hour at 3 significant digits.
+pub fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds")
+}
+
+/// Record a duration in a latency histogram (clamped to its range).
+#[inline]
+pub fn record(h: &mut Histogram<u64>, d: Duration) {
+    h.saturating_record((d.as_nanos() as u64).clamp(1, 3_600_000_000_000));
 }
 
 #[cfg(test)]

@@ -30,9 +30,10 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::measure::histogram::latency_histogram;
 use crate::measure::histogram::{merge, Latency};
 use crate::plan::Scenario;
-use crate::workload::{latency_histogram, Roles};
+use crate::workload::Roles;
 
 /// The most records one role keeps per run (so a role's log crosses the control
 /// connection in well under a megabyte).

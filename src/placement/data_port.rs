@@ -60,7 +60,7 @@ impl Registry {
         // Compared in constant time, one by one: a token is a secret of its run.
         match runs
             .iter()
-            .find(|e| crate::control::auth::same_token(&e.token, token))
+            .find(|e| crate::vocab::same_token(&e.token, token))
         {
             Some(e) => e.tx.send(conn).is_ok(),
             None => false,

@@ -472,7 +472,7 @@ fn check_token(
     let n = workload::recv_message(conn.as_mut(), &mut got, kind.framing())
         .context("no token came on a data connection")?;
     conn.set_recv_timeout(None)?;
-    if n != TOKEN_BYTES || !crate::control::auth::same_token(&got, token) {
+    if n != TOKEN_BYTES || !crate::vocab::same_token(&got, token) {
         bail!("a data connection came without this run's token: refused (another program connected to the test's port?)");
     }
     Ok(())

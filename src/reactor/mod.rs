@@ -219,7 +219,7 @@ pub fn run(
         })
         .collect();
     let mut latency = (role == Role::Active && plan.work == Work::Pingpong)
-        .then(crate::workload::latency_histogram);
+        .then(crate::measure::histogram::latency_histogram);
     let buf = crate::sys::filled_buffer(plan.size.max(1), 0x5a)
         .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::OutOfMemory, "message buffer"))?;
     let mut scratch = vec![0u8; plan.size.max(1)];
@@ -509,7 +509,7 @@ fn step(
                             if in_interval {
                                 count.round_trips += 1;
                                 if let (Some(h), Some(t)) = (latency.as_deref_mut(), t) {
-                                    crate::workload::record(h, t);
+                                    crate::measure::histogram::record(h, t);
                                 }
                             }
                         }

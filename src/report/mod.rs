@@ -328,7 +328,7 @@ pub struct SideFigures {
     /// io-uring engine: what the role's rings used (registered buffers, multishot
     /// receive, a polling thread) and their submissions; null for other engines.
     #[serde(default)]
-    pub io_uring: Option<crate::engine::uring_use::UringUse>,
+    pub io_uring: Option<crate::vocab::uring_use::UringUse>,
     /// Voluntary context switches.
     pub voluntary_context_switches: u64,
     /// Involuntary context switches.

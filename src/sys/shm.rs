@@ -130,12 +130,14 @@ impl Drop for Mapping {
 
 /// Create a ring of at least `capacity` bytes (rounded up to a power of two) named `name`
 /// (which must start with `/`) and return its consumer end, the receiving half. The name
-/// stays until [`unlink`]: a producer opens it with [`open`].
+/// stays until [`unlink`]: a producer opens it with [`open`]. `named` runs once the
+/// name exists, before the object is sized and mapped (the test build holds there, to
+/// leave a name behind as a killed run would).
 ///
 /// # Errors
 /// Fails if the shared-memory object cannot be created, sized or mapped (the name is
 /// removed again then).
-pub fn create(name: &str, capacity: usize) -> io::Result<Consumer> {
+pub fn create(name: &str, capacity: usize, named: impl FnOnce()) -> io::Result<Consumer> {
     let capacity = capacity
         .max(4096)
         .checked_next_power_of_two()
@@ -147,7 +149,7 @@ pub fn create(name: &str, capacity: usize) -> io::Result<Consumer> {
         OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_RDWR,
         Mode::from_bits_truncate(0o600),
     )?;
-    crate::testhooks::hold("shm");
+    named();
     let mapped = (|| {
         // Reserve the memory now: a sparse object on a full tmpfs would map fine and then
         // kill the process with SIGBUS on the first write to a page it cannot back.
@@ -223,7 +225,7 @@ pub fn unlink(name: &str) {
 /// As [`create`] and [`open`].
 #[cfg(test)]
 pub fn ring(name: &str, capacity: usize) -> io::Result<(Producer, Consumer)> {
-    let consumer = create(name, capacity);
+    let consumer = create(name, capacity, || {});
     let producer = consumer.as_ref().ok().map(|_| open(name, None));
     unlink(name);
     Ok((producer.expect("opened after a created ring")?, consumer?))
@@ -446,7 +448,7 @@ mod tests {
     #[test]
     fn a_ring_is_created_at_a_power_of_two_and_only_a_ring_opens_as_one() {
         let (name, _removed) = test_name("cap");
-        let consumer = create(&name, 5000).unwrap();
+        let consumer = create(&name, 5000, || {}).unwrap();
         assert_eq!(consumer.capacity(), 8192);
         assert!(open(&name, None).is_ok());
         unlink(&name);

@@ -389,7 +389,7 @@ pub trait Conn: Send {
     }
     /// io-uring: what the ring of this end used and did so far (`None` for other
     /// engines, or before the ring's first operation).
-    fn uring(&self) -> Option<crate::engine::uring_use::UringUse> {
+    fn uring(&self) -> Option<crate::vocab::uring_use::UringUse> {
         None
     }
     /// Tell the receiver that no more data follows: shut down, close, or send the
@@ -909,7 +909,7 @@ fn opens_with(sock: &socket2::Socket, token: &[u8], wait: Duration) -> bool {
             Ok(_) => std::thread::sleep(Duration::from_millis(1)),
         }
     }
-    sock.set_read_timeout(None).is_ok() && crate::control::auth::same_token(&got, token)
+    sock.set_read_timeout(None).is_ok() && crate::vocab::same_token(&got, token)
 }
 
 /// Apply the requested socket buffer sizes to a socket (before connect/listen, so TCP's

@@ -76,7 +76,7 @@ impl Drop for ShmListener {
 pub fn listen(opts: &TransportOptions, id: usize) -> anyhow::Result<Box<dyn Listener>> {
     let name = format!("/sockbench-{}-{id}", std::process::id());
     let want = opts.sndbuf.unwrap_or(DEFAULT_RING_BYTES);
-    let consumer = create(&name, want).map_err(|e| {
+    let consumer = create(&name, want, || crate::testhooks::hold("shm")).map_err(|e| {
         let hint = if e.raw_os_error() == Some(nix::libc::ENOSPC) {
             let free = nix::sys::statvfs::statvfs("/dev/shm")
                 .map(|v| format_bytes(v.blocks_available() * v.fragment_size()))

@@ -29,6 +29,7 @@ use crate::measure::cpu::ThreadCpu;
 use crate::measure::live::Live;
 use hdrhistogram::Histogram;
 
+use crate::measure::histogram::{latency_histogram, record};
 use crate::sys::buffer;
 use crate::transport::{Conn, Framing};
 
@@ -137,7 +138,7 @@ pub struct SideReport {
     pub close: Option<Duration>,
     /// io-uring: what this end's ring used and did, with its `--sqpoll` thread's CPU
     /// (read at the end of the interval; counted in the role's CPU figures).
-    pub io_uring: Option<crate::engine::uring_use::UringUse>,
+    pub io_uring: Option<crate::vocab::uring_use::UringUse>,
     /// The CPU this role's thread ran on when its interval started and when it ended.
     pub on_cpu: (Option<u32>, Option<u32>),
     /// Where this role's thread ran over the interval (sampled CPUs, migrations).
@@ -243,17 +244,6 @@ pub fn repeat_end_marker(side: &mut Side) {
         }
         let _ = side.conn.finish();
     }
-}
-
-/// A histogram for latencies from 1 ns to one hour at 3 significant digits.
-pub fn latency_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds")
-}
-
-/// Record a duration in a latency histogram (clamped to its range).
-#[inline]
-pub fn record(h: &mut Histogram<u64>, d: Duration) {
-    h.saturating_record((d.as_nanos() as u64).clamp(1, 3_600_000_000_000));
 }
 
 /// The most one call of a byte stream's send is given: a 1 GiB message goes out in
