@@ -292,9 +292,9 @@ impl Swarm {
                 continue;
             }
             match listener.accept_socket() {
-                Ok(s) => match pair_number(&s) {
-                    Some(n) if n < self.pairs && slots[n as usize].is_none() => {
-                        slots[n as usize] = Some(socket_side(s)?);
+                Ok(s) => match free_slot(&slots, pair_number(&s)) {
+                    Some(n) => {
+                        slots[n] = Some(socket_side(s)?);
                         got += 1;
                     }
                     _ => note(
@@ -402,6 +402,13 @@ fn pair_number(s: &socket2::Socket) -> Option<u64> {
     (&*s).read_exact(&mut number).ok()?;
     s.set_read_timeout(None).ok()?;
     Some(u64::from(u32::from_le_bytes(number)))
+}
+
+/// The slot a connection that named pair `number` takes: none for a number beyond the
+/// run's pairs or one already taken (a stranger, or a connection sent twice).
+fn free_slot<T>(slots: &[Option<T>], number: Option<u64>) -> Option<usize> {
+    let n = usize::try_from(number?).ok()?;
+    slots.get(n)?.is_none().then_some(n)
 }
 
 /// Both roles meet at the start line, then set their pairs up together (the sender
@@ -638,5 +645,17 @@ mod tests {
                 ("reset".to_string(), 1)
             ]
         );
+    }
+
+    #[test]
+    fn a_connection_takes_only_a_free_slot_of_this_run() {
+        let slots = [None, Some(()), None];
+        assert_eq!(free_slot(&slots, Some(0)), Some(0));
+        assert_eq!(free_slot(&slots, Some(2)), Some(2));
+        // Taken, beyond the last pair, far beyond it, or no number at all.
+        assert_eq!(free_slot(&slots, Some(1)), None);
+        assert_eq!(free_slot(&slots, Some(3)), None);
+        assert_eq!(free_slot(&slots, Some(u64::from(u32::MAX))), None);
+        assert_eq!(free_slot(&slots, None), None);
     }
 }
