@@ -658,4 +658,60 @@ mod tests {
         assert_eq!(free_slot(&slots, Some(u64::from(u32::MAX))), None);
         assert_eq!(free_slot(&slots, None), None);
     }
+
+    /// A swarm scenario of `work` at 100-byte messages.
+    fn swarm_scenario(work: Work) -> Scenario {
+        let mut sc = crate::plan::first_scenario(&["stream", "-t", "tcp", "-s", "100"]);
+        sc.workload = crate::workload::WorkloadKind::Swarm;
+        sc.extras.swarm = Some(SwarmOptions { pairs: 4, work });
+        sc
+    }
+
+    #[test]
+    fn a_stream_swarm_is_timed_and_counted_by_its_readers_a_pingpong_by_its_askers() {
+        let swarm = |received_in_interval| SideReport {
+            swarm: Some(SwarmSide {
+                received_in_interval,
+                ..SwarmSide::default()
+            }),
+            ..SideReport::default()
+        };
+        let roles = Roles {
+            // The askers' round trips; what the readers read in the interval.
+            senders: vec![SideReport {
+                messages: 7,
+                ..swarm(0)
+            }],
+            receivers: vec![swarm(1000), swarm(250)],
+            ..Roles::default()
+        };
+        let t = SwarmSpec.tally(&swarm_scenario(Work::Stream), &roles);
+        assert_eq!(t.clock, Role::Receiver);
+        assert_eq!(
+            (
+                t.bytes_received,
+                t.messages_received,
+                t.delivered_bytes,
+                t.counted
+            ),
+            (1250, 13, 1250, 13)
+        );
+        let t = SwarmSpec.tally(&swarm_scenario(Work::Pingpong), &roles);
+        assert_eq!(t.clock, Role::Sender);
+        assert_eq!(
+            (
+                t.bytes_received,
+                t.messages_received,
+                t.delivered_bytes,
+                t.counted
+            ),
+            (700, 7, 700, 7)
+        );
+    }
+
+    #[test]
+    fn a_swarm_run_is_allowed_its_set_up_and_its_drain_beyond_its_duration() {
+        assert_eq!(SwarmSpec.set_up_allowance(), SETUP_LIMIT + reactor::STUCK);
+        assert!(reactor::STUCK > Duration::ZERO);
+    }
 }
