@@ -65,7 +65,6 @@ const KNOWN: &[(&str, &str)] = &[
     ("report", "mode"),
     ("workload", "cli"),
     ("workload", "control"),
-    ("workload", "diagnose"),
     ("workload", "placement"),
     ("workload", "plan"),
     ("workload", "report"),

@@ -15,6 +15,7 @@ use super::messages::{Auth, Bye, DriveMsg, Hello, Limits, ScenarioMsg, Welcome};
 use super::{parse, Deadlines, VERSION};
 use crate::plan::{Scenario, MAX_BUFFER, MAX_SIZE};
 use crate::transport::TransportKind;
+use crate::vocab::Peer;
 use crate::workload::{spec, Stop};
 
 /// Where the conversation is.
@@ -41,18 +42,6 @@ pub enum Step {
     End,
     /// Tell the client why and hang up.
     Refuse(String),
-}
-
-/// Who the peer is, as far as the server can tell.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Peer {
-    /// Another host: only IP transports.
-    Remote,
-    /// This host (a loopback or local address): file-system and IPC transports too.
-    Local,
-    /// The parent sockbench of a `--placement processes` child: everything, pinning and
-    /// inherited descriptors included.
-    Parent,
 }
 
 /// A server's conversation with one client.

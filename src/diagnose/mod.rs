@@ -9,6 +9,7 @@ use crate::plan::Scenario;
 use crate::report::{ScenarioResult, Warning};
 use crate::transport::TransportKind;
 use crate::vocab::units::{format_bytes, format_ns};
+use crate::vocab::Diagnosis;
 
 /// A side thread's CPU use above this fraction of a core counts as saturated.
 const SATURATED: f64 = 0.9;
@@ -23,20 +24,6 @@ const STALL_NS: u64 = 30_000_000;
 const APART: f64 = 2.0;
 /// A single run shorter than this gets a note that it is one short run.
 const SHORT_SINGLE_RUN_SECONDS: f64 = 1.0;
-
-/// Warnings a workload may declare beyond those that apply to every workload.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Diagnosis {
-    /// A one-way side busy a whole core: the figure is the CPU's limit.
-    CpuSaturated,
-    /// ~40 ms round trips from Nagle's algorithm meeting delayed ACKs.
-    DelayedAck,
-    /// Runs whose median round trip differs by a factor (one CPU or two), and a single
-    /// short run said to be one.
-    LatencyRunsDisagree,
-    /// MSG_ZEROCOPY sends the kernel copied anyway, or whose completion never came.
-    ZerocopyCopied,
-}
 
 fn warning(kind: &str, message: String) -> Warning {
     Warning {

@@ -19,7 +19,7 @@ use anyhow::Context;
 use crate::cli::{PeerArgs, ServerArgs};
 use crate::control::auth::Key;
 use crate::control::messages::{Limits, ScenarioMsg};
-use crate::control::session::{Peer, Session, Step};
+use crate::control::session::{Session, Step};
 use crate::control::{Control, ControlError, Deadlines};
 use crate::environment::Environment;
 use crate::error::{CommandResult, Error, Outcome};
@@ -28,6 +28,7 @@ use crate::placement::split::{canonical, server_run, ServerSide};
 use crate::placement::threads::RunDir;
 use crate::placement::trust::PeerTrust;
 use crate::vocab::units::{format_bits_per_second, format_bytes};
+use crate::vocab::Peer;
 use crate::workload::{Role, SideReport};
 
 mod conns;

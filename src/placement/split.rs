@@ -40,7 +40,6 @@ use crate::control::frame::FrameType;
 use crate::control::messages::{
     channels_of, Channel, Ready, RunResult, ScenarioMsg, SignalMsg, Start, Wired,
 };
-use crate::control::session::Peer;
 use crate::control::wire::WireSide;
 use crate::control::{parse, Control, ControlError, Deadlines};
 use crate::interrupt;
@@ -49,6 +48,7 @@ use crate::transport::connector::{self, Dialer};
 use crate::transport::{
     self, Conn, Connected, Endpoint, LinkInfo, Listener, TransportKind, TransportOptions,
 };
+use crate::vocab::Peer;
 use crate::workload::{
     self, peer_link, spec, PeerLink, Role, Side, SideReport, StartLine, Stop, Wiring,
 };

@@ -1,20 +1,25 @@
 //! The words every floor shares: what a command's output is asked to be ([`Format`],
 //! [`View`], [`Units`]), how `stream` sends and receives ([`SendMethod`],
 //! [`RecvMethod`]), how sizes, durations and rates are parsed and printed ([`units`]),
-//! what an io-uring end used ([`uring_use`]), how text sockbench did not write is made
+//! what an io-uring end used ([`uring_use`]), who a server's peer is ([`Peer`]), the
+//! warnings a workload declares ([`Diagnosis`]), how text sockbench did not write is made
 //! safe to show ([`text`]), and how two secrets are compared ([`same_token`]).
 //!
 //! This room is on the ground floor: it uses nothing of the crate, and every room may use
 //! it (tests/floors.rs holds the map).
 
+mod diagnosis;
 mod methods;
 mod output;
+mod peer;
 pub mod text;
 pub mod units;
 pub mod uring_use;
 
+pub use diagnosis::Diagnosis;
 pub use methods::{RecvMethod, SendMethod};
 pub use output::{Format, Units, View};
+pub use peer::Peer;
 
 /// Whether two tokens are equal, in time that does not depend on where they differ.
 pub fn same_token(a: &[u8], b: &[u8]) -> bool {

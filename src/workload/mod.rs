@@ -824,7 +824,7 @@ pub trait Spec: Sync {
     fn refuses_on_server(
         &self,
         _sc: &crate::plan::Scenario,
-        _peer: crate::control::session::Peer,
+        _peer: crate::vocab::Peer,
     ) -> Option<String> {
         None
     }
@@ -837,7 +837,7 @@ pub trait Spec: Sync {
         false
     }
     /// The warnings that apply to this workload beyond those that apply to every one.
-    fn diagnoses(&self) -> &'static [crate::diagnose::Diagnosis] {
+    fn diagnoses(&self) -> &'static [crate::vocab::Diagnosis] {
         &[]
     }
     /// Whose counts `--interval` follows: the first of these whose role ran in this

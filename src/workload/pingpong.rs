@@ -22,13 +22,13 @@ use super::{
     buffer, end_of_data, latency_histogram, record, recv_message, send_all, wait_until, Meter,
     PeerSignal, Role, Roles, Side, SideReport, Spec, Stop, TableKind, Tally, Wiring, Workload,
 };
-use crate::diagnose::Diagnosis;
 use crate::interrupt;
 use crate::measure::live::Publisher;
 use crate::measure::timestamps::Record;
 use crate::plan::Scenario;
 use crate::sys::timestamps::realtime_ns;
 use crate::transport::{Framing, TransportKind};
+use crate::vocab::Diagnosis;
 
 /// How long the client waits for a reply on an unreliable transport.
 pub const REPLY_TIMEOUT: Duration = Duration::from_millis(200);

@@ -20,11 +20,11 @@ use super::{
     buffer, end_of_data, one_way_tally, recv_message, send_all, wait_until, Meter, PeerSignal,
     Roles, SequenceCounts, Side, SideReport, Spec, Stop, TableKind, Tally, Wiring, Workload,
 };
-use crate::diagnose::Diagnosis;
 use crate::interrupt;
 use crate::measure::live::Publisher;
 use crate::plan::Scenario;
 use crate::transport::{Framing, TransportKind};
+use crate::vocab::Diagnosis;
 
 /// How many recent sequence numbers the receiver remembers.
 pub const WINDOW: u64 = 1 << 16;

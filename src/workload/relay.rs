@@ -1474,9 +1474,9 @@ impl Spec for RelaySpec {
     fn refuses_on_server(
         &self,
         sc: &crate::plan::Scenario,
-        peer: crate::control::session::Peer,
+        peer: crate::vocab::Peer,
     ) -> Option<String> {
-        if peer != crate::control::session::Peer::Parent {
+        if peer != crate::vocab::Peer::Parent {
             // Its threads and copy buffers are not bounded by a server's stream and
             // memory limits.
             return Some(

@@ -29,7 +29,6 @@ use super::{
     buffer, one_way_tally, repeat_end_marker, send_all, Meter, PeerSignal, Role, Roles, Side,
     SideReport, Spec, Stop, TableKind, Tally, Wiring, Workload, SEND_PIECE,
 };
-use crate::diagnose::Diagnosis;
 use crate::engine::EngineKind;
 use crate::interrupt;
 use crate::measure::live::Publisher;
@@ -39,6 +38,7 @@ use crate::transport::Conn;
 use crate::transport::Framing;
 use crate::transport::TransportKind;
 use crate::vocab::units::format_bytes;
+use crate::vocab::Diagnosis;
 use crate::vocab::{RecvMethod, SendMethod};
 
 /// How long a UDP receiver waits in silence before it checks whether the sender is done.
@@ -1234,7 +1234,8 @@ mod tests {
             ));
         }
         let limits = crate::control::messages::Limits::default();
-        use crate::control::session::{check_scenario, Peer};
+        use crate::control::session::check_scenario;
+        use crate::vocab::Peer;
         assert!(check_scenario(zc, &limits, Peer::Local).is_ok());
         let mut shm = sc;
         shm.transport = TransportKind::Shm;

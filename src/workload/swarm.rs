@@ -505,13 +505,9 @@ impl Spec for SwarmSpec {
         &pairs::TRANSPORTS
     }
 
-    fn refuses_on_server(
-        &self,
-        _sc: &Scenario,
-        peer: crate::control::session::Peer,
-    ) -> Option<String> {
+    fn refuses_on_server(&self, _sc: &Scenario, peer: crate::vocab::Peer) -> Option<String> {
         // Its pairs are not bounded by a server's stream, memory or descriptor limits.
-        (peer != crate::control::session::Peer::Parent)
+        (peer != crate::vocab::Peer::Parent)
             .then(|| "a swarm runs only with --placement processes, not against a server".into())
     }
 

@@ -44,11 +44,11 @@ use crate::control::fuzzing::{
     After, Break, DataEnd, Decoys, Stats, Watch, Watched,
 };
 use crate::control::messages::{channels_of, Limits, Ready, ScenarioMsg, Welcome, Wired};
-use crate::control::session::Peer;
 use crate::control::{Control, VERSION};
 use crate::placement::trust::PeerTrust;
 use crate::plan::Scenario;
 use crate::transport::{Endpoint, TransportKind};
+use crate::vocab::Peer;
 use crate::workload::{Role, Stop};
 
 /// The client's steps in a run, in order (after hello and, with a key, its proof).
