@@ -275,7 +275,7 @@ fn every_import_points_down_the_floors() {
     let problems = problems(&files, KNOWN);
     assert!(
         problems.is_empty(),
-        "{} problems with the floors:\n{}",
+        "the floors are broken ({} found):\n{}",
         problems.len(),
         problems.join("\n")
     );
