@@ -194,7 +194,7 @@ fn open_keeps_no_more_than_n_connections_at_once() {
 #[test]
 fn open_holds_n_connections_at_once() {
     // Mid-run, the namespace's socket table shows the connections the client holds open:
-    // --open 16 (one may be between close and dial). Only the client's sockets are
+    // --open 16 (one may be between close and dial, or mid-dial when it stopped). Only the client's sockets are
     // counted (those whose peer is the listener's port, the port every connection
     // shares): the client's state follows its own calls (established when connect
     // returns, not once close is called), while the accepted ends follow the kernel's
@@ -207,7 +207,13 @@ fn open_holds_n_connections_at_once() {
         &[
             "connect", "-t", "tcp", "--open", "16", "-d", "1.5", "-w", "0", "-q",
         ],
-        "sleep 0.7; ss -Htn state established > \"$TMPDIR/est\"; wait $SB_PID",
+        // The socket table is read with sockbench stopped (every thread in state T):
+        // `ss` walks the table a bucket at a time, and while connections come and go a
+        // walk can meet a new connection and an old one not yet closed.
+        "sleep 0.7; kill -STOP $SB_PID; \
+         i=0; until ! sed 's/.*) //' /proc/$SB_PID/task/*/stat | grep -qv '^[Tt] ' || [ $i -ge 300 ]; \
+         do i=$((i + 1)); sleep 0.01; done; \
+         ss -Htn state established > \"$TMPDIR/est\"; kill -CONT $SB_PID; wait $SB_PID",
         "awk '{ n = split($3, a, \":\"); m = split($4, b, \":\"); local[NR] = a[n]; peer[NR] = b[m]; \
          seen[a[n]]++; seen[b[m]]++ } END { for (p in seen) if (!l || seen[p] > seen[l]) l = p; \
          c = 0; for (i = 1; i <= NR; i++) if (peer[i] == l) c++; \
