@@ -7,14 +7,15 @@ use std::time::{Duration, Instant};
 
 use crate::interrupt;
 use crate::measure::figures::figures;
+use crate::measure::live::Interval;
 use crate::measure::live::{self, Live, Sampler, Totals, Watch};
 use crate::placement::{Placement, Remote, RunError, Threads};
 use crate::plan::{Plan, Scenario, Where};
 use crate::report::progress::Progress;
-use crate::report::{ExportManager, Interval, Report, ScenarioResult, Warning};
+use crate::report::{ExportManager, Report, ScenarioResult, Warning};
 use crate::transport::TransportKind;
 use crate::vocab::units::format_bytes;
-use crate::workload::Role;
+use crate::vocab::Role;
 use crate::workload::Stop;
 
 /// Runs a plan and fills a report.

@@ -13,7 +13,8 @@ use crate::environment::Environment;
 use crate::measure::cpu::SystemCpu;
 use crate::plan::Scenario;
 use crate::transport::{Endpoint, LinkInfo, TransportKind};
-use crate::workload::{spec, PeerSignal, Role, Wiring};
+use crate::vocab::Role;
+use crate::workload::{spec, PeerSignal, Wiring};
 
 use super::wire::WireSide;
 

@@ -322,7 +322,7 @@ mod tests {
     use super::*;
     use crate::control::frame::{self, Decoder};
     use crate::control::messages::Auth;
-    use crate::workload::Role;
+    use crate::vocab::Role;
     use crate::workload::WorkloadKind;
 
     fn frame_of<T: serde::Serialize>(kind: FrameType, v: &T) -> Frame {

@@ -11,7 +11,8 @@ use crate::measure::histogram::{merge, Latency};
 use crate::measure::stats::{median, Summary};
 use crate::plan::Scenario;
 use crate::report::{RunFigures, ScenarioOptions, ScenarioResult, SideFigures, Statistics};
-use crate::workload::{spec, Role, Roles, Stop, Tally};
+use crate::vocab::Role;
+use crate::workload::{spec, Roles, Stop, Tally};
 
 /// Runs shorter than this have no machine-wide CPU figure: /proc/stat's ticks are 10 ms.
 const MIN_SYSTEM_SECONDS: f64 = 0.05;

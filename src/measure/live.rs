@@ -19,8 +19,9 @@ use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::report::Interval;
-use crate::workload::Role;
+use serde::{Deserialize, Serialize};
+
+use crate::vocab::Role;
 
 /// A role's running totals, alone on its cache line(s) so the other role's updates do
 /// not bounce it.
@@ -504,6 +505,34 @@ pub fn format_line(label: &str, run: u32, i: &Interval) -> String {
         s.push_str(&format!("  retr {r}"));
     }
     s
+}
+
+/// One `--interval` of a measured run, as the side whose counts it reads saw it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Interval {
+    /// Start of the interval, seconds after the run's start.
+    pub start_seconds: f64,
+    /// End of the interval, seconds after the run's start.
+    pub end_seconds: f64,
+    /// Whose counts these are: `receiver` (stream and rate, when the receivers run in
+    /// this process), `sender` (stream and rate when they do not; connect: connections
+    /// made) or `client` (pingpong: round trips completed).
+    pub side: String,
+    /// Payload bytes that side moved in the interval, all streams.
+    pub bytes: u64,
+    /// Messages (round trips, connections) that side completed in the interval.
+    pub messages: u64,
+    /// Payload bits per second over the interval.
+    pub bits_per_second: f64,
+    /// Messages per second over the interval.
+    pub messages_per_second: f64,
+    /// Messages the sender sent in the interval that the receiver did not receive in it
+    /// (datagram transports with both sides in this process; null elsewhere). Messages in
+    /// flight at an interval's edge count in the next one, so only the run's total is exact.
+    pub messages_lost: Option<u64>,
+    /// TCP: segments the sending side's sockets retransmitted in the interval (TCP_INFO
+    /// `tcpi_total_retrans`, all streams); null for other transports or when unreadable.
+    pub retransmits: Option<u64>,
 }
 
 #[cfg(test)]

@@ -103,7 +103,7 @@ pub struct RelayResult {
     /// each interval, or with the sink in a child process what the source sent; they
     /// add up to the run's bytes received).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub intervals: Vec<Vec<crate::report::Interval>>,
+    pub intervals: Vec<Vec<crate::measure::live::Interval>>,
 }
 
 /// A combination left out, with the reason.

@@ -29,7 +29,8 @@ use crate::placement::threads::RunDir;
 use crate::placement::trust::PeerTrust;
 use crate::vocab::units::{format_bits_per_second, format_bytes};
 use crate::vocab::Peer;
-use crate::workload::{Role, SideReport};
+use crate::vocab::Role;
+use crate::workload::SideReport;
 
 mod conns;
 #[cfg(test)]

@@ -19,7 +19,8 @@ use std::thread::JoinHandle;
 use anyhow::anyhow;
 
 use crate::plan::Scenario;
-use crate::workload::{Role, Roles, Side, SideReport, Stop, Workload};
+use crate::vocab::Role;
+use crate::workload::{Roles, Side, SideReport, Stop, Workload};
 
 /// Why a run did not produce role reports.
 pub enum RunError {

@@ -27,7 +27,8 @@ use crate::measure::cpu::{SystemCpu, SystemTicks};
 use crate::measure::figures::{implausible, run_figures};
 use crate::plan::Scenario;
 use crate::transport::{Conn, TransportKind, TransportOptions};
-use crate::workload::{PeerInfo, Role, Roles, SideReport, Stop};
+use crate::vocab::Role;
+use crate::workload::{PeerInfo, Roles, SideReport, Stop};
 
 /// How long dialling the server may take.
 const DIAL_TIMEOUT: Duration = Duration::from_secs(5);

@@ -49,9 +49,8 @@ use crate::transport::{
     self, Conn, Connected, Endpoint, LinkInfo, Listener, TransportKind, TransportOptions,
 };
 use crate::vocab::Peer;
-use crate::workload::{
-    self, peer_link, spec, PeerLink, Role, Side, SideReport, StartLine, Stop, Wiring,
-};
+use crate::vocab::Role;
+use crate::workload::{self, peer_link, spec, PeerLink, Side, SideReport, StartLine, Stop, Wiring};
 
 /// Bytes of a run's token.
 pub const TOKEN_BYTES: usize = 16;

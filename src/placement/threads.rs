@@ -20,8 +20,9 @@ use crate::transport::connector;
 use crate::transport::{
     open_duplex, open_pair, unconnected, Pair, TransportKind, TransportOptions,
 };
+use crate::vocab::Role;
 use crate::workload::{
-    peer_link, spec, Endpoint, Role, Roles, Side, SideReport, StartLine, Stop, Wiring,
+    peer_link, spec, Endpoint, Roles, Side, SideReport, StartLine, Stop, Wiring,
 };
 
 /// How long a run may take beyond its planned duration before it is declared stalled.

@@ -40,6 +40,7 @@ use crate::environment::Environment;
 use crate::measure::cpu::SystemCpu;
 use crate::measure::histogram::Latency;
 pub use crate::measure::latency::LatencyKind;
+use crate::measure::live::Interval;
 use crate::measure::stats::Summary;
 use crate::plan::{Layout, Skipped};
 use crate::transport::TransportKind;
@@ -224,7 +225,7 @@ pub struct PlacementInfo {
     pub name: String,
     /// The role that ran in the other process or on the server (null with threads); with
     /// `bidir`, its role in the first half of the streams.
-    pub other_role: Option<crate::workload::Role>,
+    pub other_role: Option<crate::vocab::Role>,
     /// `--bidir`: both directions at once.
     pub bidir: bool,
     /// The server as the client named it (HOST[:PORT]); null unless `server`.
@@ -478,34 +479,6 @@ pub struct RunFigures {
     /// otherwise). The intervals tile the run from its start; the last may be short.
     #[serde(default)]
     pub intervals: Vec<Interval>,
-}
-
-/// One `--interval` of a measured run, as the side whose counts it reads saw it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Interval {
-    /// Start of the interval, seconds after the run's start.
-    pub start_seconds: f64,
-    /// End of the interval, seconds after the run's start.
-    pub end_seconds: f64,
-    /// Whose counts these are: `receiver` (stream and rate, when the receivers run in
-    /// this process), `sender` (stream and rate when they do not; connect: connections
-    /// made) or `client` (pingpong: round trips completed).
-    pub side: String,
-    /// Payload bytes that side moved in the interval, all streams.
-    pub bytes: u64,
-    /// Messages (round trips, connections) that side completed in the interval.
-    pub messages: u64,
-    /// Payload bits per second over the interval.
-    pub bits_per_second: f64,
-    /// Messages per second over the interval.
-    pub messages_per_second: f64,
-    /// Messages the sender sent in the interval that the receiver did not receive in it
-    /// (datagram transports with both sides in this process; null elsewhere). Messages in
-    /// flight at an interval's edge count in the next one, so only the run's total is exact.
-    pub messages_lost: Option<u64>,
-    /// TCP: segments the sending side's sockets retransmitted in the interval (TCP_INFO
-    /// `tcpi_total_retrans`, all streams); null for other transports or when unreadable.
-    pub retransmits: Option<u64>,
 }
 
 /// One direction of a `--bidir` run.

@@ -1,7 +1,7 @@
 //! The words every floor shares: what a command's output is asked to be ([`Format`],
 //! [`View`], [`Units`]), how `stream` sends and receives ([`SendMethod`],
 //! [`RecvMethod`]), how sizes, durations and rates are parsed and printed ([`units`]),
-//! what an io-uring end used ([`uring_use`]), who a server's peer is ([`Peer`]), the
+//! what an io-uring end used ([`uring_use`]), the two roles of a run ([`Role`]), who a server's peer is ([`Peer`]), the
 //! warnings a workload declares ([`Diagnosis`]), how text sockbench did not write is made
 //! safe to show ([`text`]), and how two secrets are compared ([`same_token`]).
 //!
@@ -12,6 +12,7 @@ mod diagnosis;
 mod methods;
 mod output;
 mod peer;
+mod role;
 pub mod text;
 pub mod units;
 pub mod uring_use;
@@ -20,6 +21,7 @@ pub use diagnosis::Diagnosis;
 pub use methods::{RecvMethod, SendMethod};
 pub use output::{Format, Units, View};
 pub use peer::Peer;
+pub use role::Role;
 
 /// Whether two tokens are equal, in time that does not depend on where they differ.
 pub fn same_token(a: &[u8], b: &[u8]) -> bool {

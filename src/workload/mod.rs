@@ -32,6 +32,7 @@ use hdrhistogram::Histogram;
 use crate::measure::histogram::{latency_histogram, record};
 use crate::sys::buffer;
 use crate::transport::{Conn, Framing};
+use crate::vocab::Role;
 
 /// The workload the user selects.
 #[derive(
@@ -621,26 +622,6 @@ pub enum Endpoint {
     Listen(crate::transport::connector::Listener),
     /// The sending side dials.
     Dial(Box<crate::transport::connector::Dialer>),
-}
-
-/// The two roles of a run: the sender (the client, for request/response workloads) and
-/// the receiver (the server).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Role {
-    /// Sends the data or starts each exchange.
-    Sender,
-    /// Receives the data or answers.
-    Receiver,
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Role::Sender => "sender",
-            Role::Receiver => "receiver",
-        })
-    }
 }
 
 /// How a workload's connections are wired.

@@ -519,7 +519,7 @@ fn a_target_rate_or_open_count_is_identity_unless_ignored() {
 
 #[test]
 fn the_role_in_the_other_process_is_part_of_the_placement() {
-    use crate::workload::Role;
+    use crate::vocab::Role;
     let report = |role: Option<Role>| {
         let mut r = sample::report(vec![stream(&STEADY)], Layout::List);
         r.placement.name = "processes".into();

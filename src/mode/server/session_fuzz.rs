@@ -49,7 +49,8 @@ use crate::placement::trust::PeerTrust;
 use crate::plan::Scenario;
 use crate::transport::{Endpoint, TransportKind};
 use crate::vocab::Peer;
-use crate::workload::{Role, Stop};
+use crate::vocab::Role;
+use crate::workload::Stop;
 
 /// The client's steps in a run, in order (after hello and, with a key, its proof).
 const RUN_STEPS: usize = 5;

@@ -52,7 +52,8 @@ use crate::placement::{Placement, RunError};
 use crate::plan::Scenario;
 use crate::transport::{Endpoint, LinkInfo, TransportKind};
 use crate::vocab::units::plausible;
-use crate::workload::{Role, Roles, Stop};
+use crate::vocab::Role;
+use crate::workload::{Roles, Stop};
 
 /// What the server does at each step of a run, in order.
 const STEPS: usize = 5;

@@ -22,7 +22,8 @@ use crate::interrupt;
 use crate::measure::live::Publisher;
 use crate::plan::Scenario;
 use crate::transport::TransportKind;
-use crate::workload::{buffer, end_of_data, wait_until, Meter, PeerSignal, Role, Side, SideReport};
+use crate::vocab::Role;
+use crate::workload::{buffer, end_of_data, wait_until, Meter, PeerSignal, Side, SideReport};
 
 /// An emptied vector of borrowed messages, to be filled again under another borrow: its
 /// allocation is kept (an empty vector collected from its own iterator reuses it in
