@@ -40,9 +40,10 @@
 //! - [`copy`]: the ways a relay copies between sockets, one file per method;
 //!   [`http`] and [`model`]: the HTTP server and its concurrency models (`serve`,
 //!   `models`); [`load`]: the HTTP load generator; [`mesh`]: every pair of N hosts;
-//! - [`vocab`]: the words every floor shares (output formats and views, stream's send
-//!   and receive methods, [`vocab::text`]: text from elsewhere made safe for a terminal
-//!   or Markdown); it uses nothing of the crate;
+//! - [`vocab`]: the words every floor shares (output formats and views, a run's roles,
+//!   stream's send and receive methods, units, who a server's peer is, the diagnoses a
+//!   workload declares, [`vocab::text`]: text from elsewhere made safe for a terminal or
+//!   Markdown); it uses nothing of the crate;
 //! - [`input`]: the one way a file the user names (a report, a key, a hosts file) is
 //!   read: regular files only, never past a bound;
 //! - `sys`: the only module allowed `unsafe`.
