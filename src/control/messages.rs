@@ -7,6 +7,8 @@
 //! endpoints), [`Wired`] from the server, [`Start`]; [`SignalMsg`]s both ways while it runs;
 //! [`RunResult`] from the server. [`Bye`] ends it; [`Refusal`] ends it with a reason.
 
+use std::net::{SocketAddr, ToSocketAddrs};
+
 use serde::{Deserialize, Serialize};
 
 use crate::environment::Environment;
@@ -86,7 +88,7 @@ pub struct Auth {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct DriveMsg {
-    /// The test: one of `crate::mesh::WORKLOADS` (`tcp-stream`, `tcp-pingpong`,
+    /// The test: one of [`WORKLOADS`] (`tcp-stream`, `tcp-pingpong`,
     /// `udp-pingpong`, `udp-rate`).
     pub workload: String,
     /// The other agent, `HOST:PORT` (its control port).
@@ -115,7 +117,7 @@ pub struct DriveReport {
     /// Why it did not run or did not finish.
     pub error: Option<String>,
     /// The agent's own host and its route toward the target.
-    pub host: Option<crate::mesh::HostMeta>,
+    pub host: Option<HostMeta>,
 }
 
 /// Client to server: one run of a scenario, with the role the server takes.
@@ -303,6 +305,103 @@ pub fn channels_of(sc: &Scenario, server_roles: &[Role]) -> Vec<Channel> {
         spec(sc.workload).wiring(sc.transport),
         server_roles,
     )
+}
+
+/// The tests a mesh can run for a pair, by name.
+pub const WORKLOADS: [&str; 4] = ["tcp-stream", "tcp-pingpong", "udp-pingpong", "udp-rate"];
+
+/// What an agent says of itself and of its route toward the agent it measured (read by
+/// the agent when it drives a test; null where unreadable).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HostMeta {
+    /// Host name.
+    pub hostname: String,
+    /// `uname -sr` and build string.
+    pub kernel: String,
+    /// CPU model.
+    pub cpu_model: Option<String>,
+    /// Logical CPUs.
+    pub cpus: u32,
+    /// `net.ipv4.tcp_congestion_control`.
+    pub congestion_control: Option<String>,
+    /// The device of the route toward the destination.
+    pub route_device: Option<String>,
+    /// That device's MTU.
+    pub mtu: Option<u32>,
+    /// That device's offloads as `ethtool -k` names them (on or off), where readable.
+    pub offloads: Option<std::collections::BTreeMap<String, bool>>,
+}
+
+impl DriveMsg {
+    /// Check a coordinator's request against this agent's limits.
+    ///
+    /// # Errors
+    /// What is wrong, for the coordinator's user.
+    pub fn check(&self, limits: &Limits) -> Result<(), String> {
+        let m = self;
+        if !WORKLOADS.contains(&m.workload.as_str()) {
+            return Err(format!(
+                "unknown mesh test '{}': one of {}",
+                m.workload,
+                WORKLOADS.join(", ")
+            ));
+        }
+        if !(m.duration_s.is_finite() && m.duration_s > 0.0) {
+            return Err("a mesh test's duration must be above 0 s".into());
+        }
+        if !(m.warmup_s.is_finite() && m.warmup_s >= 0.0) {
+            return Err("a mesh test's warm-up must be 0 s or more".into());
+        }
+        if m.duration_s + m.warmup_s > limits.max_duration_s as f64 {
+            return Err(format!(
+                "a mesh test of {:.1} s (with its warm-up) is over this agent's --max-duration of {} s",
+                m.duration_s + m.warmup_s,
+                limits.max_duration_s
+            ));
+        }
+        if m.parallel == 0 || m.parallel > limits.max_streams {
+            return Err(format!(
+                "{} parallel streams: this agent allows 1 to {} (its --max-streams)",
+                m.parallel, limits.max_streams
+            ));
+        }
+        if let Some(size) = m.size {
+            if size == 0 || size > limits.max_size {
+                return Err(format!(
+                    "a {size}-byte message: this agent allows 1 to {} bytes (its --max-size)",
+                    limits.max_size
+                ));
+            }
+        }
+        // Its message buffers, as the server's own check counts them (a sender's and a
+        // receiver's per stream; the client here holds one role of each).
+        let size = m.size.unwrap_or(128 << 10);
+        let memory = size.saturating_mul(2).saturating_mul(u64::from(m.parallel));
+        if memory > limits.max_memory {
+            return Err(format!(
+                "this test would take {memory} bytes of buffers on the agent, over its --max-memory of {} (fewer streams or smaller messages)",
+                limits.max_memory
+            ));
+        }
+        target_address(&m.target)?;
+        Ok(())
+    }
+}
+
+/// The target `HOST:PORT` (`[IPV6]:PORT`), resolved.
+pub fn target_address(target: &str) -> Result<SocketAddr, String> {
+    if target.is_empty()
+        || target.len() > 255
+        || target.chars().any(|c| c.is_control() || c.is_whitespace())
+    {
+        return Err("the mesh target must be HOST:PORT".into());
+    }
+    target
+        .to_socket_addrs()
+        .map_err(|e| format!("mesh target {target}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("mesh target {target} resolves to no address"))
 }
 
 #[cfg(test)]

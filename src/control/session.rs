@@ -201,7 +201,7 @@ impl Session {
                         .into(),
                 );
             }
-            crate::mesh::agent::check(&m, &self.limits)?;
+            m.check(&self.limits)?;
             return Ok(Step::Drive(Box::new(m)));
         }
         let mut msg: ScenarioMsg = parse(f, FrameType::Scenario).map_err(|e| e.to_string())?;

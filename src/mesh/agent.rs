@@ -9,88 +9,19 @@
 //! [`GRACE`], or a Ctrl-C of the agent, is killed; either way the coordinator hears why.
 
 use std::io::Read;
-use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::{HostMeta, WORKLOADS};
 use crate::control::frame::FrameType;
-use crate::control::messages::{DriveMsg, DriveReport, Limits};
+use crate::control::messages::{target_address, DriveMsg, DriveReport, HostMeta};
 use crate::environment::{read_sysctl, Environment};
 use crate::transport::route::route_between;
 
 /// How long a driven test may run beyond its warm-up and duration (connection set-up,
 /// the end of the run, the report) before the agent kills it.
 pub const GRACE: Duration = Duration::from_secs(30);
-
-/// Check a coordinator's request against this agent's limits.
-///
-/// # Errors
-/// What is wrong, for the coordinator's user.
-pub fn check(m: &DriveMsg, limits: &Limits) -> Result<(), String> {
-    if !WORKLOADS.contains(&m.workload.as_str()) {
-        return Err(format!(
-            "unknown mesh test '{}': one of {}",
-            m.workload,
-            WORKLOADS.join(", ")
-        ));
-    }
-    if !(m.duration_s.is_finite() && m.duration_s > 0.0) {
-        return Err("a mesh test's duration must be above 0 s".into());
-    }
-    if !(m.warmup_s.is_finite() && m.warmup_s >= 0.0) {
-        return Err("a mesh test's warm-up must be 0 s or more".into());
-    }
-    if m.duration_s + m.warmup_s > limits.max_duration_s as f64 {
-        return Err(format!(
-            "a mesh test of {:.1} s (with its warm-up) is over this agent's --max-duration of {} s",
-            m.duration_s + m.warmup_s,
-            limits.max_duration_s
-        ));
-    }
-    if m.parallel == 0 || m.parallel > limits.max_streams {
-        return Err(format!(
-            "{} parallel streams: this agent allows 1 to {} (its --max-streams)",
-            m.parallel, limits.max_streams
-        ));
-    }
-    if let Some(size) = m.size {
-        if size == 0 || size > limits.max_size {
-            return Err(format!(
-                "a {size}-byte message: this agent allows 1 to {} bytes (its --max-size)",
-                limits.max_size
-            ));
-        }
-    }
-    // Its message buffers, as the server's own check counts them (a sender's and a
-    // receiver's per stream; the client here holds one role of each).
-    let size = m.size.unwrap_or(128 << 10);
-    let memory = size.saturating_mul(2).saturating_mul(u64::from(m.parallel));
-    if memory > limits.max_memory {
-        return Err(format!(
-            "this test would take {memory} bytes of buffers on the agent, over its --max-memory of {} (fewer streams or smaller messages)",
-            limits.max_memory
-        ));
-    }
-    target_address(&m.target)?;
-    Ok(())
-}
-
-/// The target `HOST:PORT` (`[IPV6]:PORT`), resolved.
-fn target_address(target: &str) -> Result<SocketAddr, String> {
-    if target.is_empty()
-        || target.len() > 255
-        || target.chars().any(|c| c.is_control() || c.is_whitespace())
-    {
-        return Err("the mesh target must be HOST:PORT".into());
-    }
-    target
-        .to_socket_addrs()
-        .map_err(|e| format!("mesh target {target}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("mesh target {target} resolves to no address"))
-}
 
 /// The client's command line for `m` (after the program name).
 pub fn command_line(m: &DriveMsg, key_file: Option<&Path>) -> Vec<String> {
@@ -267,6 +198,7 @@ fn run_child(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::control::messages::Limits;
 
     fn msg(workload: &str) -> DriveMsg {
         DriveMsg {
@@ -307,11 +239,11 @@ mod tests {
     #[test]
     fn a_request_over_the_agents_limits_or_malformed_is_refused() {
         let limits = Limits::default();
-        assert_eq!(check(&msg("tcp-stream"), &limits), Ok(()));
+        assert_eq!(DriveMsg::check(&msg("tcp-stream"), &limits), Ok(()));
         let refused = |f: &dyn Fn(&mut DriveMsg), want: &str| {
             let mut m = msg("tcp-stream");
             f(&mut m);
-            let e = check(&m, &limits).unwrap_err();
+            let e = DriveMsg::check(&m, &limits).unwrap_err();
             assert!(e.contains(want), "{e}");
         };
         refused(&|m| m.workload = "sctp".into(), "unknown mesh test");
@@ -335,10 +267,10 @@ mod tests {
         refused(&|m| m.target = "127.0.0.1".into(), "mesh target");
         let mut m = msg("tcp-stream");
         (m.parallel, m.size) = (128, Some(4 << 20));
-        assert_eq!(check(&m, &limits), Ok(()), "exactly 1 GiB");
+        assert_eq!(DriveMsg::check(&m, &limits), Ok(()), "exactly 1 GiB");
         let mut m = msg("tcp-stream");
         (m.parallel, m.size) = (1, Some(64 << 20));
-        assert_eq!(check(&m, &limits), Ok(()), "exactly --max-size");
+        assert_eq!(DriveMsg::check(&m, &limits), Ok(()), "exactly --max-size");
         // Without a size the test's own (128 KiB) counts: 4 streams fit 1 MiB, 5 do not.
         let small = Limits {
             max_memory: 1 << 20,
@@ -346,25 +278,27 @@ mod tests {
         };
         let mut m = msg("tcp-stream");
         m.parallel = 4;
-        assert_eq!(check(&m, &small), Ok(()));
+        assert_eq!(DriveMsg::check(&m, &small), Ok(()));
         m.parallel = 5;
-        assert!(check(&m, &small).unwrap_err().contains("--max-memory"));
+        assert!(DriveMsg::check(&m, &small)
+            .unwrap_err()
+            .contains("--max-memory"));
         // A name too long for DNS is refused as such, not looked up.
         let mut m = msg("tcp-stream");
         m.target = format!("{}:1", "a".repeat(300));
         assert_eq!(
-            check(&m, &limits),
+            DriveMsg::check(&m, &limits),
             Err("the mesh target must be HOST:PORT".into())
         );
         // 255 characters is short enough to be looked up (and found missing).
         m.target = format!("{}:1", "a".repeat(253));
-        assert!(check(&m, &limits)
+        assert!(DriveMsg::check(&m, &limits)
             .unwrap_err()
             .starts_with("mesh target aaa"));
         let mut m = msg("tcp-stream");
         m.duration_s = 299.5;
         m.warmup_s = 0.5;
-        assert_eq!(check(&m, &limits), Ok(()));
+        assert_eq!(DriveMsg::check(&m, &limits), Ok(()));
     }
 
     #[test]

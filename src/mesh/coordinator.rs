@@ -17,9 +17,10 @@ use anyhow::{anyhow, Context};
 use serde::Deserialize;
 
 use super::schedule::{pair_set, rounds, Pairs};
-use super::{Figures, Host, HostMeta, Outcome, PairTest};
+use super::{Figures, Host, Outcome, PairTest};
 use crate::control::auth::Key;
 use crate::control::frame::FrameType;
+use crate::control::messages::HostMeta;
 use crate::control::messages::{Bye, DriveMsg, DriveReport};
 use crate::control::{Control, ControlError};
 use crate::measure::histogram::Bucket;

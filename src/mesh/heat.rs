@@ -274,10 +274,10 @@ fn merged_svg(out: &mut String, test: &str, m: &Merged) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::control::messages::HostMeta;
     use crate::mesh::report::tests::{self as report_tests, failed, host, pair, stream};
     use crate::mesh::report::{build, Settings};
     use crate::mesh::Host;
-    use crate::mesh::HostMeta;
 
     /// The page every document shares, as `--format html` writes it.
     fn html(r: &MeshReport) -> String {

@@ -18,33 +18,10 @@ pub mod schedule;
 
 use serde::{Deserialize, Serialize};
 
+use crate::control::messages::HostMeta;
+// The tests a mesh can run are named on the wire, where an agent checks them.
+pub use crate::control::messages::WORKLOADS;
 use crate::measure::histogram::Bucket;
-
-/// The tests a mesh can run for a pair, by name.
-pub const WORKLOADS: [&str; 4] = ["tcp-stream", "tcp-pingpong", "udp-pingpong", "udp-rate"];
-
-/// What an agent says of itself and of its route toward the agent it measured (read by
-/// the agent when it drives a test; null where unreadable).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct HostMeta {
-    /// Host name.
-    pub hostname: String,
-    /// `uname -sr` and build string.
-    pub kernel: String,
-    /// CPU model.
-    pub cpu_model: Option<String>,
-    /// Logical CPUs.
-    pub cpus: u32,
-    /// `net.ipv4.tcp_congestion_control`.
-    pub congestion_control: Option<String>,
-    /// The device of the route toward the destination.
-    pub route_device: Option<String>,
-    /// That device's MTU.
-    pub mtu: Option<u32>,
-    /// That device's offloads as `ethtool -k` names them (on or off), where readable.
-    pub offloads: Option<std::collections::BTreeMap<String, bool>>,
-}
 
 /// One agent of the mesh.
 #[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]

@@ -6,13 +6,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::cli::MeshArgs;
 use crate::control::auth::Key;
+use crate::control::messages::WORKLOADS;
 use crate::error::{CommandResult, Error, Outcome as Ended, PlanError};
 use crate::mesh::coordinator::{
     self, dedupe_hosts, hosts_file_entries, hosts_from_dns, parse_hosts, Options,
 };
 use crate::mesh::report::{self, Settings};
 use crate::mesh::schedule::Pairs;
-use crate::mesh::{Outcome, WORKLOADS};
+use crate::mesh::Outcome;
 use crate::vocab::units::{parse_duration, parse_size};
 
 /// How long each test measures when -d is not given.
