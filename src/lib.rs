@@ -98,6 +98,7 @@ pub mod plan;
 pub mod reactor;
 pub mod report;
 pub mod runner;
+pub mod scenario;
 #[allow(unsafe_code)]
 pub(crate) mod sys;
 pub mod testhooks;

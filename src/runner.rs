@@ -10,13 +10,14 @@ use crate::measure::figures::figures;
 use crate::measure::live::Interval;
 use crate::measure::live::{self, Live, Sampler, Totals, Watch};
 use crate::placement::{Placement, Remote, RunError, Threads};
-use crate::plan::{Plan, Scenario, Where};
+use crate::plan::{Plan, Where};
 use crate::report::progress::Progress;
 use crate::report::{ExportManager, Report, ScenarioResult, Warning};
+use crate::scenario::Scenario;
+use crate::scenario::Stop;
 use crate::transport::TransportKind;
 use crate::vocab::units::format_bytes;
 use crate::vocab::Role;
-use crate::workload::Stop;
 
 /// Runs a plan and fills a report.
 pub struct Runner<'a> {

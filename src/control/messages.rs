@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::environment::Environment;
 use crate::measure::cpu::SystemCpu;
-use crate::plan::Scenario;
+use crate::scenario::Scenario;
 use crate::transport::{Endpoint, LinkInfo, TransportKind};
 use crate::vocab::Role;
 use crate::workload::{spec, PeerSignal, Wiring};

@@ -13,10 +13,11 @@ use super::auth::{self, Key, NONCE_BYTES};
 use super::frame::{Frame, FrameType};
 use super::messages::{Auth, Bye, DriveMsg, Hello, Limits, ScenarioMsg, Welcome};
 use super::{parse, Deadlines, VERSION};
-use crate::plan::{Scenario, MAX_BUFFER, MAX_SIZE};
+use crate::scenario::Stop;
+use crate::scenario::{Scenario, MAX_BUFFER, MAX_SIZE};
 use crate::transport::TransportKind;
 use crate::vocab::Peer;
-use crate::workload::{spec, Stop};
+use crate::workload::spec;
 
 /// Where the conversation is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -322,8 +323,8 @@ mod tests {
     use super::*;
     use crate::control::frame::{self, Decoder};
     use crate::control::messages::Auth;
+    use crate::scenario::WorkloadKind;
     use crate::vocab::Role;
-    use crate::workload::WorkloadKind;
 
     fn frame_of<T: serde::Serialize>(kind: FrameType, v: &T) -> Frame {
         Frame {
@@ -561,7 +562,7 @@ mod tests {
             move |s: &mut Scenario| {
                 s.workload = WorkloadKind::Swarm;
                 s.transport = t;
-                s.extras.swarm = Some(crate::workload::swarm::SwarmOptions {
+                s.extras.swarm = Some(crate::scenario::SwarmOptions {
                     pairs: 10,
                     work: crate::reactor::Work::Stream,
                 });
@@ -583,13 +584,13 @@ mod tests {
         );
         // A relay too (its threads and buffers are not within a server's limits), and
         // its pingpong, timed on one clock, not even for a parent.
-        let relay = |shape: crate::workload::relay::ShapeKind| {
+        let relay = |shape: crate::scenario::ShapeKind| {
             move |s: &mut Scenario| {
                 s.workload = WorkloadKind::Relay;
-                if shape == crate::workload::relay::ShapeKind::Connections {
-                    s.stop = crate::workload::Stop::Count(10);
+                if shape == crate::scenario::ShapeKind::Connections {
+                    s.stop = crate::scenario::Stop::Count(10);
                 }
-                s.extras.relay = Some(crate::workload::relay::RelayOptions {
+                s.extras.relay = Some(crate::scenario::RelayOptions {
                     method: crate::copy::Method::ReadWrite,
                     copy: crate::copy::Options::default(),
                     shape,
@@ -597,7 +598,7 @@ mod tests {
                 });
             }
         };
-        use crate::workload::relay::ShapeKind;
+        use crate::scenario::ShapeKind;
         for peer in [Peer::Local, Peer::Remote] {
             refused(
                 &relay(ShapeKind::Streams),

@@ -5,8 +5,8 @@
 //! A diagnosis reads the scenario and its figures only: it never measures.
 
 use crate::measure::histogram::fraction_at_least;
-use crate::plan::Scenario;
 use crate::report::{ScenarioResult, Warning};
+use crate::scenario::Scenario;
 use crate::transport::TransportKind;
 use crate::vocab::units::{format_bytes, format_ns};
 use crate::vocab::Diagnosis;

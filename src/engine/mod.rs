@@ -82,6 +82,17 @@ pub enum RuntimeKind {
     Multi,
 }
 
+/// What an engine takes from a scenario (the rest of its options are the workloads').
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EngineOptions {
+    /// The async engine's runtime (`--runtime`).
+    pub runtime: RuntimeKind,
+    /// The io-uring engine's operations in flight per side (`--batch`).
+    pub in_flight: u32,
+    /// io-uring: a kernel thread polls the submission queue (`--sqpoll`).
+    pub sqpoll: bool,
+}
+
 impl EngineKind {
     /// Every engine.
     pub const ALL: [EngineKind; 6] = [
@@ -116,16 +127,16 @@ impl EngineKind {
         self.engine_with(RuntimeKind::Current)
     }
 
-    /// The engine implementation for a scenario's options: the async engine's runtime,
-    /// the io-uring engine's operations in flight (`--batch`) and `--sqpoll`.
-    pub fn engine_for(self, extras: &crate::plan::WorkloadOptions) -> Box<dyn Engine> {
+    /// The engine implementation for a scenario's engine options: the async engine's
+    /// runtime, the io-uring engine's operations in flight and `--sqpoll`.
+    pub fn engine_for(self, options: EngineOptions) -> Box<dyn Engine> {
         match self {
             #[cfg(feature = "io-uring")]
             EngineKind::IoUring => Box::new(uring::Uring {
-                in_flight: extras.batch,
-                sqpoll: extras.sqpoll,
+                in_flight: options.in_flight,
+                sqpoll: options.sqpoll,
             }),
-            _ => self.engine_with(extras.runtime),
+            _ => self.engine_with(options.runtime),
         }
     }
 

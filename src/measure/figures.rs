@@ -9,10 +9,11 @@ use hdrhistogram::Histogram;
 
 use crate::measure::histogram::{merge, Latency};
 use crate::measure::stats::{median, Summary};
-use crate::plan::Scenario;
 use crate::report::{RunFigures, ScenarioOptions, ScenarioResult, SideFigures, Statistics};
+use crate::scenario::Scenario;
+use crate::scenario::Stop;
 use crate::vocab::Role;
-use crate::workload::{spec, Roles, Stop, Tally};
+use crate::workload::{spec, Roles, Tally};
 
 /// Runs shorter than this have no machine-wide CPU figure: /proc/stat's ticks are 10 ms.
 const MIN_SYSTEM_SECONDS: f64 = 0.05;

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::measure::histogram::latency_histogram;
 use crate::measure::histogram::{merge, Latency};
-use crate::plan::Scenario;
+use crate::scenario::Scenario;
 use crate::workload::Roles;
 
 /// The most records one role keeps per run (so a role's log crosses the control

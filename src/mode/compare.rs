@@ -91,9 +91,9 @@ use crate::report::rows::Row;
 use crate::report::{
     Body, Document, Envelope, Headline, Kind, PlacementInfo, Report, ScenarioResult, Written,
 };
+use crate::scenario::WorkloadKind;
 use crate::vocab::text::terminal as shown;
 use crate::vocab::units::{format_bytes, format_per_second};
-use crate::workload::WorkloadKind;
 
 /// One side of a comparison: the scenario as one file has it.
 #[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]

@@ -97,10 +97,10 @@ fn setup(args: &ListenArgs, format: Format) -> Result<Setup, PlanError> {
         None => None,
         Some(t) => {
             let n = parse_size(t).map_err(|e| format!("--rcvbuf: {e}"))?;
-            if n == 0 || n > crate::plan::MAX_BUFFER {
+            if n == 0 || n > crate::scenario::MAX_BUFFER {
                 return Err(format!(
                     "--rcvbuf must be between 1 byte and {}",
-                    format_bytes(crate::plan::MAX_BUFFER)
+                    format_bytes(crate::scenario::MAX_BUFFER)
                 )
                 .into());
             }
@@ -136,11 +136,11 @@ fn setup(args: &ListenArgs, format: Format) -> Result<Setup, PlanError> {
         }
         if let Some(p) = &args.path {
             let len = p.as_os_str().len();
-            if len > crate::plan::UNIX_PATH_MAX {
+            if len > crate::scenario::UNIX_PATH_MAX {
                 return Err(format!(
                     "--path {} is {len} bytes; a Unix socket path holds at most {} (choose a shorter one)",
                     p.display(),
-                    crate::plan::UNIX_PATH_MAX
+                    crate::scenario::UNIX_PATH_MAX
                 ).into());
             }
         }

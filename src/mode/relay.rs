@@ -33,10 +33,11 @@ use crate::measure::verdict::{self, Verdict};
 use crate::report::document::{Envelope, Kind, Written};
 use crate::report::grid::{Align, Grid};
 use crate::report::output::{self, Head, Rendered};
+use crate::scenario::ShapeKind;
+use crate::scenario::Stop;
 use crate::transport::TransportKind;
 use crate::vocab::units::{format_bytes, format_ns, parse_size, parse_size_list};
-use crate::workload::relay::{self, Listener, Outcome, Shape, ShapeKind, Target};
-use crate::workload::Stop;
+use crate::workload::relay::{self, Listener, Outcome, Shape, Target};
 
 /// The largest size, buffer or pipe.
 const MAX_SIZE: u64 = 1 << 30;

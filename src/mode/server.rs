@@ -306,7 +306,7 @@ pub fn peer(args: &PeerArgs) -> CommandResult {
     let stream = UnixStream::from(crate::sys::own_fd(fd));
     let limits = Limits {
         max_duration_s: u64::from(u32::MAX),
-        max_size: crate::plan::MAX_SIZE,
+        max_size: crate::scenario::MAX_SIZE,
         max_streams: crate::plan::MAX_PARALLEL,
         max_memory: u64::MAX,
     };

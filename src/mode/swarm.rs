@@ -13,7 +13,7 @@ use crate::cli::{PlacementKind, SwarmArgs};
 use crate::engine::EngineKind;
 use crate::error::{CommandResult, Error, Outcome, PlanError};
 use crate::measure::live::Interval;
-use crate::plan::{Plan, Scenario, Where, WorkloadOptions};
+use crate::plan::{Plan, Where};
 use crate::reactor::pairs::{self, fds_per_pair};
 use crate::reactor::{self, Work};
 use crate::report::document::{Envelope, Kind, Written};
@@ -21,10 +21,13 @@ use crate::report::grid::Grid;
 use crate::report::output::{self, Head, Rendered};
 use crate::report::progress::Progress;
 use crate::runner::Runner;
+use crate::scenario::SwarmOptions;
+use crate::scenario::{Scenario, WorkloadOptions};
+use crate::scenario::{Stop, WorkloadKind};
 use crate::transport::TransportKind;
 use crate::vocab::units::{format_bytes, format_per_second, parse_size};
-use crate::workload::swarm::{SwarmOptions, SwarmSide, SwarmSpec, MAX_PAIRS};
-use crate::workload::{Roles, Spec, Stop, WorkloadKind};
+use crate::workload::swarm::{SwarmSide, SwarmSpec, MAX_PAIRS};
+use crate::workload::{Roles, Spec};
 
 /// Descriptors kept free for everything else (stdio, two epolls, the listener, a file
 /// read now and then).

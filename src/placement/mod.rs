@@ -18,9 +18,10 @@ use std::thread::JoinHandle;
 
 use anyhow::anyhow;
 
-use crate::plan::Scenario;
+use crate::scenario::Scenario;
+use crate::scenario::Stop;
 use crate::vocab::Role;
-use crate::workload::{Roles, Side, SideReport, Stop, Workload};
+use crate::workload::{Roles, Side, SideReport, Workload};
 
 /// Why a run did not produce role reports.
 pub enum RunError {

@@ -25,10 +25,11 @@ use crate::control::{Control, ControlError, Deadlines, DEFAULT_PORT, HANDSHAKE_D
 use crate::environment::Environment;
 use crate::measure::cpu::{SystemCpu, SystemTicks};
 use crate::measure::figures::{implausible, run_figures};
-use crate::plan::Scenario;
+use crate::scenario::Scenario;
+use crate::scenario::Stop;
 use crate::transport::{Conn, TransportKind, TransportOptions};
 use crate::vocab::Role;
-use crate::workload::{PeerInfo, Roles, SideReport, Stop};
+use crate::workload::{PeerInfo, Roles, SideReport};
 
 /// How long dialling the server may take.
 const DIAL_TIMEOUT: Duration = Duration::from_secs(5);

@@ -43,14 +43,15 @@ use crate::control::messages::{
 use crate::control::wire::WireSide;
 use crate::control::{parse, Control, ControlError, Deadlines};
 use crate::interrupt;
-use crate::plan::Scenario;
+use crate::scenario::Scenario;
+use crate::scenario::Stop;
 use crate::transport::connector::{self, Dialer};
 use crate::transport::{
     self, Conn, Connected, Endpoint, LinkInfo, Listener, TransportKind, TransportOptions,
 };
 use crate::vocab::Peer;
 use crate::vocab::Role;
-use crate::workload::{self, peer_link, spec, PeerLink, Side, SideReport, StartLine, Stop, Wiring};
+use crate::workload::{self, peer_link, spec, PeerLink, Side, SideReport, StartLine, Wiring};
 
 /// Bytes of a run's token.
 pub const TOKEN_BYTES: usize = 16;
@@ -105,7 +106,7 @@ impl LocalRoles {
         role_of: &[Role],
         ends: Vec<(Box<dyn Conn>, Option<workload::Endpoint>)>,
     ) -> anyhow::Result<LocalRoles> {
-        let engine = sc.engine.engine_for(&sc.extras);
+        let engine = sc.engine.engine_for(sc.extras.engine_options());
         let work = spec(sc.workload).roles(sc, stop);
         let start = StartLine::for_scenario(ends.len() + 1, sc);
         let (tx, rx) = mpsc::channel();

@@ -15,15 +15,14 @@ use super::{Placement, RunError};
 use crate::interrupt;
 use crate::measure::cpu::{SystemCpu, SystemTicks};
 use crate::measure::netstat::udp_rcvbuf_errors;
-use crate::plan::Scenario;
+use crate::scenario::Scenario;
+use crate::scenario::Stop;
 use crate::transport::connector;
 use crate::transport::{
     open_duplex, open_pair, unconnected, Pair, TransportKind, TransportOptions,
 };
 use crate::vocab::Role;
-use crate::workload::{
-    peer_link, spec, Endpoint, Roles, Side, SideReport, StartLine, Stop, Wiring,
-};
+use crate::workload::{peer_link, spec, Endpoint, Roles, Side, SideReport, StartLine, Wiring};
 
 /// How long a run may take beyond its planned duration before it is declared stalled.
 const STALL_GRACE: Duration = Duration::from_secs(15);
@@ -125,7 +124,7 @@ impl Placement for Threads {
             None
         };
         let opts = self.transport_options(sc, dir.as_ref());
-        let engine = sc.engine.engine_for(&sc.extras);
+        let engine = sc.engine.engine_for(sc.extras.engine_options());
         let workload = spec(sc.workload).roles(sc, stop);
         let streams = sc.parallel as usize;
         let mut pairs = Vec::with_capacity(streams);

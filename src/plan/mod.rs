@@ -12,25 +12,21 @@ use crate::cli::{
 use crate::engine::EngineKind;
 use crate::error::PlanError;
 use crate::report::export::ExportKind;
+use crate::scenario::{
+    Scenario, Stop, WorkloadKind, WorkloadOptions, MAX_BATCH, MAX_BUFFER, MAX_SIZE, UNIX_PATH_MAX,
+};
 use crate::transport::{Framing, TransportKind};
 use crate::vocab::units::{format_bytes, parse_duration, parse_size, parse_size_list};
 use crate::vocab::Format;
-use crate::workload::{spec, Stop, WorkloadKind};
+use crate::workload::spec;
 
 pub mod host;
 pub mod matrix;
 
 pub use host::Host;
 
-/// Longest Unix socket path Linux accepts (`sun_path` is 108 bytes with the final NUL).
-pub const UNIX_PATH_MAX: usize = 107;
 /// The longest file name a transport creates inside the run directory.
 const LONGEST_FILE_NAME: usize = "sb4194304-dgram-99999999.reply.sock".len();
-/// Largest message size accepted (each side allocates one buffer of this size per stream).
-pub const MAX_SIZE: u64 = 1 << 30;
-/// Largest `--sndbuf`/`--rcvbuf` accepted (socket options are a signed 32-bit int that
-/// Linux doubles).
-pub const MAX_BUFFER: u64 = 1 << 30;
 /// Most parallel streams (each is two threads).
 pub const MAX_PARALLEL: u32 = 256;
 /// Sizes of the default suite.
@@ -46,135 +42,10 @@ pub enum Layout {
     Suite,
 }
 
-/// Options only some workloads take.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct WorkloadOptions {
-    /// stream: bytes per run.
-    pub bytes: Option<u64>,
-    /// pingpong, rate: target rate per second (open loop / paced).
-    pub rate: Option<f64>,
-    /// pingpong: writes per request.
-    pub writes: u32,
-    /// connect: SO_LINGER 0.
-    pub linger0: bool,
-    /// connect: connections kept open at once.
-    pub open: u32,
-    /// The async engine's runtime.
-    pub runtime: crate::engine::RuntimeKind,
-    /// stream: how the sender sends (`--send`). Absent in a scenario from an older
-    /// client: write.
-    #[serde(default)]
-    pub send: crate::vocab::SendMethod,
-    /// stream: how the receiver receives (`--recv`). Absent: read.
-    #[serde(default)]
-    pub recv: crate::vocab::RecvMethod,
-    /// stream, rate: messages per call (`--batch`). Absent: 1.
-    #[serde(default = "one")]
-    pub batch: u32,
-    /// pingpong, rate: kernel timestamps (`--timestamps`).
-    #[serde(default)]
-    pub timestamps: bool,
-    /// io-uring: a kernel thread polls the submission queue (`--sqpoll`).
-    #[serde(default)]
-    pub sqpoll: bool,
-    /// Hardware counters per role (`--counters`).
-    #[serde(default)]
-    pub counters: bool,
-    /// swarm: its pairs and their work. Absent: not a swarm.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub swarm: Option<crate::workload::swarm::SwarmOptions>,
-    /// relay: its copy method, buffers, shape and threads. Absent: not a relay.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub relay: Option<crate::workload::relay::RelayOptions>,
-}
-
-fn one() -> u32 {
-    1
-}
-
-/// The most messages `--batch` puts in one call (the kernel's UIO_MAXIOV, which bounds
-/// sendmmsg/recvmmsg's vector).
-pub const MAX_BATCH: u32 = 1024;
-
-impl Default for WorkloadOptions {
-    fn default() -> Self {
-        WorkloadOptions {
-            bytes: None,
-            rate: None,
-            writes: 1,
-            linger0: false,
-            open: 1,
-            runtime: crate::engine::RuntimeKind::Current,
-            send: crate::vocab::SendMethod::Write,
-            recv: crate::vocab::RecvMethod::Read,
-            batch: 1,
-            timestamps: false,
-            sqpoll: false,
-            counters: false,
-            swarm: None,
-            relay: None,
-        }
-    }
-}
-
 fn parse_opt_rate(text: &Option<String>) -> Result<Option<f64>, PlanError> {
     text.as_deref()
         .map(|t| crate::vocab::units::parse_rate(t).map_err(|e| invalid(format!("--rate: {e}"))))
         .transpose()
-}
-
-/// One scenario: a workload over a transport through an engine at one size. It crosses
-/// to a peer (`--server`, `--placement processes`) as JSON, and the peer checks it again.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-pub struct Scenario {
-    /// The workload.
-    pub workload: WorkloadKind,
-    /// The transport.
-    pub transport: TransportKind,
-    /// The engine.
-    pub engine: EngineKind,
-    /// Message size in bytes.
-    pub size: u64,
-    /// When each measured run stops.
-    pub stop: Stop,
-    /// Warm-up per run.
-    pub warmup: Duration,
-    /// Measured runs.
-    pub runs: u32,
-    /// Parallel streams.
-    pub parallel: u32,
-    /// CPUs for sender and receiver threads.
-    pub cpus: Option<(usize, usize)>,
-    /// Requested send buffer.
-    pub sndbuf: Option<u64>,
-    /// Requested receive buffer.
-    pub rcvbuf: Option<u64>,
-    /// TCP_NODELAY.
-    pub nodelay: bool,
-    /// Receiver bind address (IP transports).
-    pub bind: Option<SocketAddr>,
-    /// Sender connect address (IP transports).
-    pub connect: Option<IpAddr>,
-    /// Workload-specific options.
-    pub extras: WorkloadOptions,
-    /// With `--interval`, the running totals of the measured run under way (set by the
-    /// runner for each measured run; never crosses to a peer).
-    #[serde(skip)]
-    pub live: Option<std::sync::Arc<crate::measure::live::Live>>,
-}
-
-impl Scenario {
-    /// What in this scenario waits by spinning (the engine, else the transport), if
-    /// anything does: with both roles on one CPU it burns the time slice its peer needs.
-    pub fn spinner(&self) -> Option<String> {
-        if self.engine.spins() {
-            Some(format!("engine {}", self.engine))
-        } else if self.transport.spins() {
-            Some(format!("transport {}", self.transport))
-        } else {
-            None
-        }
-    }
 }
 
 /// A combination left out of a multi-transport plan, with the reason.

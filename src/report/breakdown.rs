@@ -182,8 +182,8 @@ mod tests {
     use super::*;
     use crate::measure::timestamps::{join_pingpong, report, Record, StampLog};
     use crate::report::sample;
+    use crate::scenario::WorkloadKind;
     use crate::transport::TransportKind;
-    use crate::workload::WorkloadKind;
 
     fn stamped(n: u64) -> Timestamps {
         const T: u64 = 1_700_000_000_000_000_000;

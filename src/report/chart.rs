@@ -25,8 +25,8 @@ use super::{Report, ScenarioResult};
 use crate::engine::EngineKind;
 use crate::measure::headline::Quantity;
 use crate::measure::histogram::{bucket_bounds, Bucket, Latency};
+use crate::scenario::WorkloadKind;
 use crate::vocab::units::format_bytes;
-use crate::workload::WorkloadKind;
 
 /// Series colours (Tableau 20, the strong tones first, then the light ones): mid-tones
 /// that read on white and on near-black.

@@ -91,7 +91,7 @@ impl Kind {
     }
 
     /// The measuring command of a workload.
-    pub fn of_workload(w: crate::workload::WorkloadKind) -> Kind {
+    pub fn of_workload(w: crate::scenario::WorkloadKind) -> Kind {
         // A measuring command bears its workload's name.
         let name = w.to_string();
         (Kind::ALL.into_iter())

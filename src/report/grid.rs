@@ -11,12 +11,13 @@ use std::collections::BTreeMap;
 
 use super::{Report, ScenarioResult};
 use crate::plan::{Layout, SUITE_SIZES};
+use crate::scenario::WorkloadKind;
 use crate::vocab::units::{
     format_bits_per_second, format_bytes, format_bytes_per_second, format_ns, format_per_second,
     format_seconds,
 };
 use crate::vocab::{Units, View};
-use crate::workload::{spec, TableKind, WorkloadKind};
+use crate::workload::{spec, TableKind};
 
 /// The widest a table gets without `--wide`, in characters.
 pub const MAX_WIDTH: usize = 100;

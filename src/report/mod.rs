@@ -43,9 +43,9 @@ pub use crate::measure::latency::LatencyKind;
 use crate::measure::live::Interval;
 use crate::measure::stats::Summary;
 use crate::plan::{Layout, Skipped};
+use crate::scenario::WorkloadKind;
 use crate::transport::TransportKind;
 use crate::vocab::{Format, Units, View};
-use crate::workload::WorkloadKind;
 
 /// Version of the JSON document's shape (every kind's); bumped on any change to it.
 /// Version 10 added a swarm's placement and `--interval` lines to version 9; version 11

@@ -211,8 +211,8 @@ mod tests {
     use super::*;
     use crate::measure::placement::RunPlacement;
     use crate::report::sample::{latency, scenario};
+    use crate::scenario::WorkloadKind;
     use crate::transport::TransportKind;
-    use crate::workload::WorkloadKind;
 
     /// A pingpong scenario of runs with these p50s (us) and classes.
     fn runs(of: &[(u64, Option<PlacementClass>)]) -> ScenarioResult {

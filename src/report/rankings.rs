@@ -133,9 +133,9 @@ mod tests {
     use super::*;
     use crate::engine::EngineKind;
     use crate::report::{grid, sample};
+    use crate::scenario::WorkloadKind;
     use crate::transport::TransportKind;
     use crate::vocab::View;
-    use crate::workload::WorkloadKind;
 
     /// A stream scenario of `engine` whose runs made `gbps` (Gbit/s each).
     fn engine(e: EngineKind, gbps: &[f64]) -> ScenarioResult {

@@ -11,8 +11,8 @@ use crate::engine::EngineKind;
 use crate::environment::Environment;
 use crate::measure::histogram::Latency;
 use crate::plan::{Layout, Skipped};
+use crate::scenario::WorkloadKind;
 use crate::transport::TransportKind;
-use crate::workload::WorkloadKind;
 
 /// A report holding `results`, laid out as `layout`.
 pub fn report(results: Vec<ScenarioResult>, layout: Layout) -> Report {

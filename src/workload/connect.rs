@@ -26,7 +26,7 @@ use super::{
 use crate::engine::EngineKind;
 use crate::interrupt;
 use crate::measure::live::Publisher;
-use crate::plan::Scenario;
+use crate::scenario::Scenario;
 use crate::transport::{Framing, TransportKind};
 
 /// The connect workload for one scenario.
@@ -189,7 +189,7 @@ pub struct ConnectSpec;
 impl Spec for ConnectSpec {
     fn watched(
         &self,
-        _sc: &crate::plan::Scenario,
+        _sc: &crate::scenario::Scenario,
     ) -> [(super::Role, crate::measure::live::Watch); 2] {
         use crate::measure::live::Watch;
         // The dialers' connections made, else the listener's accepted.

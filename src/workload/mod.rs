@@ -14,7 +14,6 @@ pub mod stamped;
 pub mod stream;
 pub mod swarm;
 
-use std::fmt;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -22,41 +21,17 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use std::time::{Duration, Instant};
 
-use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 
 use crate::measure::cpu::ThreadCpu;
 use crate::measure::live::Live;
+use crate::scenario::{Stop, WorkloadKind};
 use hdrhistogram::Histogram;
 
 use crate::measure::histogram::{latency_histogram, record};
 use crate::sys::buffer;
 use crate::transport::{Conn, Framing};
 use crate::vocab::Role;
-
-/// The workload the user selects.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, ValueEnum, schemars::JsonSchema,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum WorkloadKind {
-    /// One-way bulk transfer.
-    Stream,
-    /// Round-trip latency.
-    Pingpong,
-    /// Message rate with loss, reorder and duplicate counts.
-    Rate,
-    /// Connection setup and teardown cost.
-    Connect,
-    /// Many pairs at once on one reactor per side (`sockbench swarm`; not a bench
-    /// workload).
-    #[value(skip)]
-    Swarm,
-    /// A source, a relay that copies each connection to a sink, and the sink (`sockbench
-    /// relay`; not a bench workload).
-    #[value(skip)]
-    Relay,
-}
 
 /// The default suite's tables, in order: the workload each holds and its title. The
 /// first is the matrix of transports by size, and what the suite ranks.
@@ -68,41 +43,6 @@ pub const SUITE: [(WorkloadKind, &str); 3] = [
         "Message rate: message transports (one send is one message)",
     ),
 ];
-
-impl WorkloadKind {
-    /// Every workload, in the order the tables and the page show them.
-    pub const ALL: [WorkloadKind; 4] = [
-        WorkloadKind::Stream,
-        WorkloadKind::Pingpong,
-        WorkloadKind::Rate,
-        WorkloadKind::Connect,
-    ];
-}
-
-impl fmt::Display for WorkloadKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // The command-line name (clap's, from the variant: kebab-case), as serde's; a
-        // kind no bench command takes is its command's name.
-        match (self, self.to_possible_value()) {
-            (_, Some(v)) => f.write_str(v.get_name()),
-            (WorkloadKind::Swarm, None) => f.write_str("swarm"),
-            (WorkloadKind::Relay, None) => f.write_str("relay"),
-            (_, None) => Ok(()),
-        }
-    }
-}
-
-/// When the sender stops.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Stop {
-    /// After this long.
-    Duration(Duration),
-    /// After this many messages.
-    Count(u64),
-    /// After this many bytes (the last message may be short).
-    Bytes(u64),
-}
 
 /// What one side measured over its measured interval.
 #[derive(Clone, Debug, Default)]
@@ -433,7 +373,7 @@ impl StartLine {
 
     /// The start line of one run of `sc` for `parties` waiters: its sides publish to
     /// the scenario's `--interval` totals and open perf counters with `--counters`.
-    pub fn for_scenario(parties: usize, sc: &crate::plan::Scenario) -> StartLine {
+    pub fn for_scenario(parties: usize, sc: &crate::scenario::Scenario) -> StartLine {
         let mut line = StartLine::with_live(parties, sc.live.clone());
         if let Some(gate) = Arc::get_mut(&mut line.gate) {
             gate.counters = sc.extras.counters;
@@ -797,22 +737,22 @@ pub trait Spec: Sync {
     }
     /// Why this workload cannot run `sc` (over its transport, engine, size and options),
     /// if it cannot.
-    fn refuses(&self, sc: &crate::plan::Scenario) -> Option<String>;
+    fn refuses(&self, sc: &crate::scenario::Scenario) -> Option<String>;
     /// Why a server refuses to run its side of `sc` for `peer`, beyond what it refuses
     /// of every workload (its limits, transports that cannot reach the peer), if it
     /// does: a workload whose threads and buffers those limits do not bound runs only
     /// for the parent of a `--placement processes` run.
     fn refuses_on_server(
         &self,
-        _sc: &crate::plan::Scenario,
+        _sc: &crate::scenario::Scenario,
         _peer: crate::vocab::Peer,
     ) -> Option<String> {
         None
     }
     /// What the roles do, for one run of `sc` that stops at `stop`.
-    fn roles(&self, sc: &crate::plan::Scenario, stop: Stop) -> Arc<dyn Workload>;
+    fn roles(&self, sc: &crate::scenario::Scenario, stop: Stop) -> Arc<dyn Workload>;
     /// Count one run.
-    fn tally(&self, sc: &crate::plan::Scenario, roles: &Roles) -> Tally;
+    fn tally(&self, sc: &crate::scenario::Scenario, roles: &Roles) -> Tally;
     /// Whether the figure of interest is CPU per exchange (request/response workloads).
     fn cpu_per_exchange(&self) -> bool {
         false
@@ -823,7 +763,7 @@ pub trait Spec: Sync {
     }
     /// Whose counts `--interval` follows: the first of these whose role ran in this
     /// process, else the second (one-way workloads: the receivers, else the senders).
-    fn watched(&self, _sc: &crate::plan::Scenario) -> [(Role, crate::measure::live::Watch); 2] {
+    fn watched(&self, _sc: &crate::scenario::Scenario) -> [(Role, crate::measure::live::Watch); 2] {
         use crate::measure::live::Watch;
         [
             (Role::Receiver, Watch::Receiver),
@@ -832,7 +772,7 @@ pub trait Spec: Sync {
     }
     /// Whether the receivers' sequence numbers count `sc`'s lost messages (rate, over a
     /// transport that can lose them).
-    fn loss_by_sequence(&self, _sc: &crate::plan::Scenario) -> bool {
+    fn loss_by_sequence(&self, _sc: &crate::scenario::Scenario) -> bool {
         false
     }
     /// The options of its own a result records (and `compare` matches by).
@@ -889,7 +829,7 @@ pub fn spec(kind: WorkloadKind) -> &'static dyn Spec {
 
 /// Messages and bytes one-way workloads count: what the receivers got, duplicates
 /// aside, timed by the receiver; loss where the transport can lose.
-pub fn one_way_tally(sc: &crate::plan::Scenario, roles: &Roles) -> Tally {
+pub fn one_way_tally(sc: &crate::scenario::Scenario, roles: &Roles) -> Tally {
     let sent = Roles::sum(&roles.senders, |s| s.messages);
     let received = Roles::sum(&roles.receivers, |s| s.messages);
     let bytes_received = Roles::sum(&roles.receivers, |s| s.bytes);
@@ -933,6 +873,7 @@ pub trait Workload: Send + Sync {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::ValueEnum;
 
     /// A paced message leaves when it is due, not a sleep's slack later: the nap stops
     /// short of the due time and the last stretch spins. A sleep never ends early, so a
@@ -1106,16 +1047,6 @@ mod tests {
         line.open(); // the other sides could not be started
         ta.join().unwrap();
         let _ = line.for_side().wait(); // an open line does not block
-    }
-
-    #[test]
-    fn every_workload_is_named_alike_on_the_command_line_in_json_and_in_tables() {
-        for kind in WorkloadKind::value_variants() {
-            let json = serde_json::to_value(kind).unwrap();
-            assert_eq!(json.as_str(), Some(kind.to_string().as_str()));
-            assert!(!kind.to_string().is_empty());
-            assert_eq!(WorkloadKind::from_str(&kind.to_string(), false), Ok(*kind));
-        }
     }
 
     #[test]

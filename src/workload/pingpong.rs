@@ -25,7 +25,7 @@ use super::{
 use crate::interrupt;
 use crate::measure::live::Publisher;
 use crate::measure::timestamps::Record;
-use crate::plan::Scenario;
+use crate::scenario::Scenario;
 use crate::sys::timestamps::realtime_ns;
 use crate::transport::{Framing, TransportKind};
 use crate::vocab::Diagnosis;
@@ -422,7 +422,7 @@ pub struct PingpongSpec;
 impl Spec for PingpongSpec {
     fn watched(
         &self,
-        _sc: &crate::plan::Scenario,
+        _sc: &crate::scenario::Scenario,
     ) -> [(super::Role, crate::measure::live::Watch); 2] {
         use crate::measure::live::Watch;
         // The client's round trips completed, else the echoing side's requests.

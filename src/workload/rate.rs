@@ -22,7 +22,7 @@ use super::{
 };
 use crate::interrupt;
 use crate::measure::live::Publisher;
-use crate::plan::Scenario;
+use crate::scenario::Scenario;
 use crate::transport::{Framing, TransportKind};
 use crate::vocab::Diagnosis;
 
@@ -241,7 +241,7 @@ impl Spec for RateSpec {
         }
     }
 
-    fn loss_by_sequence(&self, sc: &crate::plan::Scenario) -> bool {
+    fn loss_by_sequence(&self, sc: &crate::scenario::Scenario) -> bool {
         sc.size >= 8 && !sc.transport.reliable()
     }
 

@@ -19,6 +19,7 @@
 //! single byte fails the run.
 
 use crate::measure::latency::LatencyKind;
+use crate::scenario::{RelayOptions, ShapeKind};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -121,7 +122,7 @@ impl Target {
         }
         let path = PathBuf::from(text);
         let len = path.as_os_str().len();
-        if len > crate::plan::UNIX_PATH_MAX {
+        if len > crate::scenario::UNIX_PATH_MAX {
             return Err(format!(
                 "the Unix socket path `{text}` is {len} bytes; a socket address holds at most 107: \
                  use a shorter path"
@@ -286,34 +287,6 @@ pub enum Shape {
     Pingpong(Stop),
 }
 
-/// What a relay scenario asks for beyond every scenario's options (its stop is the
-/// scenario's: a duration, bytes per connection, a message count, or with
-/// [`ShapeKind::Connections`] the number of connections).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RelayOptions {
-    /// How the relay copies.
-    pub method: Method,
-    /// The copy method's buffers.
-    pub copy: copy::Options,
-    /// What the connections carry.
-    pub shape: ShapeKind,
-    /// Connections at once, and threads per role.
-    pub threads: u32,
-}
-
-/// What a relay's connections carry (the stop is the scenario's).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ShapeKind {
-    /// Long connections, one per thread.
-    Streams,
-    /// Short connections, one payload each.
-    Connections,
-    /// One connection, one message at a time.
-    Pingpong,
-}
-
 /// One relay scenario, as `sockbench relay` describes it.
 #[derive(Clone, Debug)]
 pub struct Setup {
@@ -334,13 +307,13 @@ pub struct Setup {
 impl Setup {
     /// The scenario the runner runs: one stream of the runner (the relay's threads are
     /// its own), its stop the shape's.
-    pub fn scenario(&self, warmup: Duration, runs: u32) -> crate::plan::Scenario {
+    pub fn scenario(&self, warmup: Duration, runs: u32) -> crate::scenario::Scenario {
         let (shape, stop) = match self.shape {
             Shape::Streams(stop) => (ShapeKind::Streams, stop),
             Shape::Connections(n) => (ShapeKind::Connections, Stop::Count(n)),
             Shape::Pingpong(stop) => (ShapeKind::Pingpong, stop),
         };
-        crate::plan::Scenario {
+        crate::scenario::Scenario {
             workload: super::WorkloadKind::Relay,
             transport: self.transport,
             engine: crate::engine::EngineKind::Blocking,
@@ -355,14 +328,14 @@ impl Setup {
             nodelay: true,
             bind: None,
             connect: None,
-            extras: crate::plan::WorkloadOptions {
+            extras: crate::scenario::WorkloadOptions {
                 relay: Some(RelayOptions {
                     method: self.method,
                     copy: self.copy,
                     shape,
                     threads: self.parallel.max(1) as u32,
                 }),
-                ..crate::plan::WorkloadOptions::default()
+                ..crate::scenario::WorkloadOptions::default()
             },
             live: None,
         }
@@ -1473,7 +1446,7 @@ impl Spec for RelaySpec {
 
     fn refuses_on_server(
         &self,
-        sc: &crate::plan::Scenario,
+        sc: &crate::scenario::Scenario,
         peer: crate::vocab::Peer,
     ) -> Option<String> {
         if peer != crate::vocab::Peer::Parent {
@@ -1489,7 +1462,7 @@ impl Spec for RelaySpec {
         })
     }
 
-    fn refuses(&self, sc: &crate::plan::Scenario) -> Option<String> {
+    fn refuses(&self, sc: &crate::scenario::Scenario) -> Option<String> {
         if let Some(why) = refuses_transport(sc.transport) {
             return Some(why);
         }
@@ -1510,7 +1483,7 @@ impl Spec for RelaySpec {
         }
     }
 
-    fn roles(&self, sc: &crate::plan::Scenario, stop: Stop) -> Arc<dyn Workload> {
+    fn roles(&self, sc: &crate::scenario::Scenario, stop: Stop) -> Arc<dyn Workload> {
         let options = sc.extras.relay.unwrap_or(RelayOptions {
             method: Method::ReadWrite,
             copy: copy::Options::default(),
@@ -1538,7 +1511,7 @@ impl Spec for RelaySpec {
     }
 
     /// What reached the sink through the relay, timed by the sink.
-    fn tally(&self, _sc: &crate::plan::Scenario, roles: &Roles) -> Tally {
+    fn tally(&self, _sc: &crate::scenario::Scenario, roles: &Roles) -> Tally {
         let bytes = Roles::sum(&roles.receivers, |s| s.bytes);
         let messages = Roles::sum(&roles.receivers, |s| s.messages);
         Tally {

@@ -22,7 +22,7 @@ use crate::engine::EngineKind;
 use crate::interrupt;
 use crate::measure::live::Publisher;
 use crate::measure::timestamps::{Record, StampLog};
-use crate::plan::Scenario;
+use crate::scenario::Scenario;
 use crate::sys::timestamps::{self as sys, realtime_ns, Peer};
 use crate::transport::{Framing, TransportKind};
 
@@ -42,7 +42,7 @@ pub fn refusal(sc: &Scenario, min_size: u64, what: &str) -> Option<String> {
              for IP sockets)"
         ));
     }
-    if sc.workload == crate::workload::WorkloadKind::Rate
+    if sc.workload == crate::scenario::WorkloadKind::Rate
         && matches!(t, TransportKind::Tcp | TransportKind::Tcp6)
     {
         return Some(format!(

@@ -32,7 +32,7 @@ use super::{
 use crate::engine::EngineKind;
 use crate::interrupt;
 use crate::measure::live::Publisher;
-use crate::plan::Scenario;
+use crate::scenario::Scenario;
 use crate::sys::zerocopy as sys;
 use crate::transport::Conn;
 use crate::transport::Framing;
@@ -1047,7 +1047,7 @@ fn batch_refusal(sc: &Scenario) -> Option<String> {
 /// cannot map pages there, if it cannot (lo's MTU gives segments that are no multiple of
 /// the page: 65483 bytes on IPv4 with the default MTU of 65536).
 pub fn loopback_recv_refusal(sc: &Scenario) -> Option<String> {
-    if sc.workload != crate::workload::WorkloadKind::Stream
+    if sc.workload != crate::scenario::WorkloadKind::Stream
         || sc.extras.recv != RecvMethod::Zerocopy
         || !matches!(sc.transport, TransportKind::Tcp | TransportKind::Tcp6)
     {

@@ -21,8 +21,8 @@ use super::{
 };
 use crate::interrupt;
 use crate::measure::live::Publisher;
-use crate::plan::Scenario;
 use crate::reactor::{self, pairs, Work};
+use crate::scenario::Scenario;
 use crate::transport::TransportKind;
 
 /// Most pairs in one swarm.
@@ -31,16 +31,6 @@ pub const MAX_PAIRS: u64 = 100_000;
 /// How long the receiving side waits for the pairs the sending side dials before it
 /// gives up.
 const SETUP_LIMIT: Duration = Duration::from_secs(60);
-
-/// What a swarm scenario asks for beyond every scenario's options.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SwarmOptions {
-    /// Pairs to set up.
-    pub pairs: u64,
-    /// What each pair does.
-    pub work: Work,
-}
 
 /// What one side of a swarm counted, beyond what every role reports.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -607,6 +597,7 @@ impl Spec for SwarmSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::SwarmOptions;
 
     #[test]
     fn a_swarm_is_judged_by_its_works_figure_and_the_spec_by_a_streams() {
@@ -658,7 +649,7 @@ mod tests {
     /// A swarm scenario of `work` at 100-byte messages.
     fn swarm_scenario(work: Work) -> Scenario {
         let mut sc = crate::plan::first_scenario(&["stream", "-t", "tcp", "-s", "100"]);
-        sc.workload = crate::workload::WorkloadKind::Swarm;
+        sc.workload = crate::scenario::WorkloadKind::Swarm;
         sc.extras.swarm = Some(SwarmOptions { pairs: 4, work });
         sc
     }

@@ -46,11 +46,11 @@ use crate::control::fuzzing::{
 use crate::control::messages::{channels_of, Limits, Ready, ScenarioMsg, Welcome, Wired};
 use crate::control::{Control, VERSION};
 use crate::placement::trust::PeerTrust;
-use crate::plan::Scenario;
+use crate::scenario::Scenario;
+use crate::scenario::Stop;
 use crate::transport::{Endpoint, TransportKind};
 use crate::vocab::Peer;
 use crate::vocab::Role;
-use crate::workload::Stop;
 
 /// The client's steps in a run, in order (after hello and, with a key, its proof).
 const RUN_STEPS: usize = 5;

@@ -49,11 +49,12 @@ use crate::control::{Control, VERSION};
 use crate::environment::Environment;
 use crate::placement::trust::PeerTrust;
 use crate::placement::{Placement, RunError};
-use crate::plan::Scenario;
+use crate::scenario::Scenario;
+use crate::scenario::Stop;
 use crate::transport::{Endpoint, LinkInfo, TransportKind};
 use crate::vocab::units::plausible;
 use crate::vocab::Role;
-use crate::workload::{Roles, Stop};
+use crate::workload::Roles;
 
 /// What the server does at each step of a run, in order.
 const STEPS: usize = 5;

@@ -20,7 +20,7 @@ use super::{Rate, SequenceTracker, QUIET};
 use crate::engine::EngineKind;
 use crate::interrupt;
 use crate::measure::live::Publisher;
-use crate::plan::Scenario;
+use crate::scenario::Scenario;
 use crate::transport::TransportKind;
 use crate::vocab::Role;
 use crate::workload::{buffer, end_of_data, wait_until, Meter, PeerSignal, Side, SideReport};
@@ -210,8 +210,9 @@ impl Rate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::Stop;
     use crate::transport::{Conn, Framing, SocketConn};
-    use crate::workload::{peer_link, SequenceCounts, StartLine, Stop, Workload};
+    use crate::workload::{peer_link, SequenceCounts, StartLine, Workload};
     use std::collections::VecDeque;
     use std::sync::{Arc, Mutex};
 
