@@ -96,7 +96,7 @@ impl<'a> Runner<'a> {
                 .plan
                 .path
                 .clone()
-                .unwrap_or_else(crate::plan::default_dir_base);
+                .unwrap_or_else(crate::transport::default_dir_base);
             for note in crate::transport::remove_stale(&dir) {
                 eprintln!("sockbench: note: {note}");
                 report.warnings.push(note);

@@ -16,9 +16,6 @@ use crate::engine::{EngineKind, EngineOptions};
 use crate::reactor::Work;
 use crate::transport::TransportKind;
 
-/// Longest Unix socket path Linux accepts (`sun_path` is 108 bytes with the final NUL).
-pub const UNIX_PATH_MAX: usize = 107;
-
 /// Largest message size accepted (each side allocates one buffer of this size per stream).
 pub const MAX_SIZE: u64 = 1 << 30;
 /// Largest `--sndbuf`/`--rcvbuf` accepted (socket options are a signed 32-bit int that
@@ -245,6 +242,31 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// `workload` over `transport` at `size`-byte messages through the blocking engine,
+    /// every other option at its plainest: one measured run of one second, no warm-up,
+    /// one stream, no pinning, the kernel's buffers, no TCP_NODELAY, the workload's
+    /// default options. Callers set what they ask for on top.
+    pub fn new(workload: WorkloadKind, transport: TransportKind, size: u64) -> Scenario {
+        Scenario {
+            workload,
+            transport,
+            engine: EngineKind::Blocking,
+            size,
+            stop: Stop::Duration(Duration::from_secs(1)),
+            warmup: Duration::ZERO,
+            runs: 1,
+            parallel: 1,
+            cpus: None,
+            sndbuf: None,
+            rcvbuf: None,
+            nodelay: false,
+            bind: None,
+            connect: None,
+            extras: WorkloadOptions::default(),
+            live: None,
+        }
+    }
+
     /// What in this scenario waits by spinning (the engine, else the transport), if
     /// anything does: with both roles on one CPU it burns the time slice its peer needs.
     pub fn spinner(&self) -> Option<String> {
@@ -261,6 +283,26 @@ impl Scenario {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_scenario_is_one_plain_second_through_the_blocking_engine() {
+        let sc = Scenario::new(WorkloadKind::Rate, TransportKind::Udp, 1472);
+        assert_eq!(
+            (sc.workload, sc.transport, sc.engine, sc.size),
+            (
+                WorkloadKind::Rate,
+                TransportKind::Udp,
+                EngineKind::Blocking,
+                1472
+            )
+        );
+        assert_eq!(sc.stop, Stop::Duration(Duration::from_secs(1)));
+        assert_eq!((sc.warmup, sc.runs, sc.parallel), (Duration::ZERO, 1, 1));
+        assert!(sc.cpus.is_none() && sc.sndbuf.is_none() && sc.rcvbuf.is_none());
+        assert!(!sc.nodelay && sc.bind.is_none() && sc.connect.is_none());
+        assert_eq!(sc.extras, WorkloadOptions::default());
+        assert_eq!(sc.spinner(), None);
+    }
 
     #[test]
     fn every_workload_is_named_alike_on_the_command_line_in_json_and_in_tables() {

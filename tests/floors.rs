@@ -50,7 +50,6 @@ const FLOORS: &[&[&str]] = &[
 /// Arrows that still point up or across (from room, to room): the moves issue 31 still
 /// has to make. Each must still occur; remove an entry when its move is made.
 const KNOWN: &[(&str, &str)] = &[
-    ("control", "plan"),
     ("load", "report"),
     ("measure", "cli"),
     ("measure", "diagnose"),
@@ -64,10 +63,6 @@ const KNOWN: &[(&str, &str)] = &[
     ("mesh", "report"),
     ("plan", "report"),
     ("report", "mode"),
-    ("workload", "cli"),
-    ("workload", "control"),
-    ("workload", "placement"),
-    ("workload", "plan"),
     ("workload", "report"),
 ];
 

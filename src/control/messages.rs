@@ -407,6 +407,7 @@ pub fn target_address(target: &str) -> Result<SocketAddr, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::WorkloadKind;
 
     #[test]
     fn sockets_are_listened_on_by_the_server_one_way_transports_by_their_reader() {
@@ -436,16 +437,16 @@ mod tests {
 
     #[test]
     fn a_scenarios_channels_follow_its_workloads_wiring() {
-        let mut sc = crate::plan::first_scenario(&["pingpong", "-t", "shm"]);
+        let mut sc = Scenario::new(WorkloadKind::Pingpong, TransportKind::Shm, 64);
         let c = channels_of(&sc, &[Role::Receiver]);
         assert_eq!(
             c,
             channels(TransportKind::Shm, Wiring::Duplex, &[Role::Receiver])
         );
         assert_eq!(c.len(), 2);
-        sc = crate::plan::first_scenario(&["stream", "-t", "fifo"]);
+        sc = Scenario::new(WorkloadKind::Stream, TransportKind::Fifo, 65536);
         assert_eq!(channels_of(&sc, &[Role::Sender]).len(), 1);
-        sc = crate::plan::first_scenario(&["connect", "-t", "tcp"]);
+        sc = Scenario::new(WorkloadKind::Connect, TransportKind::Tcp, 64);
         assert!(channels_of(&sc, &[Role::Receiver]).is_empty());
     }
 

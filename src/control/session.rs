@@ -345,7 +345,7 @@ mod tests {
     }
 
     pub(crate) fn scenario() -> Scenario {
-        crate::plan::first_scenario(&["stream", "-t", "tcp", "-d", "1"])
+        Scenario::new(WorkloadKind::Stream, TransportKind::Tcp, 64 << 10)
     }
 
     fn scenario_frame(sc: Scenario) -> Frame {

@@ -22,11 +22,11 @@ use socket2::{Domain, SockAddr, Socket, Type};
 
 use crate::cli::ListenArgs;
 use crate::error::{CommandResult, Error, Outcome, PlanError};
-use crate::placement::threads::RunDir;
 use crate::report::grid::Grid;
 use crate::report::openmetrics::Family;
 use crate::report::output::{self, Head, Records, Rendered};
 use crate::report::{Envelope, Kind, Written};
+use crate::transport::RunDir;
 use crate::transport::TransportKind;
 use crate::vocab::units::{format_bytes, parse_size, utc_micros};
 use crate::vocab::Format;
@@ -136,11 +136,11 @@ fn setup(args: &ListenArgs, format: Format) -> Result<Setup, PlanError> {
         }
         if let Some(p) = &args.path {
             let len = p.as_os_str().len();
-            if len > crate::scenario::UNIX_PATH_MAX {
+            if len > crate::transport::UNIX_PATH_MAX {
                 return Err(format!(
                     "--path {} is {len} bytes; a Unix socket path holds at most {} (choose a shorter one)",
                     p.display(),
-                    crate::scenario::UNIX_PATH_MAX
+                    crate::transport::UNIX_PATH_MAX
                 ).into());
             }
         }

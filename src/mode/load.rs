@@ -136,11 +136,11 @@ pub fn spec(args: &LoadArgs) -> Result<Spec, PlanError> {
     let target = match &args.unix_socket {
         Some(p) => {
             let len = p.as_os_str().len();
-            if len > crate::scenario::UNIX_PATH_MAX {
+            if len > crate::transport::UNIX_PATH_MAX {
                 return usage(format!(
                     "--unix-socket {} is {len} bytes; a Unix socket path holds at most {}",
                     p.display(),
-                    crate::scenario::UNIX_PATH_MAX
+                    crate::transport::UNIX_PATH_MAX
                 ));
             }
             Target::Unix(p.clone())

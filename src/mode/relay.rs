@@ -545,7 +545,7 @@ fn benchmark(
 ) {
     // What a killed sockbench left where the runs make their socket files.
     if plan.transports.iter().any(|t| t.uses_path()) {
-        for note in crate::transport::remove_stale(&crate::plan::default_dir_base()) {
+        for note in crate::transport::remove_stale(&crate::transport::default_dir_base()) {
             if !quiet {
                 eprintln!("sockbench: note: {note}");
             }

@@ -166,11 +166,11 @@ pub fn setup(args: &ServeArgs) -> Result<Setup, PlanError> {
     let (addr, unix) = match &args.unix {
         Some(p) => {
             let len = p.as_os_str().len();
-            if len > crate::scenario::UNIX_PATH_MAX {
+            if len > crate::transport::UNIX_PATH_MAX {
                 return Err(format!(
                     "--unix {} is {len} bytes; a Unix socket path holds at most {} (choose a shorter one)",
                     p.display(),
-                    crate::scenario::UNIX_PATH_MAX
+                    crate::transport::UNIX_PATH_MAX
                 ).into());
             }
             (None, Some(p.clone()))

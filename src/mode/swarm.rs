@@ -10,7 +10,6 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::cli::{PlacementKind, SwarmArgs};
-use crate::engine::EngineKind;
 use crate::error::{CommandResult, Error, Outcome, PlanError};
 use crate::measure::live::Interval;
 use crate::plan::{Plan, Where};
@@ -339,31 +338,20 @@ pub fn run(args: &SwarmArgs, argv: Vec<String>) -> CommandResult {
     }
     // What a killed sockbench left where this run makes its socket files.
     if t.uses_path() {
-        for note in crate::transport::remove_stale(&crate::plan::default_dir_base()) {
+        for note in crate::transport::remove_stale(&crate::transport::default_dir_base()) {
             say(&note);
             notes.push(note);
         }
     }
     let sc = Scenario {
-        workload: WorkloadKind::Swarm,
-        transport: t,
-        engine: EngineKind::Blocking,
-        size,
         stop: Stop::Duration(duration),
-        warmup: Duration::ZERO,
         runs: args.runs.runs,
-        parallel: 1,
-        cpus: None,
-        sndbuf: None,
-        rcvbuf: None,
         nodelay: true,
-        bind: None,
-        connect: None,
         extras: WorkloadOptions {
             swarm: Some(SwarmOptions { pairs: n, work }),
             ..WorkloadOptions::default()
         },
-        live: None,
+        ..Scenario::new(WorkloadKind::Swarm, t, size)
     };
     let plan = Plan::of_cases(vec![sc.clone()], output, placement, interval);
     let placed = match args.placement.placement {

@@ -190,3 +190,6 @@ mod tests {
         assert!(FirstCause::default().take().is_none());
     }
 }
+
+#[cfg(test)]
+mod relay_tests;

@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 
 use super::split::{client_run, ClientOutcome, ClientSide};
-use super::threads::RunDir;
 use super::trust::PeerTrust;
 use super::{Placement, RunError};
 use crate::control::auth::{self, Key, NONCE_BYTES};
@@ -27,6 +26,7 @@ use crate::measure::cpu::{SystemCpu, SystemTicks};
 use crate::measure::figures::{implausible, run_figures};
 use crate::scenario::Scenario;
 use crate::scenario::Stop;
+use crate::transport::RunDir;
 use crate::transport::{Conn, TransportKind, TransportOptions};
 use crate::vocab::Role;
 use crate::workload::{PeerInfo, Roles, SideReport};

@@ -33,7 +33,6 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 
 use super::data_port::DataPort;
-use super::threads::RunDir;
 use super::trust::{PeerTrust, Pinned};
 use super::RunError;
 use crate::control::frame::FrameType;
@@ -46,6 +45,7 @@ use crate::interrupt;
 use crate::scenario::Scenario;
 use crate::scenario::Stop;
 use crate::transport::connector::{self, Dialer};
+use crate::transport::RunDir;
 use crate::transport::{
     self, Conn, Connected, Endpoint, LinkInfo, Listener, TransportKind, TransportOptions,
 };

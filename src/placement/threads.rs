@@ -19,7 +19,7 @@ use crate::scenario::Scenario;
 use crate::scenario::Stop;
 use crate::transport::connector;
 use crate::transport::{
-    open_duplex, open_pair, unconnected, Pair, TransportKind, TransportOptions,
+    open_duplex, open_pair, unconnected, Pair, RunDir, TransportKind, TransportOptions,
 };
 use crate::vocab::Role;
 use crate::workload::{peer_link, spec, Endpoint, Roles, Side, SideReport, StartLine, Wiring};
@@ -29,50 +29,6 @@ const STALL_GRACE: Duration = Duration::from_secs(15);
 /// How long after Ctrl-C the runner waits for the sides before it leaves them behind
 /// (the process exits, and they with it: the whole stop is promised within 100 ms).
 const INTERRUPT_GRACE: Duration = Duration::from_millis(50);
-
-/// Where one run makes its socket files and FIFOs: `--path`, or a private directory that
-/// exists only while the run opens its transports (every name in it is removed as soon
-/// as both ends are open, and then the directory goes too, so a killed run leaves
-/// nothing).
-pub enum RunDir {
-    /// A private directory, removed when dropped.
-    Private(tempfile::TempDir),
-    /// `--path`, left as it is.
-    User(PathBuf),
-}
-
-impl RunDir {
-    /// `--path` if given, else a new private directory.
-    ///
-    /// # Errors
-    /// The private directory cannot be made.
-    pub fn open(user: Option<&PathBuf>) -> anyhow::Result<RunDir> {
-        if let Some(p) = user {
-            return Ok(RunDir::User(p.clone()));
-        }
-        let base = crate::plan::default_dir_base();
-        tempfile::Builder::new()
-            .prefix(&format!("sockbench-{}-", std::process::id()))
-            .rand_bytes(6)
-            .tempdir_in(&base)
-            .map(RunDir::Private)
-            .with_context(|| {
-                format!(
-                    "cannot create a private directory for socket files in {}: give a writable directory \
-                     with --path (or set TMPDIR)",
-                    base.display()
-                )
-            })
-    }
-
-    /// Where names go.
-    pub fn path(&self) -> PathBuf {
-        match self {
-            RunDir::Private(t) => t.path().to_path_buf(),
-            RunDir::User(p) => p.clone(),
-        }
-    }
-}
 
 /// Roles as threads of this process.
 pub struct Threads {

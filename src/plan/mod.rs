@@ -13,20 +13,21 @@ use crate::engine::EngineKind;
 use crate::error::PlanError;
 use crate::report::export::ExportKind;
 use crate::scenario::{
-    Scenario, Stop, WorkloadKind, WorkloadOptions, MAX_BATCH, MAX_BUFFER, MAX_SIZE, UNIX_PATH_MAX,
+    Scenario, Stop, WorkloadKind, WorkloadOptions, MAX_BATCH, MAX_BUFFER, MAX_SIZE,
 };
-use crate::transport::{Framing, TransportKind};
+use crate::transport::run_dir::{LONGEST_FILE_NAME, RUN_DIR_OVERHEAD};
+use crate::transport::{default_dir_base, Framing, TransportKind, UNIX_PATH_MAX};
 use crate::vocab::units::{format_bytes, parse_duration, parse_size, parse_size_list};
 use crate::vocab::Format;
 use crate::workload::spec;
 
 pub mod host;
 pub mod matrix;
+#[cfg(test)]
+mod stream_tests;
 
 pub use host::Host;
 
-/// The longest file name a transport creates inside the run directory.
-const LONGEST_FILE_NAME: usize = "sb4194304-dgram-99999999.reply.sock".len();
 /// Most parallel streams (each is two threads).
 pub const MAX_PARALLEL: u32 = 256;
 /// Sizes of the default suite.
@@ -353,24 +354,6 @@ fn own_address_note(bind: Option<IpAddr>, connect: Option<IpAddr>) -> Option<Str
     })
 }
 
-/// What a private run directory adds to its base: "/sockbench-XXXXXX", a slash and the
-/// longest file name.
-const RUN_DIR_OVERHEAD: usize = "/sockbench-4194304-XXXXXX".len() + 1 + LONGEST_FILE_NAME;
-
-/// The directory a run would use for socket files when `--path` is not given:
-/// $XDG_RUNTIME_DIR if it is writable and socket paths under it fit, else the temporary
-/// directory.
-pub fn default_dir_base() -> PathBuf {
-    std::env::var_os("XDG_RUNTIME_DIR")
-        .map(PathBuf::from)
-        .filter(|p| {
-            p.is_dir()
-                && p.as_os_str().len() + RUN_DIR_OVERHEAD <= UNIX_PATH_MAX
-                && nix::unistd::access(p, nix::unistd::AccessFlags::W_OK).is_ok()
-        })
-        .unwrap_or_else(std::env::temp_dir)
-}
-
 fn check_path(dir: &std::path::Path, explicit: bool) -> Result<(), PlanError> {
     // The run directory adds "/sockbench-XXXXXX" when not explicit.
     let overhead = if explicit {
@@ -581,22 +564,9 @@ impl Plan {
             &TransportKind::ALL,
         )?;
         let cell = |workload: WorkloadKind, duration: Duration| Scenario {
-            workload,
-            transport: transports[0],
-            engine: EngineKind::Blocking,
-            size: 64,
             stop: Stop::Duration(duration),
             warmup,
-            runs: 1,
-            parallel: 1,
-            cpus: None,
-            sndbuf: None,
-            rcvbuf: None,
-            nodelay: false,
-            bind: None,
-            connect: None,
-            extras: WorkloadOptions::default(),
-            live: None,
+            ..Scenario::new(workload, transports[0], 64)
         };
         let message: Vec<TransportKind> = transports
             .iter()

@@ -15,8 +15,10 @@
 pub mod connector;
 pub mod owner;
 pub mod route;
+pub mod run_dir;
 
 pub use route::{canonical_ip, is_local_address, route_between, route_of};
+pub use run_dir::{default_dir_base, RunDir, UNIX_PATH_MAX};
 mod mq;
 pub use mq::max_depth as mq_max_depth;
 mod pipe;

@@ -873,6 +873,8 @@ pub trait Workload: Send + Sync {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::Scenario;
+    use crate::transport::TransportKind;
     use clap::ValueEnum;
 
     /// A paced message leaves when it is due, not a sleep's slack later: the nap stops
@@ -1051,7 +1053,7 @@ mod tests {
 
     #[test]
     fn one_way_counts_distinct_messages_and_loss_that_duplicates_do_not_hide() {
-        let sc = crate::plan::first_scenario(&["rate", "-t", "udp", "-s", "64"]);
+        let sc = Scenario::new(WorkloadKind::Rate, TransportKind::Udp, 64);
         // 10 sent; 12 arrivals of which 3 were duplicates: 9 distinct, 1 lost.
         let roles = Roles {
             senders: vec![SideReport {
@@ -1081,7 +1083,7 @@ mod tests {
             Some((2, 3))
         );
         // On a reliable transport nothing can be lost: unknown, not zero.
-        let sc = crate::plan::first_scenario(&["rate", "-t", "unix-dgram", "-s", "64"]);
+        let sc = Scenario::new(WorkloadKind::Rate, TransportKind::UnixDgram, 64);
         assert_eq!(
             spec(WorkloadKind::Rate).tally(&sc, &roles).messages_lost,
             None

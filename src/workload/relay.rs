@@ -122,7 +122,7 @@ impl Target {
         }
         let path = PathBuf::from(text);
         let len = path.as_os_str().len();
-        if len > crate::scenario::UNIX_PATH_MAX {
+        if len > crate::transport::UNIX_PATH_MAX {
             return Err(format!(
                 "the Unix socket path `{text}` is {len} bytes; a socket address holds at most 107: \
                  use a shorter path"
@@ -305,6 +305,18 @@ pub struct Setup {
 }
 
 impl Setup {
+    /// One connection at a time through `method` with its default buffers.
+    pub fn new(method: Method, transport: TransportKind, size: usize, shape: Shape) -> Setup {
+        Setup {
+            transport,
+            method,
+            copy: copy::Options::default(),
+            size,
+            shape,
+            parallel: 1,
+        }
+    }
+
     /// The scenario the runner runs: one stream of the runner (the relay's threads are
     /// its own), its stop the shape's.
     pub fn scenario(&self, warmup: Duration, runs: u32) -> crate::scenario::Scenario {
@@ -314,20 +326,10 @@ impl Setup {
             Shape::Pingpong(stop) => (ShapeKind::Pingpong, stop),
         };
         crate::scenario::Scenario {
-            workload: super::WorkloadKind::Relay,
-            transport: self.transport,
-            engine: crate::engine::EngineKind::Blocking,
-            size: self.size as u64,
             stop,
             warmup,
             runs,
-            parallel: 1,
-            cpus: None,
-            sndbuf: None,
-            rcvbuf: None,
             nodelay: true,
-            bind: None,
-            connect: None,
             extras: crate::scenario::WorkloadOptions {
                 relay: Some(RelayOptions {
                     method: self.method,
@@ -337,7 +339,11 @@ impl Setup {
                 }),
                 ..crate::scenario::WorkloadOptions::default()
             },
-            live: None,
+            ..crate::scenario::Scenario::new(
+                super::WorkloadKind::Relay,
+                self.transport,
+                self.size as u64,
+            )
         }
     }
 }
@@ -1267,7 +1273,7 @@ impl Workload for Relay {
         // soon as it is bound).
         let dir = match self.transport.uses_path() {
             true => Some(
-                crate::placement::threads::RunDir::open(None)
+                crate::transport::RunDir::open(None)
                     .map_err(|e| io::Error::other(format!("{e:#}")))?,
             ),
             false => None,
@@ -1539,30 +1545,6 @@ mod tests {
         assert_eq!(RelaySpec.headline(), headline(ShapeKind::Streams));
     }
 
-    fn setup(method: Method, transport: TransportKind, size: usize, shape: Shape) -> Setup {
-        Setup {
-            transport,
-            method,
-            copy: copy::Options::default(),
-            size,
-            shape,
-            parallel: 1,
-        }
-    }
-
-    /// One run through the runner's threads placement, folded as `sockbench relay` does.
-    fn run(s: &Setup) -> io::Result<Outcome> {
-        use crate::placement::Placement;
-        let sc = s.scenario(Duration::ZERO, 1);
-        let roles = crate::placement::Threads::new(None)
-            .run(&sc, sc.stop)
-            .map_err(|e| match e {
-                crate::placement::RunError::Failed(e) => io::Error::other(format!("{e:#}")),
-                crate::placement::RunError::Interrupted => io::ErrorKind::Interrupted.into(),
-            })?;
-        Outcome::of(&roles, true).map_err(io::Error::other)
-    }
-
     #[test]
     fn the_pattern_does_not_repeat_within_its_period_at_any_power_of_two() {
         let p = pattern(2 * PERIOD);
@@ -1617,66 +1599,6 @@ mod tests {
     }
 
     #[test]
-    fn every_byte_arrives_and_the_three_counts_agree() {
-        for (t, shape, size) in [
-            (
-                TransportKind::Tcp,
-                Shape::Streams(Stop::Bytes(1 << 20)),
-                65536,
-            ),
-            (
-                TransportKind::Unix,
-                Shape::Streams(Stop::Bytes(100_001)),
-                4096,
-            ),
-            (TransportKind::Tcp, Shape::Connections(50), 10_000),
-            (TransportKind::Unix, Shape::Connections(20), 1),
-        ] {
-            let s = setup(Method::ReadWrite, t, size, shape);
-            let o = run(&s).unwrap();
-            let want = match shape {
-                Shape::Streams(Stop::Bytes(b)) => b,
-                Shape::Connections(n) => n * size as u64,
-                _ => unreachable!(),
-            };
-            assert_eq!(
-                (o.source.bytes, o.copied.bytes, o.sink.bytes),
-                (want, want, want)
-            );
-            let conns = match shape {
-                Shape::Connections(n) => n,
-                _ => 1,
-            };
-            assert_eq!(
-                (o.source.connections, o.relayed, o.sink.connections),
-                (conns, conns, conns)
-            );
-            assert_eq!(o.sink.messages, o.source.messages);
-            assert!(o.interval > Duration::ZERO);
-            // A read and a write per chunk at least, and one read that sees the end.
-            assert!(o.copied.syscalls >= 2 * want.div_ceil(65536) + conns);
-        }
-    }
-
-    #[test]
-    fn timed_runs_last_their_time_and_no_longer() {
-        for shape in [
-            Shape::Streams(Stop::Duration(Duration::from_millis(300))),
-            Shape::Pingpong(Stop::Duration(Duration::from_millis(300))),
-        ] {
-            let s = setup(Method::ReadWrite, TransportKind::Unix, 1000, shape);
-            let o = run(&s).unwrap();
-            assert!(
-                o.interval >= Duration::from_millis(300) && o.interval < Duration::from_secs(3),
-                "{shape:?}: {:?}",
-                o.interval
-            );
-            assert!(o.sink.messages > 20, "{shape:?}: {}", o.sink.messages);
-            assert_eq!(o.sink.messages, o.source.messages);
-        }
-    }
-
-    #[test]
     fn a_failure_stops_every_role_and_the_first_cause_is_kept() {
         let c = Coord {
             relay_live: AtomicU64::new(1),
@@ -1700,37 +1622,6 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused);
         assert!(e.to_string().starts_with("source: "), "{e}");
         assert!(crate::transport::peer_gone(&e));
-    }
-
-    #[test]
-    fn pingpong_times_every_message_once() {
-        let s = setup(
-            Method::ReadWrite,
-            TransportKind::Tcp,
-            100,
-            Shape::Pingpong(Stop::Count(500)),
-        );
-        let o = run(&s).unwrap();
-        let h = o.latency.unwrap();
-        assert_eq!(h.len(), 500);
-        assert_eq!((o.source.messages, o.sink.messages), (500, 500));
-        assert_eq!(o.sink.bytes, 50_000);
-        assert!(h.min() > 0);
-    }
-
-    #[test]
-    fn several_connections_at_once_each_carry_their_own_stream() {
-        let mut s = setup(
-            Method::ReadWrite,
-            TransportKind::Unix,
-            1000,
-            Shape::Streams(Stop::Bytes(300_000)),
-        );
-        s.parallel = 3;
-        let o = run(&s).unwrap();
-        assert_eq!(o.sink.bytes, 900_000);
-        assert_eq!(o.sink.connections, 3);
-        assert_eq!(o.sink.messages, 900);
     }
 
     #[test]
@@ -1759,7 +1650,7 @@ mod tests {
 
     #[test]
     fn a_run_is_complete_only_with_all_it_was_asked_to_carry() {
-        let mut s = setup(
+        let mut s = Setup::new(
             Method::ReadWrite,
             TransportKind::Tcp,
             100,
@@ -1804,7 +1695,7 @@ mod tests {
 
     #[test]
     fn a_stop_a_shape_cannot_keep_is_refused() {
-        let mut sc = setup(
+        let mut sc = Setup::new(
             Method::ReadWrite,
             TransportKind::Tcp,
             100,
@@ -1814,7 +1705,7 @@ mod tests {
         assert_eq!(RelaySpec.refuses(&sc), None);
         sc.stop = Stop::Bytes(10);
         assert!(RelaySpec.refuses(&sc).is_some());
-        let mut sc = setup(
+        let mut sc = Setup::new(
             Method::ReadWrite,
             TransportKind::Tcp,
             100,

@@ -365,25 +365,26 @@ impl Rate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::WorkloadKind;
 
     #[test]
     fn timestamps_are_refused_where_they_cannot_work_with_the_reason() {
-        let sc = |args: &[&str]| {
-            let mut v = vec!["pingpong", "--timestamps"];
-            v.extend_from_slice(args);
-            crate::plan::first_scenario(&v)
+        let sc = |transport| {
+            let mut sc = Scenario::new(WorkloadKind::Pingpong, transport, 64);
+            sc.extras.timestamps = true;
+            sc
         };
-        let mut unix = sc(&["-t", "tcp"]);
+        let mut unix = sc(TransportKind::Tcp);
         unix.transport = TransportKind::Unix;
         assert!(refusal(&unix, 8, "")
             .unwrap()
             .contains("unix has no transmit"));
-        let mut uring = sc(&["-t", "udp"]);
+        let mut uring = sc(TransportKind::Udp);
         uring.engine = EngineKind::IoUring;
         assert!(refusal(&uring, 8, "")
             .unwrap()
             .contains("blocking engine only"));
-        let mut small = sc(&["-t", "udp"]);
+        let mut small = sc(TransportKind::Udp);
         small.size = 7;
         assert!(refusal(&small, 8, "why")
             .unwrap()
@@ -393,7 +394,7 @@ mod tests {
         small.extras.timestamps = false;
         small.size = 1;
         assert_eq!(refusal(&small, 8, "why"), None, "no --timestamps");
-        let mut split = sc(&["-t", "tcp"]);
+        let mut split = sc(TransportKind::Tcp);
         split.extras.writes = 2;
         assert!(refusal(&split, 8, "").unwrap().contains("--writes"));
     }

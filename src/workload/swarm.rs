@@ -648,7 +648,11 @@ mod tests {
 
     /// A swarm scenario of `work` at 100-byte messages.
     fn swarm_scenario(work: Work) -> Scenario {
-        let mut sc = crate::plan::first_scenario(&["stream", "-t", "tcp", "-s", "100"]);
+        let mut sc = Scenario::new(
+            crate::scenario::WorkloadKind::Stream,
+            TransportKind::Tcp,
+            100,
+        );
         sc.workload = crate::scenario::WorkloadKind::Swarm;
         sc.extras.swarm = Some(SwarmOptions { pairs: 4, work });
         sc

@@ -211,6 +211,7 @@ impl Rate {
 mod tests {
     use super::*;
     use crate::scenario::Stop;
+    use crate::scenario::WorkloadKind;
     use crate::transport::{Conn, Framing, SocketConn};
     use crate::workload::{peer_link, SequenceCounts, StartLine, Workload};
     use std::collections::VecDeque;
@@ -484,7 +485,7 @@ mod tests {
 
     #[test]
     fn only_datagram_sockets_batch_rate_and_each_refusal_says_why() {
-        let base = crate::plan::first_scenario(&["rate", "-t", "udp", "--batch", "2"]);
+        let base = Scenario::new(WorkloadKind::Rate, TransportKind::Udp, 64);
         let of = |transport, engine, batch| {
             let mut sc = Scenario {
                 transport,
