@@ -85,6 +85,7 @@ pub mod diagnose;
 pub mod engine;
 pub mod environment;
 pub mod error;
+pub mod figures;
 pub mod http;
 pub mod input;
 pub mod interrupt;
@@ -97,6 +98,7 @@ pub mod placement;
 pub mod plan;
 pub mod reactor;
 pub mod report;
+pub mod results;
 pub mod runner;
 pub mod scenario;
 #[allow(unsafe_code)]

@@ -9,13 +9,13 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::measure::calls::{RecvCounts, SendCounts, ZerocopyCounts};
 use crate::measure::counters::Counts;
 use crate::measure::cpu::ThreadCpu;
 use crate::measure::histogram::latency_histogram;
 use crate::measure::placement::{Trace, MAX_SEGMENTS};
 use crate::measure::tcp_info::TcpInfo;
 use crate::workload::relay::{RelayCopies, RelaySide};
-use crate::workload::stream::{RecvCounts, SendCounts, ZerocopyCounts};
 use crate::workload::swarm::{SwarmSide, MAX_PAIRS};
 use crate::workload::{SequenceCounts, SideReport};
 

@@ -161,7 +161,7 @@ pub fn grids(e: &Envelope, r: &LoadBody, units: crate::vocab::Units) -> Vec<Grid
         "Transfer rate",
         format!(
             "{} received",
-            crate::report::grid::throughput(r.bytes_per_second * 8.0, units)
+            crate::vocab::units::throughput(r.bytes_per_second * 8.0, units)
         ),
     );
     if let Some(cpu) = r.cpu_seconds_per_request {

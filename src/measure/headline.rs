@@ -18,6 +18,18 @@ pub enum Quantity {
     Latency,
 }
 
+impl Quantity {
+    /// A value of this quantity as a table shows it: throughput in `units`, latency in
+    /// time units, rates per second.
+    pub fn format(self, v: f64, units: crate::vocab::Units) -> String {
+        match self {
+            Quantity::Throughput => crate::vocab::units::throughput(v, units),
+            Quantity::Latency => crate::vocab::units::format_ns(v.round().max(0.0) as u64),
+            Quantity::Rate => crate::vocab::units::format_per_second(v),
+        }
+    }
+}
+
 /// A headline figure: its name in the JSON document (with its unit), what it counts, and
 /// which way is better.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,9 +5,9 @@
 //! totals at the checks they already make: `live.rs`). A TCP sender reads its socket's
 //! `TCP_INFO` once more after its run, before it closes (`tcp_info.rs`).
 
+pub mod calls;
 pub mod counters;
 pub mod cpu;
-pub mod figures;
 pub mod headline;
 pub mod histogram;
 pub mod latency;

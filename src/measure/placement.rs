@@ -461,23 +461,6 @@ pub fn side(traces: &[Option<&Trace>]) -> (Vec<CpuShare>, Option<u64>, Option<Mi
     (cpus, Some(migrations), Some(source))
 }
 
-/// Where a run's sender and receiver ran relative to each other: one stream each way
-/// only (with several, which sender fed which receiver is not recorded), both traces
-/// from this host.
-pub fn run(roles: &crate::workload::Roles) -> Option<RunPlacement> {
-    if !roles.directions.is_empty() {
-        return None;
-    }
-    let ([s], [r]) = (&roles.senders[..], &roles.receivers[..]) else {
-        return None;
-    };
-    let share = same_cpu_share(s.placement.as_ref()?, r.placement.as_ref()?)?;
-    Some(RunPlacement {
-        same_cpu_share: share,
-        class: PlacementClass::of(share),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

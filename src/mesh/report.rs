@@ -271,7 +271,7 @@ impl Figure {
     /// The value for a person, throughput in `units` (`--units`).
     pub(crate) fn shown(self, v: f64, units: crate::vocab::Units) -> String {
         match self {
-            Figure::BitsPerSecond => crate::report::grid::throughput(v, units),
+            Figure::BitsPerSecond => crate::vocab::units::throughput(v, units),
             Figure::MessagesPerSecond => format_per_second(v),
             Figure::RoundTripP50 | Figure::RoundTripP99 => micros(v),
             Figure::Loss => format!("{:.2}%", v * 100.0),

@@ -88,9 +88,8 @@ use crate::measure::verdict::within_equivalence;
 pub use crate::measure::verdict::{TestKind, Verdict, EQUIVALENCE};
 use crate::report::output::{self, Head, Rendered};
 use crate::report::rows::Row;
-use crate::report::{
-    Body, Document, Envelope, Headline, Kind, PlacementInfo, Report, ScenarioResult, Written,
-};
+use crate::report::{Body, Document, Envelope, Headline, Kind, PlacementInfo, Report, Written};
+use crate::results::ScenarioResult;
 use crate::scenario::WorkloadKind;
 use crate::vocab::text::terminal as shown;
 use crate::vocab::units::{format_bytes, format_per_second};

@@ -859,7 +859,7 @@ impl Rendered for ListenReport {
                     p.bytes.to_string(),
                     p.reads.to_string(),
                     format!("{:.3} s", p.duration_seconds),
-                    crate::report::grid::throughput(p.bits_per_second, view.units),
+                    crate::vocab::units::throughput(p.bits_per_second, view.units),
                 ]
             })
             .collect();

@@ -850,7 +850,7 @@ fn crossovers(results: &[RelayResult]) -> Vec<Crossover> {
 /// failed), the notes under it (pipes granted, what was skipped, the rankings, the
 /// crossovers, the warnings); `--relay-only`'s one row of what it relayed.
 fn grids(e: &Envelope, r: &RelayBody, units: crate::vocab::Units) -> Vec<Grid> {
-    let bps = |v: f64| crate::report::grid::throughput(v, units);
+    let bps = |v: f64| crate::vocab::units::throughput(v, units);
     if let Some(o) = &r.relay_only {
         return vec![relay_only_grid(o, units)];
     }
@@ -1002,7 +1002,7 @@ fn relay_only_grid(o: &RelayOnly, units: crate::vocab::Units) -> Grid {
                 if secs > 0.0 {
                     format!(
                         " ({})",
-                        crate::report::grid::throughput(bytes as f64 * 8.0 / secs, units)
+                        crate::vocab::units::throughput(bytes as f64 * 8.0 / secs, units)
                     )
                 } else {
                     String::new()

@@ -589,7 +589,7 @@ fn print(
 /// the counts and errors; the warnings under it.
 fn grid(report: &SwarmReport, units: crate::vocab::Units) -> Grid {
     let r = &report.body;
-    let bps = |v: f64| crate::report::grid::throughput(v, units);
+    let bps = |v: f64| crate::vocab::units::throughput(v, units);
     let mut rows: Vec<(&str, String)> = Vec::new();
     rows.push((
         "setup",

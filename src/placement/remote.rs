@@ -22,8 +22,8 @@ use crate::control::messages::{channels_of, server_roles, Auth, Bye, Hello, Welc
 use crate::control::wire::{clean, WireSide};
 use crate::control::{Control, ControlError, Deadlines, DEFAULT_PORT, HANDSHAKE_DEADLINE, VERSION};
 use crate::environment::Environment;
+use crate::figures::{implausible, run_figures};
 use crate::measure::cpu::{SystemCpu, SystemTicks};
-use crate::measure::figures::{implausible, run_figures};
 use crate::scenario::Scenario;
 use crate::scenario::Stop;
 use crate::transport::RunDir;

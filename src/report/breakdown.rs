@@ -3,10 +3,11 @@
 //! sum, and what was measured without the stamps (pingpong: the client's round trip;
 //! rate: the one-way time from the send time each message carries).
 
-use super::grid::{Align, Grid};
-use super::{Report, ScenarioResult};
 use crate::measure::histogram::Latency;
 use crate::measure::timestamps::{StampedDirection, Timestamps};
+use crate::report::grid::{Align, Grid};
+use crate::report::Report;
+use crate::results::ScenarioResult;
 use crate::vocab::units::format_ns;
 
 const HEADERS: [&str; 8] = [
@@ -306,7 +307,7 @@ mod tests {
             &rt[1..],
             ["round trip", "mean", "-", "-", "-", "15.0 µs", "15.5 µs"]
         );
-        assert!(g.width() <= super::super::grid::MAX_WIDTH, "{}", g.width());
+        assert!(g.width() <= crate::report::grid::MAX_WIDTH, "{}", g.width());
         assert!(
             g.notes[1].contains("lo: no hardware timestamps"),
             "{:?}",

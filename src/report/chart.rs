@@ -21,10 +21,11 @@ use hdrhistogram::Histogram;
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 use plotters::prelude::*;
 
-use super::{Report, ScenarioResult};
 use crate::engine::EngineKind;
 use crate::measure::headline::Quantity;
 use crate::measure::histogram::{bucket_bounds, Bucket, Latency};
+use crate::report::Report;
+use crate::results::ScenarioResult;
 use crate::scenario::WorkloadKind;
 use crate::vocab::units::format_bytes;
 
@@ -1112,8 +1113,8 @@ fn finish_svg(svg: &str, id: &str, title: &str) -> String {
         .replace(&INK_HEX.to_ascii_lowercase(), "currentColor");
     let attrs = format!(
         "<svg data-chart=\"{}\" role=\"img\" aria-label=\"{}\" ",
-        super::html::escape(id),
-        super::html::escape(title)
+        crate::report::html::escape(id),
+        crate::report::html::escape(title)
     );
     let tagged = tagged.replacen("<svg ", &attrs, 1);
     match tagged.find("<svg") {
@@ -1563,7 +1564,7 @@ mod tests {
     fn a_sweep_over_several_runs_gets_whiskers_at_each_point() {
         let mut report = sample::stream_sweep();
         let spread = crate::measure::stats::Summary::of(&[4e9, 5e9, 7e9]).unwrap();
-        report.results[0].statistics = Some(crate::report::Statistics {
+        report.results[0].statistics = Some(crate::results::Statistics {
             bits_per_second: spread.clone(),
             messages_per_second: spread,
         });
@@ -1694,7 +1695,7 @@ mod tests {
     fn whiskers_span_the_runs_when_there_are_two_or_more() {
         let mut report = sample::stream();
         let spread = crate::measure::stats::Summary::of(&[7e9, 8e9, 9e9]).unwrap();
-        report.results[0].statistics = Some(crate::report::Statistics {
+        report.results[0].statistics = Some(crate::results::Statistics {
             bits_per_second: spread.clone(),
             messages_per_second: spread,
         });

@@ -1,7 +1,7 @@
 //! CSV: one row per scenario, exact values in base units (empty cell = unknown).
 
-use super::output::{Records, Rendered};
-use super::{Exporter, Report};
+use crate::report::output::{Records, Rendered};
+use crate::report::{Exporter, Report};
 
 /// CSV exporter.
 pub struct Csv;

@@ -12,14 +12,15 @@
 //!
 //! [`Document`] reads any kind (`report`, `compare`); each command keeps its own type in
 //! memory and writes it in this shape. `schema/document.schema.json` is generated from
-//! [`Document`]. Documents of older versions are read by [`super::legacy`].
+//! [`Document`]. Documents of older versions are read by [`crate::report::legacy`].
 
 use serde::{Deserialize, Serialize};
 
-use super::{PlacementInfo, ScenarioResult, Tool};
 use crate::environment::Environment;
 use crate::measure::ranking::Ranking;
 use crate::plan::{Layout, Skipped};
+use crate::report::{PlacementInfo, Tool};
+use crate::results::ScenarioResult;
 
 /// Which command wrote a document, and so what its body holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
@@ -131,7 +132,7 @@ pub struct Document {
 pub struct Envelope {
     /// The tool that wrote it.
     pub tool: Tool,
-    /// Version of this shape ([`super::SCHEMA_VERSION`]); bumped on any incompatible
+    /// Version of this shape ([`crate::report::SCHEMA_VERSION`]); bumped on any incompatible
     /// change, for every kind at once.
     pub schema_version: u32,
     /// The command line, argv as given.
@@ -158,7 +159,7 @@ impl Envelope {
     pub fn starting(command: Vec<String>) -> Envelope {
         Envelope {
             tool: this_tool(),
-            schema_version: super::SCHEMA_VERSION,
+            schema_version: crate::report::SCHEMA_VERSION,
             command,
             environment: Some(Environment::collect()),
             started_at: Some(now()),
@@ -275,7 +276,7 @@ pub struct BenchBody {
 impl Document {
     /// The document as every output reads it: its kind's own report, whatever the kind
     /// (`sockbench report FILE` prints any document in any format this way).
-    pub fn rendered(self) -> Box<dyn super::output::Rendered> {
+    pub fn rendered(self) -> Box<dyn crate::report::output::Rendered> {
         let envelope = self.envelope;
         match self.body {
             Body::Stream(_)
@@ -287,7 +288,7 @@ impl Document {
                     envelope,
                     body: self.body,
                 };
-                match super::Report::try_from(doc) {
+                match crate::report::Report::try_from(doc) {
                     Ok(r) => Box::new(r),
                     Err(e) => unreachable!("a measuring command's body is a report: {e}"),
                 }

@@ -30,9 +30,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use super::exporter;
-use super::output::Rendered;
 use crate::error::PlanError;
+use crate::report::exporter;
+use crate::report::output::Rendered;
 use crate::vocab::Format;
 
 /// What an export writes.

@@ -9,12 +9,12 @@
 use crate::measure::latency::LatencyKind;
 use std::collections::BTreeMap;
 
-use super::{Report, ScenarioResult};
 use crate::plan::{Layout, SUITE_SIZES};
+use crate::report::Report;
+use crate::results::ScenarioResult;
 use crate::scenario::WorkloadKind;
 use crate::vocab::units::{
-    format_bits_per_second, format_bytes, format_bytes_per_second, format_ns, format_per_second,
-    format_seconds,
+    format_bits_per_second, format_bytes, format_ns, format_per_second, format_seconds, throughput,
 };
 use crate::vocab::{Units, View};
 use crate::workload::{spec, TableKind};
@@ -83,17 +83,6 @@ fn cell_or_error(r: &ScenarioResult, f: impl Fn(&ScenarioResult) -> Option<Strin
     }
 }
 
-/// A throughput in the unit the view asks for.
-pub fn throughput(bits_per_second: f64, units: Units) -> String {
-    let bits = || format_bits_per_second(bits_per_second);
-    let bytes = || format_bytes_per_second(bits_per_second / 8.0);
-    match units {
-        Units::Bits => bits(),
-        Units::Bytes => bytes(),
-        Units::Both => format!("{} ({})", bits(), bytes()),
-    }
-}
-
 /// What the throughput cells hold, for the note under a table.
 fn throughput_note(units: Units) -> &'static str {
     match units {
@@ -114,7 +103,7 @@ pub fn build(report: &Report, view: &View) -> Vec<Grid> {
         results: report
             .results
             .iter()
-            .flat_map(super::placement::split)
+            .flat_map(crate::report::placement::split)
             .collect(),
         ..report.clone()
     };
@@ -156,16 +145,17 @@ pub fn build(report: &Report, view: &View) -> Vec<Grid> {
     if let Some(first) = grids.first_mut() {
         first
             .notes
-            .extend(super::rankings::notes(report, view.units));
+            .extend(crate::report::rankings::notes(report, view.units));
     }
-    grids.extend(super::breakdown::timestamps(report));
+    grids.extend(crate::report::breakdown::timestamps(report));
     if let Some(last) = grids.last_mut() {
         notes(report, last);
         if !view.by_placement {
-            last.notes.extend(super::placement::note(&report.results));
+            last.notes
+                .extend(crate::report::placement::note(&report.results));
         }
         last.notes
-            .extend(super::placement::counters_note(&report.results));
+            .extend(crate::report::placement::counters_note(&report.results));
     }
     grids
 }
@@ -208,7 +198,12 @@ fn column<'a>(
 /// A grid of one row per scenario from a list of columns; unless the view is wide, the
 /// least important columns leave until it fits, and a note says which.
 fn grid_of(columns: &[Column<'_>], results: &[ScenarioResult], view: &View) -> Grid {
-    let placement = column("placement", Align::Left, ALWAYS, super::placement::cell);
+    let placement = column(
+        "placement",
+        Align::Left,
+        ALWAYS,
+        crate::report::placement::cell,
+    );
     let mut columns: Vec<&Column<'_>> = columns.iter().collect();
     if view.by_placement {
         // After the columns that name the row.
@@ -425,7 +420,7 @@ fn tcp_columns<'a>(rs: &[ScenarioResult], window: bool) -> Vec<Column<'a>> {
     if !any_finished(rs, |r| r.runs.iter().any(|run| run.tcp.is_some())) {
         return Vec::new();
     }
-    fn median(r: &ScenarioResult) -> Option<&super::TcpFigures> {
+    fn median(r: &ScenarioResult) -> Option<&crate::report::TcpFigures> {
         r.median_run().and_then(|m| m.tcp.as_ref())
     }
     let mut cols = vec![column("retr", Align::Right, TCP_RETRANSMITS, |r| {
@@ -658,7 +653,7 @@ fn throughput_list(report: &Report, view: &View) -> Grid {
             && r.runs.iter().all(|run| run.phases.is_some())
     });
     if phased {
-        let phase = |title: &'static str, f: fn(&super::Phases) -> f64| {
+        let phase = |title: &'static str, f: fn(&crate::measure::calls::Phases) -> f64| {
             column(title, Align::Right, 80, move |r: &ScenarioResult| {
                 r.median_run()
                     .and_then(|m| m.phases.as_ref())

@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use super::Report;
+use crate::report::Report;
 
 #[derive(Serialize)]
 struct Distribution<'a> {

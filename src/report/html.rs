@@ -9,10 +9,10 @@
 
 use std::fmt::Write as _;
 
-use super::chart::{Chart, HeatCell, HeatMap};
-use super::grid::Align;
-use super::output::{Finding, Head, Rendered, Severity};
-use super::Exporter;
+use crate::report::chart::{Chart, HeatCell, HeatMap};
+use crate::report::grid::Align;
+use crate::report::output::{Finding, Head, Rendered, Severity};
+use crate::report::Exporter;
 use crate::vocab::View;
 
 /// The HTML exporter.
@@ -442,7 +442,8 @@ fn environment(out: &mut String, doc: &dyn Rendered) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{chart, grid, sample, Report, Warning};
+    use crate::report::{chart, grid, sample, Report};
+    use crate::results::Warning;
 
     fn render(report: &Report) -> String {
         String::from_utf8(

@@ -1,8 +1,8 @@
 //! The JSON document: the [`Report`] in the one document's shape, pretty-printed. Its shape is
 //! described by `schema/document.schema.json` and versioned by `schema_version`.
 
-use super::output::Rendered;
-use super::Exporter;
+use crate::report::output::Rendered;
+use crate::report::Exporter;
 
 /// JSON exporter.
 pub struct Json;

@@ -14,10 +14,11 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::document::{Body, Document, Envelope};
-use super::{Kind, PlacementInfo, Report, ScenarioResult, Tool, SCHEMA_VERSION};
 use crate::environment::Environment;
 use crate::plan::Skipped;
+use crate::report::document::{Body, Document, Envelope};
+use crate::report::{Kind, PlacementInfo, Report, Tool, SCHEMA_VERSION};
+use crate::results::ScenarioResult;
 
 /// The oldest version of the measuring commands' report that still reads.
 pub const OLDEST_BENCH: u32 = 4;
@@ -75,7 +76,7 @@ impl BenchV8 {
             },
         };
         let layout = kind.layout();
-        let rankings = super::rankings::of(&self.results, layout);
+        let rankings = crate::report::rankings::of(&self.results, layout);
         Report {
             schema_version: SCHEMA_VERSION,
             tool: self.tool,

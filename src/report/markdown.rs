@@ -2,9 +2,9 @@
 //! title, header, cell and note is free text to Markdown ([`crate::vocab::text::markdown`]): no
 //! HTML element, cell break, code span or line break comes from a report's strings.
 
-use super::grid::Align;
-use super::output::Rendered;
-use super::Exporter;
+use crate::report::grid::Align;
+use crate::report::output::Rendered;
+use crate::report::Exporter;
 use crate::vocab::text::markdown as escape;
 
 /// Markdown exporter.

@@ -95,9 +95,10 @@ use crate::measure::latency::LatencyKind;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt::Write as _;
 
-use super::output::Rendered;
-use super::{Exporter, Report, ScenarioResult};
 use crate::measure::histogram::{bucket_bounds, Bucket, Latency};
+use crate::report::output::Rendered;
+use crate::report::{Exporter, Report};
+use crate::results::ScenarioResult;
 
 /// The HTTP content type of this output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

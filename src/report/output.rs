@@ -1,13 +1,13 @@
 //! What every output asks of a document, whatever command wrote it. The six formats
 //! (table, JSON, CSV, Markdown, HTML, OpenMetrics) are each written once
-//! ([`super::exporter`]) over [`Rendered`]: a kind of document gives its tables, charts,
+//! ([`crate::report::exporter`]) over [`Rendered`]: a kind of document gives its tables, charts,
 //! records and metrics in its own room, and the formats lay them out.
 
-use super::chart::Chart;
-use super::grid::Grid;
-use super::openmetrics::Family;
-use super::{Kind, Tool};
 use crate::environment::Environment;
+use crate::report::chart::Chart;
+use crate::report::grid::Grid;
+use crate::report::openmetrics::Family;
+use crate::report::{Kind, Tool};
 use crate::vocab::View;
 
 /// The envelope as the outputs show it, borrowed from the document.
@@ -33,7 +33,7 @@ pub struct Head<'a> {
 
 impl<'a> Head<'a> {
     /// The head of an envelope.
-    pub fn of(kind: Kind, e: &'a super::Envelope) -> Head<'a> {
+    pub fn of(kind: Kind, e: &'a crate::report::Envelope) -> Head<'a> {
         Head {
             kind,
             tool: &e.tool,
@@ -211,9 +211,9 @@ pub fn records_of(rows: &[serde_json::Value], template: &serde_json::Value) -> R
 pub fn gauges(
     kind: Kind,
     help: &str,
-    rows: &[(super::openmetrics::Labels, serde_json::Value)],
+    rows: &[(crate::report::openmetrics::Labels, serde_json::Value)],
 ) -> Vec<Family> {
-    use super::openmetrics::{Type, Value};
+    use crate::report::openmetrics::{Type, Value};
     let mut families: Vec<Family> = Vec::new();
     for (labels, row) in rows {
         let mut flat = Vec::new();
@@ -292,7 +292,7 @@ fn metric_word(name: &str) -> String {
 /// A table of two columns, a figure's name and its value, for a document of one thing
 /// (a server, a load, a swarm).
 pub fn pairs(title: Option<String>, rows: Vec<(&str, String)>) -> Grid {
-    use super::grid::Align;
+    use crate::report::grid::Align;
     Grid {
         title,
         headers: vec!["figure".into(), "value".into()],
@@ -349,7 +349,7 @@ mod tests {
             serde_json::json!({"p50_ns": 1500, "bits_per_second": 8e9, "n": 3}),
         )];
         let text =
-            super::super::openmetrics::exposition("0.1.0", &gauges(Kind::Load, "A load", &rows));
+            crate::report::openmetrics::exposition("0.1.0", &gauges(Kind::Load, "A load", &rows));
         let value = |name: &str| -> f64 {
             let line = (text.lines())
                 .find(|l| l.starts_with(&format!("{name} ")))
@@ -404,7 +404,7 @@ mod tests {
             (f[0].unit, f[1].unit, f[2].unit),
             (Some("seconds"), Some("bytes"), None)
         );
-        let text = super::super::openmetrics::exposition("0.1.0", &f);
+        let text = crate::report::openmetrics::exposition("0.1.0", &f);
         assert!(
             text.contains("sockbench_serve_requests{model=\"poll\"} 6\n"),
             "{text}"

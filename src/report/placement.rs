@@ -6,10 +6,10 @@
 
 use std::collections::BTreeMap;
 
-use super::{RunFigures, ScenarioResult, Statistics};
 use crate::measure::histogram::Latency;
 use crate::measure::placement::PlacementClass;
 use crate::measure::stats::{median, Summary};
+use crate::results::{RunFigures, ScenarioResult, Statistics};
 use crate::vocab::units::format_ns;
 
 /// The runs of `r` by placement class (runs without one under `None`), in class order.

@@ -1,12 +1,13 @@
 //! What a report ranks, and how its tables say it: the engines of a scenario run under
 //! several (`-e all`, `-e epoll,io-uring`), and the suite's transports at each size, by
-//! each run's headline figure ([`super::headline`]). The judging is
+//! each run's headline figure ([`crate::report::headline`]). The judging is
 //! [`crate::measure::ranking`]'s: a winner only beyond the noise of the runs, none from
 //! single runs.
 
-use super::{Quantity, Report, ScenarioResult};
 use crate::measure::ranking::{self, Ranking};
 use crate::plan::Layout;
+use crate::report::{Quantity, Report};
+use crate::results::ScenarioResult;
 use crate::vocab::Units;
 
 /// The rankings of `results` as laid out: the suite's transports per size (stream), or
@@ -95,7 +96,7 @@ fn engines(results: &[ScenarioResult]) -> Vec<Ranking> {
 
 /// How a ranking's figure reads in a table.
 pub fn show(quantity: Quantity, units: Units) -> impl Fn(f64) -> String {
-    move |v: f64| super::format_headline(quantity, v, units)
+    move |v: f64| quantity.format(v, units)
 }
 
 /// The lines a table prints under itself for the report's rankings (`ranking: ...`).
@@ -144,7 +145,7 @@ mod tests {
         r.engine = e;
         r.options.runs = gbps.len() as u32;
         r.runs = (gbps.iter())
-            .map(|g| super::super::RunFigures {
+            .map(|g| crate::results::RunFigures {
                 bits_per_second: g * 1e9,
                 ..run.clone()
             })
@@ -185,7 +186,7 @@ mod tests {
         let col = |h: &str| g.headers.iter().position(|x| x == h).unwrap();
         assert_eq!(
             g.rows[1][col("throughput")],
-            grid::throughput(8e9, Units::Bits)
+            crate::vocab::units::throughput(8e9, Units::Bits)
         );
         let (report, notes) = notes_of(vec![
             engine(EngineKind::Blocking, &[2.0]),

@@ -3,8 +3,8 @@
 //! rows, each with what it is, how it reads and its headline figure in every run. Each
 //! body says what its rows are in its own module; [`Body::rows`] only asks it.
 
-use super::document::Body;
 use crate::measure::headline::Headline;
+use crate::report::document::Body;
 
 /// One row of a document, as `compare` sees it.
 #[derive(Clone, Debug, PartialEq)]

@@ -4,32 +4,32 @@
 
 use std::collections::BTreeMap;
 
-use super::{
-    Phases, Report, RunFigures, ScenarioOptions, ScenarioResult, SideFigures, Tool, Warning,
-};
 use crate::engine::EngineKind;
 use crate::environment::Environment;
+use crate::measure::calls::Phases;
 use crate::measure::histogram::Latency;
 use crate::plan::{Layout, Skipped};
+use crate::report::{Report, Tool};
+use crate::results::{RunFigures, ScenarioOptions, ScenarioResult, SideFigures, Warning};
 use crate::scenario::WorkloadKind;
 use crate::transport::TransportKind;
 
 /// A report holding `results`, laid out as `layout`.
 pub fn report(results: Vec<ScenarioResult>, layout: Layout) -> Report {
     Report {
-        schema_version: super::SCHEMA_VERSION,
+        schema_version: crate::report::SCHEMA_VERSION,
         tool: Tool {
             name: "sockbench".into(),
             version: "0.0.0-test".into(),
         },
         kind: match (layout, results.first().map(|r| r.workload)) {
-            (Layout::Suite, _) | (_, None) => super::Kind::Suite,
-            (_, Some(w)) => super::Kind::of_workload(w),
+            (Layout::Suite, _) | (_, None) => crate::report::Kind::Suite,
+            (_, Some(w)) => crate::report::Kind::of_workload(w),
         },
         command: vec!["sockbench".into()],
         started_at: Some("2026-01-02T03:04:05.000006Z".into()),
         ended_at: Some("2026-01-02T03:04:07.000008Z".into()),
-        placement: super::PlacementInfo {
+        placement: crate::report::PlacementInfo {
             name: "threads".into(),
             ..Default::default()
         },
@@ -41,7 +41,7 @@ pub fn report(results: Vec<ScenarioResult>, layout: Layout) -> Report {
             governor: None,
             sysctls: BTreeMap::new(),
         }),
-        rankings: super::rankings::of(&results, layout),
+        rankings: crate::report::rankings::of(&results, layout),
         results,
         skipped: Vec::new(),
         warnings: Vec::new(),
@@ -65,7 +65,7 @@ fn side(cpu: f64) -> SideFigures {
         io_uring: None,
         voluntary_context_switches: 10,
         involuntary_context_switches: 1,
-        on_cpu: vec![super::OnCpu {
+        on_cpu: vec![crate::results::OnCpu {
             start: Some(0),
             end: Some(1),
         }],
@@ -301,9 +301,9 @@ pub fn stream_tcp() -> Report {
         let mut r = scenario(WorkloadKind::Stream, t, 64 << 10, 8e9);
         r.options.parallel = 2;
         if t == TransportKind::Tcp {
-            let tcp = super::TcpFigures::of(vec![
-                Some(super::TcpInfo::new(7, 40, 65483, 45, 10, 65535)),
-                Some(super::TcpInfo::new(5, 20, 65483, 61, 12, 65535)),
+            let tcp = crate::report::TcpFigures::of(vec![
+                Some(crate::report::TcpInfo::new(7, 40, 65483, 45, 10, 65535)),
+                Some(crate::report::TcpInfo::new(5, 20, 65483, 61, 12, 65535)),
             ]);
             r.tcp_retransmits = tcp.as_ref().and_then(|t| t.retransmits);
             r.runs[0].tcp = tcp;
@@ -320,7 +320,9 @@ pub fn pingpong_tcp() -> Report {
         crate::measure::latency::LatencyKind::RoundTrip,
         latency(15_000),
     );
-    let tcp = super::TcpFigures::of(vec![Some(super::TcpInfo::new(1, 10, 65483, 0, 0, 65535))]);
+    let tcp = crate::report::TcpFigures::of(vec![Some(crate::report::TcpInfo::new(
+        1, 10, 65483, 0, 0, 65535,
+    ))]);
     r.tcp_retransmits = Some(1);
     r.runs[0].tcp = tcp;
     report(vec![r], Layout::List)

@@ -4,9 +4,9 @@
 
 use comfy_table::{presets, CellAlignment, ContentArrangement, Table as Comfy};
 
-use super::grid::Align;
-use super::output::Rendered;
-use super::Exporter;
+use crate::report::grid::Align;
+use crate::report::output::Rendered;
+use crate::report::Exporter;
 use crate::vocab::text::terminal as shown;
 
 /// Terminal table exporter.

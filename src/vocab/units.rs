@@ -181,6 +181,17 @@ fn si(v: f64, unit: &str) -> String {
     format!("{} {}{unit}", sig3(x), PREFIX[i])
 }
 
+/// A throughput in the unit the view asks for.
+pub fn throughput(bits_per_second: f64, units: crate::vocab::Units) -> String {
+    let bits = || format_bits_per_second(bits_per_second);
+    let bytes = || format_bytes_per_second(bits_per_second / 8.0);
+    match units {
+        crate::vocab::Units::Bits => bits(),
+        crate::vocab::Units::Bytes => bytes(),
+        crate::vocab::Units::Both => format!("{} ({})", bits(), bytes()),
+    }
+}
+
 /// A bit rate in SI units: `38.2 Gbit/s`.
 pub fn format_bits_per_second(bps: f64) -> String {
     si(bps, "bit/s")

@@ -214,7 +214,7 @@ impl Spec for ConnectSpec {
         crate::measure::headline::Headline::rate("messages_per_second")
     }
 
-    fn headline_of(&self, run: &crate::report::RunFigures) -> Option<f64> {
+    fn headline_of(&self, run: &crate::results::RunFigures) -> Option<f64> {
         Some(run.messages_per_second)
     }
 

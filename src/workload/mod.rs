@@ -85,9 +85,9 @@ pub struct SideReport {
     /// Where this role's thread ran over the interval (sampled CPUs, migrations).
     pub placement: Option<crate::measure::placement::Trace>,
     /// stream's sender: what its `--send` method did.
-    pub send: Option<stream::SendCounts>,
+    pub send: Option<crate::measure::calls::SendCounts>,
     /// stream's receiver: what its `--recv` method did.
-    pub recv: Option<stream::RecvCounts>,
+    pub recv: Option<crate::measure::calls::RecvCounts>,
     /// With `--batch`: how many batches this role handed to the kernel (system calls, or
     /// ring submissions on io-uring), for messages per call.
     pub calls: Option<u64>,
@@ -683,7 +683,7 @@ pub struct Tally {
     /// rate's sequence-number accounting.
     pub sequence: Option<SequenceCounts>,
     /// stream's phases.
-    pub phases: Option<stream::Phases>,
+    pub phases: Option<crate::measure::calls::Phases>,
 }
 
 impl Tally {
@@ -726,7 +726,7 @@ pub trait Spec: Sync {
     /// Its headline figure: what `compare` tests and the rankings rank.
     fn headline(&self) -> crate::measure::headline::Headline;
     /// That figure in one run, if the run has it.
-    fn headline_of(&self, run: &crate::report::RunFigures) -> Option<f64>;
+    fn headline_of(&self, run: &crate::results::RunFigures) -> Option<f64>;
     /// The transports it can use (what `--transport all` means).
     fn transports(&self) -> &'static [crate::transport::TransportKind] {
         &crate::transport::TransportKind::ALL

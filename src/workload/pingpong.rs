@@ -444,7 +444,7 @@ impl Spec for PingpongSpec {
         crate::measure::headline::Headline::latency("round_trip_p50_ns")
     }
 
-    fn headline_of(&self, run: &crate::report::RunFigures) -> Option<f64> {
+    fn headline_of(&self, run: &crate::results::RunFigures) -> Option<f64> {
         run.latencies.get(&ROUND_TRIP).map(|l| l.p50_ns as f64)
     }
 

@@ -1442,7 +1442,7 @@ impl Spec for RelaySpec {
         headline(ShapeKind::Streams)
     }
 
-    fn headline_of(&self, run: &crate::report::RunFigures) -> Option<f64> {
+    fn headline_of(&self, run: &crate::results::RunFigures) -> Option<f64> {
         Some(run.bits_per_second)
     }
 

@@ -487,7 +487,7 @@ impl Spec for SwarmSpec {
         headline(Work::Stream)
     }
 
-    fn headline_of(&self, run: &crate::report::RunFigures) -> Option<f64> {
+    fn headline_of(&self, run: &crate::results::RunFigures) -> Option<f64> {
         Some(run.bits_per_second)
     }
 

@@ -51,10 +51,7 @@ pub fn test_name(t: Option<TestKind>) -> &'static str {
 
 /// A figure in units that read well.
 fn format_value(quantity: Quantity, v: Option<f64>, view: View) -> String {
-    v.map_or_else(
-        || "-".into(),
-        |v| crate::report::format_headline(quantity, v, view.units),
-    )
+    v.map_or_else(|| "-".into(), |v| quantity.format(v, view.units))
 }
 
 /// A ratio with three decimals, or three significant digits below 0.1: `1.161`,

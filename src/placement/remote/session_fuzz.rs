@@ -872,7 +872,7 @@ fn timing(e: &str) -> bool {
 /// What an accepted run must be: figures a measurement can give, text without control
 /// characters.
 fn plausible(sc: &Scenario, roles: &Roles) -> Result<(), TestCaseError> {
-    let f = crate::measure::figures::run_figures(sc, roles);
+    let f = crate::figures::run_figures(sc, roles);
     let within = |what: &str, v: f64, most: f64| {
         if v.is_finite() && (0.0..=most).contains(&v) {
             Ok(())

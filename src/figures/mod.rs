@@ -2,6 +2,8 @@
 //! workload shares (each side's interval, CPU, rates, buffers), with the counts the
 //! workload's own [`Tally`] makes, then statistics across runs and the diagnoses.
 
+pub mod timestamps;
+
 use crate::measure::latency::LatencyKind;
 use std::collections::BTreeMap;
 
@@ -9,7 +11,7 @@ use hdrhistogram::Histogram;
 
 use crate::measure::histogram::{merge, Latency};
 use crate::measure::stats::{median, Summary};
-use crate::report::{RunFigures, ScenarioOptions, ScenarioResult, SideFigures, Statistics};
+use crate::results::{RunFigures, ScenarioOptions, ScenarioResult, SideFigures, Statistics};
 use crate::scenario::Scenario;
 use crate::scenario::Stop;
 use crate::vocab::Role;
@@ -81,7 +83,7 @@ pub fn side_figures(roles: &Roles, role: Role, bytes: u64) -> SideFigures {
         ),
         on_cpu: sides
             .iter()
-            .map(|s| crate::report::OnCpu {
+            .map(|s| crate::results::OnCpu {
                 start: s.on_cpu.0,
                 end: s.on_cpu.1,
             })
@@ -154,18 +156,18 @@ pub fn run_figures(sc: &Scenario, roles: &Roles) -> RunFigures {
         mtu_bytes: roles.link.mtu_bytes,
         endpoint: roles.link.endpoint.clone(),
         phases: tally.phases,
-        send: crate::report::SendCounts::total(roles.senders.iter().map(|s| &s.send)),
-        recv: crate::report::RecvCounts::total(roles.receivers.iter().map(|s| &s.recv)),
+        send: crate::measure::calls::SendCounts::total(roles.senders.iter().map(|s| &s.send)),
+        recv: crate::measure::calls::RecvCounts::total(roles.receivers.iter().map(|s| &s.recv)),
         latencies,
-        placement: crate::measure::placement::run(roles),
-        timestamps: crate::measure::timestamps::run_report(sc, roles),
+        placement: run_placement(roles),
+        timestamps: crate::figures::timestamps::run_report(sc, roles),
         intervals: Vec::new(),
         directions: roles
             .directions
             .iter()
             .map(|(name, one_way)| {
                 let f = run_figures(sc, one_way);
-                crate::report::Direction {
+                crate::results::Direction {
                     direction: name.clone(),
                     bytes_sent: f.bytes_sent,
                     bytes_received: f.bytes_received,
@@ -389,15 +391,15 @@ pub fn figures(sc: &Scenario, raws: &[Roles]) -> ScenarioResult {
         sender_cpu_seconds_per_gb: opt_median(|r| r.sender.cpu_seconds_per_gb),
         receiver_cpu_seconds_per_gb: opt_median(|r| r.receiver.cpu_seconds_per_gb),
         latencies,
-        timestamps: crate::measure::timestamps::scenario_report(sc, raws),
+        timestamps: crate::figures::timestamps::scenario_report(sc, raws),
         latency_buckets: histograms
             .iter()
             .map(|(&kind, h)| (kind, crate::measure::histogram::buckets(h)))
             .filter(|(_, b)| !b.is_empty())
             .collect(),
         cpu_seconds_per_round_trip,
-        send: crate::report::SendCounts::total(runs.iter().map(|r| &r.send)),
-        recv: crate::report::RecvCounts::total(runs.iter().map(|r| &r.recv)),
+        send: crate::measure::calls::SendCounts::total(runs.iter().map(|r| &r.send)),
+        recv: crate::measure::calls::RecvCounts::total(runs.iter().map(|r| &r.recv)),
         statistics,
         runs,
         warnings: Vec::new(),
@@ -416,11 +418,28 @@ fn total_opt(runs: &[RunFigures], f: fn(&RunFigures) -> Option<u64>) -> Option<u
     runs.iter().map(f).sum()
 }
 
+/// Where a run's sender and receiver ran relative to each other: one stream each way
+/// only (with several, which sender fed which receiver is not recorded), both traces
+/// from this host.
+fn run_placement(roles: &Roles) -> Option<crate::measure::placement::RunPlacement> {
+    if !roles.directions.is_empty() {
+        return None;
+    }
+    let ([s], [r]) = (&roles.senders[..], &roles.receivers[..]) else {
+        return None;
+    };
+    let share =
+        crate::measure::placement::same_cpu_share(s.placement.as_ref()?, r.placement.as_ref()?)?;
+    Some(crate::measure::placement::RunPlacement {
+        same_cpu_share: share,
+        class: crate::measure::placement::PlacementClass::of(share),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::diagnose::disagreement as check_agreement;
-    use crate::plan::Plan;
     use crate::transport::LinkInfo;
     use crate::workload::SideReport;
     use std::time::Duration;
@@ -456,13 +475,14 @@ mod tests {
         );
     }
 
-    use crate::plan::first_scenario as scenario;
+    use crate::scenario::WorkloadKind;
+    use crate::transport::TransportKind;
 
     /// Issue 28: a server's report whose every count is in range on its own (2^50 bytes in
     /// a microsecond) made the client print 9e21 bit/s.
     #[test]
     fn a_run_no_measurement_gives_is_named_and_a_real_one_is_not() {
-        let sc = scenario(&["stream", "-t", "tcp", "-d", "1"]);
+        let sc = Scenario::new(WorkloadKind::Stream, TransportKind::Tcp, 64 << 10);
         let side = |bytes: u64, ns: u64| SideReport {
             bytes,
             messages: bytes / 1000,
@@ -547,7 +567,7 @@ mod tests {
 
     #[test]
     fn the_loss_warning_blames_the_receive_buffer_only_for_the_losses_it_explains() {
-        let sc = scenario(&["rate", "-t", "udp", "-s", "64"]);
+        let sc = Scenario::new(WorkloadKind::Rate, TransportKind::Udp, 64);
         let w = |drops| {
             let r = figures(&sc, &[udp_raw(1000, 900, drops)]);
             assert_eq!(r.messages_lost, Some(100));
@@ -570,7 +590,7 @@ mod tests {
 
     #[test]
     fn no_finished_run_means_unknown_counts_not_zero() {
-        let sc = scenario(&["rate", "-t", "udp", "-s", "64"]);
+        let sc = Scenario::new(WorkloadKind::Rate, TransportKind::Udp, 64);
         let r = figures(&sc, &[]);
         assert_eq!(r.messages_lost, None);
         assert_eq!(r.delivered_fraction, None);
@@ -587,7 +607,10 @@ mod tests {
     #[test]
     fn tcp_figures_are_the_senders_and_retransmits_add_up_over_streams_runs_and_directions() {
         use crate::measure::tcp_info::TcpInfo;
-        let sc = scenario(&["stream", "-t", "tcp", "-P", "2"]);
+        let sc = Scenario {
+            parallel: 2,
+            ..Scenario::new(WorkloadKind::Stream, TransportKind::Tcp, 64 << 10)
+        };
         let side = |tcp: Option<TcpInfo>| SideReport {
             bytes: 1000,
             messages: 1,
@@ -619,7 +642,7 @@ mod tests {
         };
         let r = figures(&sc, &[run(3, 4), unknown]);
         assert_eq!(r.tcp_retransmits, None);
-        let unix = scenario(&["stream", "-t", "unix"]);
+        let unix = Scenario::new(WorkloadKind::Stream, TransportKind::Unix, 64 << 10);
         let r = figures(&unix, &[udp_raw(10, 10, None)]);
         assert_eq!((r.tcp_retransmits, r.runs[0].tcp.as_ref()), (None, None));
         // --bidir: each direction its own, the run both.
@@ -761,7 +784,7 @@ mod tests {
 
     #[test]
     fn only_a_busy_side_over_a_long_enough_run_is_called_cpu_bound() {
-        let sc = scenario(&["stream", "-t", "tcp", "-s", "64"]);
+        let sc = Scenario::new(WorkloadKind::Stream, TransportKind::Tcp, 64);
         let run = |ms: u64, busy_ms: u64| {
             let mut raw = udp_raw(10, 10, None);
             for s in raw.senders.iter_mut().chain(raw.receivers.iter_mut()) {
@@ -781,7 +804,7 @@ mod tests {
     #[test]
     fn a_reliable_transport_that_loses_anything_fails_the_scenario() {
         // stream: the receiver got less than was sent.
-        let sc = scenario(&["stream", "-t", "tcp", "-s", "64"]);
+        let sc = Scenario::new(WorkloadKind::Stream, TransportKind::Tcp, 64);
         let r = figures(&sc, &[udp_raw(10, 9, None)]);
         let e = check_agreement(&sc, &r).expect("a disagreement is an error");
         assert!(e.contains("sender and receiver disagree"), "{e}");
@@ -791,7 +814,7 @@ mod tests {
         );
         // pingpong: the server saw fewer requests than the client sent, though every
         // reply the client waited for came (the counts cannot both be right).
-        let sc = scenario(&["pingpong", "-t", "tcp", "-s", "64"]);
+        let sc = Scenario::new(WorkloadKind::Pingpong, TransportKind::Tcp, 64);
         let r = figures(&sc, &[udp_raw(10, 9, None)]);
         assert_eq!(r.runs[0].requests_lost, Some(1));
         let e = check_agreement(&sc, &r).expect("a lost request on TCP is an error");
@@ -804,13 +827,7 @@ mod tests {
 
     #[test]
     fn the_median_run_describes_the_table() {
-        let sc = Plan::from_args(&<crate::cli::Args as clap::Parser>::parse_from([
-            "sockbench",
-            "stream",
-        ]))
-        .unwrap()
-        .scenarios
-        .remove(0);
+        let sc = Scenario::new(WorkloadKind::Stream, TransportKind::Unix, 64 << 10);
         let raw = |ms: u64| Roles {
             senders: vec![SideReport {
                 bytes: 1000,

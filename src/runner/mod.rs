@@ -5,14 +5,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::figures::figures;
 use crate::interrupt;
-use crate::measure::figures::figures;
 use crate::measure::live::Interval;
 use crate::measure::live::{self, Live, Sampler, Totals, Watch};
 use crate::placement::{Placement, Remote, RunError, Threads};
 use crate::plan::{Plan, Where};
 use crate::report::progress::Progress;
-use crate::report::{ExportManager, Report, ScenarioResult, Warning};
+use crate::report::{ExportManager, Report};
+use crate::results::{ScenarioResult, Warning};
 use crate::scenario::Scenario;
 use crate::scenario::Stop;
 use crate::transport::TransportKind;
@@ -662,3 +663,6 @@ mod tests {
         assert_eq!(interval_label(&rate), "rate udp 64 B");
     }
 }
+
+#[cfg(test)]
+mod warnings_tests;
