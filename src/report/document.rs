@@ -132,7 +132,7 @@ pub struct Document {
 pub struct Envelope {
     /// The tool that wrote it.
     pub tool: Tool,
-    /// Version of this shape ([`crate::report::SCHEMA_VERSION`]); bumped on any incompatible
+    /// Version of this shape ([`super::SCHEMA_VERSION`]); bumped on any incompatible
     /// change, for every kind at once.
     pub schema_version: u32,
     /// The command line, argv as given.
