@@ -12,7 +12,7 @@
 //!
 //! [`Document`] reads any kind (`report`, `compare`); each command keeps its own type in
 //! memory and writes it in this shape. `schema/document.schema.json` is generated from
-//! [`Document`]. Documents of older versions are read by [`crate::report::legacy`].
+//! [`Document`]. Documents of older versions are read by [`super::legacy`].
 
 use serde::{Deserialize, Serialize};
 

@@ -1,6 +1,6 @@
 //! What every output asks of a document, whatever command wrote it. The six formats
 //! (table, JSON, CSV, Markdown, HTML, OpenMetrics) are each written once
-//! ([`crate::report::exporter`]) over [`Rendered`]: a kind of document gives its tables, charts,
+//! ([`super::exporter`]) over [`Rendered`]: a kind of document gives its tables, charts,
 //! records and metrics in its own room, and the formats lay them out.
 
 use crate::environment::Environment;

@@ -1,6 +1,6 @@
 //! What a report ranks, and how its tables say it: the engines of a scenario run under
 //! several (`-e all`, `-e epoll,io-uring`), and the suite's transports at each size, by
-//! each run's headline figure ([`crate::report::headline`]). The judging is
+//! each run's headline figure ([`super::headline`]). The judging is
 //! [`crate::measure::ranking`]'s: a winner only beyond the noise of the runs, none from
 //! single runs.
 
