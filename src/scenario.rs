@@ -280,6 +280,34 @@ impl Scenario {
     }
 }
 
+/// Sizes of the default suite.
+pub const SUITE_SIZES: [u64; 4] = [64, 4 << 10, 64 << 10, 1 << 20];
+
+/// How the stdout table is laid out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Layout {
+    /// One row per scenario.
+    #[default]
+    List,
+    /// The suite matrix: transports as rows, sizes as columns.
+    Suite,
+}
+
+/// A combination left out of a multi-transport plan, with the reason.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct Skipped {
+    /// The workload.
+    pub workload: WorkloadKind,
+    /// The transport.
+    pub transport: TransportKind,
+    /// The engine.
+    pub engine: EngineKind,
+    /// The message size in bytes.
+    pub size_bytes: u64,
+    /// Why it cannot run.
+    pub reason: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,6 +22,7 @@ use super::serve::ServeReport;
 use crate::cli::ModelsArgs;
 use crate::error::{CommandResult, Error, Outcome, PlanError};
 use crate::model::ModelKind;
+use crate::report::chart::{bar_chart, legend, si_scale, time_unit, Bar, BarSpec, Chart};
 use crate::report::grid::{Align, Grid};
 use crate::report::output::{self, Head, Rendered};
 use crate::report::{Body, Document, Envelope, Kind, Written};
@@ -1093,7 +1094,7 @@ impl Rendered for ModelsReport {
     }
 
     fn charts(&self) -> Vec<crate::report::chart::Chart> {
-        crate::report::chart::models_charts(&self.body.rows)
+        models_charts(&self.body.rows)
     }
 
     fn records(&self) -> output::Records {
@@ -1190,6 +1191,100 @@ impl ModelsBody {
     }
 }
 
+/// The charts of a `sockbench models` document: requests per second per server model,
+/// then its median and 99th-percentile latency side by side. A model that was skipped
+/// or failed is named in the captions, never drawn as zero.
+fn models_charts(rows: &[Row]) -> Vec<Chart> {
+    let ran: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.skipped.is_none() && r.error.is_none())
+        .collect();
+    let left: Vec<String> = rows
+        .iter()
+        .filter_map(|r| {
+            let why = match (&r.skipped, &r.error) {
+                (Some(_), _) => "skipped",
+                (None, Some(_)) => "failed",
+                (None, None) => return None,
+            };
+            Some(format!("{} ({why})", r.model))
+        })
+        .collect();
+    let left = if left.is_empty() {
+        String::new()
+    } else {
+        format!(" Not plotted: {}.", left.join(", "))
+    };
+    let max = ran
+        .iter()
+        .filter_map(|r| r.requests_per_second)
+        .fold(0.0, f64::max);
+    let (unit, prefix) = si_scale(max);
+    let rate: Vec<Bar> = ran
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| {
+            Some(Bar {
+                label: r.model.clone(),
+                value: r.requests_per_second? / unit,
+                whisker: None,
+                colour: i,
+            })
+        })
+        .collect();
+    let mut out = vec![bar_chart(BarSpec {
+        id: "models-rate".into(),
+        title: "Requests per second by server model".into(),
+        caption: format!(
+            "Requests the driver completed per second, one run per model (SI: 1 k/s =              1000/s).{left}"
+        ),
+        x_desc: format!(
+            "requests per second ({}requests/s)",
+            if prefix.is_empty() {
+                String::new()
+            } else {
+                format!("{prefix} ")
+            }
+        ),
+        bars: rate,
+    })];
+    let max_ns = ran
+        .iter()
+        .filter_map(|r| r.p99_ns.or(r.p50_ns))
+        .fold(0, u64::max) as f64;
+    let (tunit, sym) = time_unit(max_ns);
+    let mut latency = Vec::new();
+    for r in &ran {
+        for (k, (name, v)) in [("p50", r.p50_ns), ("p99", r.p99_ns)]
+            .into_iter()
+            .enumerate()
+        {
+            if let Some(ns) = v {
+                latency.push(Bar {
+                    label: format!("{} {name}", r.model),
+                    value: ns as f64 / tunit,
+                    whisker: None,
+                    colour: k,
+                });
+            }
+        }
+    }
+    let mut chart = bar_chart(BarSpec {
+        id: "models-latency".into(),
+        title: "Latency by server model".into(),
+        caption: format!(
+            "Median (p50) and 99th-percentile (p99) request latency as the driver measured it              (a driver that does not report them, as h2load, leaves them out).{left}"
+        ),
+        x_desc: format!("latency ({sym})"),
+        bars: latency,
+    });
+    if !chart.svg.is_empty() {
+        chart.legend = legend(["p50".to_string(), "p99".to_string()].into_iter());
+    }
+    out.push(chart);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1197,6 +1292,41 @@ mod tests {
 
     /// A model's row is its median run with every run's figure; a failed run is the row;
     /// from single runs the ranking names no model (issue 29).
+    #[test]
+    fn models_get_requests_per_second_and_latency_bars_without_the_skipped() {
+        let row = |model: &str, rps: f64, p50: u64| Row {
+            model: model.into(),
+            requests_per_second: Some(rps),
+            p50_ns: Some(p50),
+            p99_ns: Some(p50 * 4),
+            ..Row::default()
+        };
+        let mut rows = vec![
+            row("thread", 20_000.0, 50_000),
+            row("epoll", 40_000.0, 25_000),
+        ];
+        rows.push(Row {
+            model: "io-uring".into(),
+            skipped: Some("no io_uring here".into()),
+            ..Row::default()
+        });
+        let charts = models_charts(&rows);
+        let ids: Vec<&str> = charts.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["models-rate", "models-latency"]);
+        let rate = &charts[0].svg;
+        assert!(rate.contains("requests per second (k requests/s)"));
+        assert!(rate.contains("\nepoll\n"));
+        assert!(!rate.contains("io-uring"), "a skipped model is not drawn");
+        assert!(charts[0]
+            .caption
+            .contains("Not plotted: io-uring (skipped)."));
+        let latency = &charts[1];
+        assert!(latency.svg.contains("latency (µs)"));
+        assert!(latency.svg.contains("\nthread p99\n"));
+        assert_eq!(latency.svg.matches("<rect").count(), 4);
+        assert_eq!(latency.legend.len(), 2);
+    }
+
     #[test]
     fn a_row_is_the_median_run_and_single_runs_rank_nothing() {
         let run = |rps: f64| Row {

@@ -5,9 +5,10 @@
 //! without `--allow-shared-cpu`.
 
 use super::host::Host;
-use super::{Scenario, Skipped};
+use super::Scenario;
 use crate::engine::EngineKind;
 use crate::error::PlanError;
+use crate::scenario::Skipped;
 use crate::transport::TransportKind;
 use crate::vocab::units::format_bytes;
 use crate::workload::spec;

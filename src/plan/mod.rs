@@ -13,7 +13,8 @@ use crate::engine::EngineKind;
 use crate::error::PlanError;
 use crate::report::export::ExportKind;
 use crate::scenario::{
-    Scenario, Stop, WorkloadKind, WorkloadOptions, MAX_BATCH, MAX_BUFFER, MAX_SIZE,
+    Layout, Scenario, Skipped, Stop, WorkloadKind, WorkloadOptions, MAX_BATCH, MAX_BUFFER,
+    MAX_SIZE, SUITE_SIZES,
 };
 use crate::transport::run_dir::{LONGEST_FILE_NAME, RUN_DIR_OVERHEAD};
 use crate::transport::{default_dir_base, Framing, TransportKind, UNIX_PATH_MAX};
@@ -30,38 +31,11 @@ pub use host::Host;
 
 /// Most parallel streams (each is two threads).
 pub const MAX_PARALLEL: u32 = 256;
-/// Sizes of the default suite.
-pub const SUITE_SIZES: [u64; 4] = [64, 4 << 10, 64 << 10, 1 << 20];
-
-/// How the stdout table is laid out.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Layout {
-    /// One row per scenario.
-    #[default]
-    List,
-    /// The suite matrix: transports as rows, sizes as columns.
-    Suite,
-}
 
 fn parse_opt_rate(text: &Option<String>) -> Result<Option<f64>, PlanError> {
     text.as_deref()
         .map(|t| crate::vocab::units::parse_rate(t).map_err(|e| invalid(format!("--rate: {e}"))))
         .transpose()
-}
-
-/// A combination left out of a multi-transport plan, with the reason.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub struct Skipped {
-    /// The workload.
-    pub workload: WorkloadKind,
-    /// The transport.
-    pub transport: TransportKind,
-    /// The engine.
-    pub engine: EngineKind,
-    /// The message size in bytes.
-    pub size_bytes: u64,
-    /// Why it cannot run.
-    pub reason: String,
 }
 
 /// Where output goes.

@@ -222,7 +222,7 @@ mod tests {
         t.sampled_every = 2;
         t.directions[0].messages_sent = 8;
         r.timestamps = Some(t);
-        let g = timestamps(&sample::report(vec![r], crate::plan::Layout::List)).unwrap();
+        let g = timestamps(&sample::report(vec![r], crate::scenario::Layout::List)).unwrap();
         assert!(
             g.notes[3].starts_with("Covers 4 of 8 messages (1 in 2 kept"),
             "{:?}",
@@ -260,7 +260,7 @@ mod tests {
             t.directions[0].one_way.clone().unwrap(),
         );
         r.timestamps = Some(t);
-        let g = timestamps(&sample::report(vec![r], crate::plan::Layout::List)).unwrap();
+        let g = timestamps(&sample::report(vec![r], crate::scenario::Layout::List)).unwrap();
         assert!(
             g.notes.contains(
                 &"Covers 6 of 12 round trips (1 in 1 to 1 in 4 kept, by stream: at most 16384 per \
@@ -282,7 +282,11 @@ mod tests {
     fn the_breakdown_adds_the_parts_and_the_turnaround_against_the_round_trip() {
         let mut r = sample::scenario(WorkloadKind::Pingpong, TransportKind::Udp, 64, 0.0);
         assert!(
-            timestamps(&sample::report(vec![r.clone()], crate::plan::Layout::List)).is_none(),
+            timestamps(&sample::report(
+                vec![r.clone()],
+                crate::scenario::Layout::List
+            ))
+            .is_none(),
             "no table without --timestamps"
         );
         r.timestamps = Some(stamped(10));
@@ -293,7 +297,7 @@ mod tests {
         rtt.mean_ns = 15_500;
         r.latencies
             .insert(crate::measure::latency::LatencyKind::RoundTrip, rtt);
-        let g = timestamps(&sample::report(vec![r], crate::plan::Layout::List)).unwrap();
+        let g = timestamps(&sample::report(vec![r], crate::scenario::Layout::List)).unwrap();
         // request (mean, p50), reply (mean, p50), server (mean, p50), round trip.
         assert_eq!(g.rows.len(), 7);
         let req = &g.rows[0];

@@ -637,100 +637,6 @@ fn throughput_charts(results: &[&ScenarioResult]) -> Vec<Chart> {
     out
 }
 
-/// The charts of a `sockbench models` document: requests per second per server model,
-/// then its median and 99th-percentile latency side by side. A model that was skipped
-/// or failed is named in the captions, never drawn as zero.
-pub fn models_charts(rows: &[crate::mode::models::Row]) -> Vec<Chart> {
-    let ran: Vec<&crate::mode::models::Row> = rows
-        .iter()
-        .filter(|r| r.skipped.is_none() && r.error.is_none())
-        .collect();
-    let left: Vec<String> = rows
-        .iter()
-        .filter_map(|r| {
-            let why = match (&r.skipped, &r.error) {
-                (Some(_), _) => "skipped",
-                (None, Some(_)) => "failed",
-                (None, None) => return None,
-            };
-            Some(format!("{} ({why})", r.model))
-        })
-        .collect();
-    let left = if left.is_empty() {
-        String::new()
-    } else {
-        format!(" Not plotted: {}.", left.join(", "))
-    };
-    let max = ran
-        .iter()
-        .filter_map(|r| r.requests_per_second)
-        .fold(0.0, f64::max);
-    let (unit, prefix) = si_scale(max);
-    let rate: Vec<Bar> = ran
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| {
-            Some(Bar {
-                label: r.model.clone(),
-                value: r.requests_per_second? / unit,
-                whisker: None,
-                colour: i,
-            })
-        })
-        .collect();
-    let mut out = vec![bar_chart(BarSpec {
-        id: "models-rate".into(),
-        title: "Requests per second by server model".into(),
-        caption: format!(
-            "Requests the driver completed per second, one run per model (SI: 1 k/s =              1000/s).{left}"
-        ),
-        x_desc: format!(
-            "requests per second ({}requests/s)",
-            if prefix.is_empty() {
-                String::new()
-            } else {
-                format!("{prefix} ")
-            }
-        ),
-        bars: rate,
-    })];
-    let max_ns = ran
-        .iter()
-        .filter_map(|r| r.p99_ns.or(r.p50_ns))
-        .fold(0, u64::max) as f64;
-    let (tunit, sym) = time_unit(max_ns);
-    let mut latency = Vec::new();
-    for r in &ran {
-        for (k, (name, v)) in [("p50", r.p50_ns), ("p99", r.p99_ns)]
-            .into_iter()
-            .enumerate()
-        {
-            if let Some(ns) = v {
-                latency.push(Bar {
-                    label: format!("{} {name}", r.model),
-                    value: ns as f64 / tunit,
-                    whisker: None,
-                    colour: k,
-                });
-            }
-        }
-    }
-    let mut chart = bar_chart(BarSpec {
-        id: "models-latency".into(),
-        title: "Latency by server model".into(),
-        caption: format!(
-            "Median (p50) and 99th-percentile (p99) request latency as the driver measured it              (a driver that does not report them, as h2load, leaves them out).{left}"
-        ),
-        x_desc: format!("latency ({sym})"),
-        bars: latency,
-    });
-    if !chart.svg.is_empty() {
-        chart.legend = legend(["p50".to_string(), "p99".to_string()].into_iter());
-    }
-    out.push(chart);
-    out
-}
-
 /// What the bars of [`bars_of`] measure, and so the unit their axis reads in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Axis {
@@ -1067,12 +973,17 @@ struct LineSpec {
 }
 
 /// What a horizontal bar chart draws.
-struct BarSpec {
-    id: String,
-    title: String,
-    caption: String,
-    x_desc: String,
-    bars: Vec<Bar>,
+pub struct BarSpec {
+    /// The chart's id in the page.
+    pub id: String,
+    /// Its title.
+    pub title: String,
+    /// The caption under it.
+    pub caption: String,
+    /// What the x axis measures, with its unit.
+    pub x_desc: String,
+    /// The bars, top to bottom.
+    pub bars: Vec<Bar>,
 }
 
 /// A chart with nothing to draw: a caption and no SVG.
@@ -1211,7 +1122,8 @@ fn drawn_chart<E: std::fmt::Display>(
     }
 }
 
-fn legend(labels: impl Iterator<Item = String>) -> Vec<(String, String)> {
+/// A legend of `labels` in the palette's colours, in order.
+pub fn legend(labels: impl Iterator<Item = String>) -> Vec<(String, String)> {
     labels
         .enumerate()
         .map(|(i, l)| (l, PALETTE[i % PALETTE.len()].to_string()))
@@ -1317,7 +1229,8 @@ fn draw_lines(svg: &mut String, spec: &LineSpec) -> DrawResult {
     Ok(())
 }
 
-fn bar_chart(spec: BarSpec) -> Chart {
+/// A horizontal bar chart of `spec`; no bars, a caption alone.
+pub fn bar_chart(spec: BarSpec) -> Chart {
     if spec.bars.is_empty() {
         return nothing_chart(
             &spec.id,
@@ -1784,7 +1697,7 @@ mod tests {
             crate::measure::latency::LatencyKind::RoundTrip,
             buckets.clone(),
         );
-        let report = sample::report(vec![r], crate::plan::Layout::List);
+        let report = sample::report(vec![r], crate::scenario::Layout::List);
         let chart = charts(&report)
             .into_iter()
             .find(|c| c.id == "pingpong-round_trip-percentiles")
@@ -1942,44 +1855,8 @@ mod tests {
     }
 
     #[test]
-    fn models_get_requests_per_second_and_latency_bars_without_the_skipped() {
-        use crate::mode::models::Row;
-        let row = |model: &str, rps: f64, p50: u64| Row {
-            model: model.into(),
-            requests_per_second: Some(rps),
-            p50_ns: Some(p50),
-            p99_ns: Some(p50 * 4),
-            ..Row::default()
-        };
-        let mut rows = vec![
-            row("thread", 20_000.0, 50_000),
-            row("epoll", 40_000.0, 25_000),
-        ];
-        rows.push(Row {
-            model: "io-uring".into(),
-            skipped: Some("no io_uring here".into()),
-            ..Row::default()
-        });
-        let charts = models_charts(&rows);
-        let ids: Vec<&str> = charts.iter().map(|c| c.id.as_str()).collect();
-        assert_eq!(ids, ["models-rate", "models-latency"]);
-        let rate = &charts[0].svg;
-        assert!(rate.contains("requests per second (k requests/s)"));
-        assert!(rate.contains("\nepoll\n"));
-        assert!(!rate.contains("io-uring"), "a skipped model is not drawn");
-        assert!(charts[0]
-            .caption
-            .contains("Not plotted: io-uring (skipped)."));
-        let latency = &charts[1];
-        assert!(latency.svg.contains("latency (µs)"));
-        assert!(latency.svg.contains("\nthread p99\n"));
-        assert_eq!(latency.svg.matches("<rect").count(), 4);
-        assert_eq!(latency.legend.len(), 2);
-    }
-
-    #[test]
     fn an_empty_report_has_no_chart() {
-        let report = sample::report(Vec::new(), crate::plan::Layout::List);
+        let report = sample::report(Vec::new(), crate::scenario::Layout::List);
         assert!(charts(&report).is_empty());
     }
 }

@@ -18,9 +18,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::environment::Environment;
 use crate::measure::ranking::Ranking;
-use crate::plan::{Layout, Skipped};
 use crate::report::{PlacementInfo, Tool};
 use crate::results::ScenarioResult;
+use crate::scenario::{Layout, Skipped};
 
 /// Which command wrote a document, and so what its body holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]

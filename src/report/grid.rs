@@ -9,10 +9,10 @@
 use crate::measure::latency::LatencyKind;
 use std::collections::BTreeMap;
 
-use crate::plan::{Layout, SUITE_SIZES};
 use crate::report::Report;
 use crate::results::ScenarioResult;
 use crate::scenario::WorkloadKind;
+use crate::scenario::{Layout, SUITE_SIZES};
 use crate::vocab::units::{
     format_bits_per_second, format_bytes, format_ns, format_per_second, format_seconds, throughput,
 };

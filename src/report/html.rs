@@ -533,7 +533,7 @@ mod tests {
 
     #[test]
     fn an_empty_report_still_makes_a_page_that_says_so() {
-        let report = sample::report(Vec::new(), crate::plan::Layout::List);
+        let report = sample::report(Vec::new(), crate::scenario::Layout::List);
         let page = render(&report);
         assert!(page.contains("id=\"empty\""));
         assert!(page.contains("No results"));

@@ -15,10 +15,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::environment::Environment;
-use crate::plan::Skipped;
 use crate::report::document::{Body, Document, Envelope};
 use crate::report::{Kind, PlacementInfo, Report, Tool, SCHEMA_VERSION};
 use crate::results::ScenarioResult;
+use crate::scenario::Skipped;
 
 /// The oldest version of the measuring commands' report that still reads.
 pub const OLDEST_BENCH: u32 = 4;
@@ -273,8 +273,8 @@ fn unknown_tool() -> Tool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::Layout;
     use crate::report::sample;
+    use crate::scenario::Layout;
 
     /// `r` as version 8 wrote it: the envelope and the body side by side, no kind.
     fn v8(r: &Report, command: &[&str]) -> BenchV8 {

@@ -34,8 +34,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::environment::Environment;
 pub use crate::measure::latency::LatencyKind;
-use crate::plan::{Layout, Skipped};
 use crate::results::ScenarioResult;
+use crate::scenario::{Layout, Skipped};
 use crate::vocab::{Format, View};
 
 /// Version of the JSON document's shape (every kind's); bumped on any change to it.
@@ -381,7 +381,7 @@ impl output::Rendered for Report {
     fn title(&self) -> String {
         match self.command.get(1) {
             Some(mode) if !mode.starts_with('-') => format!("sockbench {mode} report"),
-            _ if self.layout == crate::plan::Layout::Suite => "sockbench suite report".into(),
+            _ if self.layout == crate::scenario::Layout::Suite => "sockbench suite report".into(),
             _ => "sockbench report".to_string(),
         }
     }

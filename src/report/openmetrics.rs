@@ -1013,7 +1013,7 @@ mod tests {
 
     #[test]
     fn a_report_with_no_results_is_still_valid() {
-        let out = text(&sample::report(Vec::new(), crate::plan::Layout::List));
+        let out = text(&sample::report(Vec::new(), crate::scenario::Layout::List));
         assert_eq!(
             out,
             "# TYPE sockbench_build_info gauge\n\

@@ -5,9 +5,9 @@
 //! single runs.
 
 use crate::measure::ranking::{self, Ranking};
-use crate::plan::Layout;
 use crate::report::{Quantity, Report};
 use crate::results::ScenarioResult;
+use crate::scenario::Layout;
 use crate::vocab::Units;
 
 /// The rankings of `results` as laid out: the suite's transports per size (stream), or

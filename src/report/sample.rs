@@ -8,10 +8,10 @@ use crate::engine::EngineKind;
 use crate::environment::Environment;
 use crate::measure::calls::Phases;
 use crate::measure::histogram::Latency;
-use crate::plan::{Layout, Skipped};
 use crate::report::{Report, Tool};
 use crate::results::{RunFigures, ScenarioOptions, ScenarioResult, SideFigures, Warning};
 use crate::scenario::WorkloadKind;
+use crate::scenario::{Layout, Skipped};
 use crate::transport::TransportKind;
 
 /// A report holding `results`, laid out as `layout`.
@@ -405,7 +405,7 @@ pub fn connect() -> Report {
 /// The suite over unix and udp: udp cannot carry 64 KiB or 1 MiB.
 pub fn suite() -> Report {
     let mut results = Vec::new();
-    for (i, &size) in crate::plan::SUITE_SIZES.iter().enumerate() {
+    for (i, &size) in crate::scenario::SUITE_SIZES.iter().enumerate() {
         let bps = 1e9 * (i as f64 + 1.0);
         results.push(scenario(
             WorkloadKind::Stream,

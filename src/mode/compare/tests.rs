@@ -1,8 +1,8 @@
 //! Unit tests of compare: matching, verdicts and rendering, on hand-made reports.
 
 use super::*;
-use crate::plan::Layout;
 use crate::report::sample;
+use crate::scenario::Layout;
 use crate::transport::TransportKind;
 use crate::vocab::View;
 
