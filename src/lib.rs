@@ -82,6 +82,7 @@ pub mod cli;
 pub mod control;
 pub mod copy;
 pub mod diagnose;
+pub mod document;
 pub mod engine;
 pub mod environment;
 pub mod error;

@@ -12,7 +12,7 @@ use common::Sandbox;
 const SCHEMA_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/schema/document.schema.json");
 
 fn generated() -> String {
-    let schema = schemars::schema_for!(sockbench::report::Document);
+    let schema = schemars::schema_for!(sockbench::document::Document);
     serde_json::to_string_pretty(&schema).unwrap() + "\n"
 }
 

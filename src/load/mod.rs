@@ -162,7 +162,7 @@ impl Spec {
 /// # Errors
 /// The spec is inconsistent, or a thread or its epoll instance cannot be made.
 pub fn run(spec: &Spec, progress: bool) -> anyhow::Result<LoadReport> {
-    let started_at = crate::report::document::now();
+    let started_at = crate::report::envelope::now();
     spec.check()?;
     let mut spec = spec.clone();
     if spec.requests.is_none() && spec.duration.is_none() {

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::tally::Tally;
 use super::Spec;
 use crate::measure::histogram::Latency;
-use crate::report::document::{Envelope, Kind, Written};
+use crate::report::envelope::{Envelope, Kind, Written};
 use crate::vocab::units::{format_per_second, format_seconds};
 
 /// Share of the generator threads' time above which the run is called CPU-bound.
@@ -197,10 +197,8 @@ pub struct LoadReport {
 impl<'de> Deserialize<'de> for LoadReport {
     /// A load document read back (any other kind is refused, named).
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<LoadReport, D::Error> {
-        let (envelope, body) = crate::report::Document::read_as(d, Kind::Load, |b| match b {
-            crate::report::Body::Load(body) => Some(*body),
-            _ => None,
-        })?;
+        let (envelope, _, body) =
+            crate::report::envelope::read_body(d, |k| k == Kind::Load, "a load document")?;
         Ok(LoadReport { envelope, body })
     }
 }

@@ -4,7 +4,7 @@
 //! the same.
 
 use super::report::{LoadBody, TimesRow};
-use crate::report::document::Envelope;
+use crate::report::envelope::Envelope;
 use crate::report::grid::{Align, Grid};
 use crate::vocab::units::{format_bytes, format_ns, format_seconds};
 

@@ -12,7 +12,7 @@ use crate::measure::histogram::Bucket;
 use crate::report::grid::{Align, Grid};
 use crate::report::openmetrics::{Family, Type, Value};
 use crate::report::output::{self, Head, Rendered};
-use crate::report::{Body, Document, Envelope, Kind, Written};
+use crate::report::{Envelope, Kind, Written};
 use crate::vocab::text::terminal as shown;
 use crate::vocab::units::format_per_second;
 
@@ -74,10 +74,8 @@ pub struct MeshReport {
 impl<'de> Deserialize<'de> for MeshReport {
     /// A mesh document read back (any other kind is refused, named).
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<MeshReport, D::Error> {
-        let (envelope, body) = Document::read_as(d, Kind::Mesh, |b| match b {
-            Body::Mesh(body) => Some(*body),
-            _ => None,
-        })?;
+        let (envelope, _, body) =
+            crate::report::envelope::read_body(d, |k| k == Kind::Mesh, "a mesh document")?;
         Ok(MeshReport { envelope, body })
     }
 }

@@ -45,7 +45,7 @@ pub fn execute(plan: Result<Plan, PlanError>, args: &Args, argv: Vec<String>) ->
         report.error = Some(format!("{e:#}"));
     }
     report.rankings = crate::report::rankings::of(&report.results, report.layout);
-    report.ended_at = Some(crate::report::document::now());
+    report.ended_at = Some(crate::report::envelope::now());
     let failed = report.results.iter().filter(|r| r.error.is_some()).count();
     if report.error.is_none() && failed > 0 {
         report.error = Some(format!(

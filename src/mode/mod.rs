@@ -43,11 +43,11 @@ use crate::report::{Envelope, Kind, Report, SCHEMA_VERSION};
 pub fn empty_report(kind: Kind, command: Vec<String>) -> Report {
     Report {
         schema_version: SCHEMA_VERSION,
-        tool: crate::report::document::this_tool(),
+        tool: crate::report::envelope::this_tool(),
         kind,
         command,
         environment: Some(Environment::collect()),
-        started_at: Some(crate::report::document::now()),
+        started_at: Some(crate::report::envelope::now()),
         ended_at: None,
         placement: crate::report::PlacementInfo {
             name: "threads".into(),
@@ -69,9 +69,9 @@ pub fn print_error_document(kind: Kind, argv: &[String], error: &str) {
     let mut envelope = Envelope::starting(argv.to_vec());
     envelope.ended_at = envelope.started_at.clone();
     envelope.error = Some(error.to_string());
-    let doc = crate::report::Document {
+    let doc = crate::document::Document {
         envelope,
-        body: crate::report::Body::empty(kind),
+        body: crate::document::Body::empty(kind),
     };
     if let Ok(bytes) = crate::report::output::pretty(&doc) {
         let _ = std::io::stdout().lock().write_all(&bytes);

@@ -3,8 +3,9 @@
 //! it. Nothing is measured.
 
 use crate::cli::ReportArgs;
+use crate::document::{Body, Document};
 use crate::error::{CommandResult, Error, Outcome};
-use crate::report::{Document, Report, OLDEST_DOCUMENT, SCHEMA_VERSION};
+use crate::report::{Report, OLDEST_DOCUMENT, SCHEMA_VERSION};
 use std::path::Path;
 
 /// Read, check and print a saved document, of any kind.
@@ -14,8 +15,8 @@ use std::path::Path;
 /// written (a usage error).
 pub fn run(r: &ReportArgs) -> CommandResult {
     let doc = load_document(&r.file)
-        .map_err(|e| Error::failed(format!("{e:#}")))?
-        .rendered();
+        .map_err(|e| Error::failed(format!("{e:#}")))
+        .map(rendered)?;
     // What the run that wrote it said on its stderr, said again: a table of zeros from a
     // run that failed must not pass for a measurement.
     let head = doc.head();
@@ -34,9 +35,59 @@ pub fn run(r: &ReportArgs) -> CommandResult {
     Ok(Outcome::done().and_errors(super::emit(doc.as_ref(), &r.output, &exports)))
 }
 
+/// A document as every output reads it: its kind's own report, whatever the kind
+/// (`sockbench report FILE` prints any document in any format this way).
+fn rendered(doc: Document) -> Box<dyn crate::report::output::Rendered> {
+    let envelope = doc.envelope;
+    match doc.body {
+        Body::Stream(_) | Body::Pingpong(_) | Body::Rate(_) | Body::Connect(_) | Body::Suite(_) => {
+            let doc = Document {
+                envelope,
+                body: doc.body,
+            };
+            match crate::report::Report::try_from(doc) {
+                Ok(r) => Box::new(r),
+                Err(e) => unreachable!("a measuring command's body is a report: {e}"),
+            }
+        }
+        Body::Relay(body) => Box::new(crate::document::relay::RelayReport {
+            envelope,
+            body: *body,
+        }),
+        Body::Swarm(body) => Box::new(crate::document::swarm::SwarmReport {
+            envelope,
+            body: *body,
+        }),
+        Body::Load(body) => Box::new(crate::load::LoadReport {
+            envelope,
+            body: *body,
+        }),
+        Body::Serve(body) => Box::new(crate::document::serve::ServeReport {
+            envelope,
+            body: *body,
+        }),
+        Body::Models(body) => Box::new(crate::document::models::ModelsReport {
+            envelope,
+            body: *body,
+        }),
+        Body::Mesh(body) => Box::new(crate::mesh::report::MeshReport {
+            envelope,
+            body: *body,
+        }),
+        Body::Listen(body) => Box::new(crate::document::listen::ListenReport {
+            envelope,
+            body: *body,
+        }),
+        Body::Compare(body) => Box::new(crate::document::compare::CompareReport {
+            envelope,
+            body: *body,
+        }),
+    }
+}
+
 /// Read a document from `path` ("-": stdin) and check it is one this sockbench can
 /// read: this version's, of a kind it renders, or an older bench report (versions 4 to
-/// 8, converted by [`crate::report::legacy`]). At most [`crate::input::REPORT`]'s
+/// 8, converted by [`crate::document::legacy`]). At most [`crate::input::REPORT`]'s
 /// 256 MiB are read, and a path must name a regular file (a FIFO or a device is refused:
 /// pipe it to `-` instead).
 ///
@@ -54,7 +105,7 @@ pub fn load(path: &Path) -> anyhow::Result<Report> {
 /// # Errors
 /// As [`load`], but a document of any kind is read.
 pub fn load_document(path: &Path) -> anyhow::Result<Document> {
-    use crate::report::legacy::{BenchV8, LAST_BENCH, OLDEST_BENCH};
+    use crate::document::legacy::{BenchV8, LAST_BENCH, OLDEST_BENCH};
     use anyhow::Context;
     let name = path.display();
     let text = if path == Path::new("-") {
@@ -65,7 +116,7 @@ pub fn load_document(path: &Path) -> anyhow::Result<Document> {
     let value: serde_json::Value = match serde_json::from_slice(&text) {
         Ok(v) => v,
         // A `listen --format json` log: its last line, the summary, is the document.
-        Err(e) => match crate::report::legacy::listen_log(&text) {
+        Err(e) => match crate::document::legacy::listen_log(&text) {
             Some(doc) => return Ok(doc),
             None => {
                 return Err(e).with_context(|| {
@@ -99,8 +150,8 @@ pub fn load_document(path: &Path) -> anyhow::Result<Document> {
             .with_context(|| format!("{name} is not a complete sockbench document"))?;
         return Ok(doc);
     }
-    if let Some(kind) = crate::report::legacy::own_kind(&value) {
-        return crate::report::legacy::read_own(kind, value).map_err(|e| {
+    if let Some(kind) = crate::document::legacy::own_kind(&value) {
+        return crate::document::legacy::read_own(kind, value).map_err(|e| {
             anyhow::anyhow!(
                 "{name}: {e:#}: print it with the sockbench that wrote it, or run the measurement \
                  again"

@@ -7,13 +7,12 @@
 pub mod breakdown;
 pub mod chart;
 pub mod csv;
-pub mod document;
+pub mod envelope;
 pub mod export;
 pub mod grid;
 pub mod histogram;
 pub mod html;
 pub mod json;
-pub mod legacy;
 pub mod markdown;
 pub mod openmetrics;
 pub mod output;
@@ -27,7 +26,7 @@ pub mod table;
 
 pub use crate::measure::headline::{Headline, Quantity};
 pub use crate::measure::tcp_info::{TcpFigures, TcpInfo};
-pub use document::{Body, Document, Envelope, Kind, Written};
+pub use envelope::{Envelope, Kind, Written};
 pub use export::ExportManager;
 
 use serde::{Deserialize, Serialize};
@@ -133,62 +132,21 @@ impl Serialize for Report {
 }
 
 impl<'de> Deserialize<'de> for Report {
+    /// A measuring command's document read back (any other kind is refused, named).
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Report, D::Error> {
-        let doc = Document::deserialize(d)?;
-        Report::try_from(doc).map_err(serde::de::Error::custom)
+        let (e, kind, body) = envelope::read_body::<D, envelope::BenchBody>(
+            d,
+            Kind::is_bench,
+            "a report of the measuring commands (stream, pingpong, rate, connect, suite)",
+        )?;
+        Ok(Report::of(e, kind, body))
     }
 }
 
-impl From<Report> for Document {
-    /// A report as the one document it is written as.
-    fn from(r: Report) -> Document {
-        Document {
-            envelope: Envelope {
-                tool: r.tool,
-                schema_version: r.schema_version,
-                command: r.command,
-                environment: r.environment,
-                started_at: r.started_at,
-                ended_at: r.ended_at,
-                interrupted: r.interrupted,
-                error: r.error,
-                warnings: r.warnings,
-            },
-            body: Body::bench(
-                r.kind,
-                document::BenchBody {
-                    placement: r.placement,
-                    results: r.results,
-                    skipped: r.skipped,
-                    rankings: r.rankings,
-                },
-            ),
-        }
-    }
-}
-
-impl TryFrom<Document> for Report {
-    type Error = String;
-
-    /// A bench kind's document as its report (another kind's is refused, named).
-    fn try_from(doc: Document) -> Result<Report, String> {
-        let kind = doc.body.kind();
-        let body = match doc.body {
-            Body::Stream(b)
-            | Body::Pingpong(b)
-            | Body::Rate(b)
-            | Body::Connect(b)
-            | Body::Suite(b) => b,
-            other => {
-                return Err(format!(
-                "a {} document, not a report of the measuring commands (stream, pingpong, rate, \
-                     connect, suite)",
-                other.kind()
-            ))
-            }
-        };
-        let e = doc.envelope;
-        Ok(Report {
+impl Report {
+    /// A measuring command's report from its document's envelope, kind and body.
+    pub fn of(e: Envelope, kind: Kind, body: envelope::BenchBody) -> Report {
+        Report {
             schema_version: e.schema_version,
             tool: e.tool,
             kind,
@@ -204,7 +162,7 @@ impl TryFrom<Document> for Report {
             error: e.error,
             rankings: body.rankings,
             layout: kind.layout(),
-        })
+        }
     }
 }
 

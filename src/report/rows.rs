@@ -1,10 +1,10 @@
 //! What `compare` matches across two documents of one kind that are not the measuring
 //! commands' (those are matched scenario by scenario, with their options): each body's
 //! rows, each with what it is, how it reads and its headline figure in every run. Each
-//! body says what its rows are in its own module; [`Body::rows`] only asks it.
+//! body says what its rows are in its own module; `Body::rows` in the document room only
+//! asks it.
 
 use crate::measure::headline::Headline;
-use crate::report::document::Body;
 
 /// One row of a document, as `compare` sees it.
 #[derive(Clone, Debug, PartialEq)]
@@ -44,26 +44,5 @@ impl Row {
             self.values = runs.iter().copied().filter(|v| v.is_finite()).collect();
         }
         self
-    }
-}
-
-impl Body {
-    /// The rows `compare` matches in a document of this kind; `None` for the measuring
-    /// commands, whose scenarios compare matches with their options.
-    pub fn rows(&self) -> Option<Vec<Row>> {
-        match self {
-            Body::Stream(_)
-            | Body::Pingpong(_)
-            | Body::Rate(_)
-            | Body::Connect(_)
-            | Body::Suite(_) => None,
-            Body::Relay(b) => Some(b.rows()),
-            Body::Swarm(b) => Some(b.rows()),
-            Body::Load(b) => Some(b.rows()),
-            Body::Serve(b) => Some(b.rows()),
-            Body::Models(b) => Some(b.rows()),
-            Body::Mesh(b) => Some(b.rows()),
-            Body::Listen(_) | Body::Compare(_) => Some(Vec::new()),
-        }
     }
 }

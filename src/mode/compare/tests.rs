@@ -1,8 +1,10 @@
 //! Unit tests of compare: matching, verdicts and rendering, on hand-made reports.
 
 use super::*;
+use crate::document::{Body, Document};
 use crate::report::sample;
 use crate::scenario::Layout;
+use crate::scenario::WorkloadKind;
 use crate::transport::TransportKind;
 use crate::vocab::View;
 
@@ -798,7 +800,7 @@ fn document(body: Body) -> Document {
 
 /// A relay document whose splice and copy methods ran with these throughputs.
 fn relay(splice: &[f64], copy: &[f64]) -> Document {
-    use crate::mode::relay::{RelayBody, RelayResult};
+    use crate::document::relay::{RelayBody, RelayResult};
     let result = |method: &str, runs: &[f64]| RelayResult {
         transport: "tcp".into(),
         method: method.into(),

@@ -14,8 +14,9 @@
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::document::{Body, Document};
 use crate::environment::Environment;
-use crate::report::document::{Body, Document, Envelope};
+use crate::report::envelope::Envelope;
 use crate::report::{Kind, PlacementInfo, Report, Tool, SCHEMA_VERSION};
 use crate::results::ScenarioResult;
 use crate::scenario::Skipped;
@@ -173,14 +174,14 @@ pub fn read_own(kind: Kind, mut value: Value) -> anyhow::Result<Document> {
     let body = match kind {
         Kind::Relay => {
             o.insert("rankings".into(), Value::Array(Vec::new()));
-            let mut b: crate::mode::relay::RelayBody = serde_json::from_value(value)?;
-            b.rankings = crate::mode::relay::rankings(&b.results, b.mode);
+            let mut b: crate::document::relay::RelayBody = serde_json::from_value(value)?;
+            b.rankings = crate::document::relay::rankings(&b.results, b.mode);
             Body::Relay(Box::new(b))
         }
         Kind::Models => {
             o.insert("ranking".into(), Value::Null);
-            let mut b: crate::mode::models::ModelsBody = serde_json::from_value(value)?;
-            b.ranking = crate::mode::models::ranking(&b.rows);
+            let mut b: crate::document::models::ModelsBody = serde_json::from_value(value)?;
+            b.ranking = crate::document::models::ranking(&b.rows);
             Body::Models(Box::new(b))
         }
         Kind::Compare => {
@@ -241,7 +242,7 @@ pub fn listen_log(text: &[u8]) -> Option<Document> {
             .to_string()
     };
     let connections = serde_json::from_value(last.get("connections")?.clone()).ok()?;
-    let body = crate::mode::listen::ListenBody {
+    let body = crate::document::listen::ListenBody {
         transport: field("transport"),
         address: field("address"),
         connections,
