@@ -8,6 +8,7 @@
 //! is dropped when its deadline passes, not when it decides to finish.
 
 pub mod auth;
+pub mod client;
 pub mod frame;
 #[cfg(test)]
 pub(crate) mod fuzzing;

@@ -19,13 +19,13 @@ use serde::Deserialize;
 use super::schedule::{pair_set, rounds, Pairs};
 use super::{Figures, Host, Outcome, PairTest};
 use crate::control::auth::Key;
+use crate::control::client::dial;
 use crate::control::frame::FrameType;
 use crate::control::messages::HostMeta;
 use crate::control::messages::{Bye, DriveMsg, DriveReport};
 use crate::control::{Control, ControlError};
 use crate::measure::histogram::Bucket;
 use crate::measure::latency::LatencyKind;
-use crate::placement::remote::dial;
 
 /// Most pairs under test at once (a round of more waits for a free worker; with
 /// `--concurrent`, "every pair at once" means this many): each holds a thread and a

@@ -34,8 +34,9 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use serde_json::json;
 
-use super::{handshake, Remote};
+use super::Remote;
 use crate::control::auth::{self, Key, NONCE_BYTES};
+use crate::control::client::handshake;
 use crate::control::frame::{self, Frame, FrameType};
 use crate::control::fuzzing::{
     broken, deadlines, drain, fill, framed, hang_up, hostile_values, loopback, ready, run_sessions,
