@@ -29,14 +29,18 @@
 //! - [`runner`]: the scenario loop (warm-up, runs, exports after each scenario), which
 //!   `relay` and `swarm` run their workloads through too (`Runner::runs`, folding each
 //!   run's role reports into their documents);
-//! - [`measure`]: CPU accounting, statistics, units, the headline of each kind of figure
-//!   ([`measure::headline`]) and the figures of a run;
+//! - [`scenario`]: what one measured case asks for ([`scenario::Scenario`], the workload
+//!   kinds, the stop rule, the options only some workloads take);
+//! - [`measure`]: CPU accounting, statistics, counters, histograms, the headline of each
+//!   kind of figure ([`measure::headline`]); [`results`]: the figures of a scenario and
+//!   its runs; [`figures`]: from what the roles reported to those figures;
 //! - [`diagnose`]: one function per warning kind;
-//! - [`report`]: the one document every command writes ([`report::Document`]: one
-//!   envelope, a body tagged by kind, one JSON Schema; older documents read by
-//!   [`report::legacy`]) and the one exporter registry: each format (table, JSON, CSV,
-//!   Markdown, HTML, OpenMetrics) is written once over [`report::output::Rendered`],
-//!   which every kind of document implements in its own room;
+//! - [`report`]: the envelope every document shares, the measuring commands' report, and
+//!   the one exporter registry: each format (table, JSON, CSV, Markdown, HTML,
+//!   OpenMetrics) is written once over [`report::output::Rendered`], which every kind of
+//!   document implements in its own room; [`document`]: the one document read back
+//!   whatever its kind ([`document::Document`]: one envelope, a body tagged by kind, one
+//!   JSON Schema; older documents read by [`document::legacy`]);
 //! - [`copy`]: the ways a relay copies between sockets, one file per method;
 //!   [`http`] and [`model`]: the HTTP server and its concurrency models (`serve`,
 //!   `models`); [`load`]: the HTTP load generator; [`mesh`]: every pair of N hosts;
@@ -53,7 +57,7 @@
 //!
 //! Data flows one way: `Args` → mode → (measuring commands: [`plan::Host::probe`] →
 //! [`plan::Plan`] → per scenario, [`placement::Placement::run`] → role reports →
-//! workload tally + common figures → diagnoses → [`report::ScenarioResult`]) → the
+//! workload tally + common figures → diagnoses → [`results::ScenarioResult`]) → the
 //! document → the exporters.
 
 // Printing never panics. std's `eprintln!` and `println!` panic when their stream
