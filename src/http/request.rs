@@ -1,12 +1,15 @@
-//! The server's side of a request: parse its head (with `httparse`), decide how the
-//! connection goes on (keep-alive, close), how long the body is, and what a request that
-//! cannot be served is answered with.
+//! A request, both sides: the server parses its head (with `httparse`), decides how the
+//! connection goes on (keep-alive, close), how long the body is (a chunked one is stepped
+//! through by [`super::chunked::Decoder`]), and what a request that cannot be served is
+//! answered with; the load generator writes it ([`Request`]).
 //!
 //! Limits: a head of at most [`MAX_HEAD`] bytes and [`MAX_HEADERS`] header fields, else
 //! 431. HTTP/1.0 and 1.1 are served; any other `HTTP/x.y` gets 505. A request with both
 //! `Content-Length` and `Transfer-Encoding`, disagreeing lengths, an HTTP/1.1 request
 //! without exactly one `Host`, or anything `httparse` refuses gets 400 (RFC 9112 sections
 //! 3.2, 6.1 and 6.3); a transfer coding other than `chunked` gets 501.
+
+use super::chunked::ChunkError;
 
 /// Largest request head (request line and header fields), as nginx's default.
 pub const MAX_HEAD: usize = 8192;
@@ -236,95 +239,103 @@ fn parse_length(t: &[u8]) -> Result<u64, Reject> {
         .ok_or(BAD)
 }
 
-/// Where a chunked body stands, as bytes arrive.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Chunks {
-    /// Expecting a chunk-size line.
-    Size,
-    /// Inside a chunk's data, this many bytes left (then its CRLF).
-    Data(u64),
-    /// Expecting the CRLF after a chunk's data.
-    DataEnd,
-    /// After the last chunk: trailer lines until an empty one.
-    Trailer,
-}
-
-/// What one step through a chunked body found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ChunkStep {
-    /// Consumed this many bytes; more is needed.
-    More(usize),
-    /// The body ended after this many bytes.
-    Done(usize),
-}
-
-/// Skip as much of a chunked body as `buf` holds, from state `st`.
-///
-/// # Errors
-/// 400 for a malformed chunk size or chunk end, 431 for an overlong size or trailer line.
-pub fn skip_chunks(st: &mut Chunks, buf: &[u8]) -> Result<ChunkStep, Reject> {
-    let mut at = 0;
-    loop {
-        let rest = &buf[at..];
-        match *st {
-            Chunks::Size => match httparse::parse_chunk_size(&rest[..rest.len().min(MAX_HEAD)]) {
-                Ok(httparse::Status::Complete((n, 0))) => {
-                    at += n;
-                    *st = Chunks::Trailer;
-                }
-                Ok(httparse::Status::Complete((n, size))) => {
-                    at += n;
-                    *st = Chunks::Data(size);
-                }
-                Ok(httparse::Status::Partial) if rest.len() >= MAX_HEAD => {
-                    return Err(Reject::TooLarge)
-                }
-                Ok(httparse::Status::Partial) => return Ok(ChunkStep::More(at)),
-                Err(_) => return Err(Reject::BadRequest("invalid chunk size")),
-            },
-            Chunks::Data(left) => {
-                let take = (rest.len() as u64).min(left);
-                at += take as usize;
-                if take == left {
-                    *st = Chunks::DataEnd;
-                } else {
-                    *st = Chunks::Data(left - take);
-                    return Ok(ChunkStep::More(at));
-                }
-            }
-            Chunks::DataEnd => match rest {
-                [b'\r', b'\n', ..] => {
-                    at += 2;
-                    *st = Chunks::Size;
-                }
-                [b'\n', ..] => {
-                    at += 1;
-                    *st = Chunks::Size;
-                }
-                [] | [b'\r'] => return Ok(ChunkStep::More(at)),
-                _ => return Err(Reject::BadRequest("chunk data longer than its size")),
-            },
-            Chunks::Trailer => match rest[..rest.len().min(MAX_HEAD)]
-                .iter()
-                .position(|&b| b == b'\n')
-            {
-                // An empty line ends the trailer (and the body).
-                Some(0) => return Ok(ChunkStep::Done(at + 1)),
-                Some(1) if rest[0] == b'\r' => return Ok(ChunkStep::Done(at + 2)),
-                Some(n) => at += n + 1,
-                None if rest.len() >= MAX_HEAD => return Err(Reject::TooLarge),
-                None => return Ok(ChunkStep::More(at)),
-            },
+impl From<ChunkError> for Reject {
+    /// A chunked request body that cannot be read: 400 with the reason, or 431.
+    fn from(e: ChunkError) -> Reject {
+        match e {
+            ChunkError::Malformed(why) => Reject::BadRequest(why),
+            ChunkError::TooLarge => Reject::TooLarge,
         }
+    }
+}
+
+/// The request every connection of the load generator sends, built once: an HTTP/1.1
+/// request line, `Host`, the user's headers and, without keep-alive, `Connection:
+/// close`. The bytes are repeated once per pipeline slot so that a batch of k requests is
+/// one slice and one write.
+#[derive(Clone, Debug)]
+pub struct Request {
+    bytes: Vec<u8>,
+    one: usize,
+}
+
+impl Request {
+    /// `method path HTTP/1.1` with `Host: host`, `headers` (a `Host` among them replaces
+    /// the URL's) and `Connection: close` unless `keepalive`, repeated `copies` times.
+    pub fn new(
+        method: &str,
+        path: &str,
+        host: &str,
+        headers: &[(String, String)],
+        keepalive: bool,
+        copies: u32,
+    ) -> Request {
+        let mut one = format!("{method} {path} HTTP/1.1\r\n");
+        if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+            one.push_str(&format!("Host: {host}\r\n"));
+        }
+        for (n, v) in headers {
+            one.push_str(&format!("{n}: {v}\r\n"));
+        }
+        if !keepalive
+            && !headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("connection"))
+        {
+            one.push_str("Connection: close\r\n");
+        }
+        one.push_str("\r\n");
+        let len = one.len();
+        Request {
+            bytes: one.repeat(copies.max(1) as usize).into_bytes(),
+            one: len,
+        }
+    }
+
+    /// Bytes of one request.
+    pub fn len(&self) -> usize {
+        self.one
+    }
+
+    /// Never: a request has at least its request line.
+    pub fn is_empty(&self) -> bool {
+        self.one == 0
+    }
+
+    /// `k` requests back to back (at most the copies it was built with).
+    pub fn batch(&self, k: usize) -> &[u8] {
+        &self.bytes[..(k * self.one).min(self.bytes.len())]
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::chunked::Decoder;
+
+    /// A chunked body stepped as the session steps it: the bytes used, and whether it
+    /// ended.
+    fn skip_chunks(st: &mut Decoder, buf: &[u8]) -> Result<(usize, bool), Reject> {
+        st.feed(buf, MAX_HEAD)
+            .map(|f| (f.used, f.done))
+            .map_err(Reject::from)
+    }
 
     fn head(text: &str) -> Result<Option<Head>, Reject> {
         parse(text.as_bytes())
+    }
+
+    #[test]
+    fn a_request_is_one_http11_request_repeated_per_slot() {
+        let r = Request::new("GET", "/x", "h:8080", &[], false, 3);
+        let one = "GET /x HTTP/1.1\r\nHost: h:8080\r\nConnection: close\r\n\r\n";
+        assert_eq!(r.len(), one.len());
+        assert_eq!(r.batch(1), one.as_bytes());
+        assert_eq!(r.batch(3), one.repeat(3).as_bytes());
+        assert_eq!(r.batch(9).len(), 3 * one.len());
+        let h = vec![("Host".to_string(), "other".to_string())];
+        let r = Request::new("HEAD", "/", "h", &h, true, 1);
+        assert_eq!(r.batch(1), b"HEAD / HTTP/1.1\r\nHost: other\r\n\r\n");
     }
 
     #[test]
@@ -504,19 +515,16 @@ mod tests {
             b"3\r\nabc\r\n0\r\n\n",
             b"0\r\nx\n\r\n",
         ] {
-            let mut st = Chunks::Size;
+            let mut st = Decoder::default();
             assert_eq!(
                 skip_chunks(&mut st, body),
-                Ok(ChunkStep::Done(body.len())),
+                Ok((body.len(), true)),
                 "{body:?}"
             );
             let mut with_next = body.to_vec();
             with_next.extend_from_slice(b"GET");
-            let mut st = Chunks::Size;
-            assert_eq!(
-                skip_chunks(&mut st, &with_next),
-                Ok(ChunkStep::Done(body.len()))
-            );
+            let mut st = Decoder::default();
+            assert_eq!(skip_chunks(&mut st, &with_next), Ok((body.len(), true)));
         }
     }
 
@@ -524,17 +532,17 @@ mod tests {
     fn overlong_chunk_lines_are_431() {
         let mut size_line = b"1;".to_vec();
         size_line.extend(std::iter::repeat_n(b'a', MAX_HEAD));
-        let mut st = Chunks::Size;
+        let mut st = Decoder::default();
         assert_eq!(skip_chunks(&mut st, &size_line), Err(Reject::TooLarge));
         let mut trailer = b"0\r\nX: ".to_vec();
         trailer.extend(std::iter::repeat_n(b'a', MAX_HEAD));
-        let mut st = Chunks::Size;
+        let mut st = Decoder::default();
         assert_eq!(skip_chunks(&mut st, &trailer), Err(Reject::TooLarge));
         // Just under the limit, both still wait for more.
-        let mut st = Chunks::Size;
+        let mut st = Decoder::default();
         assert_eq!(
             skip_chunks(&mut st, &size_line[..MAX_HEAD - 1]),
-            Ok(ChunkStep::More(0))
+            Ok((0, false))
         );
     }
 
@@ -545,17 +553,17 @@ mod tests {
     }
 
     fn skip_all(body: &[u8], piece: usize) -> Result<usize, Reject> {
-        let mut st = Chunks::Size;
+        let mut st = Decoder::default();
         let mut buf = Vec::new();
         let mut total = 0;
         for part in body.chunks(piece) {
             buf.extend_from_slice(part);
             match skip_chunks(&mut st, &buf)? {
-                ChunkStep::More(n) => {
+                (n, false) => {
                     total += n;
                     buf.drain(..n);
                 }
-                ChunkStep::Done(n) => return Ok(total + n),
+                (n, true) => return Ok(total + n),
             }
         }
         Err(Reject::BadRequest("unfinished"))
@@ -568,9 +576,9 @@ mod tests {
         for piece in [1, 2, 3, 7, body.len()] {
             assert_eq!(skip_all(body, piece), Ok(want), "pieces of {piece}");
         }
-        let mut st = Chunks::Size;
+        let mut st = Decoder::default();
         assert!(skip_chunks(&mut st, b"zz\r\n").is_err());
-        let mut st = Chunks::Size;
+        let mut st = Decoder::default();
         assert!(skip_chunks(&mut st, b"2\r\nabc\r\n").is_err());
     }
 }

@@ -13,7 +13,8 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use super::request::{self, Body, ChunkStep, Chunks, Head, Reject};
+use super::chunked::Decoder;
+use super::request::{self, Body, Head, Reject};
 
 /// Bytes asked for by each read.
 pub const READ_CHUNK: usize = 16 * 1024;
@@ -224,7 +225,7 @@ enum State {
     /// Skipping this many body bytes, then answering this head.
     Length(u64, Head),
     /// Skipping a chunked body, then answering this head.
-    Chunked(Chunks, Head),
+    Chunked(Decoder, Head),
     /// Answered with close: read nothing more.
     Closing,
 }
@@ -348,18 +349,20 @@ impl Session {
                     }
                     self.respond(&head, site, c);
                 }
-                State::Chunked(mut st, head) => match request::skip_chunks(&mut st, avail) {
-                    Ok(ChunkStep::More(k)) => {
-                        self.start += k;
-                        self.state = State::Chunked(st, head);
-                        return;
+                State::Chunked(mut dec, head) => {
+                    match dec.feed(avail, request::MAX_HEAD).map_err(Reject::from) {
+                        Ok(fed) if fed.done => {
+                            self.start += fed.used;
+                            self.respond(&head, site, c);
+                        }
+                        Ok(fed) => {
+                            self.start += fed.used;
+                            self.state = State::Chunked(dec, head);
+                            return;
+                        }
+                        Err(r) => return self.reject(r, site, c),
                     }
-                    Ok(ChunkStep::Done(k)) => {
-                        self.start += k;
-                        self.respond(&head, site, c);
-                    }
-                    Err(r) => return self.reject(r, site, c),
-                },
+                }
                 State::Head => {
                     if avail.is_empty() {
                         return;
@@ -382,7 +385,7 @@ impl Session {
                                 }
                                 Body::Chunked => {
                                     self.continue_if_asked(&head);
-                                    self.state = State::Chunked(Chunks::Size, head);
+                                    self.state = State::Chunked(Decoder::default(), head);
                                 }
                             }
                         }

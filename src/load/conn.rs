@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, SockAddr, Socket, Type};
 
-use super::response::Parser;
 use super::tally::{Cause, Times};
+use crate::http::response::Parser;
 
 /// Where a connection is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -44,7 +44,6 @@ pub mod conn;
 pub mod progress;
 pub mod report;
 pub mod request;
-pub mod response;
 pub mod table;
 pub mod tally;
 pub mod url;

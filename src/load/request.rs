@@ -1,62 +1,6 @@
-//! The request every connection sends, built once: an HTTP/1.1 request line, `Host`, the
-//! user's headers and, without keep-alive, `Connection: close`. The bytes are repeated
-//! once per pipeline slot so that a batch of k requests is one slice and one write.
-
-/// The prebuilt request bytes.
-#[derive(Clone, Debug)]
-pub struct Request {
-    bytes: Vec<u8>,
-    one: usize,
-}
-
-impl Request {
-    /// `method path HTTP/1.1` with `Host: host`, `headers` (a `Host` among them replaces
-    /// the URL's) and `Connection: close` unless `keepalive`, repeated `copies` times.
-    pub fn new(
-        method: &str,
-        path: &str,
-        host: &str,
-        headers: &[(String, String)],
-        keepalive: bool,
-        copies: u32,
-    ) -> Request {
-        let mut one = format!("{method} {path} HTTP/1.1\r\n");
-        if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
-            one.push_str(&format!("Host: {host}\r\n"));
-        }
-        for (n, v) in headers {
-            one.push_str(&format!("{n}: {v}\r\n"));
-        }
-        if !keepalive
-            && !headers
-                .iter()
-                .any(|(n, _)| n.eq_ignore_ascii_case("connection"))
-        {
-            one.push_str("Connection: close\r\n");
-        }
-        one.push_str("\r\n");
-        let len = one.len();
-        Request {
-            bytes: one.repeat(copies.max(1) as usize).into_bytes(),
-            one: len,
-        }
-    }
-
-    /// Bytes of one request.
-    pub fn len(&self) -> usize {
-        self.one
-    }
-
-    /// Never: a request has at least its request line.
-    pub fn is_empty(&self) -> bool {
-        self.one == 0
-    }
-
-    /// `k` requests back to back (at most the copies it was built with).
-    pub fn batch(&self, k: usize) -> &[u8] {
-        &self.bytes[..(k * self.one).min(self.bytes.len())]
-    }
-}
+//! What `load -H` and `-m` may be: a header as `Name: value` with a token for a name and
+//! no control character in the value, a method a token (the request they make is
+//! [`crate::http::request::Request`]).
 
 /// Check a `-H` header, `Name: value`.
 ///
@@ -104,19 +48,6 @@ fn is_token(b: u8) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_request_is_one_http11_request_repeated_per_slot() {
-        let r = Request::new("GET", "/x", "h:8080", &[], false, 3);
-        let one = "GET /x HTTP/1.1\r\nHost: h:8080\r\nConnection: close\r\n\r\n";
-        assert_eq!(r.len(), one.len());
-        assert_eq!(r.batch(1), one.as_bytes());
-        assert_eq!(r.batch(3), one.repeat(3).as_bytes());
-        assert_eq!(r.batch(9).len(), 3 * one.len());
-        let h = vec![("Host".to_string(), "other".to_string())];
-        let r = Request::new("HEAD", "/", "h", &h, true, 1);
-        assert_eq!(r.batch(1), b"HEAD / HTTP/1.1\r\nHost: other\r\n\r\n");
-    }
 
     #[test]
     fn headers_and_methods_are_checked() {

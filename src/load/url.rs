@@ -1,7 +1,7 @@
 //! `http://HOST[:PORT]/PATH` as `sockbench load` takes it: parsed and checked, and the
 //! host resolved. Plain HTTP only; the URL's host also names the `Host` header, even when
 //! `--unix-socket` decides where the connections go. Not here: building the request
-//! ([`super::request`]).
+//! ([`crate::http::request`]).
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};

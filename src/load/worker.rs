@@ -28,10 +28,10 @@ use mio::{Events, Interest, Poll, Token};
 use socket2::SockAddr;
 
 use super::conn::{self, Conn, Phase};
-use super::request::Request;
-use super::response::Response;
 use super::tally::{Cause, Tally, Times};
 use super::Spec;
+use crate::http::request::Request;
+use crate::http::response::Response;
 use crate::measure::cpu::ThreadCpu;
 
 /// Bytes asked for by each read.
