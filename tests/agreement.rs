@@ -5,9 +5,7 @@
 //! loss is legitimate, it is not an error. A receiver that dies mid-run
 //! (`SOCKBENCH_TEST_FAULT=receiver-dies`) fails the scenario at once, never hangs it.
 
-mod common;
-
-use common::Sandbox;
+use crate::common::Sandbox;
 
 fn faulty(sb: &Sandbox, args: &[&str]) -> std::process::Output {
     sb.cmd()
@@ -75,7 +73,7 @@ fn without_the_fault_the_same_runs_agree_and_udp_is_never_judged_by_it() {
     assert!(out.status.success());
     // UDP may lose datagrams: one "extra" received is not a disagreement the tool judges.
     let out = faulty(&sb, &["rate", "-t", "udp", "-n", "100", "--rate", "10k"]);
-    common::assert_success(&out);
+    crate::common::assert_success(&out);
 }
 
 #[test]

@@ -9,12 +9,10 @@
 //! nonblocking, with a receiver held back (by strace's delay injection) so that batches
 //! leave in parts and the end marker comes with data.
 
-mod common;
-
 use std::collections::HashMap;
 use std::process::Command;
 
-use common::{f, json, json_in_netns, rule, snmp, u, Sandbox, RULE_COUNTS};
+use crate::common::{f, json, json_in_netns, rule, snmp, u, Sandbox, RULE_COUNTS};
 use serde_json::Value;
 
 /// Per system call: (calls, errors), as `strace -c` tables them.
@@ -48,7 +46,7 @@ fn traced(args: &[&str]) -> Option<(Value, Calls)> {
         .args(["--format", "json", "-q"])
         .output()
         .unwrap();
-    common::assert_success(&out);
+    crate::common::assert_success(&out);
     let table = std::fs::read_to_string(&log).unwrap();
     // "% time  seconds  usecs/call  calls  errors  syscall", errors empty when none.
     let calls = table
@@ -283,7 +281,7 @@ fn one_message_per_call_is_the_plain_loop_with_no_calls_counted() {
         .args(["rate", "-t", "unix-dgram", "-n", "500", "-w", "0"])
         .output()
         .unwrap();
-    common::assert_success(&out);
+    crate::common::assert_success(&out);
     assert!(!String::from_utf8_lossy(&out.stdout).contains("msgs/call"));
     let out = sb
         .cmd()
@@ -300,7 +298,7 @@ fn one_message_per_call_is_the_plain_loop_with_no_calls_counted() {
         ])
         .output()
         .unwrap();
-    common::assert_success(&out);
+    crate::common::assert_success(&out);
     assert!(String::from_utf8_lossy(&out.stdout).contains("msgs/call snd/rcv"));
 }
 
@@ -345,7 +343,7 @@ fn traced_calls(extra: &[&str], args: &[&str]) -> Option<(Value, Vec<Call>)> {
         .args(["--format", "json", "-q"])
         .output()
         .unwrap();
-    common::assert_success(&out);
+    crate::common::assert_success(&out);
     let mut calls = Vec::new();
     for e in std::fs::read_dir(sb.path()).unwrap().flatten() {
         if !e.file_name().to_string_lossy().starts_with("calls.") {

@@ -2,9 +2,7 @@
 //! size the kernel granted is what the kernel itself answers for such a request, and a
 //! starved receive buffer shows in the throughput.
 
-mod common;
-
-use common::{json, u, Sandbox};
+use crate::common::{json, u, Sandbox};
 use socket2::{Domain, Socket, Type};
 
 /// What this kernel grants a socket of `domain` that asks for `asked` bytes of receive

@@ -1,9 +1,7 @@
 //! Bad input: every usage error exits 2 with a message that says what to try, before
 //! anything runs; runtime failures exit 1.
 
-mod common;
-
-use common::Sandbox;
+use crate::common::Sandbox;
 use predicates::prelude::*;
 
 fn usage_error(args: &[&str], expect: &str) {
@@ -317,7 +315,7 @@ fn options_that_would_be_ignored_are_refused() {
 #[test]
 fn a_message_queue_deeper_than_the_kernel_allows_is_a_warning_that_names_the_sysctl() {
     let sb = Sandbox::new();
-    let v = common::json(
+    let v = crate::common::json(
         &sb,
         &[
             "rate", "-t", "mq", "-s", "64", "--sndbuf", "1G", "-n", "100", "-w", "0",

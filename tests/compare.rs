@@ -4,27 +4,11 @@
 //! (pingpong's latency the right way round); scenarios only in one file are flagged,
 //! failed ones shown; usage errors exit 2 and unreadable files 1.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{assert_success, Sandbox};
+use crate::common::{assert_success, Sandbox};
 use serde_json::Value;
-
-const SCHEMA_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/schema/document.schema.json");
-
-/// A compare document matches schema/document.schema.json (kind compare).
-fn validate(doc: &Value) {
-    let schema: Value =
-        serde_json::from_str(&std::fs::read_to_string(SCHEMA_PATH).unwrap()).unwrap();
-    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
-    let errors: Vec<String> = validator
-        .iter_errors(doc)
-        .map(|e| format!("{} at {}", e, e.instance_path))
-        .collect();
-    assert!(errors.is_empty(), "not the schema's: {errors:#?}\n{doc}");
-}
 
 /// Run a measurement and save its JSON report as `name.json` in the sandbox.
 fn save(sb: &Sandbox, name: &str, args: &[&str]) -> PathBuf {
@@ -50,16 +34,10 @@ fn compare(sb: &Sandbox, args: &[&str]) -> Output {
         .unwrap()
 }
 
-/// stdout as JSON, checked against the schema.
+/// stdout as JSON (whatever the exit status), checked against the schema.
 fn stdout_json(out: &Output) -> Value {
-    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{e}: {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    validate(&v);
+    let v = crate::common::stdout_json(out);
+    crate::common::assert_valid(&v);
     v
 }
 

@@ -1,8 +1,6 @@
 //! `connect`: a fresh connection per exchange, each phase timed, nothing left behind.
 
-mod common;
-
-use common::{json, u, Sandbox};
+use crate::common::{json, u, Sandbox};
 
 #[test]
 fn every_connection_is_accepted_answered_and_closed_and_each_phase_is_timed() {
@@ -183,7 +181,7 @@ fn open_keeps_no_more_than_n_connections_at_once() {
         .args(["--format", "json", "-q"])
         .output()
         .unwrap();
-    common::assert_success(&out);
+    crate::common::assert_success(&out);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     for r in v["body"]["results"].as_array().unwrap() {
         assert_eq!(u(r, "/messages_sent"), 300);
@@ -201,7 +199,7 @@ fn open_holds_n_connections_at_once() {
     // handling of the handshake and of the close, which on a busy CPU lags by dozens of
     // connections either way.
     let sb = Sandbox::new();
-    let Some(out) = common::in_netns(
+    let Some(out) = crate::common::in_netns(
         &sb,
         "true",
         &[
@@ -222,7 +220,7 @@ fn open_holds_n_connections_at_once() {
         return;
     };
     assert!(out.status.success());
-    let k = common::netns_figures(&out);
+    let k = crate::common::netns_figures(&out);
     assert!(
         (15..=16).contains(&k["client_established"]),
         "{k:?}: {}",

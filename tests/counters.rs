@@ -4,13 +4,13 @@
 //! read while it is a zombie), TIME_WAIT sockets (`ss`), thread names, affinities and the
 //! CPU each thread last ran on (/proc/PID/task).
 
-mod common;
-
 use std::collections::HashMap;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{io_accounting, json_in_netns, rule, snmp, u, Sandbox, LO_COUNTERS, RULE_COUNTS};
+use crate::common::{
+    io_accounting, json_in_netns, rule, snmp, u, Sandbox, LO_COUNTERS, RULE_COUNTS,
+};
 
 /// Per packet on loopback: an IPv4 header and a TCP header with timestamps.
 const TCP_OVERHEAD: u64 = 20 + 32;
@@ -316,7 +316,7 @@ fn socket_buffers_are_what_the_kernel_grants_for_the_same_request() {
         ("tcp", socket2::Type::STREAM),
     ] {
         for size in [16384usize, 98304] {
-            let v = common::json(
+            let v = crate::common::json(
                 &sb,
                 &[
                     "stream",

@@ -4,16 +4,12 @@
 //! data port only; strangers on the data port do not disturb a run; bad values are
 //! usage errors.
 
-mod common;
-
 use std::collections::HashSet;
 use std::io::Write;
 use std::net::{Ipv4Addr, TcpListener, TcpStream, UdpSocket};
-use std::process::Child;
-use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use common::{u, Sandbox};
+use crate::common::{u, Sandbox};
 use serde_json::Value;
 
 /// A port free for TCP on every address and for UDP on the loopback: bound, read, closed.
@@ -30,46 +26,37 @@ fn free_port() -> u16 {
     panic!("no port free for both TCP and UDP");
 }
 
-/// A running `sockbench server --port 0 --data-port P`; killed when dropped.
+/// A running `sockbench server --port 0 --data-port P` (killed when dropped), with its
+/// two ports.
 struct Server {
-    child: Child,
+    server: crate::common::Server,
     control: u16,
     data: u16,
     first_line: String,
-    _lines: Receiver<String>,
 }
 
 impl Server {
     fn start(sb: &Sandbox, extra: &[&str]) -> Server {
         let data = free_port();
-        let (child, control, lines) = common::spawn_server(
+        let server = crate::common::Server::from_command(
             sb.sockbench()
                 .args(["server", "--port", "0", "--data-port", &data.to_string()])
                 .args(extra),
         );
-        let first_line = lines.recv().unwrap();
         Server {
-            child,
-            control,
+            control: server.port,
             data,
-            first_line,
-            _lines: lines,
+            first_line: server.first_line(),
+            server,
         }
     }
 
     fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.control)
+        self.server.addr()
     }
 
     fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.server.pid()
     }
 }
 
@@ -78,7 +65,7 @@ fn client(sb: &Sandbox, server: &Server, args: &[&str]) -> Value {
     let addr = server.addr();
     let mut all = args.to_vec();
     all.extend(["--server", &addr, "-w", "0"]);
-    common::json(sb, &all)
+    crate::common::json(sb, &all)
 }
 
 /// Every result ran without an error; TCP moved as many bytes as it sent, UDP lost no
@@ -170,7 +157,7 @@ fn two_clients_at_once_share_the_data_port() {
         .collect();
     for (i, h) in runs.into_iter().enumerate() {
         let out = h.join().unwrap();
-        common::assert_success(&out);
+        crate::common::assert_success(&out);
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
         agrees(&v, &format!("client {i}"));
     }
@@ -261,7 +248,7 @@ fn only_the_two_ports_while(
         std::thread::sleep(Duration::from_millis(20));
     }
     let out = run.join().unwrap();
-    common::assert_success(&out);
+    crate::common::assert_success(&out);
     agrees(&serde_json::from_slice(&out.stdout).unwrap(), args[0]);
     assert!(
         most >= want,
@@ -275,7 +262,7 @@ fn only_the_two_ports_while(
 fn the_servers_data_sockets_sit_on_the_data_port_only() {
     // The server's /proc/PID/net tables then list this test's sockets only: each sample is
     // quick however many sockets the machine holds (a loaded one took 2 in 5 s).
-    common::own_netns();
+    crate::common::own_netns();
     let sb = Sandbox::new();
     let server = Server::start(&sb, &[]);
     only_the_two_ports_while(

@@ -5,9 +5,7 @@
 //! empty, so each request and each reply waits its full serialization time and a round
 //! trip is two of them, within scheduling noise.
 
-mod common;
-
-use common::{json_in_netns, u, Sandbox};
+use crate::common::{json_in_netns, u, Sandbox};
 use serde_json::Value;
 
 /// A token bucket on loopback: `rate` bits/s, a burst of one packet of `mtu` bytes.

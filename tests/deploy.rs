@@ -23,8 +23,6 @@
 //! `SOCKBENCH_PYTHON` names the Python to use. The checker is also fed broken copies of
 //! the manifests (a misspelled flag, a port that disagrees, ...) and must report each.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -61,7 +59,7 @@ fn deploy_dir() -> PathBuf {
 
 /// A Python with PyYAML, or None (with why printed).
 fn python() -> Option<String> {
-    common::python_with(
+    crate::common::python_with(
         "yaml",
         "to parse the manifests: apt-get install python3-yaml, or pip install pyyaml",
     )

@@ -5,13 +5,11 @@
 //! OpenMetrics passes promtool); and `compare` of the document with itself names no
 //! winner on any row.
 
-mod common;
-
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use common::{assert_success, Sandbox};
+use crate::common::{assert_success, Sandbox};
 use serde_json::Value;
 
 /// `sockbench ARGS --format json -q` in the sandbox, its document saved as `name.json`.
@@ -26,18 +24,6 @@ fn saved(sb: &Sandbox, name: &str, args: &[&str]) -> PathBuf {
     let path = sb.path().join(format!("{name}.json"));
     std::fs::write(&path, &out.stdout).unwrap();
     path
-}
-
-/// The committed schema of the one document.
-fn validate(name: &str, doc: &Value) {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schema/document.schema.json");
-    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
-    let errors: Vec<String> = validator
-        .iter_errors(doc)
-        .map(|e| format!("{e} at {}", e.instance_path))
-        .collect();
-    assert!(errors.is_empty(), "{name}: {errors:#?}");
 }
 
 /// `sockbench report FILE --format FORMAT`.
@@ -78,10 +64,10 @@ fn promtool(name: &str, text: &[u8]) {
 /// The strict OpenMetrics parser (prometheus_client's) reads `text`: at least one
 /// family, each sample a number. Not skipped either.
 fn openmetrics_parser(name: &str, text: &[u8]) {
-    let py = common::openmetrics_python()
+    let py = crate::common::openmetrics_python()
         .expect("a Python with prometheus_client (apt-get install python3-prometheus-client)");
     let text = String::from_utf8(text.to_vec()).unwrap();
-    let families = common::openmetrics_families(&py, &text)
+    let families = crate::common::openmetrics_families(&py, &text)
         .unwrap_or_else(|e| panic!("{name}: the OpenMetrics parser rejected it: {e}\n{text}"));
     assert!(!families.is_empty(), "{name}: no metric family\n{text}");
     for f in &families {
@@ -94,10 +80,10 @@ fn openmetrics_parser(name: &str, text: &[u8]) {
 /// The HTML page in headless chromium: no console message, and at least one chart drawn.
 fn in_browser(sb: &Sandbox, name: &str, page: &[u8]) {
     // Not skipped: .ci/run installs it.
-    let tool = common::chromium().expect("chromium runs (apt-get install chromium)");
+    let tool = crate::common::chromium().expect("chromium runs (apt-get install chromium)");
     let path = sb.path().join(format!("{name}.html"));
     std::fs::write(&path, page).unwrap();
-    let out = common::browser(sb, tool, &format!("profile-{name}"))
+    let out = crate::common::browser(sb, tool, &format!("profile-{name}"))
         .args(["--enable-logging=stderr", "--v=0", "--dump-dom"])
         .arg(format!("file://{}", path.display()))
         .output()
@@ -129,7 +115,7 @@ fn check(sb: &Sandbox, name: &str, kind: &str, file: &Path) {
         doc["tool"]["version"].is_string() && doc["started_at"].is_string(),
         "{name}"
     );
-    validate(name, &doc);
+    crate::common::assert_valid(&doc);
     for format in ["table", "json", "csv", "markdown"] {
         report(sb, file, format);
     }
@@ -238,7 +224,7 @@ fn every_command_writes_one_document_that_reads_in_every_format_and_compares_wit
         &["models", "--model", "epoll,thread", "-n", "300", "-c", "2"],
     );
     check(&sb, "models", "models", &models);
-    let mut agents = common::Agents::start(&sb, 2, &[]);
+    let mut agents = crate::common::Agents::start(&sb, 2, &[]);
     let hosts = agents.list();
     let mesh = saved(
         &sb,

@@ -1,9 +1,7 @@
 //! Every engine drives stream and pingpong over unix, tcp, udp and pipe with both sides'
 //! counts in agreement; the classic mode names are aliases; refusals are clear.
 
-mod common;
-
-use common::{json, u, Sandbox};
+use crate::common::{json, u, Sandbox};
 
 /// How many engines `-e all` runs here: io_uring may be unavailable on some machines,
 /// and then the run skips it (tested below with a forced refusal).

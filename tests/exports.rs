@@ -4,15 +4,13 @@
 //! symlink, every path is checked before the run, and an export that fails late still
 //! leaves the report on stdout.
 
-mod common;
-
 /// The report's schema version, as written.
 const SCHEMA: u32 = sockbench::report::SCHEMA_VERSION;
 
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::process::{Command, Stdio};
 
-use common::Sandbox;
+use crate::common::Sandbox;
 use predicates::prelude::*;
 
 const QUICK: [&str; 7] = ["stream", "-t", "pipe", "-n", "20", "-w", "0"];
@@ -122,7 +120,7 @@ fn a_pipe_behind_dev_fd_gets_the_report_at_the_end() {
         .env("XDG_RUNTIME_DIR", sb.path())
         .output()
         .unwrap();
-    common::assert_success(&out);
+    crate::common::assert_success(&out);
     assert_eq!(
         report(&out.stdout)["body"]["results"][0]["transport"],
         "pipe"

@@ -16,12 +16,10 @@
 //! The browser checks skip, saying so, only when chromium is not installed
 //! (`apt-get install chromium` on Debian).
 
-mod common;
-
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use common::{assert_success, browser, chromium, f, u, Sandbox};
+use crate::common::{assert_success, browser, chromium, f, u, Sandbox};
 use serde_json::Value;
 
 /// Run sockbench with `args`, writing the page to `name` in the sandbox; return the page.

@@ -2,26 +2,7 @@
 //! against schema/document.schema.json (which tests/schema.rs keeps equal to what the
 //! code generates), failures included.
 
-mod common;
-
-use common::Sandbox;
-use serde_json::Value;
-
-fn path() -> String {
-    format!("{}/schema/document.schema.json", env!("CARGO_MANIFEST_DIR"))
-}
-
-fn validate(name: &str, doc: &Value) {
-    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path()).unwrap()).unwrap();
-    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
-    let errors: Vec<String> = validator.iter_errors(doc).map(|e| e.to_string()).collect();
-    assert!(errors.is_empty(), "{name}: {errors:?}\n{doc}");
-}
-
-fn json(out: &std::process::Output) -> Value {
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
-}
+use crate::common::Sandbox;
 
 #[test]
 fn real_output_of_serve_load_and_models_validates() {
@@ -62,7 +43,7 @@ fn real_output_of_serve_load_and_models_validates() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        validate("load", &json(&out));
+        crate::common::assert_valid(&crate::common::json_of(&out));
     }
     // A load that fails is a document too.
     let out = sb
@@ -79,14 +60,14 @@ fn real_output_of_serve_load_and_models_validates() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    let failed = json(&out);
+    let failed = crate::common::stdout_json(&out);
     assert!(failed["error"].is_string(), "{failed}");
     assert_eq!(failed["kind"], "load");
-    validate("load", &failed);
+    crate::common::assert_valid(&failed);
     let out = server.wait_with_output().unwrap();
-    let served = json(&out);
+    let served = crate::common::stdout_json(&out);
     assert_eq!(served["kind"], "serve");
-    validate("serve", &served);
+    crate::common::assert_valid(&served);
     // A serve that fails is a document of its kind too (it once lacked most fields).
     let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = held.local_addr().unwrap().port().to_string();
@@ -95,10 +76,10 @@ fn real_output_of_serve_load_and_models_validates() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    let failed = json(&out);
+    let failed = crate::common::stdout_json(&out);
     assert!(failed["error"].is_string(), "{failed}");
     assert_eq!(failed["kind"], "serve");
-    validate("serve", &failed);
+    crate::common::assert_valid(&failed);
     let out = sb
         .cmd()
         .args([
@@ -116,5 +97,5 @@ fn real_output_of_serve_load_and_models_validates() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    validate("models", &json(&out));
+    crate::common::assert_valid(&crate::common::json_of(&out));
 }

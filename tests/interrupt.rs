@@ -1,13 +1,11 @@
 //! Ctrl-C and SIGTERM at any moment: the scenarios finished so far are printed and
 //! exported, nothing the run made is left behind, and the process exits within a second.
 
-mod common;
-
 use std::ffi::CString;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{shm_leftovers, Sandbox};
+use crate::common::{shm_leftovers, Sandbox};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
@@ -239,7 +237,7 @@ fn ctrl_c_during_connect_and_rate_exits_promptly() {
 fn ctrl_c_while_a_connect_goes_unanswered_stops_within_100_ms() {
     // Every SYN is dropped: connect(2) would wait for seconds.
     let sb = Sandbox::new();
-    let Some(out) = common::in_netns(
+    let Some(out) = crate::common::in_netns(
         &sb,
         "iptables -A INPUT -p tcp --syn -j DROP",
         &[
@@ -439,7 +437,7 @@ fn ctrl_c_while_dialling_a_server_that_drops_syns_ends_at_once_as_an_interruptio
     // its whole timeout. Ctrl-C must end it within moments, and the report must say it
     // was interrupted, not that the server timed out.
     let sb = Sandbox::new();
-    let Some(out) = common::in_netns(
+    let Some(out) = crate::common::in_netns(
         &sb,
         "iptables -A INPUT -p tcp --dport 5999 --syn -j DROP",
         &[
@@ -462,7 +460,7 @@ fn ctrl_c_while_dialling_a_server_that_drops_syns_ends_at_once_as_an_interruptio
     ) else {
         return;
     };
-    let k = common::netns_figures(&out);
+    let k = crate::common::netns_figures(&out);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{err}");
     assert!(k["ms"] < 500, "Ctrl-C took {} ms: {err}", k["ms"]);

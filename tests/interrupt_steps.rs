@@ -10,8 +10,6 @@
 //! interrupt_steps`. With `MEASURE_ONLY=1` (and `-- --nocapture`) it prints every figure
 //! and asserts nothing, to see the times of a build that does not keep the promise.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -20,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::Sandbox;
+use crate::common::Sandbox;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
@@ -757,7 +755,7 @@ fn kept_alive(port: u16) -> TcpStream {
 fn serve_stops_within_100_ms_at_every_step_in_every_model() {
     // Its /proc/net/tcp lists this test's sockets only, so a look at the server's unsent
     // bytes is quick on a machine that holds many (20 s was not enough for one, loaded).
-    common::own_netns();
+    crate::common::own_netns();
     let sb = Sandbox::new();
     for model in [
         "thread",
@@ -1153,7 +1151,7 @@ fn mesh_stops_within_100_ms_at_every_step() {
     says_interrupted(name, &s);
 
     // Waiting for an agent's report, and the agent running the test.
-    let mut agents = common::Agents::start(&sb, 2, &[]);
+    let mut agents = crate::common::Agents::start(&sb, 2, &[]);
     let p = launch(sockbench(
         &sb,
         &[
@@ -1297,14 +1295,14 @@ fn dropping_syns(sb: &Sandbox, args: &[&str], first: &str) -> Option<(std::proce
          echo ms=$(( ($(date +%s%N) - t0) / 1000000 )) > \"$TMPDIR/ms\"; \
          [ -z \"$CLIENT\" ] || kill $CLIENT; (exit $rc)"
     );
-    let out = common::in_netns(
+    let out = crate::common::in_netns(
         sb,
         "iptables -A INPUT -p tcp --dport 5999 --syn -j DROP",
         args,
         &after,
         &format!("cat \"$TMPDIR/ms\"; echo dropped=$({dropped})"),
     )?;
-    let k = common::netns_figures(&out);
+    let k = crate::common::netns_figures(&out);
     assert!(
         k.get("dropped").is_some_and(|&d| d >= 1),
         "{args:?}: no SYN was dropped: {}",

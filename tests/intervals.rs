@@ -3,9 +3,7 @@
 //! adds up to the datagrams a firewall rule dropped; TCP retransmissions per interval
 //! (TCP_INFO) against the namespace's own retransmission counter.
 
-mod common;
-
-use common::{json_in_netns, rule, snmp, u, Sandbox, RULE_COUNTS};
+use crate::common::{json_in_netns, rule, snmp, u, Sandbox, RULE_COUNTS};
 use serde_json::Value;
 
 fn intervals(run: &Value) -> &Vec<Value> {
@@ -110,7 +108,7 @@ fn pingpong_and_connect_intervals_count_round_trips_and_connections() {
     ] {
         let mut all = args.to_vec();
         all.extend(["-w", "0", "-i", "0.2"]);
-        let v = common::json(&sb, &all);
+        let v = crate::common::json(&sb, &all);
         let run = &v["body"]["results"][0]["runs"][0];
         match side {
             "sender" => tiles(run, "bytes_sent", "messages_sent"),
@@ -128,7 +126,7 @@ fn rate_loss_per_interval_adds_up_to_the_runs_loss() {
     // Unpaced 64-byte datagrams on loopback: the receiver's buffer overflows now and
     // then; each interval's loss is the growth of the receivers' sequence gaps.
     let sb = Sandbox::new();
-    let v = common::json(
+    let v = crate::common::json(
         &sb,
         &[
             "rate", "-t", "udp", "-s", "64", "-n", "200000", "-w", "0", "-i", "0.05", "--runs", "2",
@@ -168,7 +166,7 @@ fn with_a_role_in_another_process_the_intervals_follow_the_one_here() {
             "--placement",
             "processes",
         ]);
-        let v = common::json(&sb, &all);
+        let v = crate::common::json(&sb, &all);
         let run = &v["body"]["results"][0]["runs"][0];
         let iv = intervals(run);
         assert!(iv.iter().all(|i| i["side"] == side), "{args:?}: {iv:?}");

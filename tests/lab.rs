@@ -7,11 +7,9 @@
 //! test): elsewhere each test says why and skips. (bench/lab.sh: the same lab against
 //! iperf3 and sockperf.)
 
-mod common;
-
 use std::process::{Child, Command, Stdio};
 
-use common::{f, u, Sandbox};
+use crate::common::{f, u, Sandbox};
 use serde_json::Value;
 
 /// Two namespaces `a` (client) and `b` (server) joined by a veth pair, with IPv4 and
@@ -96,7 +94,7 @@ impl Lab {
 
     /// A server in `b`; returns it and its port.
     fn server(&self, sb: &Sandbox, extra: &[&str]) -> (Child, u16) {
-        let (child, port, lines) = common::spawn_server(
+        let (child, port, lines) = crate::common::spawn_server(
             self.sockbench(sb, &self.b)
                 .args(["server", "--port", "0"])
                 .args(extra),

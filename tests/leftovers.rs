@@ -6,15 +6,13 @@
 //! test waits until the object is there, sees it by the name the tool gives it, and only
 //! then interrupts or kills the run.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::Sandbox;
+use crate::common::Sandbox;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
@@ -369,7 +367,7 @@ fn sigkill_mid_run_leaves_nothing(args: &[&str], sockets: usize, what: &str) {
         .unwrap();
     let pid = child.id();
     let until = Instant::now() + Duration::from_secs(10);
-    while common::sockets_of(pid) < sockets {
+    while crate::common::sockets_of(pid) < sockets {
         assert!(Instant::now() < until, "{what}");
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -2,12 +2,10 @@
 //! arguments that are not UTF-8, runs too short to judge. sockbench never crashes or
 //! panics: it exits 1 or 2 with a message that names the limit, and leaves nothing.
 
-mod common;
-
 use std::os::unix::ffi::OsStrExt;
 use std::process::Command;
 
-use common::{shm_leftovers, Sandbox};
+use crate::common::{shm_leftovers, Sandbox};
 use predicates::prelude::*;
 
 fn sockbench() -> String {
@@ -130,7 +128,7 @@ fn an_argument_that_is_not_utf8_is_a_usage_error_not_a_panic() {
         .arg(&dir)
         .output()
         .unwrap();
-    common::assert_success(&out);
+    crate::common::assert_success(&out);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let argv = v["command"].as_array().unwrap();
     assert!(argv
@@ -146,7 +144,7 @@ fn an_argument_that_is_not_utf8_is_a_usage_error_not_a_panic() {
 fn cpu_never_exceeds_a_core_per_thread_and_short_runs_are_not_judged() {
     let sb = Sandbox::new();
     for _ in 0..5 {
-        let v = common::json(
+        let v = crate::common::json(
             &sb,
             &["stream", "-t", "tcp,unix,pipe", "-n", "1", "-w", "0"],
         );
@@ -154,11 +152,11 @@ fn cpu_never_exceeds_a_core_per_thread_and_short_runs_are_not_judged() {
             for side in ["sender", "receiver"] {
                 let f = &r["runs"][0][side];
                 let (cpu, secs) = (
-                    common::f(f, "/cpu_seconds"),
-                    common::f(f, "/duration_seconds"),
+                    crate::common::f(f, "/cpu_seconds"),
+                    crate::common::f(f, "/duration_seconds"),
                 );
                 assert!(cpu <= secs + 1e-12, "{side}: {cpu} s of CPU in {secs} s");
-                assert!(common::f(f, "/cpu_utilization") <= 1.0);
+                assert!(crate::common::f(f, "/cpu_utilization") <= 1.0);
             }
             // One message takes microseconds: too short for a CPU-bound verdict, and for
             // /proc/stat's 10 ms ticks, so the machine-wide figure is unknown.
@@ -167,7 +165,7 @@ fn cpu_never_exceeds_a_core_per_thread_and_short_runs_are_not_judged() {
                 .unwrap()
                 .iter()
                 .all(|w| w["kind"] != "cpu-saturated"));
-            if common::f(&r["runs"][0], "/duration_seconds") < 0.05 {
+            if crate::common::f(&r["runs"][0], "/duration_seconds") < 0.05 {
                 assert!(
                     r["runs"][0]["system"].is_null(),
                     "{}",

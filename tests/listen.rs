@@ -3,15 +3,13 @@
 //! must say what the clients really sent, read by read; escape bytes come out escaped;
 //! Ctrl-C prints the summary and removes the socket file.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::Sandbox;
+use crate::common::Sandbox;
 use serde_json::Value;
 
 /// A running `sockbench listen`, its stdout collected line by line.

@@ -4,14 +4,12 @@
 //! close-delimited bodies, trickle its answers out in pieces, stall, or never answer.
 //! The generator's figures are checked against the server's own counts.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::Sandbox;
+use crate::common::Sandbox;
 use sockbench::load::LoadReport;
 
 /// What the test server does.

@@ -1,9 +1,7 @@
 //! Every transport carries a short stream end to end, and both sides' counts agree
 //! (exactly for reliable transports; sent = received + lost for UDP).
 
-mod common;
-
-use common::{f, json, shm_left_by_exited, u, Sandbox};
+use crate::common::{f, json, shm_left_by_exited, u, Sandbox};
 
 const ALL: [&str; 12] = [
     "unix",

@@ -5,9 +5,7 @@
 //! after it. Where the receiver's buffer also overflowed, the loss beyond the rule's is
 //! bounded by RcvbufErrors, which may include refused end markers (counted by a rule too). (pingpong's split into lost requests and replies: tests/pingpong.rs.)
 
-mod common;
-
-use common::{json_in_netns, rule, snmp, u, Sandbox, RULE_COUNTS};
+use crate::common::{json_in_netns, rule, snmp, u, Sandbox, RULE_COUNTS};
 
 fn drop_every(n: u64) -> String {
     format!(

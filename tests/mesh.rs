@@ -3,11 +3,9 @@
 //! namespace. The full matrix, the rounds (from the times the agents recorded), a host
 //! killed mid-mesh, the key, and bad flags.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::Sandbox;
+use crate::common::Sandbox;
 use serde_json::Value;
 
 /// Agents in this many namespaces.
@@ -350,7 +348,7 @@ fn ctrl_c_stops_the_mesh_promptly_and_prints_what_was_measured() {
     use nix::sys::signal::{kill, Signal};
     use nix::unistd::Pid;
     let sb = Sandbox::new();
-    let mut agents = common::Agents::start(&sb, 3, &[]);
+    let mut agents = crate::common::Agents::start(&sb, 3, &[]);
     let (hosts, logs) = (agents.list(), &agents.logs);
     let mesh = sb
         .sockbench()
@@ -431,7 +429,7 @@ fn ctrl_c_stops_the_mesh_promptly_and_prints_what_was_measured() {
 #[test]
 fn concurrent_runs_every_pair_at_once_and_says_so() {
     let sb = Sandbox::new();
-    let mut agents = common::Agents::start(&sb, 3, &["--max-clients", "8"]);
+    let mut agents = crate::common::Agents::start(&sb, 3, &["--max-clients", "8"]);
     let hosts = agents.list();
     let run = |format: &str| {
         sb.sockbench()

@@ -9,21 +9,19 @@
 //! The browser checks skip, saying so, only when chromium is not installed
 //! (`apt-get install chromium` on Debian).
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 
-use common::{chromium, Sandbox};
+use crate::common::{chromium, Sandbox};
 use serde_json::Value;
 
 /// Agents in the mesh.
 const HOSTS: usize = 3;
 
-/// Headless chromium (see `common::browser`) with every host name mapped to nothing and
+/// Headless chromium (see `crate::common::browser`) with every host name mapped to nothing and
 /// no proxy: nothing leaves the machine, whatever a page asks for.
 fn browser(sb: &Sandbox, tool: &str, profile: &str) -> Command {
-    let mut c = common::browser(sb, tool, profile);
+    let mut c = crate::common::browser(sb, tool, profile);
     c.arg("--host-resolver-rules=MAP * ~NOTFOUND")
         .arg("--no-proxy-server");
     c
@@ -189,7 +187,7 @@ fn assert_all_measured(maps: &[HeatMap], where_: &str) {
 #[test]
 fn the_mesh_page_has_a_heat_map_per_figure_and_renders_in_a_browser_offline() {
     let sb = Sandbox::new();
-    let mut agents = common::Agents::start(&sb, HOSTS, &[]);
+    let mut agents = crate::common::Agents::start(&sb, HOSTS, &[]);
     let hosts = agents.list();
     let page_path = sb.path().join("mesh.html");
     let out = sb

@@ -2,11 +2,9 @@
 //! ab, wrk and h2load; the driver's count checked against the server's own; bad flags;
 //! Ctrl-C leaves no child behind.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{have, Sandbox};
+use crate::common::{have, Sandbox};
 use serde_json::Value;
 
 fn models(sb: &Sandbox, args: &[&str]) -> Value {

@@ -10,13 +10,11 @@
 //! python3-prometheus-client) and apt-get install prometheus (promtool). A test whose
 //! parser is missing says so and skips. `SOCKBENCH_PYTHON` names the Python to use.
 
-mod common;
-
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::{assert_success, Sandbox};
+use crate::common::{assert_success, Sandbox};
 use serde_json::Value;
 
 /// One parsed sample.
@@ -57,7 +55,7 @@ impl Parsed {
 
 /// Parse `text` with the strict parser; panic with its message if it rejects it.
 fn parse(py: &str, text: &str) -> Parsed {
-    let families = common::openmetrics_families(py, text)
+    let families = crate::common::openmetrics_families(py, text)
         .unwrap_or_else(|e| panic!("the OpenMetrics parser rejected the output: {e}\n{text}"));
     let mut parsed = Parsed {
         families: Vec::new(),
@@ -173,7 +171,7 @@ fn close(got: f64, want: f64) -> bool {
 /// the strict parser and check it against the JSON, figure by figure. Returns the text,
 /// what the parser read and the JSON. None if the parser is not installed.
 fn run_and_check(sb: &Sandbox, args: &[&str]) -> Option<(String, Parsed, Value)> {
-    let py = common::openmetrics_python()?;
+    let py = crate::common::openmetrics_python()?;
     let prom = sb.path().join("out.prom");
     let json = sb.path().join("out.json");
     let out = sb
@@ -441,7 +439,7 @@ fn connect_has_one_histogram_per_latency() {
 #[test]
 fn two_runs_add_up_and_stdout_gets_the_same_text() {
     let sb = Sandbox::new();
-    let Some(py) = common::openmetrics_python() else {
+    let Some(py) = crate::common::openmetrics_python() else {
         return;
     };
     let prom = sb.path().join("runs.prom");

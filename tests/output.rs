@@ -1,9 +1,7 @@
 //! Output formats and exports: table, CSV, Markdown, JSON to stdout and to files, and the
 //! suite's matrix layout.
 
-mod common;
-
-use common::Sandbox;
+use crate::common::Sandbox;
 use predicates::prelude::*;
 
 /// The rows of the Markdown tables in `text`, each a list of trimmed cells (the header,
@@ -17,7 +15,7 @@ fn markdown_rows(text: &str) -> Vec<Vec<&str>> {
 
 fn run(sb: &Sandbox, args: &[&str]) -> String {
     let out = sb.cmd().args(args).arg("-q").output().unwrap();
-    common::assert_success(&out);
+    crate::common::assert_success(&out);
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -228,7 +226,7 @@ fn suite_is_a_matrix_that_ranks_no_transport_from_one_run() {
 #[test]
 fn suite_json_has_every_cell_or_a_skip_reason() {
     let sb = Sandbox::new();
-    let v = common::json(&sb, &["suite", "-d", "0.05", "-w", "0", "-t", "pipe,udp6"]);
+    let v = crate::common::json(&sb, &["suite", "-d", "0.05", "-w", "0", "-t", "pipe,udp6"]);
     let results = v["body"]["results"].as_array().unwrap();
     let count = |w: &str| results.iter().filter(|r| r["workload"] == w).count();
     let skipped = v["body"]["skipped"].as_array().unwrap().len();
@@ -581,14 +579,14 @@ fn the_lost_column_shows_the_count_and_share_the_json_has() {
         let col = |name: &str| rows[0].iter().position(|h| *h == name).unwrap();
         let udp = &v["body"]["results"][0];
         let (lost, sent) = (
-            common::u(udp, "/messages_lost"),
-            common::u(udp, "/messages_sent"),
+            crate::common::u(udp, "/messages_lost"),
+            crate::common::u(udp, "/messages_sent"),
         );
         let want = format!("{lost} ({:.2}%)", 100.0 * lost as f64 / sent as f64);
         assert_eq!(rows[2][col("lost")], want, "{text}");
         assert_eq!(rows[3][col("lost")], "-", "unix loses nothing: no figure");
         if workload == "pingpong" {
-            let per_op = common::f(udp, "/cpu_seconds_per_round_trip");
+            let per_op = crate::common::f(udp, "/cpu_seconds_per_round_trip");
             assert_eq!(
                 rows[2][col("CPU/op")],
                 sockbench::vocab::units::format_ns((per_op * 1e9) as u64)
@@ -608,8 +606,8 @@ fn the_lost_column_shows_the_count_and_share_the_json_has() {
                     unix["messages_reordered"], unix["messages_duplicated"]
                 )
             );
-            let cpu = common::f(unix, "/sender_cpu_seconds_per_gb")
-                + common::f(unix, "/receiver_cpu_seconds_per_gb");
+            let cpu = crate::common::f(unix, "/sender_cpu_seconds_per_gb")
+                + crate::common::f(unix, "/receiver_cpu_seconds_per_gb");
             assert_eq!(rows[3][col("CPU s/GB snd+rcv")], format!("{cpu:.3}"));
         }
     }
@@ -746,7 +744,7 @@ fn engines_are_ranked_only_beyond_the_noise_and_each_shows_its_runs() {
             .current_dir(sb.path())
             .output()
             .unwrap();
-        common::assert_success(&out);
+        crate::common::assert_success(&out);
         let text = String::from_utf8_lossy(&out.stdout);
         let v: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(sb.path().join("r.json")).unwrap())

@@ -5,53 +5,22 @@
 //! untouched (same content, nothing received, no connection), and the run refused with a
 //! message naming the endpoint.
 
-mod common;
-
 use std::io::Read;
 use std::net::TcpListener;
 use std::os::unix::net::UnixDatagram;
 use std::process::Output;
-use std::time::Duration;
 
-use common::Sandbox;
+use crate::common::{Sandbox, Server};
 
-/// A keyless server on loopback, every line it logs kept.
-struct Server {
-    child: std::process::Child,
-    port: u16,
-    log: std::sync::mpsc::Receiver<String>,
-}
-
-impl Server {
-    fn start(sb: &Sandbox, forge: Option<&str>) -> Server {
-        let mut cmd = sb.sockbench();
-        cmd.args(["server", "--listen", "127.0.0.1", "--port", "0"]);
-        if let Some(f) = forge {
-            cmd.env("SOCKBENCH_TEST_FORGE_ENDPOINT", f);
-        }
-        let (child, port, log) = common::spawn_server(&mut cmd);
-        Server { child, port, log }
+/// A keyless server on loopback, told by the test build to forge `forge` (JSON) as the
+/// endpoint it names, when given.
+fn start(sb: &Sandbox, forge: Option<&str>) -> Server {
+    let mut cmd = sb.sockbench();
+    cmd.args(["server", "--listen", "127.0.0.1", "--port", "0"]);
+    if let Some(f) = forge {
+        cmd.env("SOCKBENCH_TEST_FORGE_ENDPOINT", f);
     }
-
-    fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    /// What it logged so far (waiting a moment for the line of the last test).
-    fn logged(&self) -> String {
-        let mut out = Vec::new();
-        while let Ok(l) = self.log.recv_timeout(Duration::from_millis(300)) {
-            out.push(l);
-        }
-        out.join("\n")
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    Server::from_command(&mut cmd)
 }
 
 /// A client run against `server`, naming `forge` (JSON) for its data when given.
@@ -86,7 +55,7 @@ fn refused(o: &Output, what: &str, endpoint: &str) {
 #[test]
 fn a_client_naming_a_file_or_another_fifo_for_the_servers_writes_gets_nothing_written() {
     let sb = Sandbox::new();
-    let server = Server::start(&sb, None);
+    let server = start(&sb, None);
     // A plain file (as root, any file on the host), and a FIFO someone else reads (as
     // /run/initctl is).
     let file = sb.path().join("victim.conf");
@@ -122,7 +91,7 @@ fn a_client_naming_a_file_or_another_fifo_for_the_servers_writes_gets_nothing_wr
 #[test]
 fn a_client_naming_a_queue_or_ring_it_did_not_make_gets_nothing_written() {
     let sb = Sandbox::new();
-    let server = Server::start(&sb, None);
+    let server = start(&sb, None);
     // Somebody's message queue.
     let qname = format!("/sbvictim-{}", std::process::id());
     let cq = std::ffi::CString::new(qname.clone()).unwrap();
@@ -165,7 +134,7 @@ fn a_client_naming_a_queue_or_ring_it_did_not_make_gets_nothing_written() {
 #[test]
 fn a_client_naming_another_datagram_socket_gets_no_datagram_sent_and_the_file_kept() {
     let sb = Sandbox::new();
-    let server = Server::start(&sb, None);
+    let server = start(&sb, None);
     // A log socket (as /dev/log is): the server would answer it, and remove its name.
     let log = sb.path().join("log");
     let victim = UnixDatagram::bind(&log).unwrap();
@@ -188,7 +157,7 @@ fn a_client_naming_another_datagram_socket_gets_no_datagram_sent_and_the_file_ke
 #[test]
 fn a_local_client_cannot_make_the_server_dial_a_service_on_its_loopback() {
     let sb = Sandbox::new();
-    let server = Server::start(&sb, None);
+    let server = start(&sb, None);
     // A service bound only to loopback, held by this test (not by the client).
     let service = TcpListener::bind("127.0.0.1:0").unwrap();
     service.set_nonblocking(true).unwrap();
@@ -212,7 +181,7 @@ fn a_client_does_not_trust_the_endpoints_a_server_names() {
     // The client writes the server's FIFO (stream: the server receives).
     let file = sb.path().join("victim.conf");
     std::fs::write(&file, "precious\n").unwrap();
-    let server = Server::start(&sb, Some(&path_json(&file)));
+    let server = start(&sb, Some(&path_json(&file)));
     let o = client(&sb, &server, None, &["stream", "-t", "fifo"]);
     refused(&o, "the server's endpoint", &file.display().to_string());
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "precious\n");
@@ -221,7 +190,7 @@ fn a_client_does_not_trust_the_endpoints_a_server_names() {
     let service = TcpListener::bind("127.0.0.1:0").unwrap();
     service.set_nonblocking(true).unwrap();
     let at = service.local_addr().unwrap();
-    let server = Server::start(&sb, Some(&serde_json::json!({ "address": at }).to_string()));
+    let server = start(&sb, Some(&serde_json::json!({ "address": at }).to_string()));
     let o = client(&sb, &server, None, &["stream", "-t", "tcp"]);
     refused(&o, "the server's endpoint", &at.to_string());
     assert!(
@@ -230,7 +199,7 @@ fn a_client_does_not_trust_the_endpoints_a_server_names() {
     );
     // An address on another host than the server's.
     drop(server);
-    let server = Server::start(&sb, Some(r#"{"address": "192.0.2.1:9"}"#));
+    let server = start(&sb, Some(r#"{"address": "192.0.2.1:9"}"#));
     let o = client(&sb, &server, None, &["stream", "-t", "udp"]);
     refused(&o, "the server's endpoint", "192.0.2.1:9");
     assert!(

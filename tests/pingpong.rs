@@ -1,9 +1,7 @@
 //! `pingpong`: round trips over every transport, the latency distribution, open loop
 //! with coordinated-omission correction, histogram export and the delayed-ACK diagnosis.
 
-mod common;
-
-use common::{json, u, Sandbox};
+use crate::common::{json, u, Sandbox};
 use serde_json::Value;
 
 fn round_trip(r: &Value) -> &Value {
@@ -264,7 +262,7 @@ fn udp_loss_splits_into_requests_and_replies_that_add_up_to_the_firewall_count()
     // Every 10th datagram with a payload is dropped by the kernel's firewall, exactly; the
     // firewall's own counter and a model of the exchange are the oracles.
     let sb = Sandbox::new();
-    let Some(out) = common::in_netns(
+    let Some(out) = crate::common::in_netns(
         &sb,
         "iptables -A INPUT -p udp -m length --length 29:65535 -m statistic --mode nth --every 10 --packet 0 -j DROP",
         &["pingpong", "-t", "udp", "-n", "100", "-w", "0", "-q", "--format", "json"],
@@ -279,14 +277,14 @@ fn udp_loss_splits_into_requests_and_replies_that_add_up_to_the_firewall_count()
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let r = &v["body"]["results"][0];
     let (sent, received, lost) = (
-        common::u(r, "/messages_sent"),
-        common::u(r, "/messages_received"),
-        common::u(r, "/messages_lost"),
+        crate::common::u(r, "/messages_sent"),
+        crate::common::u(r, "/messages_received"),
+        crate::common::u(r, "/messages_lost"),
     );
     let (req, rep, late) = (
-        common::u(r, "/requests_lost"),
-        common::u(r, "/replies_lost"),
-        common::u(r, "/replies_late"),
+        crate::common::u(r, "/requests_lost"),
+        crate::common::u(r, "/replies_lost"),
+        crate::common::u(r, "/replies_late"),
     );
     assert_eq!(sent, 100);
     // A dropped datagram never comes late: every loss the firewall made is a request or a
@@ -294,7 +292,7 @@ fn udp_loss_splits_into_requests_and_replies_that_add_up_to_the_firewall_count()
     assert_eq!(req + rep, dropped, "{r}");
     assert_eq!(lost, req + rep + late);
     assert_eq!(sent, received + lost);
-    assert_eq!(common::u(round_trip(r), "/count"), received);
+    assert_eq!(crate::common::u(round_trip(r), "/count"), received);
     if late > 0 {
         // A reply held past the 200 ms a request waits (a loaded machine) lets the next
         // request pass the rule before it: the order the model counts in is gone.
@@ -322,7 +320,7 @@ fn udp_loss_splits_into_requests_and_replies_that_add_up_to_the_firewall_count()
 fn round_trips_of_every_run_are_merged_into_one_distribution() {
     let sb = Sandbox::new();
     let hist = sb.path().join("rtt.csv");
-    let v = common::json(
+    let v = crate::common::json(
         &sb,
         &[
             "pingpong",
@@ -339,9 +337,9 @@ fn round_trips_of_every_run_are_merged_into_one_distribution() {
         ],
     );
     let r = &v["body"]["results"][0];
-    assert_eq!(common::u(round_trip(r), "/count"), 300, "{r}");
+    assert_eq!(crate::common::u(round_trip(r), "/count"), 300, "{r}");
     for run in r["runs"].as_array().unwrap() {
-        assert_eq!(common::u(run, "/latencies/round_trip/count"), 100);
+        assert_eq!(crate::common::u(run, "/latencies/round_trip/count"), 100);
     }
     // The histogram file holds every round trip too: its counts add up to 300.
     let text = std::fs::read_to_string(&hist).unwrap();

@@ -5,9 +5,7 @@
 //! `alternate-cpus`) is explained by the warning; migrations agree with perf's own
 //! cpu-migrations counter and the task clock with the thread's CPU time.
 
-mod common;
-
-use common::{f, json, u, Sandbox};
+use crate::common::{f, json, u, Sandbox};
 use serde_json::Value;
 
 fn cpus() -> usize {
@@ -159,7 +157,7 @@ fn a_bimodal_result_made_on_purpose_is_explained_with_each_groups_count_and_p50(
         .env("SOCKBENCH_TEST_FAULT", "alternate-cpus")
         .output()
         .unwrap();
-    common::assert_success(&out);
+    crate::common::assert_success(&out);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let r = &v["body"]["results"][0];
     let runs = r["runs"].as_array().unwrap();

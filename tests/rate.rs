@@ -1,9 +1,7 @@
 //! `rate`: message counts with sequence numbers: nothing lost, reordered or duplicated on
 //! reliable transports; exact loss on UDP, explained by the kernel's own drop counter.
 
-mod common;
-
-use common::{f, json, u, Sandbox};
+use crate::common::{f, json, u, Sandbox};
 
 #[test]
 fn reliable_transports_deliver_every_numbered_message_in_order() {

@@ -1,8 +1,6 @@
 //! The README's examples run exactly as written, and its test command is the one CI runs.
 
-mod common;
-
-use common::{u, Sandbox};
+use crate::common::{u, Sandbox};
 use serde_json::Value;
 
 const README: &str = include_str!("../README.md");

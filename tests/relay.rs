@@ -3,14 +3,12 @@
 //! sees, the bytes it reports are the ones the kernel carried, refusals are usage errors
 //! that say why, and Ctrl-C stops it with what it measured and nothing left behind.
 
-mod common;
-
 use std::io::{BufRead, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{json, u, Sandbox};
+use crate::common::{json, u, Sandbox};
 use serde_json::Value;
 
 fn results(v: &Value) -> &Vec<Value> {
@@ -224,7 +222,7 @@ fn a_size_sweep_prints_the_crossover() {
         ])
         .output()
         .unwrap();
-    common::assert_success(&out);
+    crate::common::assert_success(&out);
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text
         .lines()
@@ -252,7 +250,7 @@ fn a_size_sweep_prints_the_crossover() {
         .args(["-q", "--format", "json"])
         .output()
         .unwrap();
-    common::assert_success(&out);
+    crate::common::assert_success(&out);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let c = &v["body"]["crossovers"][0];
     let summary = c["summary"].as_str().unwrap();
@@ -293,7 +291,7 @@ fn each_method_shows_its_runs_and_a_winner_is_named_only_beyond_the_noise() {
             .current_dir(sb.path())
             .output()
             .unwrap();
-        common::assert_success(&out);
+        crate::common::assert_success(&out);
         let text = String::from_utf8_lossy(&out.stdout);
         let v: Value =
             serde_json::from_str(&std::fs::read_to_string(sb.path().join("r.json")).unwrap())
@@ -638,14 +636,14 @@ fn the_system_calls_it_counts_are_the_ones_strace_sees() {
 #[test]
 fn loopback_carries_every_relayed_byte_twice() {
     let sb = Sandbox::new();
-    let Some((v, k)) = common::json_in_netns(
+    let Some((v, k)) = crate::common::json_in_netns(
         &sb,
         "true",
         // No warm-up: its traffic would cross loopback too.
         &[
             "relay", "-m", "splice", "--bytes", "32M", "-s", "64K", "-w", "0",
         ],
-        common::LO_COUNTERS,
+        crate::common::LO_COUNTERS,
     ) else {
         return;
     };
@@ -657,13 +655,13 @@ fn loopback_carries_every_relayed_byte_twice() {
         "loopback carried {lo} bytes for {relayed} relayed"
     );
     // With a warm-up, its traffic crosses loopback too, and is not counted as relayed.
-    let Some((v, k)) = common::json_in_netns(
+    let Some((v, k)) = crate::common::json_in_netns(
         &sb,
         "true",
         &[
             "relay", "-m", "splice", "--bytes", "32M", "-s", "64K", "-w", "0.2",
         ],
-        common::LO_COUNTERS,
+        crate::common::LO_COUNTERS,
     ) else {
         return;
     };
@@ -744,9 +742,6 @@ fn ctrl_c_prints_what_was_relayed_and_leaves_nothing_behind() {
 /// (which `tests/schema.rs` keeps equal to what the code generates).
 #[test]
 fn real_output_validates_against_the_documents_schema() {
-    let path = format!("{}/schema/document.schema.json", env!("CARGO_MANIFEST_DIR"));
-    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
     let sb = Sandbox::new();
     for doc in [
         json(
@@ -762,8 +757,7 @@ fn real_output_validates_against_the_documents_schema() {
         assert_eq!(doc["schema_version"], sockbench::report::SCHEMA_VERSION);
         assert!(doc["environment"]["kernel"].is_string());
         assert!(doc["started_at"].is_string() && doc["ended_at"].is_string());
-        let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
-        assert!(errors.is_empty(), "{errors:?}\n{doc}");
+        crate::common::assert_valid(&doc);
     }
 }
 
@@ -843,7 +837,7 @@ fn the_relay_only_form_outlasts_running_out_of_descriptors() {
     // With 16 descriptors, a burst of idle clients exhausts them: the accepts that fail
     // are counted, and once the clients hang up the relay serves again; it never ends on
     // its own (once, one accept error stopped it with status 0).
-    if !common::has_prlimit() {
+    if !crate::common::has_prlimit() {
         return;
     }
     let sb = Sandbox::new();

@@ -2,9 +2,7 @@
 //! report and writes out identical (JSON -> Report -> JSON), and every table it prints is
 //! the one the run printed, for every workload and the suite.
 
-mod common;
-
-use common::{assert_success, Sandbox};
+use crate::common::{assert_success, Sandbox};
 
 /// Run `args` with the table on stdout and the JSON report exported to a file; return
 /// both.

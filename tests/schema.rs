@@ -1,15 +1,13 @@
 //! The JSON document matches schema/document.schema.json: the committed schema is the one
-//! the code generates (regenerate with `UPDATE_SCHEMA=1 cargo test --test schema`), every
+//! the code generates (regenerate with `UPDATE_SCHEMA=1 cargo test --test integration schema::`), every
 //! schema_version names exactly one schema (a change to the document's keys without a new
 //! version fails), and real output of every workload, a failed run's included, validates
 //! against the committed file. Versions 1 to 8 were the measuring commands' report alone
 //! (schema/legacy/report-v8.schema.json is the last).
 
-mod common;
+use crate::common::Sandbox;
 
-use common::Sandbox;
-
-const SCHEMA_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/schema/document.schema.json");
+use crate::common::SCHEMA_PATH;
 
 fn generated() -> String {
     let schema = schemars::schema_for!(sockbench::document::Document);
@@ -25,7 +23,7 @@ fn committed_schema_is_up_to_date() {
     let committed = std::fs::read_to_string(SCHEMA_PATH).unwrap_or_default();
     assert!(
         committed == now,
-        "schema/document.schema.json is stale: run `UPDATE_SCHEMA=1 cargo test --test schema` and bump \
+        "schema/document.schema.json is stale: run `UPDATE_SCHEMA=1 cargo test --test integration schema::` and bump \
          SCHEMA_VERSION if the change is incompatible"
     );
 }
@@ -74,20 +72,6 @@ fn each_schema_version_names_one_schema() {
     );
 }
 
-fn validate(doc: &serde_json::Value) {
-    let schema: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(SCHEMA_PATH).unwrap()).unwrap();
-    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
-    let errors: Vec<String> = validator
-        .iter_errors(doc)
-        .map(|e| format!("{} at {}", e, e.instance_path))
-        .collect();
-    assert!(
-        errors.is_empty(),
-        "document does not match the schema: {errors:#?}"
-    );
-}
-
 #[test]
 fn every_workloads_output_validates_against_the_committed_schema() {
     let sb = Sandbox::new();
@@ -109,7 +93,7 @@ fn every_workloads_output_validates_against_the_committed_schema() {
         assert!(out.status.success(), "{args:?}");
         let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert!(!doc["body"]["results"].as_array().unwrap().is_empty());
-        validate(&doc);
+        crate::common::assert_valid(&doc);
     }
 }
 
@@ -142,11 +126,9 @@ fn real_output_validates_against_the_schema() {
     assert_eq!(doc["tool"]["name"], "sockbench");
     assert!(doc["command"].as_array().unwrap().len() > 3);
     assert!(doc["environment"]["sysctls"]["net.core.wmem_max"].is_string());
-    validate(&doc);
+    crate::common::assert_valid(&doc);
     // The schema has teeth: a negative counter or a missing figure is rejected.
-    let schema: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(SCHEMA_PATH).unwrap()).unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
+    let validator = crate::common::document_schema();
     let mut bad = doc.clone();
     bad["body"]["results"][0]["bytes_sent"] = serde_json::json!(-1);
     assert!(!validator.is_valid(&bad));
@@ -173,5 +155,5 @@ fn failed_run_output_validates_too() {
     assert_eq!(out.status.code(), Some(1));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(doc["error"].is_string());
-    validate(&doc);
+    crate::common::assert_valid(&doc);
 }

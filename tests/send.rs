@@ -6,13 +6,11 @@
 //! makes segments of one page. Skips, with the reason, where strace, root or namespaces
 //! are missing.
 
-mod common;
-
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{u, Sandbox};
+use crate::common::{u, Sandbox};
 use serde_json::Value;
 
 /// One system call as strace saw it: its name, its text (arguments, and what it wrote
@@ -145,7 +143,7 @@ fn traced(sb: &Sandbox, args: &[&str]) -> (Value, Vec<Call>) {
         .args(["-w", "0", "--format", "json", "-q"])
         .output()
         .unwrap();
-    common::assert_success(&out);
+    crate::common::assert_success(&out);
     let text = std::fs::read_to_string(&log).unwrap();
     std::fs::remove_file(&log).unwrap();
     (serde_json::from_slice(&out.stdout).unwrap(), calls(&text))
@@ -282,7 +280,7 @@ fn zerocopy_on_loopback_reports_every_completion_copied_as_the_kernel_does() {
         ])
         .output()
         .unwrap();
-    common::assert_success(&out);
+    crate::common::assert_success(&out);
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(
         table.contains("zero-copy sends") && table.contains("0 of 200"),
@@ -353,7 +351,7 @@ fn combinations_a_method_cannot_serve_are_usage_errors_that_say_why() {
         assert!(err.contains(why), "{args:?}: {err}");
     }
     // Under -t all the same combinations are skips, recorded with the reason.
-    let v = common::json(
+    let v = crate::common::json(
         &sb,
         &[
             "stream", "-t", "all", "-s", "4K", "-n", "50", "-w", "0", "--send", "zerocopy",
@@ -379,7 +377,7 @@ fn combinations_a_method_cannot_serve_are_usage_errors_that_say_why() {
 #[test]
 fn a_zero_copy_receiver_behind_a_server_refuses_loopbacks_segments_when_it_connects() {
     let sb = Sandbox::new();
-    let (mut server, port, _lines) = common::spawn_server(sb.sockbench().args([
+    let (mut server, port, _lines) = crate::common::spawn_server(sb.sockbench().args([
         "server",
         "--listen",
         "127.0.0.1",
@@ -554,7 +552,7 @@ fn over_a_veth_with_page_sized_segments_zero_copy_receive_maps_pages_and_the_ker
     let strace = have_strace();
     let sb = Sandbox::new();
     let bin = assert_cmd::cargo::cargo_bin("sockbench");
-    let (server, port, _lines) = common::spawn_server(
+    let (server, port, _lines) = crate::common::spawn_server(
         lab.in_ns(&sb, &lab.b)
             .arg(&bin)
             .args(["server", "--port", "0"]),
@@ -584,7 +582,7 @@ fn over_a_veth_with_page_sized_segments_zero_copy_receive_maps_pages_and_the_ker
             "zerocopy", "--server", &target, "--format", "json", "-q",
         ];
         let out = c.arg(&bin).args(args).output().unwrap();
-        common::assert_success(&out);
+        crate::common::assert_success(&out);
         let calls = std::fs::read_to_string(&log)
             .map(|t| calls(&t))
             .unwrap_or_default();

@@ -4,15 +4,13 @@
 //! HTTP/1.0 and 1.1 connection handling on the wire; 10,000 idle keep-alive connections;
 //! Ctrl-C; bad flags.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use common::{have, Sandbox};
+use crate::common::{have, Sandbox};
 use serde_json::Value;
 
 const MODELS: [&str; 8] = [

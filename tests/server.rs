@@ -4,96 +4,13 @@
 //! and killed clients without slowing down or leaking threads and descriptors.
 //! (Two hosts, shaped links and injected loss: tests/lab.rs.)
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{u, Sandbox};
+use crate::common::{u, Sandbox, Server};
 use serde_json::Value;
-
-/// A running `sockbench server` on 127.0.0.1 at a port the kernel picked, its stderr
-/// collected line by line.
-struct Server {
-    child: Child,
-    port: u16,
-    log: Arc<Mutex<Vec<String>>>,
-}
-
-impl Server {
-    fn start(sb: &Sandbox, extra: &[&str]) -> Server {
-        Server::from_command(
-            sb.sockbench()
-                .args(["server", "--listen", "127.0.0.1", "--port", "0"])
-                .args(extra),
-        )
-    }
-
-    /// A server started through `cmd` (the sockbench server command, perhaps wrapped).
-    fn from_command(cmd: &mut std::process::Command) -> Server {
-        let (child, port, lines) = common::spawn_server(cmd);
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for l in lines {
-                sink.lock().unwrap().push(l);
-            }
-        });
-        Server { child, port, log }
-    }
-
-    fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().unwrap().join("\n")
-    }
-
-    /// The log once it holds `text` (the server logs a test after its client has its
-    /// result, so a moment later), or as it is after 3 s.
-    fn log_with(&self, text: &str) -> String {
-        let until = Instant::now() + Duration::from_secs(3);
-        while !self.log().contains(text) && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        self.log()
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Ctrl-C; the exit status and the whole log.
-    fn stop(mut self) -> (std::process::ExitStatus, String) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGINT,
-        );
-        let status = self.child.wait().unwrap();
-        (status, self.log_with("stopped after"))
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn json_of(out: &std::process::Output) -> Value {
-    assert!(
-        out.status.success(),
-        "failed: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
-    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
-}
 
 fn client(sb: &Sandbox, args: &[&str]) -> std::process::Output {
     sb.sockbench()
@@ -133,7 +50,7 @@ fn every_workload_runs_against_a_local_server_both_ways_over_every_named_transpo
             if reverse {
                 args.push("--reverse");
             }
-            let v = json_of(&client(&sb, &args));
+            let v = crate::common::json_of(&client(&sb, &args));
             let what = format!("{w} reverse={reverse}");
             all_ran(&v, &what);
             let p = &v["body"]["placement"];
@@ -172,7 +89,7 @@ fn the_client_and_the_server_count_the_same_bytes_and_messages() {
     let sb = Sandbox::new();
     let server = Server::start(&sb, &[]);
     let addr = server.addr();
-    let v = json_of(&client(
+    let v = crate::common::json_of(&client(
         &sb,
         &[
             "stream", "--server", &addr, "-t", "tcp", "-s", "4K", "-n", "500", "-w", "0",
@@ -188,7 +105,7 @@ fn the_client_and_the_server_count_the_same_bytes_and_messages() {
         "{log}"
     );
     // Reversed: the server sends 300 datagrams, the client receives what arrived.
-    let v = json_of(&client(
+    let v = crate::common::json_of(&client(
         &sb,
         &[
             "rate", "--server", &addr, "-t", "udp", "-n", "300", "--rate", "20k", "-w", "0", "-R",
@@ -225,7 +142,7 @@ fn processes_placement_runs_every_workload_over_every_transport_in_a_child() {
             if reverse {
                 args.push("-R");
             }
-            let v = json_of(&client(&sb, &args));
+            let v = crate::common::json_of(&client(&sb, &args));
             let what = format!("{w} reverse={reverse}");
             all_ran(&v, &what);
             assert_eq!(v["body"]["placement"]["name"], "processes");
@@ -239,7 +156,7 @@ fn processes_placement_runs_every_workload_over_every_transport_in_a_child() {
     // The child pins its role where --cpus says: the receiver's CPU is the child's.
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cpus >= 2 {
-        let v = json_of(&client(
+        let v = crate::common::json_of(&client(
             &sb,
             &[
                 "stream",
@@ -259,7 +176,7 @@ fn processes_placement_runs_every_workload_over_every_transport_in_a_child() {
         assert_eq!(run["receiver"]["on_cpu"][0]["end"], 1, "{run}");
     }
     assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
-    assert!(common::shm_leftovers().is_empty());
+    assert!(crate::common::shm_leftovers().is_empty());
 }
 
 #[test]
@@ -275,7 +192,7 @@ fn both_ways_at_once_each_direction_is_counted_on_its_own_and_the_sum_is_theirs(
             "stream", "-t", transports, "-s", "4K", "-n", "300", "-w", "0", "--bidir",
         ];
         args.extend(&placement);
-        let v = json_of(&client(&sb, &args));
+        let v = crate::common::json_of(&client(&sb, &args));
         assert_eq!(v["body"]["placement"]["bidir"], true);
         for r in v["body"]["results"].as_array().unwrap() {
             let t = &r["transport"];
@@ -295,7 +212,7 @@ fn both_ways_at_once_each_direction_is_counted_on_its_own_and_the_sum_is_theirs(
         }
     }
     // Datagrams both ways: each direction's loss is its own sent - received.
-    let v = json_of(&client(
+    let v = crate::common::json_of(&client(
         &sb,
         &[
             "rate", "--server", &addr, "-t", "udp", "-n", "2000", "--rate", "20k", "-w", "0",
@@ -331,7 +248,13 @@ fn a_key_is_required_proved_both_ways_and_never_optional() {
         client(&sb, &args)
     };
     let ok = run(&["--key-file", key.to_str().unwrap()]);
-    assert_eq!(u(&json_of(&ok), "/body/results/0/messages_received"), 100);
+    assert_eq!(
+        u(
+            &crate::common::json_of(&ok),
+            "/body/results/0/messages_received"
+        ),
+        100
+    );
     let none = run(&[]);
     assert_eq!(none.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&none.stderr).contains("requires a key"));
@@ -426,7 +349,7 @@ fn limits_are_the_servers_and_a_busy_server_says_so() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    json_of(&client(
+    crate::common::json_of(&client(
         &sb,
         &["stream", "--server", &addr, "-n", "10", "-w", "0"],
     ));
@@ -468,7 +391,7 @@ fn an_idle_connection_delays_no_test_and_is_dropped_at_the_hello_deadline() {
         &sb,
         &["pingpong", "--server", &addr, "-n", "200", "-w", "0"],
     );
-    json_of(&out);
+    crate::common::json_of(&out);
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     // The idle connection is told and closed once the 5 s hello deadline passes.
     idle.set_read_timeout(Some(Duration::from_secs(9))).unwrap();
@@ -529,7 +452,7 @@ fn garbage_oversized_frames_and_slow_dribbles_are_cut_off_and_the_next_test_runs
             "stream", "--server", &addr, "-t", "tcp", "-n", "100", "-w", "0",
         ],
     );
-    json_of(&out);
+    crate::common::json_of(&out);
     let cut = dribble.join().unwrap();
     assert!(cut < Duration::from_secs(9), "{cut:?}");
     let log = server.log_with("announces 4294967280 bytes");
@@ -636,7 +559,7 @@ fn a_killed_client_on_a_local_transport_leaves_no_role_blocked_on_the_server() {
     let sb = Sandbox::new();
     let server = Server::start(&sb, &[]);
     let addr = server.addr();
-    json_of(&client(
+    crate::common::json_of(&client(
         &sb,
         &[
             "stream", "--server", &addr, "-t", "mq", "-n", "10", "-w", "0",
@@ -667,7 +590,7 @@ fn a_killed_client_on_a_local_transport_leaves_no_role_blocked_on_the_server() {
             );
         }
     }
-    assert!(common::shm_leftovers().is_empty());
+    assert!(crate::common::shm_leftovers().is_empty());
 }
 
 #[test]
@@ -687,7 +610,7 @@ fn a_queue_the_server_made_shallower_than_asked_is_reported_as_it_was() {
     let addr = server.addr();
     // 4 messages of 1 KiB asked for; the server's queue holds 2 (the client's limit is at
     // least fs.mqueue.msg_max's floor of 10, so its own plan expects all 4).
-    let v = json_of(&client(
+    let v = crate::common::json_of(&client(
         &sb,
         &[
             "stream", "--server", &addr, "-t", "mq", "-s", "1K", "--sndbuf", "4K", "-n", "50",
@@ -702,7 +625,7 @@ fn a_queue_the_server_made_shallower_than_asked_is_reported_as_it_was() {
         "{warnings}"
     );
     // The client's own queue (it receives) is what its plan expected: no such warning.
-    let v = json_of(&client(
+    let v = crate::common::json_of(&client(
         &sb,
         &[
             "stream", "--server", &addr, "-t", "mq", "-s", "1K", "--sndbuf", "4K", "-n", "50",
@@ -744,7 +667,7 @@ fn ctrl_c_on_either_side_ends_the_test_promptly_and_the_server_reports_its_count
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["interrupted"], true);
     // The server goes on serving.
-    json_of(&client(
+    crate::common::json_of(&client(
         &sb,
         &["stream", "--server", &addr, "-n", "10", "-w", "0"],
     ));
@@ -782,13 +705,13 @@ fn ctrl_c_on_either_side_ends_the_test_promptly_and_the_server_reports_its_count
 #[test]
 fn a_server_out_of_descriptors_says_so_and_serves_again_once_they_are_free() {
     let sb = Sandbox::new();
-    if !common::has_prlimit() {
+    if !crate::common::has_prlimit() {
         return;
     }
     // 12 descriptors of the server's own, beside what it inherits from the test runner
     // (cargo-mutants hands down its jobserver's pipes: with them counted against 12, the
     // server could never set up a test).
-    let limit = 12 + common::inherited_fds();
+    let limit = 12 + crate::common::inherited_fds();
     let server = Server::from_command(
         sb.std_cmd("prlimit")
             .arg(format!("--nofile={limit}"))
@@ -832,7 +755,7 @@ fn a_server_with_once_serves_one_client_then_exits() {
     let mut server = Server::start(&sb, &["--once"]);
     let addr = server.addr();
     // One client, two scenarios: one conversation.
-    json_of(&client(
+    crate::common::json_of(&client(
         &sb,
         &[
             "stream", "--server", &addr, "-t", "tcp,udp", "-n", "100", "-w", "0",
@@ -840,7 +763,7 @@ fn a_server_with_once_serves_one_client_then_exits() {
     ));
     let until = Instant::now() + Duration::from_secs(3);
     let status = loop {
-        if let Some(s) = server.child.try_wait().unwrap() {
+        if let Some(s) = server.exited() {
             break s;
         }
         assert!(

@@ -4,94 +4,61 @@
 //! without bound. The attackers connect from other loopback addresses (127.0.0.2 and
 //! up) than the legitimate client (127.0.0.1), as other hosts would.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use common::Sandbox;
+use crate::common::{Sandbox, Server};
 
-struct Server {
-    child: std::process::Child,
-    port: u16,
-    _log: std::sync::mpsc::Receiver<String>,
-}
-
-impl Server {
-    fn start(sb: &Sandbox, extra: &[&str]) -> Server {
-        let mut cmd = sb.sockbench();
-        cmd.args(["server", "--listen", "127.0.0.1", "--port", "0"])
-            .args(extra);
-        let (child, port, log) = common::spawn_server(&mut cmd);
-        Server {
-            child,
-            port,
-            _log: log,
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Its resident memory (kB), threads and descriptors.
-    fn resources(&self) -> (u64, usize, usize) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
-        let field = |name: &str| -> u64 {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.split_whitespace().next())
-                .and_then(|v| v.parse().ok())
-                .unwrap()
-        };
-        let fds = std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
+/// Its resident memory (kB), threads and descriptors.
+fn resources(server: &Server) -> (u64, usize, usize) {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid())).unwrap();
+    let field = |name: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
             .unwrap()
-            .count();
-        (field("VmRSS:"), field("Threads:") as usize, fds)
-    }
-
-    /// Context switches of all its threads so far, as the kernel counted them.
-    fn switches(&self) -> u64 {
-        let mut n = 0;
-        for task in std::fs::read_dir(format!("/proc/{}/task", self.pid())).unwrap() {
-            // A thread may end between the listing and the read.
-            let Ok(status) = std::fs::read_to_string(task.unwrap().path().join("status")) else {
-                continue;
-            };
-            n += status
-                .lines()
-                .filter(|l| l.contains("ctxt_switches:"))
-                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-                .sum::<u64>();
-        }
-        n
-    }
-
-    /// A real client's run: it must get in and finish, in how long.
-    fn legitimate(&self, sb: &Sandbox) -> Duration {
-        let t = Instant::now();
-        let out = sb
-            .sockbench()
-            .args(["stream", "-t", "tcp", "-n", "100", "-w", "0", "-q"])
-            .args(["--server", &format!("127.0.0.1:{}", self.port)])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "the legitimate client was kept out: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        t.elapsed()
-    }
+    };
+    let fds = std::fs::read_dir(format!("/proc/{}/fd", server.pid()))
+        .unwrap()
+        .count();
+    (field("VmRSS:"), field("Threads:") as usize, fds)
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+/// Context switches of all its threads so far, as the kernel counted them.
+fn switches(server: &Server) -> u64 {
+    let mut n = 0;
+    for task in std::fs::read_dir(format!("/proc/{}/task", server.pid())).unwrap() {
+        // A thread may end between the listing and the read.
+        let Ok(status) = std::fs::read_to_string(task.unwrap().path().join("status")) else {
+            continue;
+        };
+        n += status
+            .lines()
+            .filter(|l| l.contains("ctxt_switches:"))
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum::<u64>();
     }
+    n
+}
+
+/// A real client's run: it must get in and finish, in how long.
+fn legitimate(server: &Server, sb: &Sandbox) -> Duration {
+    let t = Instant::now();
+    let out = sb
+        .sockbench()
+        .args(["stream", "-t", "tcp", "-n", "100", "-w", "0", "-q"])
+        .args(["--server", &format!("127.0.0.1:{}", server.port)])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the legitimate client was kept out: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    t.elapsed()
 }
 
 /// A connection from 127.0.0.`host` to the server.
@@ -144,7 +111,7 @@ fn silent_connections_from_many_addresses_never_keep_a_client_out() {
         .map(|i| from(2 + (i / 8) as u8, server.port))
         .collect();
     std::thread::sleep(Duration::from_millis(200));
-    let took = server.legitimate(&sb);
+    let took = legitimate(&server, &sb);
     assert!(took < Duration::from_secs(3), "it waited {took:?}");
     // One address over its share is told why, and closed (the last address's eight are
     // the youngest: none of them was pushed out).
@@ -179,7 +146,7 @@ fn silent_connections_from_many_addresses_never_keep_a_client_out() {
         })
     };
     std::thread::sleep(Duration::from_millis(200));
-    let took = server.legitimate(&sb);
+    let took = legitimate(&server, &sb);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     attacker.join().unwrap();
     assert!(took < Duration::from_secs(5), "it waited {took:?}");
@@ -189,7 +156,7 @@ fn silent_connections_from_many_addresses_never_keep_a_client_out() {
 fn frames_of_the_wrong_state_are_refused_on_their_header_and_hold_no_memory() {
     let sb = Sandbox::new();
     let server = Server::start(&sb, &["--key-file", &key(&sb)]);
-    let (rss0, _, _) = server.resources();
+    let (rss0, _, _) = resources(&server);
     // 60 connections from 10 addresses, each announcing an 8 MiB agent report before any
     // hello, and sending a megabyte of it.
     let mut conns = Vec::new();
@@ -201,7 +168,7 @@ fn frames_of_the_wrong_state_are_refused_on_their_header_and_hold_no_memory() {
         let _ = s.write_all(&vec![b'x'; 1 << 20]);
         conns.push(s);
     }
-    let (rss1, _, _) = server.resources();
+    let (rss1, _, _) = resources(&server);
     for s in &mut conns {
         assert!(
             closed(s).0,
@@ -219,7 +186,7 @@ fn frames_of_the_wrong_state_are_refused_on_their_header_and_hold_no_memory() {
 fn established_idle_clients_are_bounded_in_total_and_a_client_still_gets_in() {
     let sb = Sandbox::new();
     let server = Server::start(&sb, &[]);
-    let (_, threads0, _) = server.resources();
+    let (_, threads0, _) = resources(&server);
     // 300 clients that say hello and then nothing, from 12 addresses.
     let mut idle = Vec::new();
     for i in 0..300usize {
@@ -228,7 +195,7 @@ fn established_idle_clients_are_bounded_in_total_and_a_client_still_gets_in() {
         idle.push(s);
     }
     std::thread::sleep(Duration::from_millis(1500));
-    let (rss, threads, fds) = server.resources();
+    let (rss, threads, fds) = resources(&server);
     eprintln!("after 300 idle clients: {rss} kB, {threads} threads, {fds} descriptors");
     assert!(
         threads <= threads0 + 256 + 4,
@@ -241,15 +208,15 @@ fn established_idle_clients_are_bounded_in_total_and_a_client_still_gets_in() {
     // before: 34,000 context switches a second, a quarter of a CPU, and on one CPU shared
     // with the client a legitimate test waited up to two minutes.) What wakes is the
     // accept loop, at most 100 times a second.
-    let before = server.switches();
+    let before = switches(&server);
     std::thread::sleep(Duration::from_secs(1));
-    let per_second = server.switches() - before;
+    let per_second = switches(&server) - before;
     eprintln!("idle: {per_second} context switches in a second");
     assert!(
         per_second < 1000,
         "{per_second} context switches in a second"
     );
-    let took = server.legitimate(&sb);
+    let took = legitimate(&server, &sb);
     assert!(took < Duration::from_secs(3), "it waited {took:?}");
 }
 

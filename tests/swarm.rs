@@ -5,13 +5,11 @@
 //! (percentiles over the pairs, Jain's index) are checked against what the kernel
 //! carried from each port, counted by one iptables rule per port.
 
-mod common;
-
 use std::collections::HashMap;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{f, io_accounting, json_in_netns, snmp, sockets_of, u, Sandbox, RULE_COUNTS};
+use crate::common::{f, io_accounting, json_in_netns, snmp, sockets_of, u, Sandbox, RULE_COUNTS};
 use serde_json::Value;
 
 fn swarm(sb: &Sandbox, args: &[&str]) -> (Option<i32>, Value, String) {
@@ -171,12 +169,12 @@ fn per_port_setup(pairs: u64) -> String {
         "sysctl -qw net.ipv4.tcp_wmem='4096 16384 65536'".into(),
     ];
     for p in ports(pairs) {
-        setup.push(common::rule(
+        setup.push(crate::common::rule(
             "OUTPUT",
             &format!("-p tcp --sport {p} --tcp-flags SYN NONE"),
             &format!("data_{p}"),
         ));
-        setup.push(common::rule(
+        setup.push(crate::common::rule(
             "OUTPUT",
             &format!("-p tcp --sport {p} --syn"),
             &format!("conn_{p}"),
@@ -413,7 +411,7 @@ fn pingpong_messages_larger_than_a_pipe_wait_for_room_and_still_arrive_whole() {
 #[test]
 fn descriptor_limits_are_raised_to_the_hard_one_or_named_when_they_cannot_fit() {
     let sb = Sandbox::new();
-    if !common::has_prlimit() {
+    if !crate::common::has_prlimit() {
         return;
     }
     let run = |limit: &str, n: &str| {

@@ -6,13 +6,11 @@
 //! anywhere but in the transfer itself. An engine that silently fell back to the
 //! blocking path, on either side and wherever it runs, fails here.
 
-mod common;
-
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
 
-use common::Sandbox;
+use crate::common::Sandbox;
 
 /// Per system call: (calls, errors).
 type Counts = HashMap<String, (u64, u64)>;
@@ -137,11 +135,11 @@ fn roles(engine: &str, placement: &str) -> Option<Vec<(Counts, u64)>> {
         "threads" | "processes" => {
             args.extend(["--placement", placement]);
             let out = traced(&sb, &sb.path().join("c"), &args).output().unwrap();
-            common::assert_success(&out);
+            crate::common::assert_success(&out);
             processes.extend(per_process(&sb.path().join("c")));
         }
         _ => {
-            let (mut server, port, _log) = common::spawn_server(&mut traced(
+            let (mut server, port, _log) = crate::common::spawn_server(&mut traced(
                 &sb,
                 &sb.path().join("s"),
                 &["server", "--listen", "127.0.0.1", "--port", "0", "--once"],
@@ -149,7 +147,7 @@ fn roles(engine: &str, placement: &str) -> Option<Vec<(Counts, u64)>> {
             let addr = format!("127.0.0.1:{port}");
             args.extend(["--server", &addr]);
             let out = traced(&sb, &sb.path().join("c"), &args).output().unwrap();
-            common::assert_success(&out);
+            crate::common::assert_success(&out);
             assert!(server.wait().unwrap().success(), "the --once server failed");
             processes.extend(per_process(&sb.path().join("c")));
             processes.extend(per_process(&sb.path().join("s")));
@@ -318,7 +316,7 @@ fn latency_merged_over_streams_holds_every_round_trip_each_stream_made() {
     )
     .output()
     .unwrap();
-    common::assert_success(&out);
+    crate::common::assert_success(&out);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let r = &v["body"]["results"][0];
     // Each stream's two role threads send once per round trip each.
@@ -331,12 +329,12 @@ fn latency_merged_over_streams_holds_every_round_trip_each_stream_made() {
     per_thread.sort_unstable();
     assert_eq!(per_thread.len(), 6, "{per_thread:?}");
     let kernel: u64 = per_thread.iter().sum::<u64>() / 2;
-    let count = common::u(r, "/latencies/round_trip/count");
+    let count = crate::common::u(r, "/latencies/round_trip/count");
     assert_eq!(
         count, kernel,
         "merged count against the kernel's: {per_thread:?}"
     );
-    assert_eq!(common::u(r, "/messages_sent"), kernel);
+    assert_eq!(crate::common::u(r, "/messages_sent"), kernel);
     let buckets: u64 = r["latency_buckets"]["round_trip"]
         .as_array()
         .unwrap()

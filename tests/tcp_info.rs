@@ -16,9 +16,7 @@
 //! everything it sent, its FIN included, was acknowledged, after which it retransmits
 //! nothing. A sender that read early (its wait ran out) would show here as fewer.
 
-mod common;
-
-use common::{in_netns, json_in_netns, netns_figures, rule, snmp, u, Sandbox, RULE_COUNTS};
+use crate::common::{in_netns, json_in_netns, netns_figures, rule, snmp, u, Sandbox, RULE_COUNTS};
 use serde_json::Value;
 use sockbench::report::grid::srtt_cell;
 use sockbench::vocab::units::format_bytes;
@@ -104,7 +102,7 @@ fn a_lossy_runs_retransmits_are_the_kernels_count_and_the_table_shows_them() {
     ) else {
         return;
     };
-    common::assert_success(&out);
+    crate::common::assert_success(&out);
     let k = netns_figures(&out);
     let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let r = &v["body"]["results"][0];
@@ -220,7 +218,7 @@ fn pingpong_and_rate_over_tcp_carry_their_senders_figures() {
         &["pingpong", "-t", "tcp", "-n", "300", "-P", "2"][..],
         &["rate", "-t", "tcp", "-n", "3000"],
     ] {
-        let v = common::json(&sb, &[args, &["-w", "0"]].concat());
+        let v = crate::common::json(&sb, &[args, &["-w", "0"]].concat());
         let r = &v["body"]["results"][0];
         assert!(r["error"].is_null(), "{args:?}: {r}");
         let tcp = &r["runs"][0]["tcp"];
@@ -240,7 +238,7 @@ fn other_transports_and_connect_have_no_tcp_figures_not_zeros() {
         &["rate", "-t", "unix-dgram", "-n", "100"],
         &["connect", "-t", "tcp", "-n", "20"],
     ] {
-        let v = common::json(&sb, &[args, &["-w", "0"]].concat());
+        let v = crate::common::json(&sb, &[args, &["-w", "0"]].concat());
         for r in v["body"]["results"].as_array().unwrap() {
             let what = format!("{} {}", r["workload"], r["transport"]);
             assert!(r["error"].is_null(), "{what}: {r}");
@@ -256,7 +254,7 @@ fn other_transports_and_connect_have_no_tcp_figures_not_zeros() {
             .args(["-w", "0", "-q", "--wide", "--format", "markdown"])
             .output()
             .unwrap();
-        common::assert_success(&out);
+        crate::common::assert_success(&out);
         let text = String::from_utf8(out.stdout).unwrap();
         let header = &markdown_rows(&text)[0];
         assert!(

@@ -4,18 +4,16 @@
 //! computes from the send time each message carries), against strace (one error-queue
 //! read per message), and the refusals.
 
-mod common;
-
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use common::{json, Sandbox};
+use crate::common::{json, Sandbox};
 use serde_json::Value;
 
 const PARTS: [&str; 3] = ["user_to_kernel", "kernel_to_kernel", "kernel_to_user"];
 
 fn mean(v: &Value, ptr: &str) -> f64 {
-    common::f(v, &format!("{ptr}/mean_ns"))
+    crate::common::f(v, &format!("{ptr}/mean_ns"))
 }
 
 /// Each direction's three parts' means, summed.

@@ -6,11 +6,9 @@
 //! refused with exit status 2. Every test skips, saying why, where io_uring is
 //! unavailable.
 
-mod common;
-
 use std::collections::HashMap;
 
-use common::{f, json, u, Sandbox};
+use crate::common::{f, json, u, Sandbox};
 use serde_json::Value;
 
 /// Whether io_uring works here (asked of sockbench itself, which says why not).
@@ -149,7 +147,7 @@ fn strace_sees_far_fewer_io_uring_enters_than_writes() {
     if !io_uring() {
         return;
     }
-    if !common::have("strace") {
+    if !crate::common::have("strace") {
         return;
     }
     let sb = Sandbox::new();
@@ -169,7 +167,7 @@ fn strace_sees_far_fewer_io_uring_enters_than_writes() {
         eprintln!("skipped: ptrace is not permitted here");
         return;
     }
-    common::assert_success(&out);
+    crate::common::assert_success(&out);
     let per = enters(&std::fs::read_to_string(&log).unwrap());
     // The sender is the thread that submitted the 8000 writes.
     let (calls, submitted) = per

@@ -471,7 +471,10 @@ mod tests {
         let mut p = Parser::new("GET");
         assert_eq!(p.feed(&head), Err(ParseError::TooLarge));
         let mut p = Parser::new("GET");
-        assert_eq!(parse_in_pieces(&mut p, &head, &cuts), Err(ParseError::TooLarge));
+        assert_eq!(
+            parse_in_pieces(&mut p, &head, &cuts),
+            Err(ParseError::TooLarge)
+        );
     }
 
     #[test]

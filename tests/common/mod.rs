@@ -2,8 +2,6 @@
 //! directory (TMPDIR and XDG_RUNTIME_DIR point into it) so each test can check that
 //! nothing was left behind.
 
-#![allow(dead_code)]
-
 use std::path::Path;
 
 use assert_cmd::Command;
@@ -313,6 +311,121 @@ pub fn spawn_server(
     (child, port, rx)
 }
 
+/// A running `sockbench server` child at a port the kernel picked, every line of its
+/// stderr kept as it comes; stopped with Ctrl-C ([`Server::stop`]) or killed when
+/// dropped.
+pub struct Server {
+    child: std::process::Child,
+    /// The control port it listens on.
+    pub port: u16,
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// Lines [`Server::logged`] has handed out.
+    read: std::sync::Mutex<usize>,
+}
+
+impl Server {
+    /// `sockbench server --listen 127.0.0.1 --port 0` with `extra`.
+    pub fn start(sb: &Sandbox, extra: &[&str]) -> Server {
+        Server::from_command(
+            sb.sockbench()
+                .args(["server", "--listen", "127.0.0.1", "--port", "0"])
+                .args(extra),
+        )
+    }
+
+    /// A server started through `cmd` (a sockbench server command, perhaps wrapped or
+    /// with an environment of its own).
+    pub fn from_command(cmd: &mut std::process::Command) -> Server {
+        let (child, port, lines) = spawn_server(cmd);
+        // The first line is there already: it said the port.
+        let first = lines.recv().expect("the line with the port");
+        let log = std::sync::Arc::new(std::sync::Mutex::new(vec![first]));
+        let sink = std::sync::Arc::clone(&log);
+        std::thread::spawn(move || {
+            for l in lines {
+                sink.lock().unwrap().push(l);
+            }
+        });
+        Server {
+            child,
+            port,
+            log,
+            read: std::sync::Mutex::new(0),
+        }
+    }
+
+    /// `127.0.0.1:PORT`.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Everything it logged so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    /// The log once it holds `text` (the server logs a test after its client has its
+    /// result, so a moment later), or as it is after 3 s.
+    pub fn log_with(&self, text: &str) -> String {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        while !self.log().contains(text) && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        self.log()
+    }
+
+    /// The lines logged since the last call, once no new line has come for 300 ms (the
+    /// line of the last test comes a moment after its client ends).
+    pub fn logged(&self) -> String {
+        let mut seen = self.log.lock().unwrap().len();
+        loop {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            let now = self.log.lock().unwrap().len();
+            if now == seen {
+                break;
+            }
+            seen = now;
+        }
+        let log = self.log.lock().unwrap();
+        let mut read = self.read.lock().unwrap();
+        let new = log[*read..].join("\n");
+        *read = log.len();
+        new
+    }
+
+    /// The first line it logged (the one that says where it listens).
+    pub fn first_line(&self) -> String {
+        self.log.lock().unwrap()[0].clone()
+    }
+
+    /// Its exit status, if it has exited.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().unwrap()
+    }
+
+    /// Ctrl-C; the exit status and the whole log.
+    pub fn stop(mut self) -> (std::process::ExitStatus, String) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGINT,
+        );
+        let status = self.child.wait().unwrap();
+        (status, self.log_with("stopped after"))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Run sockbench to its end, read its /proc/PID/io and CPU time (`cpu_ticks`) while it
 /// is a zombie, then reap it.
 pub fn io_accounting(args: &[&str]) -> (Value, usize, std::collections::HashMap<String, u64>) {
@@ -558,4 +671,53 @@ json.dump(out, sys.stdout)
         return Err(String::from_utf8_lossy(&out.stderr).into_owned());
     }
     serde_json::from_slice(&out.stdout).map_err(|e| format!("the parser's JSON: {e}"))
+}
+
+/// Where the committed JSON Schema of the one document is.
+pub const SCHEMA_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/schema/document.schema.json");
+
+/// The committed schema of the one document, compiled once for every test.
+pub fn document_schema() -> &'static jsonschema::Validator {
+    static SCHEMA: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        let text = std::fs::read_to_string(SCHEMA_PATH).expect("the committed schema");
+        let schema: Value = serde_json::from_str(&text).expect("the schema is JSON");
+        jsonschema::validator_for(&schema).expect("schema compiles")
+    })
+}
+
+/// `doc` is a document of the committed schema; else the test fails naming each
+/// mismatch and where, and the command that wrote the document.
+pub fn assert_valid(doc: &Value) {
+    let errors: Vec<String> = document_schema()
+        .iter_errors(doc)
+        .map(|e| format!("{e} at {}", e.instance_path))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "not the schema's document ({}): {errors:#?}",
+        doc["command"]
+    );
+}
+
+/// A command's stdout as JSON; the command must have succeeded (else its stderr and
+/// stdout are shown).
+pub fn json_of(out: &std::process::Output) -> Value {
+    assert!(
+        out.status.success(),
+        "failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
+}
+
+/// A command's stdout as JSON, whatever its exit status (a failed run's document).
+pub fn stdout_json(out: &std::process::Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
 }
