@@ -98,7 +98,6 @@ pub fn shm_leftovers() -> Vec<String> {
 /// The sockbench rings in /dev/shm whose maker (the PID in `sockbench-PID-N`) has
 /// exited: what finished runs left behind. A live process's ring is a run in progress,
 /// perhaps another test's running beside this one, and no leftover yet.
-#[allow(dead_code)]
 pub fn shm_left_by_exited() -> Vec<String> {
     shm_leftovers()
         .into_iter()
