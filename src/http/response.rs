@@ -392,6 +392,24 @@ mod tests {
     }
 
     #[test]
+    fn a_reset_forgets_the_response_a_closed_connection_cut_short() {
+        // A connection closed mid-body (mid-chunk, with a size line kept), then the next
+        // connection's response: read from its first byte, as a new connection's.
+        for cut in [OK.len() - 3, CHUNKED.len() - 20, 60] {
+            let mut p = Parser::new("GET");
+            let (n, r) = p.feed(&CHUNKED[..cut.min(CHUNKED.len())]).unwrap();
+            assert!(n > 0 && r.is_none() && p.in_progress());
+            p.reset();
+            assert!(!p.in_progress());
+            let (n, r) = p.feed(OK).unwrap();
+            assert_eq!(
+                (n, r.map(|r| (r.status, r.body_bytes))),
+                (OK.len(), Some((200, 13)))
+            );
+        }
+    }
+
+    #[test]
     fn the_connection_header_and_http10_decide_close() {
         let r = all(b"HTTP/1.1 200 OK\r\nConnection: Close\r\nContent-Length: 0\r\n\r\n");
         assert!(r[0].close);
