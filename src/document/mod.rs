@@ -188,24 +188,7 @@ impl TryFrom<Document> for Report {
             ))
             }
         };
-        let e = doc.envelope;
-        Ok(Report {
-            schema_version: e.schema_version,
-            tool: e.tool,
-            kind,
-            command: e.command,
-            environment: e.environment,
-            started_at: e.started_at,
-            ended_at: e.ended_at,
-            placement: body.placement,
-            results: body.results,
-            skipped: body.skipped,
-            warnings: e.warnings,
-            interrupted: e.interrupted,
-            error: e.error,
-            rankings: body.rankings,
-            layout: kind.layout(),
-        })
+        Ok(Report::of(doc.envelope, kind, body))
     }
 }
 
